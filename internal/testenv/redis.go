@@ -1,0 +1,91 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a test's view of the Redis server named by TTLKIT_TEST_REDIS_URL.
+type Redis struct {
+	// Client is connected to the server; it is closed when the test ends.
+	Client *redis.Client
+	// Prefix is unique to the test ("ttlkit_t_<hex>:"). Every key the test
+	// writes must start with it: the keys are deleted when the test ends.
+	Prefix string
+
+	opts *redis.Options
+}
+
+// OpenRedis connects to the Redis server named by TTLKIT_TEST_REDIS_URL and
+// registers the deletion of every key under the returned Prefix when the test
+// ends. It skips or fails t (see the package doc) when the server is not set
+// or does not answer.
+func OpenRedis(t testing.TB) *Redis {
+	t.Helper()
+	url := lookup(t, EnvRedis)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", EnvRedis, err)
+	}
+	r := &Redis{Prefix: UniqueName() + ":", opts: opts}
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	c := redis.NewClient(opts)
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		unavailable(t, "redis at %s does not answer: %v", opts.Addr, err)
+	}
+	r.Client = c
+	t.Cleanup(func() {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := deletePrefix(ctx, c, r.Prefix); err != nil {
+			t.Errorf("testenv: deleting keys %s*: %v", r.Prefix, err)
+		}
+		_ = c.Close()
+	})
+	return r
+}
+
+// NewClient returns another client with its own connections to the same
+// server (as a second server instance would have), closed when the test ends.
+func (r *Redis) NewClient(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(r.opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Keys returns the keys under the test's prefix, for tests that check what a
+// store left behind.
+func (r *Redis) Keys(ctx context.Context) ([]string, error) {
+	var keys []string
+	iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys, iter.Err()
+}
+
+func deletePrefix(ctx context.Context, c *redis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := c.Del(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		return c.Del(ctx, batch...).Err()
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is a testing.TB that records what a helper did to it instead of
+// doing it, so the policy can be observed without failing the real test.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+	cleanups        []func()
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
+}
+
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// run calls open with a recorder on its own goroutine (Skipf and Fatalf end
+// that goroutine, as they do a test's) and then runs the registered cleanups.
+func run(t *testing.T, open func(testing.TB)) *recorder {
+	r := &recorder{TB: t}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		open(r)
+	}()
+	wg.Wait()
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	return r
+}
+
+var openers = map[string]struct {
+	env         string
+	unreachable string
+	open        func(testing.TB)
+}{
+	"redis":    {EnvRedis, "redis://127.0.0.1:1/0", func(t testing.TB) { OpenRedis(t) }},
+	"postgres": {EnvPostgres, "postgres://root@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", func(t testing.TB) { OpenPostgres(t) }},
+	"mysql":    {EnvMySQL, "root@tcp(127.0.0.1:1)/test", func(t testing.TB) { OpenMySQL(t) }},
+}
+
+func TestUnsetSkips(t *testing.T) {
+	for name, o := range openers {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(o.env, "")
+			t.Setenv(EnvRequire, "")
+			r := run(t, o.open)
+			assert.True(t, r.skipped, "want skip")
+			assert.False(t, r.failed)
+			assert.Contains(t, r.msg, o.env+" is not set")
+		})
+	}
+}
+
+func TestUnsetFailsWhenRequired(t *testing.T) {
+	for name, o := range openers {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(o.env, "")
+			t.Setenv(EnvRequire, "1")
+			r := run(t, o.open)
+			assert.True(t, r.failed, "want failure")
+			assert.False(t, r.skipped)
+			assert.Contains(t, r.msg, EnvRequire+"=1")
+		})
+	}
+}
+
+func TestUnreachableSkipsOrFails(t *testing.T) {
+	for name, o := range openers {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(o.env, o.unreachable)
+			t.Setenv(EnvRequire, "")
+			r := run(t, o.open)
+			assert.True(t, r.skipped, "want skip, got %q", r.msg)
+			assert.Contains(t, r.msg, "does not answer")
+
+			t.Setenv(EnvRequire, "1")
+			r = run(t, o.open)
+			assert.True(t, r.failed, "want failure, got %q", r.msg)
+			assert.False(t, r.skipped)
+			assert.Contains(t, r.msg, "does not answer")
+		})
+	}
+}
+
+func TestUniqueName(t *testing.T) {
+	a, b := UniqueName(), UniqueName()
+	assert.NotEqual(t, a, b)
+	assert.Regexp(t, `^ttlkit_t_[0-9a-f]{16}$`, a)
+}
+
+// The tests below run against the real servers and prove the isolation and
+// cleanup each helper promises.
+
+func TestRedisPrefixIsCleanedUp(t *testing.T) {
+	ctx := context.Background()
+	var prefix string
+	t.Run("use", func(t *testing.T) {
+		r := OpenRedis(t)
+		prefix = r.Prefix
+		require.True(t, strings.HasPrefix(prefix, "ttlkit_t_"))
+		for i := range 1500 { // more than one delete batch
+			require.NoError(t, r.Client.Set(ctx, fmt.Sprintf("%sk%d", prefix, i), i, 0).Err())
+		}
+		keys, err := r.Keys(ctx)
+		require.NoError(t, err)
+		require.Len(t, keys, 1500)
+	})
+	r := OpenRedis(t)
+	n, err := r.Client.Exists(ctx, prefix+"k0", prefix+"k1499").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "keys under the prefix survived the test")
+}
+
+func TestPostgresSchemaIsolatedAndDropped(t *testing.T) {
+	ctx := context.Background()
+	var schema string
+	t.Run("use", func(t *testing.T) {
+		p := OpenPostgres(t)
+		schema = p.Schema
+		_, err := p.Pool.Exec(ctx, "CREATE TABLE items (id int)")
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, p.Pool.QueryRow(ctx,
+			"SELECT table_schema FROM information_schema.tables WHERE table_name = 'items' AND table_schema = current_schema()").Scan(&got))
+		assert.Equal(t, schema, got)
+		other := p.NewPool(t)
+		_, err = other.Exec(ctx, "INSERT INTO items VALUES (1)")
+		require.NoError(t, err, "a second pool sees the same schema")
+	})
+	p := OpenPostgres(t)
+	var n int
+	require.NoError(t, p.Pool.QueryRow(ctx,
+		"SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", schema).Scan(&n))
+	assert.Zero(t, n, "schema survived the test")
+}
+
+func TestMySQLDatabaseIsolatedAndDropped(t *testing.T) {
+	ctx := context.Background()
+	var database string
+	t.Run("use", func(t *testing.T) {
+		m := OpenMySQL(t)
+		database = m.Database
+		_, err := m.DB.ExecContext(ctx, "CREATE TABLE items (id int)")
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, m.DB.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&got))
+		assert.Equal(t, database, got)
+		_, err = m.NewDB(t).ExecContext(ctx, "INSERT INTO items VALUES (1)")
+		require.NoError(t, err)
+	})
+	m := OpenMySQL(t)
+	var n int
+	require.NoError(t, m.DB.QueryRowContext(ctx,
+		"SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", database).Scan(&n))
+	assert.Zero(t, n, "database survived the test")
+}
