@@ -1,0 +1,80 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Provisioner creates and destroys the items a Pool holds: containers,
+// worker processes, connections. Both methods may be slow; the Pool calls
+// them without holding any lock, under its own context bounded by
+// Options.CreateTimeout and Options.DestroyTimeout, never under a caller's.
+type Provisioner[T any] interface {
+	// Create makes a new, ready item. An item returned with a nil error
+	// belongs to the Pool, which will eventually pass it to Destroy.
+	Create(ctx context.Context) (T, error)
+	// Destroy releases an item for good. The Pool calls it once per item
+	// it created or adopted (and once per orphan Reconcile finds). Destroy
+	// should treat an item that is already gone as success.
+	Destroy(ctx context.Context, item T) error
+}
+
+// Checker is implemented by a Provisioner that can health-check an item.
+// CheckHealth calls it on idle items every Options.HealthCheckInterval; an
+// item whose Check fails is destroyed with ReasonUnhealthy and replaced.
+type Checker[T any] interface {
+	Check(ctx context.Context, item T) error
+}
+
+// Lister is implemented by a Provisioner that can list what really exists
+// at the provider (seed 001's agent list, seed 000's docker ps with a label).
+// Reconcile and the start-up cleanup use it to find orphans and lost items.
+type Lister[T any] interface {
+	// List returns every item the provider holds for this pool, including
+	// items another pool instance or an earlier process created.
+	List(ctx context.Context) ([]Listed[T], error)
+	// ID returns the provider's stable identity of item; the same string
+	// List reports for it.
+	ID(item T) string
+}
+
+// Identifier is implemented by a Provisioner whose items have a stable
+// string identity. A Pool with a shared Inventory needs it (Lister includes
+// it); without it items are known only to the Pool that made them.
+type Identifier[T any] interface {
+	ID(item T) string
+}
+
+// Listed is one item as the provider lists it.
+type Listed[T any] struct {
+	// ID is the provider's identity of the item, equal to Lister.ID(Value).
+	ID string
+	// Value is enough of the item to pass to Destroy.
+	Value T
+	// Created is when the provider made it; zero if unknown, in which case
+	// the orphan grace period counts from when the Pool first saw it.
+	Created time.Time
+}
+
+// Codec turns an item into bytes and back, so that a shared Inventory can
+// hand an item made by one process to another. A Provisioner that
+// implements Codec is used as its own codec; otherwise JSONCodec is used.
+type Codec[T any] interface {
+	Encode(item T) ([]byte, error)
+	Decode(data []byte) (T, error)
+}
+
+// JSONCodec is the default Codec: encoding/json. T's exported fields must
+// describe the item completely (a container ID, host and port, say).
+type JSONCodec[T any] struct{}
+
+// Encode returns the JSON encoding of item.
+func (JSONCodec[T]) Encode(item T) ([]byte, error) { return json.Marshal(item) }
+
+// Decode parses the JSON in data into a new T.
+func (JSONCodec[T]) Decode(data []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
