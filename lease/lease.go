@@ -1,0 +1,77 @@
+package lease
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// A Lease is a grant of Cost budget units to Holder for Resource.
+//
+// A lease has two deadlines: ExpiresAt, the absolute end fixed at grant time
+// and never extended, and the heartbeat deadline, HeartbeatAt + Grace, which
+// every successful heartbeat moves forward. It is live while the current time
+// (the store's clock) is before both; from the first instant at or after
+// either one it is expired, and nothing brings it back.
+type Lease struct {
+	// ID identifies the lease. It is random and unguessable (see NewID), so
+	// it can be handed to a browser as a capability.
+	ID string
+	// Holder is who holds the lease (a user or session id). With one lease
+	// per holder, a holder has at most one live lease at a time.
+	Holder string
+	// Resource is what the lease is for (a camera id, a stream). The store
+	// keeps it but makes no decision on it.
+	Resource string
+	// Cost is the number of budget units the lease takes: the first cost of
+	// the request that fitted.
+	Cost int
+	// Token is the fencing token: strictly greater than the token of every
+	// lease granted before it by the same store, across all instances that
+	// share the store. A resource can reject requests carrying a token lower
+	// than the highest it has seen.
+	Token uint64
+	// CreatedAt is when the store granted the lease (store clock).
+	CreatedAt time.Time
+	// ExpiresAt is CreatedAt + TTL, the absolute deadline.
+	ExpiresAt time.Time
+	// HeartbeatAt is the time of the grant or of the last successful
+	// heartbeat (store clock).
+	HeartbeatAt time.Time
+	// Grace is how long the lease stays live after HeartbeatAt.
+	Grace time.Duration
+}
+
+// HeartbeatDeadline returns HeartbeatAt + Grace: the lease expires then
+// unless a heartbeat arrives first.
+func (l Lease) HeartbeatDeadline() time.Time { return l.HeartbeatAt.Add(l.Grace) }
+
+// Deadline returns the earlier of ExpiresAt and HeartbeatDeadline: the first
+// instant at which the lease is expired.
+func (l Lease) Deadline() time.Time {
+	if hb := l.HeartbeatDeadline(); hb.Before(l.ExpiresAt) {
+		return hb
+	}
+	return l.ExpiresAt
+}
+
+// Live reports whether the lease is live at now, that is now is before
+// Deadline.
+func (l Lease) Live(now time.Time) bool { return now.Before(l.Deadline()) }
+
+// Remaining returns how long the lease stays live after now, or 0 if it is
+// expired at now.
+func (l Lease) Remaining(now time.Time) time.Duration {
+	if d := l.Deadline().Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// NewID returns a new random lease id: 128 bits from crypto/rand, as 32 hex
+// digits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error.
+	return hex.EncodeToString(b[:])
+}

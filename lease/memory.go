@@ -1,0 +1,328 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// MemoryStore is the in-memory Store: one mutex, a map of records, a
+// per-holder index, a running total of live units and a min-heap of live
+// leases by deadline. Every operation first retires the leases whose deadline
+// has passed (O(log n) each, once per lease), so expired leases are absent for
+// reads and the budget at once, and no operation scans the whole store except
+// List. Sweep then only drops retired records.
+//
+// A MemoryStore is safe for concurrent use, but it is shared only by the
+// Managers of one process.
+type MemoryStore struct {
+	clock clock.Clock
+
+	mu       sync.Mutex
+	records  map[string]*record // live and retired, until swept or released
+	byHolder map[string]*record // head of each holder's list of live leases
+	live     []*record          // min-heap by deadline
+	retired  []*record          // expired, not yet swept; FIFO
+	used     int                // summed cost of live leases
+	token    uint64             // last issued fencing token
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// record is one lease in the store.
+type record struct {
+	l        Lease
+	deadline time.Time
+	heap     int // index in live, -1 once retired
+	// prev and next link the live leases of one holder.
+	prev, next *record
+}
+
+// NewMemoryStore returns an empty in-memory store that takes time from c
+// (nil means the real clock).
+func NewMemoryStore(c clock.Clock) *MemoryStore {
+	if c == nil {
+		c = clock.New()
+	}
+	return &MemoryStore{
+		clock:    c,
+		records:  make(map[string]*record),
+		byHolder: make(map[string]*record),
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("lease: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Grant implements Store.
+func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
+	if err := a.Validate(); err != nil {
+		return Lease{}, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.retire()
+	available := max(a.Budget-s.used, 0)
+	if a.Overloaded {
+		return Lease{}, &RejectedError{Reason: Overloaded, Available: available}
+	}
+	if a.OnePerHolder {
+		if h := s.byHolder[a.Holder]; h != nil {
+			return Lease{}, &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
+		}
+	}
+	cost := 0
+	for _, c := range a.Costs {
+		if c <= available {
+			cost = c
+			break
+		}
+	}
+	if cost == 0 {
+		return Lease{}, &RejectedError{Reason: OverCapacity, Available: available}
+	}
+	if _, dup := s.records[a.ID]; dup {
+		return Lease{}, fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
+	}
+	s.token++
+	r := &record{l: Lease{
+		ID: a.ID, Holder: a.Holder, Resource: a.Resource, Cost: cost, Token: s.token,
+		CreatedAt: now, ExpiresAt: now.Add(a.TTL), HeartbeatAt: now, Grace: a.Grace,
+	}}
+	r.deadline = r.l.Deadline()
+	s.records[a.ID] = r
+	s.used += cost
+	s.push(r)
+	if h := s.byHolder[a.Holder]; h != nil {
+		r.next, h.prev = h, r
+	}
+	s.byHolder[a.Holder] = r
+	return r.l, nil
+}
+
+// Heartbeat implements Store.
+func (s *MemoryStore) Heartbeat(ctx context.Context, id string) (Lease, error) {
+	if err := ctxErr(ctx); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.retire()
+	r, err := s.find(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	r.l.HeartbeatAt = now
+	r.deadline = r.l.Deadline()
+	s.down(r.heap) // the deadline only moves later
+	return r.l, nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, id string) (Lease, error) {
+	if err := ctxErr(ctx); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retire()
+	r, err := s.find(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	s.remove(r.heap)
+	s.unlink(r)
+	delete(s.records, id)
+	return r.l, nil
+}
+
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, id string) (Lease, error) {
+	if err := ctxErr(ctx); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retire()
+	r, err := s.find(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	return r.l, nil
+}
+
+// List implements Store.
+func (s *MemoryStore) List(ctx context.Context) ([]Lease, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.retire()
+	out := make([]Lease, len(s.live))
+	for i, r := range s.live {
+		out[i] = r.l
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Lease) int {
+		switch {
+		case a.Token < b.Token:
+			return -1
+		case a.Token > b.Token:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Usage implements Store.
+func (s *MemoryStore) Usage(ctx context.Context) (units, leases int, err error) {
+	if err := ctxErr(ctx); err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retire()
+	return s.used, len(s.live), nil
+}
+
+// Sweep implements Store.
+func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", ErrInvalid, limit)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retire()
+	n := min(limit, len(s.retired))
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]Lease, n)
+	for i, r := range s.retired[:n] {
+		out[i] = r.l
+		delete(s.records, r.l.ID)
+	}
+	clear(s.retired[:n])
+	s.retired = s.retired[n:]
+	if len(s.retired) == 0 {
+		s.retired = nil // let the backing array go
+	}
+	return out, nil
+}
+
+// find returns the live record id, or ErrExpired or ErrNotFound.
+func (s *MemoryStore) find(id string) (*record, error) {
+	r := s.records[id]
+	switch {
+	case r == nil:
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case r.heap < 0:
+		return nil, fmt.Errorf("%w: %s", ErrExpired, id)
+	}
+	return r, nil
+}
+
+// retire moves every lease whose deadline is at or before now from the live
+// set to the retired list, and returns now. Callers hold s.mu.
+func (s *MemoryStore) retire() time.Time {
+	now := s.clock.Now()
+	for len(s.live) > 0 && !now.Before(s.live[0].deadline) {
+		r := s.live[0]
+		s.remove(0)
+		s.unlink(r)
+		s.retired = append(s.retired, r)
+	}
+	return now
+}
+
+// unlink takes r out of its holder's list.
+func (s *MemoryStore) unlink(r *record) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else if r.next != nil {
+		s.byHolder[r.l.Holder] = r.next
+	} else {
+		delete(s.byHolder, r.l.Holder)
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	}
+	r.prev, r.next = nil, nil
+}
+
+// The live heap: a binary min-heap on deadline, each record knowing its
+// index, so removal and a heartbeat's re-position are O(log n).
+
+func (s *MemoryStore) push(r *record) {
+	r.heap = len(s.live)
+	s.live = append(s.live, r)
+	s.up(r.heap)
+}
+
+// remove takes the record at index i out of the heap and of the budget.
+func (s *MemoryStore) remove(i int) {
+	r := s.live[i]
+	last := len(s.live) - 1
+	if i != last {
+		s.swap(i, last)
+	}
+	s.live[last] = nil
+	s.live = s.live[:last]
+	if i != last {
+		s.down(i)
+		s.up(i)
+	}
+	r.heap = -1
+	s.used -= r.l.Cost
+}
+
+func (s *MemoryStore) less(i, j int) bool { return s.live[i].deadline.Before(s.live[j].deadline) }
+
+func (s *MemoryStore) swap(i, j int) {
+	s.live[i], s.live[j] = s.live[j], s.live[i]
+	s.live[i].heap, s.live[j].heap = i, j
+}
+
+func (s *MemoryStore) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *MemoryStore) down(i int) {
+	n := len(s.live)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && s.less(c+1, c) {
+			c++
+		}
+		if !s.less(c, i) {
+			return
+		}
+		s.swap(i, c)
+		i = c
+	}
+}

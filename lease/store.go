@@ -1,0 +1,142 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Store keeps leases and makes every decision about them atomically. It is
+// the unit of atomicity: several Managers, in several processes, may share
+// one Store (one Redis prefix, one SQL table) and the rules below must hold
+// across all of them. The in-memory store (NewMemoryStore) is the reference
+// implementation; lease/redislease and lease/sqllease are others, and every
+// implementation must pass lease/leasetest.
+//
+// # Time
+//
+// The store's clock decides: Redis TIME inside the script, SQL now() inside
+// the transaction, the injected clock for the memory store. Never the
+// caller's clock. Every time a store returns (CreatedAt, ExpiresAt,
+// HeartbeatAt) comes from that clock; a store may round them to its precision
+// (1 ms or finer).
+//
+// # Liveness
+//
+// A lease is live at time now while now < Lease.Deadline(), that is
+// now < ExpiresAt and now < HeartbeatAt + Grace. From the first instant it is
+// not live it is expired, forever. An expired lease counts as absent for Get,
+// List, Usage, the holder rule and the budget, immediately, whether or not a
+// Sweep has removed its record yet. The record of an expired lease is kept
+// until a Sweep removes it (so the sweep can report it); while it exists,
+// Get, Heartbeat and Release return ErrExpired, and after the sweep,
+// ErrNotFound. Nothing ever makes an expired lease live again.
+//
+// # Errors
+//
+// Errors that match ErrNotFound, ErrExpired, ErrInvalid or a *RejectedError
+// mean the call changed nothing. Any other error (network, server) is
+// returned wrapped with %w and must not match those; the caller cannot tell
+// whether the operation took effect. A cancelled context makes the call
+// return an error wrapping the context's error; an operation already applied
+// by the server stays applied.
+type Store interface {
+	// Grant decides and records a new lease in one atomic step, at the
+	// store's current time now. Let used be the summed Cost of the leases
+	// live at now and available = a.Budget − used. In this order:
+	//
+	//  1. a.Overloaded → *RejectedError{Reason: Overloaded}.
+	//  2. a.OnePerHolder and a.Holder has a lease live at now →
+	//     *RejectedError{Reason: HolderHasLease, Existing: that lease's ID}.
+	//  3. The first cost in a.Costs with cost ≤ available is granted; if
+	//     none fits → *RejectedError{Reason: OverCapacity}.
+	//
+	// Every *RejectedError carries Available = available at now (never
+	// negative). A granted lease has ID a.ID, Holder, Resource, the chosen
+	// Cost, CreatedAt = HeartbeatAt = now, ExpiresAt = now + a.TTL,
+	// Grace = a.Grace, and a Token strictly greater than every token this
+	// store has issued before (tokens are never reused, even after release,
+	// expiry or sweep; the first is ≥ 1).
+	//
+	// Grant first calls a.Validate and returns its error, wrapping
+	// ErrInvalid, without storing anything. It may assume a.ID is unique.
+	Grant(ctx context.Context, a GrantArgs) (Lease, error)
+
+	// Heartbeat sets HeartbeatAt of the lease id to now if the lease is
+	// live at now, and returns the updated lease. It changes nothing else:
+	// ExpiresAt never moves, so Deadline never passes ExpiresAt. An expired
+	// lease returns ErrExpired (record still present) or ErrNotFound, and is
+	// not changed.
+	Heartbeat(ctx context.Context, id string) (Lease, error)
+
+	// Release removes the lease id if it is live at now and returns it as
+	// it was. An expired lease returns ErrExpired and its record stays for
+	// Sweep to report; an unknown id returns ErrNotFound.
+	Release(ctx context.Context, id string) (Lease, error)
+
+	// Get returns the lease id if it is live at now; else ErrExpired
+	// (record still present) or ErrNotFound.
+	Get(ctx context.Context, id string) (Lease, error)
+
+	// List returns every lease live at now, ordered by Token ascending, as
+	// one consistent snapshot (one script, one statement).
+	List(ctx context.Context) ([]Lease, error)
+
+	// Usage returns the summed Cost and the number of the leases live at
+	// now.
+	Usage(ctx context.Context) (units, leases int, err error)
+
+	// Sweep removes the records of up to limit (> 0) leases expired at now
+	// and returns them. Each expired lease is returned by exactly one Sweep
+	// call, even when several sweepers in several processes run at the same
+	// time. It returns fewer than limit when no more expired records exist.
+	Sweep(ctx context.Context, limit int) ([]Lease, error)
+}
+
+// GrantArgs is one grant decision handed to Store.Grant. Managers build it
+// from a Request and their Options.
+type GrantArgs struct {
+	// ID is the new lease's id (NewID), unique.
+	ID string
+	// Holder and Resource are copied into the lease. Holder is required.
+	Holder, Resource string
+	// Costs are the acceptable costs, most preferred first (seed 003: main
+	// = 2, then sub = 1). Each must be in 1..Budget.
+	Costs []int
+	// TTL sets ExpiresAt = now + TTL; Grace is the heartbeat grace. Both > 0.
+	TTL, Grace time.Duration
+	// Budget is the total number of units that live leases may take. All
+	// Managers sharing a store should use the same Budget; each decision is
+	// made against the Budget of its own call.
+	Budget int
+	// OnePerHolder enables the holder rule (step 2 of Grant).
+	OnePerHolder bool
+	// Overloaded is the admission gate's verdict, sampled by the Manager
+	// just before the call; if true the grant is rejected first.
+	Overloaded bool
+}
+
+// Validate checks a for bad input and returns an error wrapping ErrInvalid
+// that names the bad field, or nil.
+func (a GrantArgs) Validate() error {
+	switch {
+	case a.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrInvalid)
+	case a.Holder == "":
+		return fmt.Errorf("%w: empty Holder", ErrInvalid)
+	case a.Budget <= 0:
+		return fmt.Errorf("%w: Budget (%d) ≤ 0", ErrInvalid, a.Budget)
+	case len(a.Costs) == 0:
+		return fmt.Errorf("%w: no Costs", ErrInvalid)
+	case a.TTL <= 0:
+		return fmt.Errorf("%w: TTL (%v) ≤ 0", ErrInvalid, a.TTL)
+	case a.Grace <= 0:
+		return fmt.Errorf("%w: Grace (%v) ≤ 0", ErrInvalid, a.Grace)
+	}
+	for _, c := range a.Costs {
+		if c <= 0 || c > a.Budget {
+			return fmt.Errorf("%w: Cost (%d) not in 1..Budget (%d)", ErrInvalid, c, a.Budget)
+		}
+	}
+	return nil
+}
