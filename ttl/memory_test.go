@@ -1,0 +1,68 @@
+package ttl_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/ttltest"
+)
+
+func TestMemoryStoreConformance(t *testing.T) {
+	ttltest.RunStore(t, ttltest.StoreHarness{
+		New: func(*testing.T) ttl.Store { return ttl.NewMemoryStore(ttl.MemoryStoreOptions{}) },
+	})
+}
+
+func TestMemoryStoreConformanceMockClock(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC))
+	ttltest.RunStore(t, ttltest.StoreHarness{
+		New: func(*testing.T) ttl.Store { return ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock}) },
+		Now: func(*testing.T) time.Time { return mock.Now() },
+	})
+}
+
+func TestMemoryBufferConformance(t *testing.T) {
+	ttltest.RunBuffer(t, ttltest.BufferHarness{
+		New: func(*testing.T) ttl.Buffer { return ttl.NewMemoryBuffer() },
+	})
+}
+
+// TestMemoryStoreUsesItsClock shows that Apply decides with the store's
+// clock, not the caller's: with a mock clock nothing expires until the mock
+// moves past the rule's After.
+func TestMemoryStoreUsesItsClock(t *testing.T) {
+	ctx := context.Background()
+	mock := clock.NewMock()
+	start := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	mock.Set(start)
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	e, err := st.Create(ctx, ttl.Entity{ID: "ws", Phase: "RUNNING"})
+	require.NoError(t, err)
+	assert.Equal(t, start, e.CreatedAt)
+	rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
+
+	mock.Add(10 * time.Minute) // exactly After: not expired yet (strictly greater)
+	ids, err := st.Apply(ctx, rules[0])
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+
+	mock.Add(time.Millisecond)
+	ids, err = st.Apply(ctx, rules[0])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ws"}, ids)
+
+	e, err = st.Update(ctx, "ws", ttl.Update{Phase: "STANDBY"})
+	require.NoError(t, err)
+	assert.Equal(t, mock.Now(), e.PhaseChangedAt)
+	mock.Add(30*time.Minute + time.Millisecond)
+	ids, err = st.Apply(ctx, rules[1])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ws"}, ids)
+}

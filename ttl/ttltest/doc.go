@@ -1,0 +1,12 @@
+// Package ttltest holds the conformance suites that every ttl.Store and
+// ttl.Buffer must pass: RunStore and RunBuffer. The memory implementations in
+// package ttl, ttl/pgttl and ttl/redisttl run them, and so can third-party
+// backends: the package imports only the standard library and ttl.
+//
+// The suites never wait for time to pass. They create entities with
+// timestamps in the past ("last active 11 minutes ago") relative to the
+// store's now and use rules with minute-sized margins, so a store on a real
+// database server, which decides with its own clock, runs the whole suite in
+// a few seconds, and clock skew or a slow machine below a minute cannot make
+// it flaky.
+package ttltest
