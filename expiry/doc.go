@@ -1,0 +1,26 @@
+// Package expiry gives keys a deadline the way Redis does: passive expiry on
+// access plus active expiry by random sampling, with a bounded cost per cycle.
+//
+// A read never returns a key whose deadline has passed: [Map.Get] and every
+// other accessor check the deadline and delete an expired key on the spot
+// (passive expiry). Keys nobody reads are reclaimed by an [Expirer] (active
+// expiry). Every Options.Interval it samples Options.SampleSize random keys
+// that carry a deadline, deletes the expired ones, and repeats at once while
+// more than Options.Threshold of the sample was expired, which is the
+// algorithm of Redis's expire.c. A cycle stops when it has spent its time
+// budget (Options.Budget of the interval) and resumes on the next tick, so a
+// mass expiry is spread over several cycles and readers never stall: the
+// keyspace lock is held for one small batch at a time.
+//
+// Sampling costs O(1) per sampled key. [Map] keeps the keys that carry a
+// deadline in a dense slice per shard (each entry remembers its position;
+// deletion swaps the last element into the hole), so a sample is a random
+// position: no full scan, no heap, and no block of long-lived keys can hide
+// expired ones from the sampler.
+//
+// [Map] is a sharded map that runs its own Expirer. Any other store can get
+// active expiry by implementing [Keyspace] and running an Expirer over it.
+//
+// The defaults are the seed's (1 s, 20 keys, 25 %, 25 % of the interval);
+// [Redis7Options] returns Redis 7's tuning (100 ms, 20 keys, 10 %).
+package expiry

@@ -1,0 +1,235 @@
+package expiry
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Keyspace is what an Expirer needs from a store: a random sample of the
+// keys that carry a deadline, and the deletion of those that are expired.
+type Keyspace interface {
+	// ExpireSample examines up to n keys that carry a deadline, chosen at
+	// random (uniformly enough that long-lived keys cannot hide expired
+	// ones), and deletes each whose deadline is at or before now, checking
+	// the deadline again under the store's own lock. It returns how many
+	// keys it examined and how many it deleted; sampled is 0 only when no
+	// key carries a deadline. It should hold its lock for this one batch
+	// only, so that readers are never stalled for long.
+	ExpireSample(now time.Time, n int) (sampled, expired int)
+}
+
+// CycleResult describes one active-expiry cycle.
+type CycleResult struct {
+	Rounds   int           // sample rounds run
+	Sampled  int           // keys examined
+	Expired  int           // keys deleted
+	Duration time.Duration // time spent, as the Expirer's clock measures it
+	// BudgetHit reports that the cycle stopped because it spent its budget
+	// (time or Options.MaxRounds) while the expired share was still above
+	// Threshold; the next cycle resumes the work.
+	BudgetHit bool
+}
+
+// ExpirerStats is a snapshot of an Expirer's counters.
+type ExpirerStats struct {
+	Cycles     uint64 // cycles run (by the ticker or by hand)
+	Rounds     uint64 // sample rounds over all cycles
+	Sampled    uint64 // keys examined over all cycles
+	Expired    uint64 // keys deleted by active expiry
+	BudgetHits uint64 // cycles cut short by the time or round budget
+	// StaleEstimate estimates the share of keys with a deadline that are
+	// expired but not yet deleted: the expired share of the last round of
+	// each cycle (what the cycle leaves behind), smoothed over cycles.
+	StaleEstimate float64
+	LastCycle     time.Duration // duration of the last cycle
+}
+
+// Expirer runs active expiry over a Keyspace: each cycle samples
+// SampleSize keys, deletes the expired ones and repeats at once while more
+// than Threshold of the sample was expired, until the time budget
+// (Budget × Interval) or MaxRounds is spent.
+//
+// Start runs a cycle every Interval on a goroutine that Close stops; Cycle
+// runs one by hand. Cycles never overlap.
+type Expirer struct {
+	ks     Keyspace
+	opts   Options
+	clk    clock.Clock
+	budget time.Duration
+	log    *slog.Logger
+
+	cycleMu sync.Mutex // serialises cycles
+
+	lifeMu   sync.Mutex
+	started  bool
+	closed   bool
+	stopping atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+
+	cycles, rounds, sampled, expired, budgetHits atomic.Uint64
+	stale                                        atomic.Uint64 // float64 bits
+	lastCycle                                    atomic.Int64
+}
+
+// NewExpirer validates opts and returns an Expirer over ks. It does not
+// start the background goroutine: call Start, or call Cycle yourself.
+func NewExpirer(ks Keyspace, opts Options) (*Expirer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.New()
+	}
+	return &Expirer{
+		ks:     ks,
+		opts:   o,
+		clk:    clk,
+		budget: time.Duration(float64(o.Interval) * o.Budget),
+		log:    o.Logger,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Start starts the goroutine that runs a cycle every Interval. It is a
+// no-op if the Expirer runs already or Options.Manual is set, and returns
+// ErrClosed after Close.
+func (e *Expirer) Start() error {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if e.started || e.opts.Manual {
+		return nil
+	}
+	e.started = true
+	t := e.clk.Ticker(e.opts.Interval)
+	go e.loop(t)
+	return nil
+}
+
+func (e *Expirer) loop(t *clock.Ticker) {
+	defer close(e.done)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.Cycle()
+		}
+	}
+}
+
+// Close stops the background goroutine, interrupting a running cycle
+// between two rounds, and waits for it. It is idempotent and always
+// returns nil. Cycle still works after Close.
+func (e *Expirer) Close() error {
+	e.lifeMu.Lock()
+	if e.closed {
+		e.lifeMu.Unlock()
+		return nil
+	}
+	e.closed = true
+	started := e.started
+	e.stopping.Store(true)
+	close(e.stop)
+	e.lifeMu.Unlock()
+	if started {
+		<-e.done
+	}
+	e.stopping.Store(false)
+	return nil
+}
+
+// yieldEvery is how many rounds a cycle runs between two runtime.Gosched
+// calls, so that readers sharing the processor get it back quickly.
+const yieldEvery = 4
+
+// Cycle runs one active-expiry cycle now and returns what it did.
+func (e *Expirer) Cycle() CycleResult {
+	e.cycleMu.Lock()
+	defer e.cycleMu.Unlock()
+
+	var r CycleResult
+	start := e.clk.Now()
+	lastRatio := -1.0
+	for !e.stopping.Load() {
+		now := e.clk.Now()
+		if r.Rounds > 0 && now.Sub(start) >= e.budget {
+			r.BudgetHit = true
+			break
+		}
+		if e.opts.MaxRounds > 0 && r.Rounds >= e.opts.MaxRounds {
+			r.BudgetHit = true
+			break
+		}
+		s, x := e.ks.ExpireSample(now, e.opts.SampleSize)
+		r.Rounds++
+		r.Sampled += s
+		r.Expired += x
+		if s == 0 {
+			lastRatio = 0
+			break
+		}
+		lastRatio = float64(x) / float64(s)
+		if lastRatio <= e.opts.Threshold {
+			break
+		}
+		if r.Rounds%yieldEvery == 0 {
+			runtime.Gosched()
+		}
+	}
+	r.Duration = e.clk.Since(start)
+
+	e.cycles.Add(1)
+	e.rounds.Add(uint64(r.Rounds))
+	e.sampled.Add(uint64(r.Sampled))
+	e.expired.Add(uint64(r.Expired))
+	e.lastCycle.Store(int64(r.Duration))
+	if r.BudgetHit {
+		e.budgetHits.Add(1)
+		if e.log != nil {
+			e.log.LogAttrs(context.Background(), slog.LevelDebug, "expiry: cycle hit its budget",
+				slog.Int("rounds", r.Rounds), slog.Int("expired", r.Expired),
+				slog.Duration("duration", r.Duration))
+		}
+	}
+	if lastRatio >= 0 {
+		// Smooth the noise of one 20-key sample; a cycle that hit its
+		// budget leaves its last ratio, which is the current state.
+		old := math.Float64frombits(e.stale.Load())
+		if e.cycles.Load() == 1 {
+			old = lastRatio
+		}
+		e.stale.Store(math.Float64bits(old/2 + lastRatio/2))
+	}
+	return r
+}
+
+// Stats returns a snapshot of the Expirer's counters.
+func (e *Expirer) Stats() ExpirerStats {
+	return ExpirerStats{
+		Cycles:        e.cycles.Load(),
+		Rounds:        e.rounds.Load(),
+		Sampled:       e.sampled.Load(),
+		Expired:       e.expired.Load(),
+		BudgetHits:    e.budgetHits.Load(),
+		StaleEstimate: math.Float64frombits(e.stale.Load()),
+		LastCycle:     time.Duration(e.lastCycle.Load()),
+	}
+}
+
+// Options returns the Expirer's options with the defaults filled in.
+func (e *Expirer) Options() Options { return e.opts }

@@ -1,0 +1,441 @@
+package expiry
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+const (
+	// NoDeadline is the TTL of a key that exists without a deadline (Redis -1).
+	NoDeadline time.Duration = -1
+	// Missing is the TTL of a missing or expired key (Redis -2).
+	Missing time.Duration = -2
+)
+
+// Map is a concurrent map whose keys may carry a deadline, with Redis's
+// expiry semantics: no method ever returns or counts a key it finds
+// expired (passive expiry deletes it on the spot), and an Expirer started
+// by NewMap reclaims the expired keys nobody reads (active expiry).
+//
+// The map is sharded; each shard has a read-write lock, so Get takes a
+// read lock and allocates nothing. The clock is read only for keys that
+// carry a deadline, outside the lock.
+//
+// A Map must be created with NewMap. After Close it keeps working as a map
+// with passive expiry only.
+type Map[K comparable, V any] struct {
+	shards []shard[K, V]
+	mask   uint64
+	seed   maphash.Seed
+	clk    clock.Clock // nil: real time
+	base   time.Time   // deadlines are nanoseconds since base
+	exp    *Expirer
+	ev     *events[K, V]
+
+	expiredPassive atomic.Uint64
+	expiredActive  atomic.Uint64
+}
+
+// NewMap validates opts and returns an empty Map whose active expirer is
+// running (unless opts.Manual). Close stops it.
+func NewMap[K comparable, V any](opts Options) (*Map[K, V], error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := o.Shards
+	if n == 0 {
+		n = max(64, 16*runtime.GOMAXPROCS(0))
+	}
+	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
+	m := &Map[K, V]{
+		shards: make([]shard[K, V], n),
+		mask:   uint64(n - 1),
+		seed:   maphash.MakeSeed(),
+		clk:    o.Clock,
+		ev:     newEvents[K, V](o.EventQueue, o.Logger),
+	}
+	for i := range m.shards {
+		m.shards[i].m = make(map[K]*entry[K, V])
+	}
+	if m.clk != nil {
+		m.base = m.clk.Now()
+	} else {
+		m.base = time.Now()
+	}
+	m.exp, err = NewExpirer(m, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.exp.Start(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Map[K, V]) shard(k K) *shard[K, V] {
+	return &m.shards[maphash.Comparable(m.seed, k)&m.mask]
+}
+
+// now returns the current time in nanoseconds since m.base.
+func (m *Map[K, V]) now() int64 {
+	if m.clk == nil {
+		return int64(time.Since(m.base))
+	}
+	return int64(m.clk.Now().Sub(m.base))
+}
+
+// at converts a time to nanoseconds since m.base, clamped below noDeadline.
+func (m *Map[K, V]) at(t time.Time) int64 {
+	d := int64(t.Sub(m.base))
+	if d >= noDeadline {
+		d = noDeadline - 1
+	}
+	return d
+}
+
+// deadlineFor returns now+ttl or ErrInvalidTTL.
+func (m *Map[K, V]) deadlineFor(ttl time.Duration) (int64, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
+	}
+	now := m.now()
+	if int64(ttl) >= noDeadline-now {
+		return 0, fmt.Errorf("%w: %v overflows the deadline", ErrInvalidTTL, ttl)
+	}
+	return now + int64(ttl), nil
+}
+
+// expire deletes e, found expired, and reports it. Caller holds s.mu.
+func (m *Map[K, V]) expire(s *shard[K, V], e *entry[K, V], r Reason) {
+	d := e.deadline
+	s.remove(e)
+	if r == Passive {
+		m.expiredPassive.Add(1)
+	} else {
+		m.expiredActive.Add(1)
+	}
+	if m.ev.enabled() {
+		m.ev.send(Event[K, V]{Key: e.key, Value: e.val, Reason: r, Deadline: m.base.Add(time.Duration(d))})
+	}
+}
+
+// expiredLocked reports whether e (non-nil) is expired, reading the clock
+// only if e has a deadline, and deletes it if so. Caller holds s.mu.
+func (m *Map[K, V]) expiredLocked(s *shard[K, V], e *entry[K, V]) bool {
+	if e.deadline == noDeadline || e.deadline > m.now() {
+		return false
+	}
+	m.expire(s, e, Passive)
+	return true
+}
+
+// expirePassive deletes k if it is still expired at now.
+func (m *Map[K, V]) expirePassive(s *shard[K, V], k K, now int64) {
+	s.mu.Lock()
+	if e := s.m[k]; e != nil && e.deadline <= now {
+		m.expire(s, e, Passive)
+	}
+	s.mu.Unlock()
+}
+
+// Get returns the value of k. An expired key is deleted and reported
+// missing (passive expiry).
+func (m *Map[K, V]) Get(k K) (V, bool) {
+	s := m.shard(k)
+	s.mu.RLock()
+	e := s.m[k]
+	if e == nil {
+		s.mu.RUnlock()
+		var zero V
+		return zero, false
+	}
+	v, d := e.val, e.deadline
+	s.mu.RUnlock()
+	if d != noDeadline {
+		if now := m.now(); d <= now {
+			m.expirePassive(s, k, now)
+			var zero V
+			return zero, false
+		}
+	}
+	return v, true
+}
+
+// Set stores v under k and clears any deadline (Redis SET).
+func (m *Map[K, V]) Set(k K, v V) {
+	s := m.shard(k)
+	s.mu.Lock()
+	if e := s.m[k]; e != nil {
+		if e.deadline != noDeadline {
+			if !m.expiredLocked(s, e) {
+				e.val = v
+				s.clearDeadline(e)
+				s.mu.Unlock()
+				return
+			}
+		} else {
+			e.val = v
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.m[k] = &entry[K, V]{key: k, val: v, deadline: noDeadline, idx: -1}
+	s.mu.Unlock()
+}
+
+// SetWithTTL stores v under k with a deadline ttl from now. A ttl that is
+// not positive, or overflows, returns ErrInvalidTTL and changes nothing.
+func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
+	d, err := m.deadlineFor(ttl)
+	if err != nil {
+		return err
+	}
+	m.setDeadline(k, v, d, d-int64(ttl))
+	return nil
+}
+
+// SetWithDeadline stores v under k with the deadline at. If at is not after
+// now, the key ends up absent, as with Redis SET ... EXAT in the past.
+func (m *Map[K, V]) SetWithDeadline(k K, v V, at time.Time) {
+	d, now := m.at(at), m.now()
+	if d <= now {
+		m.Delete(k)
+		return
+	}
+	m.setDeadline(k, v, d, now)
+}
+
+func (m *Map[K, V]) setDeadline(k K, v V, d, now int64) {
+	s := m.shard(k)
+	s.mu.Lock()
+	e := s.m[k]
+	if e != nil && e.deadline <= now {
+		m.expire(s, e, Passive)
+		e = nil
+	}
+	if e == nil {
+		e = &entry[K, V]{key: k, deadline: noDeadline, idx: -1}
+		s.m[k] = e
+	}
+	e.val = v
+	s.setDeadline(e, d)
+	s.mu.Unlock()
+}
+
+// Deadline returns k's deadline: the zero Time and true if k exists without
+// one, false if k is missing or expired.
+func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
+	d, ok := m.deadline(k)
+	if !ok {
+		return time.Time{}, false
+	}
+	if d == noDeadline {
+		return time.Time{}, true
+	}
+	return m.base.Add(time.Duration(d)), true
+}
+
+// deadline returns k's raw deadline, expiring k passively if due.
+func (m *Map[K, V]) deadline(k K) (int64, bool) {
+	s := m.shard(k)
+	s.mu.RLock()
+	e := s.m[k]
+	if e == nil {
+		s.mu.RUnlock()
+		return 0, false
+	}
+	d := e.deadline
+	s.mu.RUnlock()
+	if d != noDeadline {
+		if now := m.now(); d <= now {
+			m.expirePassive(s, k, now)
+			return 0, false
+		}
+	}
+	return d, true
+}
+
+// TTL returns the time k has left, NoDeadline if k exists without a
+// deadline, or Missing if k is missing or expired (Redis TTL's -1 and -2).
+func (m *Map[K, V]) TTL(k K) time.Duration {
+	d, ok := m.deadline(k)
+	switch {
+	case !ok:
+		return Missing
+	case d == noDeadline:
+		return NoDeadline
+	}
+	// Never report 0 or less for a live key: that would read as expired
+	// or as one of the sentinels.
+	return max(time.Duration(d-m.now()), 1)
+}
+
+// Delete removes k and reports whether it was present (an expired key
+// counts as absent, as with Redis DEL).
+func (m *Map[K, V]) Delete(k K) bool {
+	s := m.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[k]
+	if e == nil || m.expiredLocked(s, e) {
+		return false
+	}
+	s.remove(e)
+	return true
+}
+
+// Expire gives an existing key a deadline ttl from now and reports whether
+// the key exists. A ttl that is not positive, or overflows, returns
+// ErrInvalidTTL and changes nothing.
+func (m *Map[K, V]) Expire(k K, ttl time.Duration) (bool, error) {
+	d, err := m.deadlineFor(ttl)
+	if err != nil {
+		return false, err
+	}
+	return m.expireAt(k, d, d-int64(ttl)), nil
+}
+
+// ExpireAt gives an existing key the deadline at and reports whether the
+// key exists. A deadline not after now deletes the key (and returns true),
+// as Redis EXPIREAT in the past does.
+func (m *Map[K, V]) ExpireAt(k K, at time.Time) bool {
+	return m.expireAt(k, m.at(at), m.now())
+}
+
+func (m *Map[K, V]) expireAt(k K, d, now int64) bool {
+	s := m.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[k]
+	if e == nil {
+		return false
+	}
+	if e.deadline <= now {
+		m.expire(s, e, Passive)
+		return false
+	}
+	if d <= now {
+		s.remove(e)
+		return true
+	}
+	s.setDeadline(e, d)
+	return true
+}
+
+// Persist removes k's deadline and reports whether there was one.
+func (m *Map[K, V]) Persist(k K) bool {
+	s := m.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[k]
+	if e == nil || e.deadline == noDeadline || m.expiredLocked(s, e) {
+		return false
+	}
+	s.clearDeadline(e)
+	return true
+}
+
+// Len returns the number of keys, not counting keys known to be expired
+// (those are deleted when found). Keys whose deadline passed but that no
+// access or sample has found yet are counted; Stats.StaleEstimate
+// estimates their share.
+func (m *Map[K, V]) Len() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Range calls f for each live key and its value until f returns false.
+// Expired keys are skipped. f runs without any lock held, so it may call
+// the Map's methods; keys changed during Range may or may not be seen.
+func (m *Map[K, V]) Range(f func(K, V) bool) {
+	type kv struct {
+		k K
+		v V
+	}
+	var buf []kv
+	for i := range m.shards {
+		s := &m.shards[i]
+		buf = buf[:0]
+		s.mu.RLock()
+		now := m.now()
+		for _, e := range s.m {
+			if e.deadline > now {
+				buf = append(buf, kv{e.key, e.val})
+			}
+		}
+		s.mu.RUnlock()
+		for _, p := range buf {
+			if !f(p.k, p.v) {
+				return
+			}
+		}
+	}
+}
+
+// Clear removes every key (Redis FLUSHDB). No expiry events are sent.
+func (m *Map[K, V]) Clear() {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		s.m = make(map[K]*entry[K, V])
+		s.dl = nil
+		s.mu.Unlock()
+	}
+}
+
+// ExpireSample implements Keyspace: it examines up to n random keys that
+// carry a deadline, starting at a random shard, and deletes the expired
+// ones, each counted as active expiry. It locks one shard at a time.
+func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
+	t := m.at(now)
+	onExpired := func(e *entry[K, V]) {
+		m.expiredActive.Add(1)
+		if m.ev.enabled() {
+			m.ev.send(Event[K, V]{Key: e.key, Value: e.val, Reason: Active, Deadline: m.base.Add(time.Duration(e.deadline))})
+		}
+	}
+	start := rand.Uint64()
+	for i := uint64(0); i <= m.mask && sampled < n; i++ {
+		s := &m.shards[(start+i)&m.mask]
+		s.mu.Lock()
+		sm, x := s.sample(t, n-sampled, onExpired)
+		s.mu.Unlock()
+		sampled += sm
+		expired += x
+	}
+	return sampled, expired
+}
+
+// OnExpire sets the callback that receives every expired key with the
+// reason (nil removes it). Events reach f in order on one goroutine, outside
+// any lock, through a queue of Options.EventQueue events: when f falls
+// behind and the queue is full, events are dropped and counted in
+// Stats.EventsDropped rather than slowing expiry or readers down. Keys
+// removed by Delete, Clear or a past ExpireAt are not expiry events.
+func (m *Map[K, V]) OnExpire(f func(Event[K, V])) { m.ev.set(f) }
+
+// Cycle runs one active-expiry cycle now.
+func (m *Map[K, V]) Cycle() CycleResult { return m.exp.Cycle() }
+
+// Close stops the active expirer and the OnExpire worker (after it has
+// delivered the events already queued) and waits for both. It is
+// idempotent and returns nil.
+func (m *Map[K, V]) Close() error {
+	err := m.exp.Close()
+	m.ev.close()
+	return err
+}

@@ -1,0 +1,214 @@
+package expiry_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+// newMap returns a Map closed at the end of the test.
+func newMap[V any](t *testing.T, opts expiry.Options) *expiry.Map[string, V] {
+	t.Helper()
+	m, err := expiry.NewMap[string, V](opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	return m
+}
+
+func TestNewMapValidatesOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts  expiry.Options
+		field string
+	}{
+		{expiry.Options{Interval: -time.Second}, "Interval"},
+		{expiry.Options{SampleSize: -1}, "SampleSize"},
+		{expiry.Options{Threshold: 1}, "Threshold"},
+		{expiry.Options{Threshold: -0.1}, "Threshold"},
+		{expiry.Options{Threshold: math.NaN()}, "Threshold"},
+		{expiry.Options{Budget: 1.5}, "Budget"},
+		{expiry.Options{MaxRounds: -1}, "MaxRounds"},
+		{expiry.Options{EventQueue: -1}, "EventQueue"},
+		{expiry.Options{Shards: -1}, "Shards"},
+	} {
+		_, err := expiry.NewMap[string, int](tc.opts)
+		require.Error(t, err, "%+v", tc.opts)
+		assert.Contains(t, err.Error(), tc.field)
+		assert.Contains(t, err.Error(), "expiry: ")
+	}
+}
+
+func TestReadAfterExpiryIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[string](t, expiry.Options{Manual: true})
+		require.NoError(t, m.SetWithTTL("a", "1", time.Second))
+		m.Set("b", "2")
+
+		time.Sleep(time.Second - time.Nanosecond)
+		v, ok := m.Get("a")
+		require.True(t, ok)
+		assert.Equal(t, "1", v)
+
+		time.Sleep(time.Nanosecond) // the deadline itself is expired
+		_, ok = m.Get("a")
+		assert.False(t, ok)
+		assert.Equal(t, 1, m.Len(), "the expired key was deleted on access")
+		st := m.Stats()
+		assert.Equal(t, uint64(1), st.ExpiredPassive)
+		assert.Equal(t, 1, st.Keys)
+		assert.Equal(t, 0, st.KeysWithDeadline)
+
+		v, ok = m.Get("b")
+		require.True(t, ok)
+		assert.Equal(t, "2", v)
+	})
+}
+
+func TestRedisSemantics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+
+		// TTL: -2 missing, -1 no deadline, remaining otherwise.
+		assert.Equal(t, expiry.Missing, m.TTL("k"))
+		m.Set("k", 1)
+		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+		at, ok := m.Deadline("k")
+		assert.True(t, ok)
+		assert.True(t, at.IsZero())
+
+		// EXPIRE on an existing key; on a missing one returns false.
+		ok, err := m.Expire("k", 10*time.Second)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, 10*time.Second, m.TTL("k"))
+		at, ok = m.Deadline("k")
+		assert.True(t, ok)
+		assert.Equal(t, time.Now().Add(10*time.Second), at)
+		ok, err = m.Expire("nope", time.Second)
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, 0, m.Len()-1)
+
+		time.Sleep(4 * time.Second)
+		assert.Equal(t, 6*time.Second, m.TTL("k"))
+
+		// SET clears the deadline (Redis SET without KEEPTTL).
+		m.Set("k", 2)
+		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+
+		// PERSIST: true only when a deadline was removed.
+		assert.False(t, m.Persist("k"))
+		require.NoError(t, m.SetWithTTL("k", 3, 5*time.Second))
+		assert.True(t, m.Persist("k"))
+		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+		assert.False(t, m.Persist("k"))
+		assert.False(t, m.Persist("missing"))
+
+		// EXPIREAT in the future sets the deadline; in the past deletes.
+		assert.True(t, m.ExpireAt("k", time.Now().Add(time.Minute)))
+		assert.Equal(t, time.Minute, m.TTL("k"))
+		assert.True(t, m.ExpireAt("k", time.Now()))
+		assert.Equal(t, expiry.Missing, m.TTL("k"))
+		_, ok = m.Get("k")
+		assert.False(t, ok)
+		assert.False(t, m.ExpireAt("k", time.Now().Add(time.Minute)), "missing key")
+
+		// SET with a deadline in the past leaves the key absent.
+		m.Set("p", 1)
+		m.SetWithDeadline("p", 2, time.Now().Add(-time.Second))
+		_, ok = m.Get("p")
+		assert.False(t, ok)
+		m.SetWithDeadline("p", 3, time.Now().Add(time.Second))
+		assert.Equal(t, time.Second, m.TTL("p"))
+
+		// An expired key is absent for every accessor.
+		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
+		time.Sleep(time.Second)
+		assert.Equal(t, expiry.Missing, m.TTL("e"))
+		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
+		time.Sleep(time.Second)
+		assert.False(t, m.Delete("e"), "DEL of an expired key returns 0")
+		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
+		time.Sleep(time.Second)
+		ok, err = m.Expire("e", time.Second)
+		require.NoError(t, err)
+		assert.False(t, ok, "EXPIRE of an expired key returns 0")
+		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
+		time.Sleep(time.Second)
+		assert.False(t, m.Persist("e"))
+		_, ok = m.Deadline("e")
+		assert.False(t, ok)
+		assert.Equal(t, uint64(4), m.Stats().ExpiredPassive)
+
+		// DEL.
+		m.Set("d", 1)
+		assert.True(t, m.Delete("d"))
+		assert.False(t, m.Delete("d"))
+	})
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		m.Set("k", 1)
+		require.NoError(t, m.SetWithTTL("t", 1, time.Minute))
+
+		for _, ttl := range []time.Duration{0, -time.Second, math.MaxInt64} {
+			err := m.SetWithTTL("k", 2, ttl)
+			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
+			err = m.SetWithTTL("new", 2, ttl)
+			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
+			ok, err := m.Expire("t", ttl)
+			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
+			assert.False(t, ok)
+		}
+		var err error = func() error { _, e := m.Expire("k", -1); return e }()
+		assert.True(t, errors.Is(err, expiry.ErrInvalidTTL))
+		assert.Contains(t, err.Error(), "-1ns")
+
+		v, ok := m.Get("k")
+		assert.True(t, ok)
+		assert.Equal(t, 1, v)
+		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+		assert.Equal(t, time.Minute, m.TTL("t"))
+		_, ok = m.Get("new")
+		assert.False(t, ok)
+		assert.Equal(t, 2, m.Len())
+	})
+}
+
+func TestRangeAndClear(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		m.Set("a", 1)
+		require.NoError(t, m.SetWithTTL("b", 2, time.Second))
+		require.NoError(t, m.SetWithTTL("c", 3, time.Minute))
+		time.Sleep(time.Second)
+
+		got := map[string]int{}
+		m.Range(func(k string, v int) bool {
+			if len(k) == 1 {
+				got[k] = v
+				m.Set("x"+k, v) // f runs without locks
+			}
+			return true
+		})
+		assert.Equal(t, map[string]int{"a": 1, "c": 3}, got)
+
+		n := 0
+		m.Range(func(string, int) bool { n++; return false })
+		assert.Equal(t, 1, n)
+
+		m.Clear()
+		assert.Equal(t, 0, m.Len())
+		assert.Equal(t, 0, m.Stats().KeysWithDeadline)
+		_, ok := m.Get("a")
+		assert.False(t, ok)
+	})
+}

@@ -1,0 +1,98 @@
+package expiry
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+)
+
+// noDeadline is the deadline of a key without one: no clock reading ever
+// reaches it, so "expired" is the single test deadline <= now.
+const noDeadline = math.MaxInt64
+
+// entry is one key. deadline is in nanoseconds since the Map's base time;
+// idx is the entry's position in its shard's dl slice while it has a
+// deadline.
+type entry[K comparable, V any] struct {
+	key      K
+	val      V
+	deadline int64
+	idx      int
+}
+
+// shard is one lock's worth of the Map. dl holds exactly the entries that
+// carry a deadline, densely, so that a random position is a uniform sample
+// of them; deletion swaps the last element into the hole.
+type shard[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]*entry[K, V]
+	dl []*entry[K, V]
+	_  [64]byte // keep neighbouring shards' locks on separate cache lines
+}
+
+// setDeadline gives e the deadline d (not noDeadline). Caller holds mu.
+func (s *shard[K, V]) setDeadline(e *entry[K, V], d int64) {
+	if e.deadline == noDeadline {
+		e.idx = len(s.dl)
+		s.dl = append(s.dl, e)
+	}
+	e.deadline = d
+}
+
+// clearDeadline removes e's deadline, if any. Caller holds mu.
+func (s *shard[K, V]) clearDeadline(e *entry[K, V]) {
+	if e.deadline == noDeadline {
+		return
+	}
+	i, n := e.idx, len(s.dl)-1
+	last := s.dl[n]
+	s.dl[i] = last
+	last.idx = i
+	s.dl[n] = nil
+	s.dl = s.dl[:n]
+	e.deadline = noDeadline
+	e.idx = -1
+	// Give memory back after a mass expiry.
+	if cap(s.dl) > 1024 && n < cap(s.dl)/4 {
+		s.dl = append([]*entry[K, V](nil), s.dl...)
+	}
+}
+
+// remove deletes e from the shard. Caller holds mu.
+func (s *shard[K, V]) remove(e *entry[K, V]) {
+	s.clearDeadline(e)
+	delete(s.m, e.key)
+}
+
+// sample examines up to n entries with a deadline, deletes those expired at
+// now and calls expired for each. Caller holds mu. With no more than n
+// entries it examines each once; otherwise n random positions.
+func (s *shard[K, V]) sample(now int64, n int, expired func(*entry[K, V])) (sampled, deleted int) {
+	if len(s.dl) <= n {
+		// Walk backwards: a swap-remove moves an already examined entry
+		// into the hole.
+		for i := len(s.dl) - 1; i >= 0; i-- {
+			e := s.dl[i]
+			sampled++
+			if e.deadline <= now {
+				s.remove(e)
+				deleted++
+				expired(e)
+			}
+		}
+		return sampled, deleted
+	}
+	for range n {
+		if len(s.dl) == 0 {
+			break
+		}
+		e := s.dl[rand.IntN(len(s.dl))]
+		sampled++
+		if e.deadline <= now {
+			s.remove(e)
+			deleted++
+			expired(e)
+		}
+	}
+	return sampled, deleted
+}

@@ -1,0 +1,49 @@
+package expiry
+
+import "time"
+
+// Stats is a snapshot of a Map's counters and gauges.
+type Stats struct {
+	Keys             int // keys stored, including expired ones not yet found
+	KeysWithDeadline int // of which carry a deadline
+
+	ExpiredPassive uint64 // keys deleted because an access found them expired
+	ExpiredActive  uint64 // keys deleted by active expiry sampling
+
+	Cycles     uint64 // active-expiry cycles run
+	Rounds     uint64 // sample rounds over all cycles
+	Sampled    uint64 // keys examined by active expiry
+	BudgetHits uint64 // cycles cut short by their time or round budget
+	// StaleEstimate estimates the share of keys with a deadline that are
+	// expired but not yet deleted (see ExpirerStats.StaleEstimate).
+	StaleEstimate float64
+	LastCycle     time.Duration // duration of the last cycle
+
+	EventsDelivered uint64 // expiry events passed to the OnExpire callback
+	EventsDropped   uint64 // expiry events dropped because the queue was full
+}
+
+// Stats returns a snapshot of the Map's counters. It locks each shard
+// briefly, one at a time.
+func (m *Map[K, V]) Stats() Stats {
+	var st Stats
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		st.Keys += len(s.m)
+		st.KeysWithDeadline += len(s.dl)
+		s.mu.RUnlock()
+	}
+	es := m.exp.Stats()
+	st.ExpiredPassive = m.expiredPassive.Load()
+	st.ExpiredActive = m.expiredActive.Load()
+	st.Cycles = es.Cycles
+	st.Rounds = es.Rounds
+	st.Sampled = es.Sampled
+	st.BudgetHits = es.BudgetHits
+	st.StaleEstimate = es.StaleEstimate
+	st.LastCycle = es.LastCycle
+	st.EventsDelivered = m.ev.delivered.Load()
+	st.EventsDropped = m.ev.dropped.Load()
+	return st
+}
