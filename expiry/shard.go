@@ -64,8 +64,8 @@ func (s *shard[K, V]) remove(e *entry[K, V]) {
 	delete(s.m, e.key)
 }
 
-// sample examines up to n entries with a deadline, deletes those expired at
-// now and calls expired for each. Caller holds mu. With no more than n
+// sample examines up to n entries with a deadline, calls expired for each
+// entry expired at now, then deletes it. Caller holds mu. With no more than n
 // entries it examines each once; otherwise n random positions.
 func (s *shard[K, V]) sample(now int64, n int, expired func(*entry[K, V])) (sampled, deleted int) {
 	if len(s.dl) <= n {
@@ -75,9 +75,9 @@ func (s *shard[K, V]) sample(now int64, n int, expired func(*entry[K, V])) (samp
 			e := s.dl[i]
 			sampled++
 			if e.deadline <= now {
+				expired(e)
 				s.remove(e)
 				deleted++
-				expired(e)
 			}
 		}
 		return sampled, deleted
@@ -89,9 +89,9 @@ func (s *shard[K, V]) sample(now int64, n int, expired func(*entry[K, V])) (samp
 		e := s.dl[rand.IntN(len(s.dl))]
 		sampled++
 		if e.deadline <= now {
+			expired(e)
 			s.remove(e)
 			deleted++
-			expired(e)
 		}
 	}
 	return sampled, deleted

@@ -1,0 +1,267 @@
+package expiry_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+// TestSeedTimeline is seed 004's timeline at its defaults (1 s, 20 keys,
+// 25 %): 100 keys with a 10 s TTL, none read. Cycles find nothing until 10 s;
+// the cycle at 10 s samples 100 % expired, repeats at once, and empties the
+// keyspace before the next tick.
+func TestSeedTimeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[string](t, expiry.Options{})
+		for i := range 100 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("key:", i), "v", 10*time.Second))
+		}
+
+		time.Sleep(9*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		st := m.Stats()
+		assert.Equal(t, uint64(9), st.Cycles)
+		assert.Equal(t, uint64(9), st.Rounds, "one round per cycle while nothing is expired")
+		assert.Equal(t, uint64(9*20), st.Sampled)
+		assert.Zero(t, st.ExpiredActive)
+		assert.Equal(t, 100, st.Keys)
+		assert.Equal(t, 100, st.KeysWithDeadline)
+		assert.Zero(t, st.StaleEstimate)
+
+		time.Sleep(time.Second) // 10.5 s: the 10 s cycle has run
+		synctest.Wait()
+		st = m.Stats()
+		assert.Equal(t, uint64(10), st.Cycles)
+		assert.Equal(t, uint64(100), st.ExpiredActive, "all gone, none read")
+		assert.Zero(t, st.ExpiredPassive)
+		assert.Equal(t, 0, st.Keys)
+		assert.Equal(t, 0, m.Len())
+		// 5 rounds of 20 expired keys (100 % > 25 %: repeat) and one that
+		// found no key with a deadline left.
+		assert.Equal(t, uint64(9+6), st.Rounds)
+		assert.Zero(t, st.BudgetHits)
+	})
+}
+
+// TestSamplingFindsHiddenExpiredKeys: a block of long-lived keys placed
+// before or after the expired ones cannot hide them from the sampler.
+func TestSamplingFindsHiddenExpiredKeys(t *testing.T) {
+	for _, expiredFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("expiredFirst=", expiredFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+				short := func() {
+					for i := range 1000 {
+						require.NoError(t, m.SetWithTTL(fmt.Sprint("short:", i), i, time.Second))
+					}
+				}
+				long := func() {
+					for i := range 1000 {
+						require.NoError(t, m.SetWithTTL(fmt.Sprint("long:", i), i, time.Hour))
+					}
+				}
+				if expiredFirst {
+					short()
+					long()
+				} else {
+					long()
+					short()
+				}
+				time.Sleep(2 * time.Second)
+				r := m.Cycle()
+				assert.Positive(t, r.Expired, "the first round must see expired keys")
+				for range 20 {
+					m.Cycle()
+				}
+				st := m.Stats()
+				stale := float64(st.Keys-1000) / float64(st.Keys)
+				assert.Less(t, stale, 0.35, "cycles repeat until about Threshold is left")
+				assert.InDelta(t, stale, st.StaleEstimate, 0.35)
+			})
+		})
+	}
+}
+
+// TestMassExpiry: 100k keys expire at once; with a round budget the work is
+// spread over many cycles, and Gets keep answering while cycles run.
+func TestMassExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100_000
+		m := newMap[int](t, expiry.Options{Manual: true, MaxRounds: 250}) // ≤ 5000 keys a cycle
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprint("k", i)
+			require.NoError(t, m.SetWithTTL(keys[i], i, 10*time.Second))
+		}
+		m.Set("live", -1)
+		time.Sleep(10 * time.Second)
+
+		cycles, budgetHits := 0, 0
+		for m.Len() > 1 {
+			before := m.Len()
+			var wg sync.WaitGroup
+			var r expiry.CycleResult
+			wg.Go(func() { r = m.Cycle() })
+			// Readers run during the cycle.
+			for g := range 2 {
+				wg.Go(func() {
+					for i := g; i < 2000; i += 2 {
+						v, ok := m.Get("live")
+						if !ok || v != -1 {
+							t.Errorf("Get(live) = %v, %v during a cycle", v, ok)
+							return
+						}
+						if _, ok := m.Get(keys[i*37%n]); ok {
+							t.Errorf("Get returned an expired key")
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			cycles++
+			if r.BudgetHit {
+				budgetHits++
+			}
+			assert.LessOrEqual(t, r.Expired, 250*20)
+			assert.Less(t, m.Len(), before, "every cycle makes progress")
+			require.Less(t, cycles, 100)
+		}
+		assert.GreaterOrEqual(t, cycles, n/(250*20))
+		assert.GreaterOrEqual(t, budgetHits, n/(250*20)-1)
+		st := m.Stats()
+		assert.Equal(t, uint64(budgetHits), st.BudgetHits)
+		assert.Equal(t, uint64(n), st.ExpiredActive+st.ExpiredPassive)
+		assert.Equal(t, 0, st.KeysWithDeadline)
+		v, ok := m.Get("live")
+		assert.True(t, ok)
+		assert.Equal(t, -1, v)
+	})
+}
+
+// slowKeyspace advances a mock clock by step per sample round and counts
+// the rounds; every key it samples is expired.
+type slowKeyspace struct {
+	clk    *clock.Mock
+	step   time.Duration
+	rounds int
+}
+
+func (k *slowKeyspace) ExpireSample(now time.Time, n int) (int, int) {
+	k.rounds++
+	k.clk.Add(k.step)
+	return n, n
+}
+
+// TestCycleTimeBudget drives a clock.Mock: a cycle whose rounds keep
+// finding expired keys stops when it has spent Budget × Interval.
+func TestCycleTimeBudget(t *testing.T) {
+	mock := clock.NewMock()
+	ks := &slowKeyspace{clk: mock, step: 10 * time.Millisecond}
+	e, err := expiry.NewExpirer(ks, expiry.Options{Clock: mock}) // 1 s × 25 %
+	require.NoError(t, err)
+	defer e.Close()
+
+	r := e.Cycle()
+	assert.True(t, r.BudgetHit)
+	assert.Equal(t, 25, r.Rounds)
+	assert.Equal(t, 250*time.Millisecond, r.Duration)
+	assert.Equal(t, 25*20, r.Expired)
+	st := e.Stats()
+	assert.Equal(t, uint64(1), st.BudgetHits)
+	assert.Equal(t, uint64(1), st.Cycles)
+	assert.Equal(t, 1.0, st.StaleEstimate)
+}
+
+// TestMapWithMockClock proves that Options.Clock drives deadlines, TTLs and
+// the active expirer.
+func TestMapWithMockClock(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, err := expiry.NewMap[string, int](expiry.Options{Clock: mock, Interval: time.Second})
+	require.NoError(t, err)
+	defer m.Close()
+
+	require.NoError(t, m.SetWithTTL("a", 1, 5*time.Second))
+	require.NoError(t, m.SetWithTTL("b", 2, 5*time.Second))
+	at, ok := m.Deadline("a")
+	require.True(t, ok)
+	assert.True(t, at.Equal(mock.Now().Add(5*time.Second)))
+	mock.Add(2 * time.Second)
+	assert.Equal(t, 3*time.Second, m.TTL("a"))
+
+	mock.Add(3 * time.Second) // the ticker fires the 5 s cycle
+	require.Eventually(t, func() bool { return m.Stats().Cycles >= 5 && m.Len() == 0 },
+		5*time.Second, time.Millisecond)
+	assert.Equal(t, uint64(2), m.Stats().ExpiredActive)
+	assert.Equal(t, expiry.Missing, m.TTL("a"))
+}
+
+func TestCloseStopsEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := expiry.NewMap[string, int](expiry.Options{})
+		require.NoError(t, err)
+		got := make(chan expiry.Event[string, int], 10)
+		m.OnExpire(func(ev expiry.Event[string, int]) { got <- ev })
+		require.NoError(t, m.SetWithTTL("a", 1, time.Second))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.Len(t, got, 1)
+
+		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(), "idempotent")
+		cycles := m.Stats().Cycles
+
+		// No goroutine is left in the bubble: synctest.Test would fail
+		// otherwise. Time passes without cycles; the map still works with
+		// passive expiry, and Cycle by hand.
+		require.NoError(t, m.SetWithTTL("b", 2, time.Second))
+		require.NoError(t, m.SetWithTTL("c", 2, time.Second))
+		time.Sleep(5 * time.Second)
+		assert.Equal(t, cycles, m.Stats().Cycles)
+		_, ok := m.Get("b")
+		assert.False(t, ok)
+		assert.Equal(t, 1, m.Cycle().Expired)
+		assert.Len(t, got, 1, "no events after Close")
+	})
+}
+
+func TestExpirerStartClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ks := &countingKeyspace{}
+		e, err := expiry.NewExpirer(ks, expiry.Redis7Options())
+		require.NoError(t, err)
+		assert.Equal(t, 100*time.Millisecond, e.Options().Interval)
+		assert.Equal(t, 0.10, e.Options().Threshold)
+		require.NoError(t, e.Start())
+		require.NoError(t, e.Start(), "second Start is a no-op")
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, uint64(10), e.Stats().Cycles)
+		require.NoError(t, e.Close())
+		require.NoError(t, e.Close())
+		require.ErrorIs(t, e.Start(), expiry.ErrClosed)
+		time.Sleep(time.Second)
+		assert.Equal(t, uint64(10), e.Stats().Cycles)
+		e.Cycle()
+		assert.Equal(t, uint64(11), e.Stats().Cycles)
+	})
+}
+
+type countingKeyspace struct{ calls int }
+
+func (k *countingKeyspace) ExpireSample(time.Time, int) (int, int) { k.calls++; return 0, 0 }
+
+func TestReasonString(t *testing.T) {
+	assert.Equal(t, "passive", expiry.Passive.String())
+	assert.Equal(t, "active", expiry.Active.String())
+	assert.Equal(t, "Reason(7)", expiry.Reason(7).String())
+}

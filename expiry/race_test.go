@@ -1,0 +1,113 @@
+package expiry_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+// val carries the deadline it was stored with, so readers can check that
+// no expired value is ever returned.
+type val struct {
+	key      string
+	deadline time.Time // zero: none
+}
+
+// TestConcurrentUse runs Set/Get/Delete/TTL/Expire/Persist/Range/Clear and
+// active expiry (background and by hand) at once, in real time with TTLs of
+// a few milliseconds; run it under -race.
+func TestConcurrentUse(t *testing.T) {
+	m, err := expiry.NewMap[string, val](expiry.Options{Interval: time.Millisecond, Shards: 4})
+	require.NoError(t, err)
+	defer m.Close()
+	var events atomic.Int64
+	m.OnExpire(func(expiry.Event[string, val]) { events.Add(1) })
+
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	check := func(k string, v val, before time.Time) {
+		if v.key != k {
+			t.Errorf("key %q returned the value of %q", k, v.key)
+		}
+		if !v.deadline.IsZero() && !v.deadline.After(before) {
+			t.Errorf("key %q returned %v after its deadline %v", k, before, v.deadline)
+		}
+	}
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := keys[r.IntN(len(keys))]
+				switch r.IntN(10) {
+				case 0:
+					m.Set(k, val{key: k})
+				case 1, 2:
+					at := time.Now().Add(time.Duration(r.IntN(3000)) * time.Microsecond)
+					m.SetWithDeadline(k, val{key: k, deadline: at}, at)
+				case 3:
+					m.Delete(k)
+				case 4:
+					if m.TTL(k) < expiry.Missing {
+						t.Errorf("TTL below -2")
+					}
+				case 5:
+					// A deadline in the past deletes; values stay checkable.
+					m.ExpireAt(k, time.Now())
+				case 6:
+					if r.IntN(100) == 0 {
+						m.Cycle()
+					}
+				default:
+					before := time.Now()
+					if v, ok := m.Get(k); ok {
+						check(k, v, before)
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			before := time.Now()
+			m.Range(func(k string, v val) bool { check(k, v, before); return true })
+			_ = m.Stats()
+			if rand.IntN(50) == 0 {
+				m.Clear()
+			}
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	st := m.Stats()
+	assert.Equal(t, m.Len(), st.Keys)
+	assert.LessOrEqual(t, st.KeysWithDeadline, st.Keys)
+	assert.Positive(t, st.ExpiredActive)
+	assert.Positive(t, st.ExpiredPassive)
+	assert.Positive(t, st.Cycles)
+	require.NoError(t, m.Close())
+	assert.Equal(t, int64(st.EventsDelivered+st.EventsDropped), events.Load()+int64(st.EventsDropped))
+}
