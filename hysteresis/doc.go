@@ -1,0 +1,54 @@
+// Package hysteresis decides whether a system is overloaded from a few
+// measured signals, without flapping.
+//
+// A [Gate] watches named signals (CPU %, memory %, swap bytes, queue depth:
+// anything where a higher value is worse). Each [Signal] has three
+// thresholds:
+//
+//   - Trip: a sample at or above Trip moves the gate to [Overloaded] at once.
+//     Any one signal is enough.
+//   - Recover: the gate leaves Overloaded only after every signal has stayed
+//     below its Recover threshold continuously for Options.Hold. A single
+//     sample at or above Recover, on any signal, restarts the hold. This is
+//     the hysteresis: a value that oscillates around Trip trips the gate once
+//     and keeps it tripped, instead of opening and closing it on every sample.
+//   - Warn: between Warn and Trip the gate reports [Warning] (when it is not
+//     Overloaded). Warning is informational: it has no hold, it never rejects
+//     anything, and it ends as soon as every signal is below Warn.
+//
+// Between two samples a signal is taken to keep its last value.
+//
+// # Stale and missing signals
+//
+// A gate that is fed by a sampler must not stay Normal forever because the
+// sampler died: the last sample before the failure would otherwise speak for
+// the system indefinitely. So a signal that has not been observed within
+// Options.StaleAfter (default [DefaultStaleAfter]) is stale, and a signal that
+// has never been observed is missing; after StaleAfter has passed since [New]
+// a missing signal is stale too. A stale signal is never calm: it blocks
+// recovery from Overloaded, and a stale period during a hold restarts the
+// hold. What else it does is Options.Stale:
+//
+//   - [StaleWarn] (the default): the gate reports Warning instead of Normal
+//     while any signal is stale, so the failure is visible but admission stays
+//     open. An Overloaded gate stays Overloaded.
+//   - [StaleTrip]: a stale signal trips the gate (fail closed).
+//   - [StaleKeep]: the stale signal keeps its last value for Warn and Trip;
+//     only recovery is blocked.
+//
+// Every policy counts stale signals in [Stats]. A negative StaleAfter turns
+// staleness off.
+//
+// # Time and callbacks
+//
+// Time comes from Options.Clock (real time when nil). The hold and staleness
+// are evaluated whenever the gate is fed and whenever it is read ([Gate.State],
+// [Gate.Overloaded], [Gate.Stats], ...), so a reader always sees the current
+// state even between samples. Options.OnChange receives every transition, in
+// order, outside the gate's lock. It is called by the goroutine that feeds the
+// gate ([Gate.Observe], [Gate.ObserveAll], [Gate.Check]) and never by a
+// reader, so a reader such as an admission check can safely consult the gate
+// while holding its own locks; a transition first noticed by a reader is
+// delivered by the next feeding call. A callback may call any method of the
+// gate; a transition it causes is delivered after it returns.
+package hysteresis

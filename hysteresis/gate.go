@@ -1,0 +1,334 @@
+package hysteresis
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Gate turns samples of named signals into a State with hysteresis. It is
+// safe for concurrent use. The zero value is not usable; call New.
+type Gate struct {
+	// Set by New, read-only afterwards.
+	clock      clock.Clock
+	hold       time.Duration
+	staleAfter time.Duration // 0: staleness off
+	policy     StalePolicy
+	onChange   func(Change)
+	logger     *slog.Logger
+	index      map[string]int
+
+	mu          sync.Mutex
+	signals     []signalState
+	state       State
+	since       time.Time
+	calm        bool      // every signal fresh and below Recover since calmSince
+	calmSince   time.Time // valid when calm
+	timeIn      [numStates]time.Duration
+	transitions uint64
+	trips       uint64
+	recoveries  uint64
+	samples     uint64
+	rejected    uint64
+	staleEvents uint64
+	dropped     uint64
+
+	pending    []Change // transitions waiting for delivery, from head on
+	head       int
+	delivering bool
+}
+
+type signalState struct {
+	Signal
+	warn     float64   // effective Warn: Trip when unset
+	value    float64   // last sample
+	at       time.Time // time of the last sample, or of New if never observed
+	observed bool
+	stale    bool // as of the last evaluation
+}
+
+// New returns a Gate watching signals, in Normal state. It returns a
+// *ConfigError (matching ErrInvalidConfig) naming the bad field when a signal
+// or an option is invalid.
+func New(signals []Signal, opts Options) (*Gate, error) {
+	index, err := validateSignals(signals)
+	if err != nil {
+		return nil, err
+	}
+	if opts, err = opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	now := opts.Clock.Now()
+	g := &Gate{
+		clock:      opts.Clock,
+		hold:       opts.Hold,
+		staleAfter: opts.StaleAfter,
+		policy:     opts.Stale,
+		onChange:   opts.OnChange,
+		logger:     opts.Logger,
+		index:      index,
+		signals:    make([]signalState, len(signals)),
+		since:      now,
+	}
+	for i, s := range signals {
+		warn := s.Warn
+		if warn == 0 {
+			warn = s.Trip
+		}
+		g.signals[i] = signalState{Signal: s, warn: warn, at: now}
+	}
+	return g, nil
+}
+
+// Observe records value as the current level of the named signal and
+// re-evaluates the gate. It does not allocate. It returns ErrUnknownSignal or
+// ErrInvalidValue (NaN), wrapped with the signal's name, and then changes
+// nothing but the Rejected counter. Observe delivers OnChange callbacks for
+// the transitions it causes (see the package doc).
+func (g *Gate) Observe(name string, value float64) error {
+	i, ok := g.index[name]
+	if !ok || math.IsNaN(value) {
+		return g.reject(name, ok)
+	}
+	now := g.clock.Now()
+	g.mu.Lock()
+	g.apply(i, value, now)
+	g.evaluate(now)
+	deliver := g.claimDelivery()
+	g.mu.Unlock()
+	if deliver {
+		g.deliver()
+	}
+	return nil
+}
+
+// ObserveAll records several signals sampled together and re-evaluates the
+// gate once, so that one sampling round causes at most one transition. It
+// checks every entry first: on error it records none of them.
+func (g *Gate) ObserveAll(values map[string]float64) error {
+	for name, v := range values {
+		if _, ok := g.index[name]; !ok || math.IsNaN(v) {
+			return g.reject(name, ok)
+		}
+	}
+	now := g.clock.Now()
+	g.mu.Lock()
+	for name, v := range values {
+		g.apply(g.index[name], v, now)
+	}
+	g.evaluate(now)
+	deliver := g.claimDelivery()
+	g.mu.Unlock()
+	if deliver {
+		g.deliver()
+	}
+	return nil
+}
+
+// Check re-evaluates the gate at the current time without a new sample (a
+// hold that has elapsed, a signal that went stale), delivers pending
+// OnChange callbacks, and returns the state. A program whose samples may stop
+// should call it periodically, so that OnChange hears of stale signals.
+func (g *Gate) Check() State {
+	now := g.clock.Now()
+	g.mu.Lock()
+	g.evaluate(now)
+	st := g.state
+	deliver := g.claimDelivery()
+	g.mu.Unlock()
+	if deliver {
+		g.deliver()
+	}
+	return st
+}
+
+func (g *Gate) reject(name string, known bool) error {
+	g.mu.Lock()
+	g.rejected++
+	g.mu.Unlock()
+	if !known {
+		return fmt.Errorf("%w: %q", ErrUnknownSignal, name)
+	}
+	return fmt.Errorf("%w: signal %q: NaN", ErrInvalidValue, name)
+}
+
+// State returns the current state, evaluated at the current time.
+func (g *Gate) State() State {
+	now := g.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.evaluate(now)
+	return g.state
+}
+
+// Overloaded reports whether the gate is Overloaded now: the question an
+// admission check asks before it admits work. It never runs callbacks, so it
+// may be called under the caller's own locks.
+func (g *Gate) Overloaded() bool { return g.State() == Overloaded }
+
+// Since returns when the gate entered its current state (the time of New if
+// it never changed).
+func (g *Gate) Since() time.Time {
+	now := g.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.evaluate(now)
+	return g.since
+}
+
+// Last returns the last sample of every signal, in the order given to New.
+func (g *Gate) Last() []Sample {
+	now := g.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.evaluate(now)
+	out := make([]Sample, len(g.signals))
+	for i := range g.signals {
+		s := &g.signals[i]
+		out[i] = Sample{Name: s.Name, Observed: s.observed, Stale: s.stale}
+		if s.observed {
+			out[i].Value, out[i].At = s.value, s.at
+		}
+	}
+	return out
+}
+
+// Signals returns the signals the gate watches, in the order given to New.
+func (g *Gate) Signals() []Signal {
+	out := make([]Signal, len(g.signals))
+	for i := range g.signals {
+		out[i] = g.signals[i].Signal
+	}
+	return out
+}
+
+// isStale reports whether s has gone without a sample for longer than
+// StaleAfter at now. Called with g.mu held.
+func (g *Gate) isStale(s *signalState, now time.Time) bool {
+	return g.staleAfter > 0 && now.Sub(s.at) > g.staleAfter
+}
+
+// apply records one sample. A signal that was stale before this sample,
+// whether or not anyone looked at the gate meanwhile, was not calm: the hold
+// restarts. Called with g.mu held.
+func (g *Gate) apply(i int, value float64, now time.Time) {
+	s := &g.signals[i]
+	if g.isStale(s, now) {
+		if !s.stale {
+			g.staleEvents++
+		}
+		g.calm = false
+	}
+	s.value, s.at, s.observed, s.stale = value, now, true, false
+	g.samples++
+}
+
+// evaluate brings the state up to date at now. Called with g.mu held.
+func (g *Gate) evaluate(now time.Time) {
+	var hot, warm, stale *signalState
+	var staleAt time.Time // when the earliest stale signal went stale
+	calm := true
+	for i := range g.signals {
+		s := &g.signals[i]
+		if g.isStale(s, now) {
+			if !s.stale {
+				s.stale = true
+				g.staleEvents++
+			}
+			calm = false
+			if at := s.at.Add(g.staleAfter); stale == nil || at.Before(staleAt) {
+				stale, staleAt = s, at
+			}
+			if g.policy != StaleKeep {
+				continue
+			}
+		}
+		if !s.observed {
+			calm = false
+			continue
+		}
+		switch {
+		case s.value >= s.Trip:
+			if hot == nil {
+				hot = s
+			}
+		case s.value >= s.warn:
+			if warm == nil {
+				warm = s
+			}
+		}
+		if s.value >= s.Recover {
+			calm = false
+		}
+	}
+	switch {
+	case !calm:
+		g.calm = false
+	case !g.calm:
+		g.calm, g.calmSince = true, now
+	}
+
+	// at is when the transition happened. It is now, except for the two
+	// transitions that time alone causes (a hold ending, a signal going
+	// stale): those happened when they fell due, even if nobody looked at the
+	// gate until later, so that Since and TimeIn do not depend on when the
+	// gate is read.
+	next, reason, cause, at := g.state, Reason(""), (*signalState)(nil), now
+	switch {
+	case hot != nil:
+		next, reason, cause = Overloaded, ReasonTrip, hot
+	case stale != nil && g.policy == StaleTrip:
+		next, reason, cause, at = Overloaded, ReasonStale, stale, staleAt
+	case g.state == Overloaded:
+		if g.calm && now.Sub(g.calmSince) >= g.hold {
+			next, reason, at = Normal, ReasonRecovered, g.calmSince.Add(g.hold)
+			if warm != nil {
+				next = Warning
+			}
+		}
+	case warm != nil:
+		next, reason, cause = Warning, ReasonWarn, warm
+	case stale != nil && g.policy == StaleWarn:
+		next, reason, cause, at = Warning, ReasonStale, stale, staleAt
+	default:
+		next, reason = Normal, ReasonCalm
+	}
+	if next != g.state {
+		if at.Before(g.since) {
+			at = g.since
+		}
+		g.transition(next, at, reason, cause)
+	}
+}
+
+// transition moves the gate to state to. Called with g.mu held.
+func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalState) {
+	from := g.state
+	if d := now.Sub(g.since); d > 0 {
+		g.timeIn[from] += d
+	}
+	g.state, g.since = to, now
+	g.transitions++
+	if to == Overloaded {
+		g.trips++
+	}
+	if from == Overloaded {
+		g.recoveries++
+	}
+	c := Change{From: from, To: to, At: now, Reason: reason}
+	if cause != nil {
+		c.Signal = cause.Name
+		if reason != ReasonStale {
+			c.Value = cause.value
+			c.Threshold = cause.Trip
+			if reason == ReasonWarn {
+				c.Threshold = cause.warn
+			}
+		}
+	}
+	g.enqueue(c)
+}

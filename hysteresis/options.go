@@ -1,0 +1,87 @@
+package hysteresis
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// DefaultStaleAfter is the StaleAfter used when Options.StaleAfter is zero.
+const DefaultStaleAfter = time.Minute
+
+// StalePolicy says what a stale or missing signal does to a Gate, beyond
+// blocking recovery (which every policy does). See the package doc.
+type StalePolicy int
+
+const (
+	// StaleWarn reports Warning instead of Normal while any signal is stale.
+	// It is the default.
+	StaleWarn StalePolicy = iota
+	// StaleTrip trips the gate to Overloaded when a signal is stale.
+	StaleTrip
+	// StaleKeep lets a stale signal keep its last value for Warn and Trip.
+	StaleKeep
+)
+
+// String returns "warn", "trip" or "keep".
+func (p StalePolicy) String() string {
+	switch p {
+	case StaleWarn:
+		return "warn"
+	case StaleTrip:
+		return "trip"
+	case StaleKeep:
+		return "keep"
+	}
+	return "StalePolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Options tunes a Gate. The zero value is valid: no hold, signals stale after
+// DefaultStaleAfter, StaleWarn, real time, no callback.
+type Options struct {
+	// Hold is how long every signal must stay below its Recover threshold
+	// before an Overloaded gate recovers. 0 recovers at the first moment
+	// every signal is below Recover. Negative is an error.
+	Hold time.Duration
+
+	// StaleAfter is how long a signal may go without a sample before it is
+	// stale. 0 means DefaultStaleAfter; negative turns staleness off.
+	StaleAfter time.Duration
+
+	// Stale is what a stale or missing signal does. Default StaleWarn.
+	Stale StalePolicy
+
+	// OnChange, when set, receives every state transition in order. It runs
+	// outside the gate's lock, on the goroutine that fed the gate (see the
+	// package doc), and may call the gate's methods.
+	OnChange func(Change)
+
+	// Clock is the source of time. nil means real time.
+	Clock clock.Clock
+
+	// Logger, when set, logs every transition at Info level.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Hold < 0 {
+		return o, &ConfigError{Index: -1, Field: "Hold", Problem: "(" + o.Hold.String() + ") is negative"}
+	}
+	switch o.Stale {
+	case StaleWarn, StaleTrip, StaleKeep:
+	default:
+		return o, &ConfigError{Index: -1, Field: "Stale", Problem: "(" + o.Stale.String() + ") is not a known policy"}
+	}
+	switch {
+	case o.StaleAfter == 0:
+		o.StaleAfter = DefaultStaleAfter
+	case o.StaleAfter < 0:
+		o.StaleAfter = 0 // off
+	}
+	if o.Clock == nil {
+		o.Clock = clock.New()
+	}
+	return o, nil
+}

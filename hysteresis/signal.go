@@ -1,0 +1,158 @@
+package hysteresis
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// State is the condition a Gate reports.
+type State int
+
+// The states of a Gate, from best to worst.
+const (
+	// Normal: every signal is below its Warn threshold, or the gate has
+	// recovered from Overloaded.
+	Normal State = iota
+	// Warning: some signal is at or above Warn (or stale, under StaleWarn),
+	// none has reached Trip.
+	Warning
+	// Overloaded: some signal reached Trip, and the gate has not yet seen
+	// every signal below Recover for the whole hold.
+	Overloaded
+
+	numStates = 3
+)
+
+// String returns "normal", "warning" or "overloaded".
+func (s State) String() string {
+	switch s {
+	case Normal:
+		return "normal"
+	case Warning:
+		return "warning"
+	case Overloaded:
+		return "overloaded"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText encodes the state as its String form, for JSON and logs.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Signal names one measured quantity and its thresholds. Higher values are
+// worse. A threshold of exactly 0 counts as unset: Trip and Recover are
+// required, and an unset Warn means the signal never reports Warning.
+type Signal struct {
+	// Name identifies the signal in Observe and in reports. Required, unique.
+	Name string
+	// Warn is the level at or above which the gate reports Warning.
+	// It must not be above Trip. 0 means no warning level.
+	Warn float64
+	// Trip is the level at or above which the gate becomes Overloaded.
+	Trip float64
+	// Recover is the level every sample must stay below, for the whole hold,
+	// before an Overloaded gate returns to Normal. It must not be above Trip.
+	Recover float64
+}
+
+// Errors returned by the package. Configuration errors are *ConfigError
+// values that match ErrInvalidConfig with errors.Is.
+var (
+	// ErrInvalidConfig is matched by every error New returns for a bad
+	// signal or option.
+	ErrInvalidConfig = errors.New("hysteresis: invalid configuration")
+	// ErrUnknownSignal is returned when a sample names a signal the gate
+	// does not watch. The sample is dropped.
+	ErrUnknownSignal = errors.New("hysteresis: unknown signal")
+	// ErrInvalidValue is returned for a NaN sample. The sample is dropped.
+	ErrInvalidValue = errors.New("hysteresis: invalid value")
+)
+
+// ConfigError describes a bad signal or option passed to New.
+type ConfigError struct {
+	// Signal is the name of the offending signal, or "" for an option.
+	Signal string
+	// Index is the position of the offending signal in the slice passed to
+	// New, or -1 for an option.
+	Index int
+	// Field is the offending field: "Trip", "Hold", "Name", ...
+	Field string
+	// Problem says what is wrong with it, e.g. "(90) above Trip (85)".
+	Problem string
+}
+
+// Error returns a message such as
+// `hysteresis: signal "cpu": Recover (90) above Trip (85)`.
+func (e *ConfigError) Error() string {
+	switch {
+	case e.Index < 0:
+		return "hysteresis: " + e.Field + " " + e.Problem
+	case e.Signal == "":
+		return fmt.Sprintf("hysteresis: signal #%d: %s %s", e.Index, e.Field, e.Problem)
+	}
+	return fmt.Sprintf("hysteresis: signal %q: %s %s", e.Signal, e.Field, e.Problem)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// validateSignals checks every signal and returns the index by name.
+func validateSignals(signals []Signal) (map[string]int, error) {
+	if len(signals) == 0 {
+		return nil, &ConfigError{Index: -1, Field: "signals", Problem: "is empty: a gate needs at least one signal"}
+	}
+	index := make(map[string]int, len(signals))
+	for i, s := range signals {
+		bad := func(field, problem string) error {
+			return &ConfigError{Signal: s.Name, Index: i, Field: field, Problem: problem}
+		}
+		if s.Name == "" {
+			return nil, bad("Name", "is empty")
+		}
+		if j, dup := index[s.Name]; dup {
+			return nil, bad("Name", fmt.Sprintf("is a duplicate of signal #%d", j))
+		}
+		index[s.Name] = i
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"Warn", s.Warn}, {"Trip", s.Trip}, {"Recover", s.Recover}} {
+			if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+				return nil, bad(f.name, "is "+fmtFloat(f.v)+": thresholds must be finite")
+			}
+		}
+		if s.Trip == 0 {
+			return nil, bad("Trip", "is missing (0)")
+		}
+		if s.Recover == 0 {
+			return nil, bad("Recover", "is missing (0)")
+		}
+		if s.Recover > s.Trip {
+			return nil, bad("Recover", "("+fmtFloat(s.Recover)+") above Trip ("+fmtFloat(s.Trip)+")")
+		}
+		if s.Warn != 0 && s.Warn > s.Trip {
+			return nil, bad("Warn", "("+fmtFloat(s.Warn)+") above Trip ("+fmtFloat(s.Trip)+")")
+		}
+	}
+	return index, nil
+}
+
+// Sample is the last value a Gate holds for one signal.
+type Sample struct {
+	// Name is the signal's name.
+	Name string
+	// Value is the last observed value; 0 when Observed is false.
+	Value float64
+	// At is when Value was observed; zero when Observed is false.
+	At time.Time
+	// Observed reports whether the signal has been observed at all.
+	Observed bool
+	// Stale reports whether the signal is stale now: not observed within
+	// Options.StaleAfter (counting from New when it was never observed).
+	Stale bool
+}
