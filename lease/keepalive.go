@@ -1,0 +1,178 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrLost is matched by KeepAlive.Err when the lease was lost: the store
+// reported it expired or unknown, or no heartbeat succeeded before the
+// KeepAlive's local deadline. The error also wraps the cause.
+var ErrLost = errors.New("lease: lost")
+
+// KeepAlive heartbeats one lease in the background and reports, through
+// Done and Err, the moment the lease can no longer be trusted.
+//
+// Its deadline is conservative and local: the Manager-clock time at which
+// the last successful heartbeat was sent, plus the remaining time the store
+// returned for it. The store received that heartbeat no earlier than it was
+// sent, so the store's deadline is no earlier than the local one (clocks
+// running at the same rate); the KeepAlive gives up first and never claims a
+// lease the store has already dropped. A heartbeat still in flight at the
+// deadline is abandoned.
+type KeepAlive struct {
+	m        *Manager
+	id       string
+	grace    time.Duration
+	interval time.Duration
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	err  error // set before done is closed
+}
+
+// KeepAlive starts heartbeating l every interval (0 means l.Grace / 3) until
+// the lease is lost, released through m, m is closed, ctx ends or Stop is
+// called. The first heartbeat is sent at once, so the local deadline starts
+// from a measured send time.
+func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration) *KeepAlive {
+	if interval <= 0 {
+		interval = max(l.Grace/3, time.Millisecond)
+	}
+	k := &KeepAlive{m: m, id: l.ID, grace: l.Grace, interval: interval, stop: make(chan struct{}), done: make(chan struct{})}
+	// Until the first heartbeat returns, trust the lease for what the grant
+	// (or the caller's last heartbeat) left, counted from now.
+	deadline := m.clock.Now().Add(l.Remaining(l.HeartbeatAt))
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		k.finish(ErrClosed)
+		return k
+	}
+	m.keepAlives[k] = struct{}{}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		k.finish(k.run(ctx, deadline))
+		m.mu.Lock()
+		delete(m.keepAlives, k)
+		m.mu.Unlock()
+	}()
+	return k
+}
+
+// ID returns the id of the lease kept alive.
+func (k *KeepAlive) ID() string { return k.id }
+
+// Done is closed when the KeepAlive stops, for whatever reason.
+func (k *KeepAlive) Done() <-chan struct{} { return k.done }
+
+// Err returns nil while the KeepAlive runs and after Stop or a Release of the
+// lease through the Manager; an error matching ErrLost (and wrapping the
+// cause, such as ErrExpired) if the lease was lost; ErrClosed if the Manager
+// was closed; the context's error if ctx ended.
+func (k *KeepAlive) Err() error {
+	select {
+	case <-k.done:
+		return k.err
+	default:
+		return nil
+	}
+}
+
+// Stop stops heartbeating, leaving the lease to expire unless released, and
+// waits for the KeepAlive's goroutine. It is idempotent.
+func (k *KeepAlive) Stop() {
+	k.signal()
+	<-k.done
+}
+
+func (k *KeepAlive) signal() {
+	k.once.Do(func() { close(k.stop) })
+}
+
+func (k *KeepAlive) finish(err error) {
+	k.err = err
+	close(k.done)
+}
+
+func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
+	c := k.m.clock
+	lost := c.Timer(c.Until(deadline))
+	defer lost.Stop()
+	next := c.Timer(0)
+	defer next.Stop()
+	var (
+		last   error
+		capped bool // the deadline is the lease's ExpiresAt
+	)
+	for {
+		select {
+		case <-k.stop:
+			return nil
+		case <-k.m.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-lost.C:
+			return k.lost(last, capped)
+		case <-next.C:
+		}
+		sent := c.Now()
+		if !sent.Before(deadline) {
+			return k.lost(last, capped)
+		}
+		hctx, cancel := c.WithDeadline(ctx, deadline)
+		rem, err := k.m.Heartbeat(hctx, k.id)
+		cancel()
+		switch {
+		case err == nil:
+			deadline, capped, last = sent.Add(rem), rem < k.grace, nil
+			lost.Reset(c.Until(deadline))
+			next.Reset(k.interval)
+			continue
+		case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound):
+			select {
+			case <-k.stop: // stopped or released meanwhile
+				return nil
+			default:
+			}
+			return fmt.Errorf("%w: %w", ErrLost, err)
+		case errors.Is(err, ErrClosed):
+			return ErrClosed
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		// A store error: retry sooner than the interval while the local
+		// deadline allows.
+		last = err
+		next.Reset(max(k.interval/3, time.Millisecond))
+	}
+}
+
+func (k *KeepAlive) lost(last error, capped bool) error {
+	if capped {
+		return fmt.Errorf("%w: %w: reached ExpiresAt", ErrLost, ErrExpired)
+	}
+	if last != nil {
+		return fmt.Errorf("%w: no heartbeat before the local deadline: %w", ErrLost, last)
+	}
+	return fmt.Errorf("%w: no heartbeat before the local deadline", ErrLost)
+}
+
+// releasedKeepAlives stops the KeepAlives of lease id after a Release.
+func (m *Manager) releasedKeepAlives(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.keepAlives {
+		if k.id == id {
+			k.signal()
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Request asks a Manager for a lease.
+type Request struct {
+	// Holder is who asks (a user or session id). Required.
+	Holder string
+	// Resource is what the lease is for; kept, not interpreted.
+	Resource string
+	// Cost is the preferred cost in budget units, 1..budget.
+	Cost int
+	// Fallback lists cheaper costs to take, in order, when Cost does not
+	// fit (seed 003: Cost 2 for the main stream, Fallback [1] for the sub
+	// stream). The granted Lease.Cost says which one was taken.
+	Fallback []int
+	// TTL and Grace override the Manager's defaults when > 0.
+	TTL, Grace time.Duration
+}
+
+// Usage is the budget as seen at one moment.
+type Usage struct {
+	Units     int // units taken by live leases
+	Leases    int // number of live leases
+	Budget    int // the Manager's budget
+	Available int // Budget − Units, at least 0
+}
+
+// Manager grants, heartbeats and releases leases over a Store, runs the
+// sweep loop, and reports events and stats. Several Managers, in one process
+// or many, may share one Store: every decision is the store's.
+type Manager struct {
+	store  Store
+	budget int
+	opts   Options
+	clock  clock.Clock
+	log    *slog.Logger
+
+	events chan Event // nil without OnEvent
+
+	mu         sync.Mutex
+	closed     bool
+	keepAlives map[*KeepAlive]struct{}
+	closing    chan struct{} // closed by Close
+	wg         sync.WaitGroup
+	cancel     context.CancelFunc // cancels the sweep loop's context
+
+	stats counters
+}
+
+// New returns a Manager that grants leases from a budget of budget units
+// (seed 003: 35). It starts the sweep loop and, with Options.OnEvent, the
+// event goroutine; Close stops them.
+func New(budget int, opts Options) (*Manager, error) {
+	o, err := opts.resolve(budget)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		store: o.Store, budget: budget, opts: o, clock: o.Clock, log: o.Logger,
+		keepAlives: make(map[*KeepAlive]struct{}),
+		closing:    make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	if o.OnEvent != nil {
+		m.events = make(chan Event, o.EventQueue)
+		m.wg.Go(m.deliver)
+	}
+	if !o.ManualSweep {
+		m.wg.Go(func() { m.sweepLoop(ctx) })
+	}
+	return m, nil
+}
+
+// Budget returns the Manager's budget in units.
+func (m *Manager) Budget() int { return m.budget }
+
+// Store returns the Manager's store.
+func (m *Manager) Store() Store { return m.store }
+
+func (m *Manager) isClosed() bool {
+	select {
+	case <-m.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Grant asks the store for a lease. The decision is one atomic step in the
+// store, in this order: the Gate (Overloaded), one live lease per holder
+// (HolderHasLease), the budget (OverCapacity); a refusal is a
+// *RejectedError. Bad input (empty holder, a cost ≤ 0 or above the budget,
+// negative TTL or Grace) returns an error wrapping ErrInvalid and stores
+// nothing.
+func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
+	if m.isClosed() {
+		return Lease{}, ErrClosed
+	}
+	if r.TTL < 0 || r.Grace < 0 {
+		m.stats.invalid.Add(1)
+		return Lease{}, fmt.Errorf("%w: negative TTL (%v) or Grace (%v)", ErrInvalid, r.TTL, r.Grace)
+	}
+	a := GrantArgs{
+		ID: NewID(), Holder: r.Holder, Resource: r.Resource,
+		TTL: r.TTL, Grace: r.Grace, Budget: m.budget,
+		OnePerHolder: !m.opts.AllowMultiplePerHolder,
+	}
+	if a.TTL == 0 {
+		a.TTL = m.opts.TTL
+	}
+	if a.Grace == 0 {
+		a.Grace = m.opts.Grace
+	}
+	if len(r.Fallback) == 0 {
+		a.Costs = []int{r.Cost}
+	} else {
+		a.Costs = make([]int, 0, 1+len(r.Fallback))
+		a.Costs = append(append(a.Costs, r.Cost), r.Fallback...)
+	}
+	if err := a.Validate(); err != nil {
+		m.stats.invalid.Add(1)
+		return Lease{}, err
+	}
+	if m.opts.Gate != nil {
+		a.Overloaded = m.opts.Gate.Overloaded()
+	}
+	l, err := m.store.Grant(ctx, a)
+	if err != nil {
+		var re *RejectedError
+		switch {
+		case errors.As(err, &re):
+			switch re.Reason {
+			case Overloaded:
+				m.stats.rejOverloaded.Add(1)
+			case HolderHasLease:
+				m.stats.rejHolder.Add(1)
+			case OverCapacity:
+				m.stats.rejCapacity.Add(1)
+			}
+			m.emit(Event{Kind: Rejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
+		case errors.Is(err, ErrInvalid):
+			m.stats.invalid.Add(1)
+		default:
+			m.stats.storeErrors.Add(1)
+		}
+		return Lease{}, err
+	}
+	m.stats.granted.Add(1)
+	m.emit(Event{Kind: Granted, Lease: l})
+	return l, nil
+}
+
+// Heartbeat records a heartbeat for lease id and returns how long the lease
+// now stays live without another one: min(Grace, time left to ExpiresAt),
+// by the store's clock. A lease that is expired (ErrExpired) or unknown
+// (ErrNotFound) stays so.
+func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, error) {
+	if m.isClosed() {
+		return 0, ErrClosed
+	}
+	l, err := m.store.Heartbeat(ctx, id)
+	if err != nil {
+		m.countFailure(err, &m.stats.heartbeatsFailed)
+		return 0, err
+	}
+	m.stats.heartbeats.Add(1)
+	m.emit(Event{Kind: Heartbeat, Lease: l})
+	return l.Remaining(l.HeartbeatAt), nil
+}
+
+// Release ends lease id at once and returns its units to the budget. It
+// first stops the lease's KeepAlives of this Manager (with a nil Err),
+// whatever the outcome. An expired lease returns ErrExpired and is left for
+// the sweep to report.
+func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
+	if m.isClosed() {
+		return Lease{}, ErrClosed
+	}
+	// Stop KeepAlives first, so none reports as lost the lease its owner
+	// is releasing.
+	m.releasedKeepAlives(id)
+	l, err := m.store.Release(ctx, id)
+	if err != nil {
+		m.countFailure(err, nil)
+		return Lease{}, err
+	}
+	m.stats.released.Add(1)
+	m.emit(Event{Kind: Released, Lease: l})
+	return l, nil
+}
+
+// Get returns the live lease id, or ErrExpired or ErrNotFound.
+func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
+	if m.isClosed() {
+		return Lease{}, ErrClosed
+	}
+	l, err := m.store.Get(ctx, id)
+	if err != nil {
+		m.countFailure(err, nil)
+	}
+	return l, err
+}
+
+// List returns the live leases, oldest grant first.
+func (m *Manager) List(ctx context.Context) ([]Lease, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	ls, err := m.store.List(ctx)
+	if err != nil {
+		m.countFailure(err, nil)
+	}
+	return ls, err
+}
+
+// Usage returns the units and number of live leases and the budget left.
+func (m *Manager) Usage(ctx context.Context) (Usage, error) {
+	if m.isClosed() {
+		return Usage{}, ErrClosed
+	}
+	units, n, err := m.store.Usage(ctx)
+	if err != nil {
+		m.countFailure(err, nil)
+		return Usage{}, err
+	}
+	m.stats.unitsInUse.Store(int64(units))
+	m.stats.activeLeases.Store(int64(n))
+	return Usage{Units: units, Leases: n, Budget: m.budget, Available: max(m.budget-units, 0)}, nil
+}
+
+// Sweep reclaims the records of expired leases, fires one Expired event per
+// lease, refreshes the Stats gauges and returns how many it reclaimed. The
+// background loop calls it every SweepInterval. Expired leases are absent for
+// every read and for the budget whether or not Sweep has run.
+func (m *Manager) Sweep(ctx context.Context) (int, error) {
+	if m.isClosed() {
+		return 0, ErrClosed
+	}
+	n := 0
+	for {
+		ls, err := m.store.Sweep(ctx, m.opts.SweepBatch)
+		n += len(ls)
+		m.stats.expired.Add(uint64(len(ls)))
+		for _, l := range ls {
+			m.emit(Event{Kind: Expired, Lease: l})
+		}
+		if err != nil {
+			m.stats.storeErrors.Add(1)
+			return n, err
+		}
+		if len(ls) < m.opts.SweepBatch {
+			break
+		}
+	}
+	m.stats.sweeps.Add(1)
+	if _, err := m.Usage(ctx); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// Close stops the sweep loop, every KeepAlive of this Manager (their Err
+// becomes ErrClosed) and, after delivering the events already queued, the
+// event goroutine, and waits for them. Leases stay in the store: they belong
+// to their holders and end by release or expiry. Close is idempotent; after
+// it every method returns ErrClosed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	close(m.closing)
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+func (m *Manager) sweepLoop(ctx context.Context) {
+	t := m.clock.Ticker(m.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.closing:
+			return
+		case <-t.C:
+			n, err := m.Sweep(ctx)
+			switch {
+			case err != nil && !m.isClosed():
+				if m.log != nil {
+					m.log.Warn("lease: sweep", "err", err, "expired", n)
+				}
+			case n > 0 && m.log != nil:
+				m.log.Debug("lease: sweep", "expired", n)
+			}
+		}
+	}
+}
+
+// countFailure counts a failed store call: a rule outcome (expired,
+// unknown) in rule, if given, anything else as a store error.
+func (m *Manager) countFailure(err error, rule interface{ Add(uint64) uint64 }) {
+	if errors.Is(err, ErrExpired) || errors.Is(err, ErrNotFound) {
+		if rule != nil {
+			rule.Add(1)
+		}
+		return
+	}
+	m.stats.storeErrors.Add(1)
+}
+
+// emit queues e for OnEvent without ever blocking.
+func (m *Manager) emit(e Event) {
+	if m.events == nil {
+		return
+	}
+	e.Time = m.clock.Now()
+	select {
+	case m.events <- e:
+	default:
+		if m.stats.eventsDropped.Add(1) == 1 && m.log != nil {
+			m.log.Warn("lease: event queue full, dropping events", "kind", e.Kind.String())
+		}
+	}
+}
+
+// deliver runs OnEvent for queued events until Close, then drains the queue.
+func (m *Manager) deliver() {
+	for {
+		select {
+		case e := <-m.events:
+			m.opts.OnEvent(e)
+		case <-m.closing:
+			for {
+				select {
+				case e := <-m.events:
+					m.opts.OnEvent(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+var ctx = context.Background()
+
+// gate is a settable admission gate.
+type gate struct{ over atomic.Bool }
+
+func (g *gate) Overloaded() bool { return g.over.Load() }
+
+// recorder collects events.
+type recorder struct {
+	mu sync.Mutex
+	ev []lease.Event
+}
+
+func (r *recorder) on(e lease.Event) {
+	r.mu.Lock()
+	r.ev = append(r.ev, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.ev {
+		s := e.Kind.String()
+		if e.Reason != "" {
+			s += ":" + string(e.Reason)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
+	t.Helper()
+	m, err := lease.New(budget, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func TestNewValidates(t *testing.T) {
+	for name, c := range map[string]struct {
+		budget int
+		o      lease.Options
+		field  string
+	}{
+		"budget":   {0, lease.Options{}, "budget"},
+		"ttl":      {5, lease.Options{TTL: -1}, "TTL"},
+		"grace":    {5, lease.Options{Grace: -1}, "Grace"},
+		"interval": {5, lease.Options{SweepInterval: -time.Second}, "SweepInterval"},
+		"batch":    {5, lease.Options{SweepBatch: -1}, "SweepBatch"},
+		"queue":    {5, lease.Options{EventQueue: -1}, "EventQueue"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := lease.New(c.budget, c.o)
+			require.Error(t, err)
+			assert.Nil(t, m)
+			assert.Contains(t, err.Error(), c.field)
+		})
+	}
+}
+
+// TestSeed003 is seed 003 end to end on the defaults: a budget of
+// 50 − 5 − 10 = 35 units, main stream 2 falling back to sub 1, one modal per
+// user, TTL 300 s, grace 45 s, cleanup every 10 s.
+func TestSeed003(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		g := &gate{}
+		m := newManager(t, 50-5-10, lease.Options{Gate: g, OnEvent: rec.on})
+		main := func(user string) lease.Request {
+			return lease.Request{Holder: user, Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
+		}
+
+		// 17 users get main streams (34 units), the 18th falls back to sub.
+		var leases []lease.Lease
+		for i := range 17 {
+			l, err := m.Grant(ctx, main(string(rune('a'+i))))
+			require.NoError(t, err)
+			require.Equal(t, 2, l.Cost)
+			leases = append(leases, l)
+		}
+		l, err := m.Grant(ctx, main("r"))
+		require.NoError(t, err)
+		assert.Equal(t, 1, l.Cost, "fallback to the sub stream")
+		assert.Equal(t, 300*time.Second, l.ExpiresAt.Sub(l.CreatedAt))
+		assert.Equal(t, 45*time.Second, l.Grace)
+
+		// OVER_CAPACITY, USER_ALREADY_HAS_MODAL, SYSTEM_OVERLOAD, in that order.
+		_, err = m.Grant(ctx, main("s"))
+		require.ErrorIs(t, err, lease.ErrOverCapacity)
+		var re *lease.RejectedError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 0, re.Available)
+		_, err = m.Grant(ctx, main("a"))
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, lease.HolderHasLease, re.Reason)
+		assert.Equal(t, leases[0].ID, re.Existing)
+		g.over.Store(true)
+		_, err = m.Grant(ctx, main("a"))
+		require.ErrorIs(t, err, lease.ErrOverloaded)
+		g.over.Store(false)
+
+		u, err := m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Usage{Units: 35, Leases: 18, Budget: 35, Available: 0}, u)
+
+		// Every user but "a" heartbeats every 30 s; "a" abandoned its tab.
+		for range 2 {
+			time.Sleep(30 * time.Second)
+			for _, l := range leases[1:] {
+				rem, err := m.Heartbeat(ctx, l.ID)
+				require.NoError(t, err)
+				assert.Equal(t, 45*time.Second, rem)
+			}
+			_, err := m.Heartbeat(ctx, l.ID)
+			require.NoError(t, err)
+		}
+		// 60 s after its last heartbeat, a's lease is gone and its units
+		// are back, whether or not the 10 s cleanup has run yet.
+		_, err = m.Heartbeat(ctx, leases[0].ID)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
+		u, err = m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 33, u.Units)
+		l2, err := m.Grant(ctx, main("s"))
+		require.NoError(t, err)
+		assert.Equal(t, 2, l2.Cost)
+
+		// The user closing the modal releases; the units return at once.
+		_, err = m.Release(ctx, l2.ID)
+		require.NoError(t, err)
+		_, err = m.Get(ctx, l2.ID)
+		require.ErrorIs(t, err, lease.ErrNotFound)
+
+		// The sweep loop (every 10 s) reported a's lease exactly once.
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		kinds := rec.kinds()
+		assert.Equal(t, 1, count(kinds, "expired"))
+		st := m.Stats()
+		assert.Equal(t, uint64(19), st.Granted)
+		assert.Equal(t, uint64(1), st.RejectedOverCapacity)
+		assert.Equal(t, uint64(1), st.RejectedHolderHasLease)
+		assert.Equal(t, uint64(1), st.RejectedOverloaded)
+		assert.Equal(t, uint64(2*17), st.Heartbeats)
+		assert.Equal(t, uint64(1), st.HeartbeatsFailed)
+		assert.Equal(t, uint64(1), st.Released)
+		assert.Equal(t, uint64(1), st.Expired)
+		assert.Equal(t, 17, st.ActiveLeases)
+		assert.Equal(t, 33, st.UnitsInUse)
+		assert.Equal(t, 35, st.Budget)
+		assert.Zero(t, st.StoreErrors)
+
+		// Nobody heartbeats any more: at 300 s every lease has expired by
+		// grace; the loop reclaims them all.
+		time.Sleep(300 * time.Second)
+		synctest.Wait()
+		u, err = m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Usage{Budget: 35, Available: 35}, u)
+		assert.Equal(t, 1+17, count(rec.kinds(), "expired"))
+		ls, err := m.List(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, ls)
+	})
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, s := range xs {
+		if s == x {
+			n++
+		}
+	}
+	return n
+}
+
+func TestHeartbeatNeverPastExpiresAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, 10, lease.Options{TTL: 100 * time.Second, Grace: 45 * time.Second, ManualSweep: true})
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		time.Sleep(80 * time.Second)
+		_, err = m.Heartbeat(ctx, l.ID) // too late: grace ran out at 45 s
+		require.ErrorIs(t, err, lease.ErrExpired)
+
+		l, err = m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		time.Sleep(40 * time.Second)
+		rem, err := m.Heartbeat(ctx, l.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 45*time.Second, rem)
+		time.Sleep(40 * time.Second)
+		rem, err = m.Heartbeat(ctx, l.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 20*time.Second, rem, "capped by ExpiresAt")
+		time.Sleep(20 * time.Second)
+		_, err = m.Heartbeat(ctx, l.ID)
+		require.ErrorIs(t, err, lease.ErrExpired)
+		g, err := m.Get(ctx, l.ID)
+		require.ErrorIs(t, err, lease.ErrExpired, "not resurrected: %+v", g)
+	})
+}
+
+func TestRequestOverridesAndBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, 5, lease.Options{})
+		for name, r := range map[string]lease.Request{
+			"empty holder":      {Cost: 1},
+			"zero cost":         {Holder: "u"},
+			"negative cost":     {Holder: "u", Cost: -1},
+			"cost above budget": {Holder: "u", Cost: 6},
+			"bad fallback":      {Holder: "u", Cost: 2, Fallback: []int{0}},
+			"negative ttl":      {Holder: "u", Cost: 1, TTL: -time.Second},
+			"negative grace":    {Holder: "u", Cost: 1, Grace: -time.Second},
+		} {
+			_, err := m.Grant(ctx, r)
+			assert.ErrorIs(t, err, lease.ErrInvalid, name)
+		}
+		assert.Equal(t, uint64(7), m.Stats().Invalid)
+		u, err := m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, u.Leases)
+
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1, TTL: time.Minute, Grace: 5 * time.Second})
+		require.NoError(t, err)
+		assert.Equal(t, time.Minute, l.ExpiresAt.Sub(l.CreatedAt))
+		assert.Equal(t, 5*time.Second, l.Grace)
+	})
+}
+
+func TestAllowMultiplePerHolder(t *testing.T) {
+	m := newManager(t, 5, lease.Options{AllowMultiplePerHolder: true, ManualSweep: true})
+	for range 5 {
+		_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+	}
+	_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+	require.ErrorIs(t, err, lease.ErrOverCapacity)
+}
+
+func TestEventsInOrderAndOffLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var m *lease.Manager
+		rec := &recorder{}
+		// The callback calls back into the Manager: it must not hold a lock.
+		m = newManager(t, 2, lease.Options{ManualSweep: true, Grace: 5 * time.Second, OnEvent: func(e lease.Event) {
+			_, _ = m.Usage(ctx)
+			rec.on(e)
+		}})
+		a, err := m.Grant(ctx, lease.Request{Holder: "a", Cost: 2})
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, lease.Request{Holder: "b", Cost: 1})
+		require.Error(t, err)
+		_, err = m.Heartbeat(ctx, a.ID)
+		require.NoError(t, err)
+		_, err = m.Release(ctx, a.ID)
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, lease.Request{Holder: "c", Cost: 1})
+		require.NoError(t, err)
+		time.Sleep(5 * time.Second)
+		n, err := m.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		synctest.Wait()
+		assert.Equal(t, []string{"granted", "rejected:over_capacity", "heartbeat", "released", "granted", "expired"}, rec.kinds())
+		rec.mu.Lock()
+		assert.Equal(t, "c", rec.ev[5].Lease.Holder)
+		assert.Equal(t, "b", rec.ev[1].Lease.Holder)
+		rec.mu.Unlock()
+	})
+}
+
+func TestSlowCallbackNeverBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		m := newManager(t, 1000, lease.Options{ManualSweep: true, EventQueue: 4, OnEvent: func(lease.Event) { <-release }})
+		for i := range 100 {
+			_, err := m.Grant(ctx, lease.Request{Holder: string(rune(i + 1)), Cost: 1})
+			require.NoError(t, err)
+			if i == 0 {
+				synctest.Wait() // the first event is in the callback
+			}
+		}
+		// One event is in the callback, EventQueue more are queued.
+		assert.Equal(t, uint64(100-1-4), m.Stats().EventsDropped)
+		close(release)
+	})
+}
+
+func TestCloseIdempotentAndErrClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		m, err := lease.New(3, lease.Options{OnEvent: rec.on})
+		require.NoError(t, err)
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		require.NoError(t, m.Close())
+		require.NoError(t, m.Close())
+		assert.Equal(t, []string{"granted"}, rec.kinds(), "queued events are delivered before Close returns")
+		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 1})
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.Heartbeat(ctx, l.ID)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.Release(ctx, l.ID)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.Get(ctx, l.ID)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.List(ctx)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.Usage(ctx)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = m.Sweep(ctx)
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		k := m.KeepAlive(ctx, l, time.Second)
+		<-k.Done()
+		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
+	})
+}
+
+// TestSharedStore: two Managers on one store share the budget, and each
+// expired lease is reported by exactly one of their sweeps.
+func TestSharedStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := lease.NewMemoryStore(nil)
+		r1, r2 := &recorder{}, &recorder{}
+		m1 := newManager(t, 4, lease.Options{Store: s, OnEvent: r1.on, Grace: 15 * time.Second})
+		m2 := newManager(t, 4, lease.Options{Store: s, OnEvent: r2.on, Grace: 15 * time.Second})
+		_, err := m1.Grant(ctx, lease.Request{Holder: "a", Cost: 3})
+		require.NoError(t, err)
+		_, err = m2.Grant(ctx, lease.Request{Holder: "a", Cost: 1})
+		require.ErrorIs(t, err, lease.ErrHolderHasLease)
+		_, err = m2.Grant(ctx, lease.Request{Holder: "b", Cost: 2})
+		require.ErrorIs(t, err, lease.ErrOverCapacity)
+		_, err = m2.Grant(ctx, lease.Request{Holder: "b", Cost: 1})
+		require.NoError(t, err)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, 2, count(r1.kinds(), "expired")+count(r2.kinds(), "expired"))
+		assert.Equal(t, uint64(2), m1.Stats().Expired+m2.Stats().Expired)
+	})
+}
+
+// TestMockClock drives a Manager and its MemoryStore with a clock.Mock, the
+// injection path for users who use one.
+func TestMockClock(t *testing.T) {
+	mc := clock.NewMock()
+	rec := &recorder{}
+	m := newManager(t, 2, lease.Options{Clock: mc, OnEvent: rec.on, SweepInterval: 10 * time.Second})
+	l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 2})
+	require.NoError(t, err)
+	assert.Equal(t, mc.Now().Add(lease.DefaultTTL), l.ExpiresAt)
+	mc.Add(44 * time.Second)
+	rem, err := m.Heartbeat(ctx, l.ID)
+	require.NoError(t, err)
+	assert.Equal(t, lease.DefaultGrace, rem)
+	mc.Add(50 * time.Second) // grace runs out at 89 s; the sweep ticker fires at 90 s
+	_, err = m.Get(ctx, l.ID)
+	assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
+	require.Eventually(t, func() bool { return count(rec.kinds(), "expired") == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, uint64(1), m.Stats().Expired)
+}

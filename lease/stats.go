@@ -1,0 +1,56 @@
+package lease
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Manager's counters and gauges. Counters count
+// this Manager's calls only; with a shared store, other Managers have their
+// own.
+type Stats struct {
+	Granted uint64 // leases granted
+	// Rejected by reason.
+	RejectedOverloaded, RejectedHolderHasLease, RejectedOverCapacity uint64
+	Invalid                                                          uint64 // grants refused for bad input
+	Heartbeats                                                       uint64 // successful heartbeats
+	HeartbeatsFailed                                                 uint64 // heartbeats on expired or unknown leases
+	Released                                                         uint64 // leases released
+	Expired                                                          uint64 // expired leases reclaimed by this Manager's sweeps
+	Sweeps                                                           uint64 // Sweep calls completed
+	StoreErrors                                                      uint64 // store calls that failed other than by a rule
+	EventsDropped                                                    uint64 // events dropped because the queue was full
+
+	// Gauges for the whole store, as of the last Sweep or Usage call (so at
+	// most SweepInterval old while the background loop runs).
+	ActiveLeases int
+	UnitsInUse   int
+	Budget       int
+}
+
+// counters are the Manager's live counters.
+type counters struct {
+	granted, rejOverloaded, rejHolder, rejCapacity, invalid atomic.Uint64
+	heartbeats, heartbeatsFailed, released, expired, sweeps atomic.Uint64
+	storeErrors, eventsDropped                              atomic.Uint64
+	activeLeases, unitsInUse                                atomic.Int64
+}
+
+// Stats returns a snapshot of the Manager's counters and gauges.
+func (m *Manager) Stats() Stats {
+	c := &m.stats
+	return Stats{
+		Granted:                c.granted.Load(),
+		RejectedOverloaded:     c.rejOverloaded.Load(),
+		RejectedHolderHasLease: c.rejHolder.Load(),
+		RejectedOverCapacity:   c.rejCapacity.Load(),
+		Invalid:                c.invalid.Load(),
+		Heartbeats:             c.heartbeats.Load(),
+		HeartbeatsFailed:       c.heartbeatsFailed.Load(),
+		Released:               c.released.Load(),
+		Expired:                c.expired.Load(),
+		Sweeps:                 c.sweeps.Load(),
+		StoreErrors:            c.storeErrors.Load(),
+		EventsDropped:          c.eventsDropped.Load(),
+		ActiveLeases:           int(c.activeLeases.Load()),
+		UnitsInUse:             int(c.unitsInUse.Load()),
+		Budget:                 m.budget,
+	}
+}
