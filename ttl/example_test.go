@@ -1,0 +1,100 @@
+package ttl_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ttlkit/ttlkit/ttl"
+)
+
+// Example wires seed 002's pipeline in one process: a Tracker records
+// activity, a MemoryBuffer stands in for Redis, a MemoryStore for PostgreSQL,
+// and a Runner applies the workspace rules and wakes the controller. Flush and
+// Tick are called by hand here; their loops call them every 30 and 60 s.
+func Example() {
+	ctx := context.Background()
+	store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	buffer := ttl.NewMemoryBuffer()
+
+	tracker, err := ttl.NewTracker(buffer, ttl.TrackerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer tracker.Close(ctx)
+	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+		Buffer: buffer,
+		Wake: func(_ context.Context, ids []string) error {
+			slices.Sort(ids)
+			fmt.Println("wake controller:", ids)
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer runner.Close()
+
+	// Two workspaces last active 11 minutes ago; one gets a request now.
+	for _, id := range []string{"ws-1", "ws-2"} {
+		if _, err := store.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)}); err != nil {
+			panic(err)
+		}
+	}
+	tracker.Record("ws-1") // in the proxy, per request or WebSocket message
+
+	if err := tracker.Flush(ctx); err != nil {
+		panic(err)
+	}
+	res, err := runner.Tick(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("synced:", res.Synced)
+	for _, id := range []string{"ws-1", "ws-2"} {
+		e, _ := store.Get(ctx, id)
+		fmt.Printf("%s: phase %s, desired %q\n", id, e.Phase, e.DesiredState)
+	}
+	// Output:
+	// wake controller: [ws-2]
+	// synced: 1
+	// ws-1: phase RUNNING, desired ""
+	// ws-2: phase RUNNING, desired "STANDBY"
+}
+
+// ExampleRule prints seed 002's and seed 000's rules.
+func ExampleRule() {
+	for _, r := range ttl.WorkspaceRules(10*time.Minute, 30*time.Minute) {
+		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)
+	}
+	for _, r := range ttl.ContainerRules(time.Hour, 8*time.Hour) {
+		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)
+	}
+	// Output:
+	// standby: RUNNING for 10m0s since last_activity -> STANDBY
+	// archive: STANDBY for 30m0s since phase_changed -> ARCHIVED
+	// inactive: RUNNING for 1h0m0s since last_activity -> DESTROYED
+	// lifetime: RUNNING for 8h0m0s since created -> DESTROYED
+}
+
+// ExampleBuffer shows the race-free drain: an update that lands between Peek
+// and Remove is kept.
+func ExampleBuffer() {
+	ctx := context.Background()
+	buf := ttl.NewMemoryBuffer()
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}})
+
+	batch, _ := buf.Peek(ctx, 100)
+	// ... the batch is written to the store; meanwhile ws-1 is active again:
+	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0.Add(time.Second)}})
+	removed, _ := buf.Remove(ctx, batch)
+
+	left, _ := buf.Peek(ctx, 100)
+	fmt.Println("removed:", removed)
+	fmt.Println("kept:", left[0].ID, left[0].At.Format(time.TimeOnly))
+	// Output:
+	// removed: 1
+	// kept: ws-1 10:00:01
+}

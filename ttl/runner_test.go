@@ -1,0 +1,419 @@
+package ttl_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/ttl"
+)
+
+// wakes records Wake calls.
+type wakes struct {
+	mu    sync.Mutex
+	calls [][]string
+	err   error
+}
+
+func (w *wakes) Wake(_ context.Context, ids []string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	w.calls = append(w.calls, ids)
+	return w.err
+}
+
+func (w *wakes) take() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.calls
+	w.calls = nil
+	return c
+}
+
+func newRunner(t *testing.T, st ttl.Store, rules []ttl.Rule, opts ttl.RunnerOptions) *ttl.Runner {
+	t.Helper()
+	r, err := ttl.NewRunner(st, rules, opts)
+	require.NoError(t, err)
+	return r
+}
+
+func create(t *testing.T, st ttl.Store, e ttl.Entity) {
+	t.Helper()
+	_, err := st.Create(context.Background(), e)
+	require.NoError(t, err)
+}
+
+func get(t *testing.T, st ttl.Store, id string) ttl.Entity {
+	t.Helper()
+	e, err := st.Get(context.Background(), id)
+	require.NoError(t, err)
+	return e
+}
+
+// TestRunnerSeed002 runs seed 002 end to end on its default timings: a
+// tracker flushing to a buffer every 30 s, a runner ticking every 60 s,
+// RUNNING -> STANDBY after 10 idle minutes, STANDBY -> ARCHIVED 30 minutes
+// after the phase changed, and a controller woken with the ids.
+func TestRunnerSeed002(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		buf := ttl.NewMemoryBuffer()
+		w := &wakes{}
+		tr := newTracker(t, buf, ttl.TrackerOptions{})
+		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
+			ttl.RunnerOptions{Buffer: buf, Wake: w.Wake})
+		defer r.Close()
+		defer tr.Close(ctx)
+		t0 := time.Now()
+		create(t, st, ttl.Entity{ID: "busy", Phase: "RUNNING"})
+		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING"})
+
+		// "busy" is used every 45 s for 20 minutes.
+		until := func(d time.Duration, each func()) {
+			for time.Since(t0) < d {
+				each()
+				time.Sleep(45 * time.Second)
+			}
+		}
+		until(10*time.Minute+30*time.Second, func() { tr.Record("busy") })
+		synctest.Wait()
+		assert.Empty(t, w.take(), "nothing expires within 10 minutes")
+		until(11*time.Minute+30*time.Second, func() { tr.Record("busy") })
+		synctest.Wait()
+		// The tick at 11:00 is the first where now - created > 10 min.
+		assert.Equal(t, [][]string{{"idle"}}, w.take())
+		assert.Equal(t, "STANDBY", get(t, st, "idle").DesiredState)
+		assert.Empty(t, get(t, st, "busy").DesiredState)
+		last := get(t, st, "busy").LastActivityAt
+		assert.True(t, time.Since(last) <= 90*time.Second, "busy's activity is %v old in the store; at most flush + tick (90 s)", time.Since(last))
+
+		// The controller stops "idle"; "busy" stays in use.
+		_, err := st.Update(ctx, "idle", ttl.Update{Phase: "STANDBY"})
+		require.NoError(t, err)
+		stopped := time.Now()
+		for time.Since(stopped) < 30*time.Minute {
+			tr.Record("busy")
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			assert.Empty(t, w.take(), "at %v after standby", time.Since(stopped))
+		}
+		// The tick at 30 min is not yet past; the one at 31 min archives.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, [][]string{{"idle"}}, w.take())
+		assert.Equal(t, "ARCHIVED", get(t, st, "idle").DesiredState)
+		assert.Empty(t, get(t, st, "busy").DesiredState)
+
+		s := r.Stats()
+		assert.Equal(t, uint64(2), s.Expired)
+		assert.Equal(t, []ttl.RuleStats{{Name: "standby", Expired: 1}, {Name: "archive", Expired: 1}}, s.Rules)
+		assert.Positive(t, s.Synced)
+		assert.Zero(t, s.SyncErrors+s.RuleErrors+s.WakeErrors)
+	})
+}
+
+// TestRunnerActivityBeforeSync is the seed's "activity during expiry": an
+// entity about to expire that was active just before the tick's sync stays
+// running.
+func TestRunnerActivityBeforeSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		buf := ttl.NewMemoryBuffer()
+		tr := newTracker(t, buf, ttl.TrackerOptions{})
+		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
+		defer r.Close()
+		defer tr.Close(ctx)
+		old := time.Now().Add(-11 * time.Minute)
+		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
+
+		tr.Record("active")
+		require.NoError(t, tr.Flush(ctx))
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, res.Synced)
+		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Equal(t, time.Now(), get(t, st, "active").LastActivityAt)
+		assert.Zero(t, buf.Len())
+	})
+}
+
+// flakyBuffer wraps a MemoryBuffer that can be lost (a Redis restart) or
+// unreachable, and can run a hook between Peek and Remove.
+type flakyBuffer struct {
+	mu          sync.Mutex
+	b           *ttl.MemoryBuffer
+	down        bool
+	afterPeek   func()
+	removeCalls int
+}
+
+func (f *flakyBuffer) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.b = ttl.NewMemoryBuffer()
+}
+
+func (f *flakyBuffer) get() (*ttl.MemoryBuffer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errDown
+	}
+	return f.b, nil
+}
+
+func (f *flakyBuffer) Add(ctx context.Context, acts []ttl.Activity) error {
+	b, err := f.get()
+	if err != nil {
+		return err
+	}
+	return b.Add(ctx, acts)
+}
+
+func (f *flakyBuffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+	b, err := f.get()
+	if err != nil {
+		return nil, err
+	}
+	acts, err := b.Peek(ctx, max)
+	if f.afterPeek != nil {
+		f.afterPeek()
+	}
+	return acts, err
+}
+
+func (f *flakyBuffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
+	b, err := f.get()
+	if err != nil {
+		return 0, err
+	}
+	f.removeCalls++
+	return b.Remove(ctx, acts)
+}
+
+func TestRunnerBufferLostOrDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
+		// Loops slower than the test: every step is taken by hand.
+		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
+		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
+			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
+		defer r.Close()
+		defer tr.Close(ctx)
+		old := time.Now().Add(-9 * time.Minute)
+		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
+
+		// Activity reaches the buffer, then the buffer is lost: the store,
+		// which never saw it, decides with what it has.
+		tr.Record("ws")
+		require.NoError(t, tr.Flush(ctx))
+		buf.restart()
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, res.Synced)
+		assert.Equal(t, old, get(t, st, "ws").LastActivityAt)
+
+		// The buffer is unreachable: the tick reports it, the rules still
+		// run, the tracker keeps its activity for later.
+		buf.mu.Lock()
+		buf.down = true
+		buf.mu.Unlock()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		res, err = r.Tick(ctx)
+		require.ErrorIs(t, err, errDown)
+		assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		tr.Record("ws")
+		require.ErrorIs(t, tr.Flush(ctx), errDown)
+
+		// Back up: the next flush and tick carry the activity through.
+		buf.mu.Lock()
+		buf.down = false
+		buf.mu.Unlock()
+		require.NoError(t, tr.Flush(ctx))
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, res.Synced)
+		assert.Equal(t, time.Now(), get(t, st, "ws").LastActivityAt)
+		s := r.Stats()
+		assert.Equal(t, uint64(1), s.SyncErrors)
+		assert.GreaterOrEqual(t, s.Ticks, uint64(3))
+	})
+}
+
+// TestRunnerDrainKeepsConcurrentAdd: activity added while a batch is being
+// written to the store survives the batch's Remove and reaches the store on
+// the next tick. The seed's ZRANGE, UPDATE, ZREM would lose it.
+func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
+	ctx := context.Background()
+	mock := clock.NewMock()
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	mock.Set(t0)
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
+	r := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, BatchSize: 2, Clock: mock})
+	defer r.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING"})
+	}
+	require.NoError(t, buf.Add(ctx, []ttl.Activity{
+		{ID: "a", At: t0.Add(time.Second)}, {ID: "b", At: t0.Add(2 * time.Second)}, {ID: "c", At: t0.Add(3 * time.Second)},
+	}))
+	buf.afterPeek = func() {
+		buf.afterPeek = nil
+		_ = buf.b.Add(ctx, []ttl.Activity{{ID: "a", At: t0.Add(10 * time.Second)}})
+	}
+	res, err := r.Tick(ctx)
+	require.NoError(t, err)
+	// Batch [a@1s b@2s]: a grows to 10 s during the merge, so Remove keeps
+	// it; the next batch [c@3s a@10s] carries it to the store.
+	assert.Equal(t, 4, res.Synced)
+	assert.Equal(t, t0.Add(10*time.Second), get(t, st, "a").LastActivityAt)
+	assert.Equal(t, t0.Add(2*time.Second), get(t, st, "b").LastActivityAt)
+	assert.Equal(t, t0.Add(3*time.Second), get(t, st, "c").LastActivityAt)
+	assert.Zero(t, buf.b.Len())
+	assert.Equal(t, 2, buf.removeCalls)
+}
+
+// failingStore fails Apply for one rule.
+type failingStore struct {
+	ttl.Store
+	failRule string
+}
+
+func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
+	if r.Name == s.failRule {
+		return nil, errDown
+	}
+	return s.Store.Apply(ctx, r)
+}
+
+func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := &failingStore{Store: mem, failRule: "inactive"}
+		w := &wakes{err: errors.New("controller away")}
+		var events []ttl.Event
+		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
+			Wake: w.Wake, OnEvent: func(e ttl.Event) { events = append(events, e) }})
+		defer r.Close()
+		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: time.Now().Add(-9 * time.Hour)})
+
+		res, err := r.Tick(ctx)
+		require.ErrorIs(t, err, errDown)
+		require.ErrorContains(t, err, "controller away")
+		assert.Equal(t, []ttl.Expiry{{ID: "old", Rule: "lifetime", Then: "DESTROYED"}}, res.Expired)
+		assert.Equal(t, [][]string{{"old"}}, w.take())
+		s := r.Stats()
+		assert.Equal(t, []ttl.RuleStats{{Name: "inactive", Errors: 1}, {Name: "lifetime", Expired: 1}}, s.Rules)
+		assert.Equal(t, uint64(1), s.RuleErrors)
+		assert.Equal(t, uint64(1), s.WakeErrors)
+		kinds := make([]ttl.EventKind, len(events))
+		for i, e := range events {
+			kinds[i] = e.Kind
+		}
+		assert.Equal(t, []ttl.EventKind{ttl.EventRuleError, ttl.EventExpire, ttl.EventWake}, kinds)
+		assert.Equal(t, "old", events[1].ID)
+	})
+}
+
+// TestRunnerMockClock drives the loop with a clock.Mock shared with the
+// store, as users who inject one do.
+func TestRunnerMockClock(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC))
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	woken := make(chan []string, 10)
+	r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+		Clock: mock,
+		Wake:  func(_ context.Context, ids []string) error { woken <- ids; return nil },
+	})
+	defer r.Close()
+	create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING"})
+	mock.Add(10 * time.Minute)
+	assert.Empty(t, woken)
+	deadline := time.After(5 * time.Second)
+	for {
+		mock.Add(time.Minute)
+		select {
+		case ids := <-woken:
+			assert.Equal(t, []string{"ws"}, ids)
+			assert.Equal(t, "STANDBY", get(t, st, "ws").DesiredState)
+			return
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the runner loop never woke the controller")
+		}
+	}
+}
+
+// TestRunnersShareStore: two runners on one store (two coordinator
+// instances) wake each expired entity once.
+func TestRunnersShareStore(t *testing.T) {
+	ctx := context.Background()
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	w := &wakes{}
+	rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
+	r1 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
+	r2 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
+	defer r1.Close()
+	defer r2.Close()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+	}
+	var wg sync.WaitGroup
+	for _, r := range []*ttl.Runner{r1, r2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.Tick(ctx)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	var all []string
+	for _, c := range w.take() {
+		all = append(all, c...)
+	}
+	slices.Sort(all)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, all)
+	assert.Equal(t, uint64(4), r1.Stats().Expired+r2.Stats().Expired)
+}
+
+func TestNewRunnerValidates(t *testing.T) {
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	ok := ttl.WorkspaceRules(time.Minute, time.Minute)
+	for _, c := range []struct {
+		store ttl.Store
+		rules []ttl.Rule
+		opts  ttl.RunnerOptions
+		want  string
+	}{
+		{nil, ok, ttl.RunnerOptions{}, "store"},
+		{st, ok, ttl.RunnerOptions{Interval: -1}, "Interval"},
+		{st, ok, ttl.RunnerOptions{BatchSize: -1}, "BatchSize"},
+		{st, []ttl.Rule{{Phase: "RUNNING", Then: "STANDBY"}}, ttl.RunnerOptions{}, "rules[0]: ttl: rule RUNNING->STANDBY: After (0s) must be positive"},
+		{st, append(ok, ok[0]), ttl.RunnerOptions{}, `rules[2]: duplicate rule name "standby"`},
+	} {
+		r, err := ttl.NewRunner(c.store, c.rules, c.opts)
+		assert.Nil(t, r)
+		assert.ErrorIs(t, err, ttl.ErrInvalid)
+		assert.ErrorContains(t, err, c.want)
+	}
+}

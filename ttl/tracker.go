@@ -1,0 +1,371 @@
+package ttl
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// TrackerOptions configures a Tracker. The zero value means defaults.
+type TrackerOptions struct {
+	// FlushInterval is how often the background loop flushes. Default 30 s.
+	FlushInterval time.Duration
+	// Resolution is how often the tracker reads the clock. Record uses the
+	// last reading instead of reading the clock itself, which is most of
+	// its cost, so recorded times lag the truth by at most Resolution
+	// (activity looks slightly older, never newer). Default 1 s; a
+	// negative value reads the clock on every Record.
+	Resolution time.Duration
+	// Shards is the number of independently locked parts of the buffer,
+	// rounded up to a power of two. Default 4 × GOMAXPROCS, at least 16.
+	Shards int
+	// BatchSize caps the activities handed to the Sink in one Add call.
+	// Default 1000.
+	BatchSize int
+	// Clock is the time source. Nil means real time.
+	Clock clock.Clock
+	// Logger receives flush failures. Nil means no logging.
+	Logger *slog.Logger
+	// OnEvent, if set, receives an EventFlush after every flush that had
+	// something to send. See Event.
+	OnEvent func(Event)
+}
+
+// Tracker is the first stage: it records activity in memory, per request or
+// message, and flushes it to a Sink (a Buffer, or a Store through ToStore)
+// every FlushInterval.
+//
+// Record is built for the hot path: the buffer is split into shards locked
+// separately (chosen by a hash of the id), an id already buffered costs no
+// allocation, and the time comes from a clock reading refreshed every
+// Resolution. Flushed ids stay in their shard, marked clean, for one more
+// interval, so a steadily active id never allocates; ids idle for a whole
+// interval are dropped.
+//
+// A failed flush puts its activities back (greater wins), so nothing is lost
+// while the Sink is down; a crash loses at most what was recorded since the
+// last successful flush, one FlushInterval.
+type Tracker struct {
+	sink      Sink
+	clock     clock.Clock
+	batchSize int
+	logger    *slog.Logger
+	onEvent   func(Event)
+
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+	// now is the coarse clock in Unix nanoseconds, or readClock.
+	now atomic.Int64
+
+	flushMu   sync.Mutex // serializes Flush
+	flushes   atomic.Uint64
+	flushed   atomic.Uint64
+	errors    atomic.Uint64
+	lastFlush atomic.Int64 // Unix nanoseconds of the last successful flush
+
+	closeOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// readClock in Tracker.now makes Record read the clock itself.
+const readClock = math.MinInt64
+
+type shard struct {
+	mu      sync.Mutex
+	m       map[string]slot
+	records uint64
+	// Shards are padded apart so that two cores locking neighbours do not
+	// fight over one cache line.
+	_ [104]byte
+}
+
+// slot is an id's buffered time and whether it changed since the last flush.
+type slot struct {
+	at    int64
+	dirty bool
+}
+
+// NewTracker returns a Tracker flushing to sink and starts its background
+// loop. Stop it with Close.
+func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
+	switch {
+	case sink == nil:
+		return nil, fmt.Errorf("ttl: tracker sink is nil: %w", ErrInvalid)
+	case opts.FlushInterval < 0:
+		return nil, fmt.Errorf("ttl: tracker FlushInterval (%v) is negative: %w", opts.FlushInterval, ErrInvalid)
+	case opts.Shards < 0:
+		return nil, fmt.Errorf("ttl: tracker Shards (%d) is negative: %w", opts.Shards, ErrInvalid)
+	case opts.Shards > 1<<16:
+		return nil, fmt.Errorf("ttl: tracker Shards (%d) is above 65536: %w", opts.Shards, ErrInvalid)
+	case opts.BatchSize < 0:
+		return nil, fmt.Errorf("ttl: tracker BatchSize (%d) is negative: %w", opts.BatchSize, ErrInvalid)
+	}
+	if opts.FlushInterval == 0 {
+		opts.FlushInterval = 30 * time.Second
+	}
+	if opts.Resolution == 0 {
+		opts.Resolution = time.Second
+	}
+	if opts.Shards == 0 {
+		opts.Shards = max(16, 4*runtime.GOMAXPROCS(0))
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.New()
+	}
+	if opts.Logger == nil {
+		opts.Logger = discardLogger
+	}
+	n := 1
+	for n < opts.Shards {
+		n <<= 1
+	}
+	t := &Tracker{
+		sink:      sink,
+		clock:     opts.Clock,
+		batchSize: opts.BatchSize,
+		logger:    opts.Logger,
+		onEvent:   opts.OnEvent,
+		seed:      maphash.MakeSeed(),
+		mask:      uint64(n - 1),
+		shards:    make([]shard, n),
+		done:      make(chan struct{}),
+	}
+	for i := range t.shards {
+		t.shards[i].m = make(map[string]slot)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	if opts.Resolution > 0 {
+		t.now.Store(t.clock.Now().UnixNano())
+		t.wg.Add(1)
+		go t.tickClock(t.clock.Ticker(opts.Resolution))
+	} else {
+		t.now.Store(readClock)
+	}
+	// Tickers are made here, not in the goroutines, so that a mock clock
+	// advanced right after NewTracker returns already drives them.
+	t.wg.Add(1)
+	go t.loop(ctx, t.clock.Ticker(opts.FlushInterval))
+	return t, nil
+}
+
+// tickClock refreshes the coarse clock on every tick until Close.
+func (t *Tracker) tickClock(tk *clock.Ticker) {
+	defer t.wg.Done()
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tk.C:
+			t.now.Store(t.clock.Now().UnixNano())
+		}
+	}
+}
+
+// loop flushes on every tick until Close.
+func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
+	defer t.wg.Done()
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tk.C:
+			if err := t.Flush(ctx); err != nil {
+				t.logger.Warn("ttl: tracker flush failed; activity kept for the next flush", "err", err)
+			}
+		}
+	}
+}
+
+// Record notes that entity id is active now. It is safe for concurrent use
+// and allocates only the first time an id enters the buffer.
+func (t *Tracker) Record(id string) {
+	now := t.now.Load()
+	if now == readClock {
+		now = t.clock.Now().UnixNano()
+	}
+	t.record(id, now)
+}
+
+// RecordAt notes that entity id was active at at. A time older than the one
+// buffered for id changes nothing.
+func (t *Tracker) RecordAt(id string, at time.Time) {
+	t.record(id, at.UnixNano())
+}
+
+func (t *Tracker) record(id string, now int64) {
+	s := &t.shards[maphash.String(t.seed, id)&t.mask]
+	s.mu.Lock()
+	e, ok := s.m[id]
+	switch {
+	case !ok:
+		// Cloned so that the buffer never pins a caller's larger string,
+		// such as the request path the id was sliced from.
+		s.m[strings.Clone(id)] = slot{at: now, dirty: true}
+	case now > e.at:
+		s.m[id] = slot{at: now, dirty: true}
+	}
+	// Otherwise the buffered time already covers now: pending, or flushed.
+	s.records++
+	s.mu.Unlock()
+}
+
+// Flush hands everything recorded since the last flush to the Sink, in
+// batches of BatchSize. If a batch fails, it and the batches after it are
+// put back (greater wins) for the next flush, and the error is returned.
+// Concurrent calls run one after the other.
+func (t *Tracker) Flush(ctx context.Context) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	acts := t.take()
+	if len(acts) == 0 {
+		return nil
+	}
+	t.flushes.Add(1)
+	sent := 0
+	var err error
+	for sent < len(acts) {
+		if err = context.Cause(ctx); err != nil {
+			break
+		}
+		batch := acts[sent:min(sent+t.batchSize, len(acts))]
+		if err = t.sink.Add(ctx, batch); err != nil {
+			break
+		}
+		sent += len(batch)
+		t.flushed.Add(uint64(len(batch)))
+	}
+	if err != nil {
+		t.restore(acts[sent:])
+		t.errors.Add(1)
+		err = fmt.Errorf("ttl: flush of %d activities: %w", len(acts)-sent, err)
+		t.emit(Event{Kind: EventFlush, Count: len(acts) - sent, Err: err})
+		return err
+	}
+	t.lastFlush.Store(t.clock.Now().UnixNano())
+	t.emit(Event{Kind: EventFlush, Count: len(acts)})
+	return nil
+}
+
+// take collects the dirty slots and marks them clean, and drops the slots
+// that stayed clean for a whole interval.
+func (t *Tracker) take() []Activity {
+	var acts []Activity
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, e := range s.m {
+			if !e.dirty {
+				delete(s.m, id)
+				continue
+			}
+			acts = append(acts, Activity{ID: id, At: time.Unix(0, e.at)})
+			s.m[id] = slot{at: e.at}
+		}
+		s.mu.Unlock()
+	}
+	return acts
+}
+
+// restore merges acts back after a failed flush, greater wins.
+func (t *Tracker) restore(acts []Activity) {
+	for _, a := range acts {
+		at := a.At.UnixNano()
+		s := &t.shards[maphash.String(t.seed, a.ID)&t.mask]
+		s.mu.Lock()
+		if e, ok := s.m[a.ID]; !ok || at > e.at {
+			s.m[a.ID] = slot{at: at, dirty: true}
+		} else {
+			s.m[a.ID] = slot{at: e.at, dirty: true}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (t *Tracker) emit(e Event) {
+	if t.onEvent != nil {
+		e.At = t.clock.Now()
+		t.onEvent(e)
+	}
+}
+
+// Close stops the background loop, waits for it, and flushes once more with
+// ctx, returning that flush's error. Activity recorded after Close is still
+// buffered (read from the clock directly) and sent only by an explicit
+// Flush. Close is idempotent; later calls return nil.
+func (t *Tracker) Close(ctx context.Context) error {
+	first := false
+	t.closeOnce.Do(func() {
+		first = true
+		close(t.done)
+		t.cancel()
+		t.wg.Wait()
+		t.now.Store(readClock)
+	})
+	if !first {
+		return nil
+	}
+	return t.Flush(ctx)
+}
+
+// TrackerStats is a snapshot of a Tracker's counters.
+type TrackerStats struct {
+	// Records is the number of Record and RecordAt calls.
+	Records uint64
+	// Pending is the number of ids recorded since the last flush.
+	Pending int
+	// Buffered is the number of ids held, pending or kept clean for
+	// allocation-free re-recording.
+	Buffered int
+	// Flushes is the number of flushes that had something to send.
+	Flushes uint64
+	// Flushed is the number of activities handed to the Sink.
+	Flushed uint64
+	// FlushErrors is the number of flushes that failed.
+	FlushErrors uint64
+	// LastFlush is when the last successful flush ended; zero if none.
+	LastFlush time.Time
+}
+
+// Stats returns a snapshot of the tracker's counters. It briefly locks every
+// shard, so call it for monitoring, not per request.
+func (t *Tracker) Stats() TrackerStats {
+	st := TrackerStats{
+		Flushes:     t.flushes.Load(),
+		Flushed:     t.flushed.Load(),
+		FlushErrors: t.errors.Load(),
+	}
+	if n := t.lastFlush.Load(); n != 0 {
+		st.LastFlush = time.Unix(0, n)
+	}
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		st.Records += s.records
+		st.Buffered += len(s.m)
+		for _, e := range s.m {
+			if e.dirty {
+				st.Pending++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
