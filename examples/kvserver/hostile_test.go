@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMalformedInputClosesConnection sends bad RESP over TCP: each gets
+// Redis's protocol error and a closed connection, and the server goes on
+// serving others.
+func TestMalformedInputClosesConnection(t *testing.T) {
+	_, addr := startServer(t, Config{Limits: Limits{MaxBulkLen: 1 << 10, MaxArgs: 16, MaxInline: 256}})
+	cases := []struct{ in, want string }{
+		{"*abc\r\n", "invalid multibulk length"},
+		{"*17\r\n", "invalid multibulk length"},
+		{"*9223372036854775808\r\n", "invalid multibulk length"},
+		{"*1\r\n$1025\r\n", "invalid bulk length"},
+		{"*1\r\n$536870912\r\n", "invalid bulk length"},
+		{"*1\r\n$-2\r\n", "invalid bulk length"},
+		{"*2\r\n$3\r\nGET\r\n:1\r\n", "expected '$', got ':'"},
+		{"*1\r\n*1\r\n*1\r\n$1\r\nx\r\n", "expected '$', got '*'"},
+		{"*1\r\n$4\r\nPINGxx\r\n", "bulk string not terminated by CRLF"},
+		{"GET \"k\r\n", "unbalanced quotes in request"},
+		{strings.Repeat("x", 300) + "\r\n", "too big inline request"},
+	}
+	for _, tc := range cases {
+		rc := dialRaw(t, addr)
+		rc.send(tc.in)
+		require.Equal(t, "-ERR Protocol error: "+tc.want, rc.line(), "%q", tc.in)
+		rc.closed()
+	}
+	rc := dialRaw(t, addr)
+	rc.send("PING\r\n")
+	require.Equal(t, "+PONG", rc.line())
+}
+
+// TestBadCommandsKeepConnection: unknown commands and wrong arity are
+// ordinary errors; the connection stays usable.
+func TestBadCommandsKeepConnection(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	rc := dialRaw(t, addr)
+	rc.send("*1\r\n$7\r\nNOTACMD\r\n*1\r\n$3\r\nSET\r\n*3\r\n$6\r\nEXPIRE\r\n$1\r\nk\r\n$1\r\nx\r\nPING\r\n")
+	require.Equal(t, "-ERR unknown command 'NOTACMD', with args beginning with: ", rc.line())
+	require.Equal(t, "-"+errArity("set"), rc.line())
+	require.Equal(t, "-"+errNotInteger, rc.line())
+	require.Equal(t, "+PONG", rc.line())
+}
+
+// TestTruncatedCommandThenClose: a client that vanishes mid-command leaves
+// nothing behind (goleak checks the goroutine is gone).
+func TestTruncatedCommandThenClose(t *testing.T) {
+	srv, addr := startServer(t, Config{})
+	rc := dialRaw(t, addr)
+	rc.send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\npartial")
+	require.NoError(t, rc.c.Close())
+	rc2 := dialRaw(t, addr)
+	rc2.send("EXISTS k\r\n")
+	require.Equal(t, ":0", rc2.line())
+	require.NoError(t, srv.Close())
+}

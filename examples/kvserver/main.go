@@ -1,0 +1,107 @@
+// Command kvserver is a small Redis-compatible server whose keyspace is an
+// expiry.Map: keys expire passively on access and actively by sampling, as
+// in Redis. It speaks RESP2 over TCP, so redis-cli and Redis client
+// libraries can use it.
+//
+//	go run ./examples/kvserver -addr 127.0.0.1:6380
+//	redis-cli -p 6380 SET greeting hello EX 10
+//
+// It answers PING, ECHO, SET (EX, PX, EXAT, PXAT, NX, XX, KEEPTTL, GET), GET,
+// DEL, EXISTS, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (NX, XX, GT, LT), TTL,
+// PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, DBSIZE, FLUSHDB, INFO (with a
+// keyspace and an expiry section), COMMAND, HELLO (RESP2 only), CLIENT,
+// SELECT 0, AUTH and QUIT, with Redis's replies and error messages.
+//
+// Flags tune active expiry (-interval, -sample, -threshold, -budget, or the
+// -redis7 preset) and the protocol limits. SIGINT or SIGTERM stops it
+// gracefully: it stops accepting, closes the connections and stops expiry.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6380", "TCP address to listen on")
+	redis7 := flag.Bool("redis7", false, "start from Redis 7's expiry tuning (100ms, 20 keys, 10%, 25% budget)")
+	interval := flag.Duration("interval", 0, "active expiry period (default 1s, or 100ms with -redis7)")
+	sample := flag.Int("sample", 0, "keys with a deadline sampled per round (default 20)")
+	threshold := flag.Float64("threshold", 0, "repeat a round at once while more than this share was expired (default 0.25, or 0.10 with -redis7)")
+	budget := flag.Float64("budget", 0, "share of the interval one expiry cycle may run (default 0.25)")
+	maxBulk := flag.Int64("max-bulk-len", DefaultMaxBulkLen, "largest accepted bulk string in bytes (Redis proto-max-bulk-len)")
+	maxArgs := flag.Int("max-args", DefaultMaxArgs, "largest accepted number of arguments of one command")
+	verbose := flag.Bool("v", false, "log protocol errors of clients")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var opts expiry.Options
+	if *redis7 {
+		opts = expiry.Redis7Options()
+	}
+	// Explicit flags override the preset.
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "interval":
+			opts.Interval = *interval
+		case "sample":
+			opts.SampleSize = *sample
+		case "threshold":
+			opts.Threshold = *threshold
+		case "budget":
+			opts.Budget = *budget
+		}
+	})
+	opts.Logger = log
+	cfg := Config{
+		Limits: Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
+		Expiry: opts,
+		Logger: log,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", *addr)
+	if err == nil {
+		err = run(ctx, ln, cfg, log)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kvserver:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves on ln until ctx ends, then shuts the server down.
+func run(ctx context.Context, ln net.Listener, cfg Config, log *slog.Logger) error {
+	srv, err := New(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	log.Info("kvserver: listening", "addr", ln.Addr().String())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		log.Info("kvserver: shutting down")
+		err := srv.Close()
+		<-served
+		return err
+	case err := <-served:
+		return errors.Join(err, srv.Close())
+	}
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("kvserver: server closed")
+
+// Server answers the Redis protocol (RESP2) on one keyspace.
+//
+// The keyspace is safe for concurrent use, but Redis runs one command at a
+// time, so that a command that reads and then writes (SET NX, SET GET, DEL of
+// several keys, EXPIRE GT) is atomic. The Server gets the same effect with a
+// readers-writer lock: commands that change the keyspace hold it exclusively,
+// commands that only read share it.
+type Server struct {
+	db    *expiry.Map[string, string]
+	cfg   Config
+	log   *slog.Logger
+	start time.Time
+
+	// mu orders commands on the keyspace; see the type's doc.
+	mu sync.RWMutex
+
+	connMu    sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	nextID      atomic.Int64
+	connections atomic.Int64
+	commands    atomic.Int64
+}
+
+// New returns a Server with an empty keyspace whose active expiry runs
+// with cfg.Expiry. Close stops it.
+func New(cfg Config) (*Server, error) {
+	db, err := expiry.NewMap[string, string](cfg.Expiry)
+	if err != nil {
+		return nil, fmt.Errorf("kvserver: %w", err)
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		db:        db,
+		cfg:       cfg,
+		log:       log,
+		start:     time.Now(),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+	}, nil
+}
+
+// Serve accepts connections on ln and serves each on its own goroutine until
+// Close. It always returns a non-nil error: ErrServerClosed after Close, or
+// the listener's error. Serve closes ln when it returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.connMu.Lock()
+	if s.closed {
+		s.connMu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.connMu.Unlock()
+	defer func() {
+		s.connMu.Lock()
+		delete(s.listeners, ln)
+		s.connMu.Unlock()
+		_ = ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: wait, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("kvserver: accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.track(c) {
+			_ = c.Close()
+			return ErrServerClosed
+		}
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return s.closed
+}
+
+// track registers c, or reports false when the server is closing.
+func (s *Server) track(c net.Conn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// Close stops accepting, closes every connection, waits for their
+// goroutines and closes the keyspace, which stops active expiry. It is
+// idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.connMu.Lock()
+		s.closed = true
+		for ln := range s.listeners {
+			_ = ln.Close()
+		}
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.connMu.Unlock()
+		s.wg.Wait()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// client is one connection's state.
+type client struct {
+	id   int64
+	conn net.Conn
+	r    *Reader
+	w    *Writer
+	name string
+	quit bool
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.connMu.Lock()
+		delete(s.conns, c)
+		s.connMu.Unlock()
+		_ = c.Close()
+	}()
+	s.connections.Add(1)
+	cl := &client{
+		id:   s.nextID.Add(1),
+		conn: c,
+		r:    NewReader(c, s.cfg.Limits),
+		w:    NewWriter(c),
+	}
+	for !cl.quit {
+		args, err := cl.r.ReadCommand()
+		if err != nil {
+			var pe *ProtocolError
+			if errors.As(err, &pe) {
+				s.log.Debug("kvserver: closing connection", "remote", c.RemoteAddr(), "err", err)
+				cl.w.Error("ERR " + pe.Error())
+				_ = cl.w.Flush()
+			}
+			return
+		}
+		s.commands.Add(1)
+		s.dispatch(cl, args)
+		// Flush once the pipeline is drained, so that a batch of commands
+		// gets its replies in one write.
+		if cl.quit || cl.r.Buffered() == 0 {
+			if err := cl.w.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// Limits bound what one request may allocate.
+	Limits Limits
+	// Expiry tunes the keyspace's active expiry; its Clock, if set, is
+	// also the server's clock for EXPIRE, TTL and SET EX.
+	Expiry expiry.Options
+	// Logger receives connection errors at debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+func (s *Server) now() time.Time {
+	if c := s.cfg.Expiry.Clock; c != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
