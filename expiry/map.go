@@ -393,13 +393,18 @@ func (m *Map[K, V]) Clear() {
 		s.mu.Lock()
 		s.m = make(map[K]*entry[K, V])
 		s.dl = nil
+		s.n.Store(0)
 		s.mu.Unlock()
 	}
 }
 
 // ExpireSample implements Keyspace: it examines up to n random keys that
-// carry a deadline, starting at a random shard, and deletes the expired
-// ones, each counted as active expiry. It locks one shard at a time.
+// carry a deadline and deletes the expired ones, each counted as active
+// expiry. Each sampled key comes from the next non-empty shard in a random
+// permutation of the shards, at a random position in that shard's deadline
+// slice, so a round is a sample of the whole map, not of one shard, and it
+// locks one shard for one key at a time. When no more than n keys carry a
+// deadline it examines them all.
 func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
 	onExpired := func(e *entry[K, V]) {
@@ -408,14 +413,47 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 			m.ev.send(Event[K, V]{Key: e.key, Value: e.val, Reason: Active, Deadline: m.base.Add(time.Duration(e.deadline))})
 		}
 	}
-	start := rand.Uint64()
-	for i := uint64(0); i <= m.mask && sampled < n; i++ {
-		s := &m.shards[(start+i)&m.mask]
+	total := int64(0)
+	for i := range m.shards {
+		total += m.shards[i].n.Load()
+	}
+	if total <= int64(n) {
+		for i := range m.shards {
+			s := &m.shards[i]
+			if s.n.Load() == 0 {
+				continue
+			}
+			s.mu.Lock()
+			sm, x := s.expireAll(t, onExpired)
+			s.mu.Unlock()
+			sampled += sm
+			expired += x
+		}
+		return sampled, expired
+	}
+	// An odd stride visits every shard once per len(m.shards) steps.
+	idx, stride := rand.Uint64(), rand.Uint64()|1
+	for empty := uint64(0); sampled < n && empty <= m.mask; idx += stride {
+		s := &m.shards[idx&m.mask]
+		if s.n.Load() == 0 {
+			empty++
+			continue
+		}
 		s.mu.Lock()
-		sm, x := s.sample(t, n-sampled, onExpired)
+		if len(s.dl) == 0 {
+			s.mu.Unlock()
+			empty++
+			continue
+		}
+		empty = 0
+		e := s.dl[rand.IntN(len(s.dl))]
+		sampled++
+		if e.deadline <= t {
+			onExpired(e)
+			s.remove(e)
+			expired++
+		}
 		s.mu.Unlock()
-		sampled += sm
-		expired += x
 	}
 	return sampled, expired
 }

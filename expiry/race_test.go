@@ -108,6 +108,7 @@ func TestConcurrentUse(t *testing.T) {
 	assert.Positive(t, st.ExpiredActive)
 	assert.Positive(t, st.ExpiredPassive)
 	assert.Positive(t, st.Cycles)
-	require.NoError(t, m.Close())
-	assert.Equal(t, int64(st.EventsDelivered+st.EventsDropped), events.Load()+int64(st.EventsDropped))
+	require.NoError(t, m.Close()) // delivers the queued events
+	assert.Equal(t, int64(m.Stats().EventsDelivered), events.Load())
+	assert.Positive(t, events.Load())
 }

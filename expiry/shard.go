@@ -2,8 +2,8 @@ package expiry
 
 import (
 	"math"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 )
 
 // noDeadline is the deadline of a key without one: no clock reading ever
@@ -27,7 +27,10 @@ type shard[K comparable, V any] struct {
 	mu sync.RWMutex
 	m  map[K]*entry[K, V]
 	dl []*entry[K, V]
-	_  [64]byte // keep neighbouring shards' locks on separate cache lines
+	// n mirrors len(dl) for readers that do not hold mu (the sampler's
+	// count of keys with a deadline); written under mu.
+	n atomic.Int64
+	_ [64]byte // keep neighbouring shards' locks on separate cache lines
 }
 
 // setDeadline gives e the deadline d (not noDeadline). Caller holds mu.
@@ -35,6 +38,7 @@ func (s *shard[K, V]) setDeadline(e *entry[K, V], d int64) {
 	if e.deadline == noDeadline {
 		e.idx = len(s.dl)
 		s.dl = append(s.dl, e)
+		s.n.Store(int64(len(s.dl)))
 	}
 	e.deadline = d
 }
@@ -50,6 +54,7 @@ func (s *shard[K, V]) clearDeadline(e *entry[K, V]) {
 	last.idx = i
 	s.dl[n] = nil
 	s.dl = s.dl[:n]
+	s.n.Store(int64(n))
 	e.deadline = noDeadline
 	e.idx = -1
 	// Give memory back after a mass expiry.
@@ -64,29 +69,13 @@ func (s *shard[K, V]) remove(e *entry[K, V]) {
 	delete(s.m, e.key)
 }
 
-// sample examines up to n entries with a deadline, calls expired for each
-// entry expired at now, then deletes it. Caller holds mu. With no more than n
-// entries it examines each once; otherwise n random positions.
-func (s *shard[K, V]) sample(now int64, n int, expired func(*entry[K, V])) (sampled, deleted int) {
-	if len(s.dl) <= n {
-		// Walk backwards: a swap-remove moves an already examined entry
-		// into the hole.
-		for i := len(s.dl) - 1; i >= 0; i-- {
-			e := s.dl[i]
-			sampled++
-			if e.deadline <= now {
-				expired(e)
-				s.remove(e)
-				deleted++
-			}
-		}
-		return sampled, deleted
-	}
-	for range n {
-		if len(s.dl) == 0 {
-			break
-		}
-		e := s.dl[rand.IntN(len(s.dl))]
+// expireAll examines every entry with a deadline, calls expired for each
+// one expired at now, then deletes it. Caller holds mu.
+func (s *shard[K, V]) expireAll(now int64, expired func(*entry[K, V])) (sampled, deleted int) {
+	// Walk backwards: a swap-remove moves an already examined entry into
+	// the hole.
+	for i := len(s.dl) - 1; i >= 0; i-- {
+		e := s.dl[i]
 		sampled++
 		if e.deadline <= now {
 			expired(e)
