@@ -1,0 +1,139 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// Seed 001 drain on SIGTERM: Close rejects new acquires, wakes waiters,
+// waits for the handles in use, then destroys everything.
+func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p, err := pool.New[box](f, pool.Options{MinIdle: 2, MaxSize: 4})
+		require.NoError(t, err)
+		synctest.Wait()
+		hs := acquireN(t, p, 3)
+		synctest.Wait() // warm refill: one idle
+		require.Equal(t, 1, p.Stats().Idle)
+		hs = append(hs, acquireN(t, p, 1)...)
+		waiterErr := make(chan error, 1)
+		go func() {
+			_, err := p.Acquire(context.Background())
+			waiterErr <- err
+		}()
+		synctest.Wait()
+		require.Equal(t, 1, p.Stats().Waiting)
+
+		closed := make(chan error, 1)
+		go func() { closed <- p.Close(context.Background()) }()
+		synctest.Wait()
+		assert.ErrorIs(t, <-waiterErr, pool.ErrClosed, "waiters are woken")
+		_, err = p.Acquire(context.Background())
+		assert.ErrorIs(t, err, pool.ErrClosed)
+		hs[0].Release()
+		synctest.Wait()
+		assert.Len(t, f.liveIDs(), 3, "a released item is destroyed at once")
+		time.Sleep(20 * time.Second) // the holders finish their work
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned %v while handles were in use", err)
+		default:
+		}
+		hs[1].Release()
+		hs[2].Destroy(pool.ReasonEvicted)
+		hs[3].Release()
+		synctest.Wait()
+		require.NoError(t, <-closed)
+		assert.Empty(t, f.liveIDs())
+		c := f.counts()
+		assert.Equal(t, 0, c.bad)
+		s := p.Stats()
+		assert.Equal(t, int64(3), s.Destroyed.Shutdown)
+		assert.Equal(t, int64(1), s.Destroyed.Evicted)
+		assert.Equal(t, 0, s.Size)
+		require.NoError(t, p.Close(context.Background()), "Close is idempotent")
+	})
+}
+
+// When Close's context ends first, the items still in use are destroyed
+// anyway and their handles become inert.
+func TestCloseContextEndsWithHandleOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p, err := pool.New[box](f, pool.Options{MaxSize: 2})
+		require.NoError(t, err)
+		h := acquireN(t, p, 1)[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = p.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "1 items still in use")
+		assert.Empty(t, f.liveIDs())
+		assert.NotPanics(t, h.Release, "a handle destroyed by Close is inert")
+		assert.Equal(t, int64(1), p.Stats().Destroyed.Shutdown)
+	})
+}
+
+func TestCloseReportsDestroyErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p, err := pool.New[box](f, pool.Options{MinIdle: 2, MaxSize: 2})
+		require.NoError(t, err)
+		synctest.Wait()
+		boom := errors.New("agent: delete failed")
+		f.set(func(f *fakeProv) { f.destroyErr = boom })
+		err = p.Close(context.Background())
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, int64(2), p.Stats().DestroyErrors)
+		assert.ErrorIs(t, p.Close(context.Background()), boom, "later calls return the same result")
+	})
+}
+
+func TestEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		var events []pool.Event
+		p, err := pool.New[box](f, pool.Options{MaxSize: 2, IdleTimeout: time.Minute, JanitorInterval: 10 * time.Second,
+			OnEvent: func(e pool.Event) { events = append(events, e) }})
+		require.NoError(t, err)
+		h := acquireN(t, p, 1)[0]
+		h.Release()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		require.NoError(t, p.Close(context.Background()))
+		require.Len(t, events, 2)
+		assert.Equal(t, pool.EventCreated, events[0].Kind)
+		assert.Equal(t, h.ID(), events[0].ID)
+		assert.Equal(t, pool.EventDestroyed, events[1].Kind)
+		assert.Equal(t, pool.ReasonIdle, events[1].Reason)
+		assert.Equal(t, h.ID(), events[1].ID)
+	})
+}
+
+// A slow OnEvent never stalls the pool.
+func TestSlowOnEventDoesNotBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p, err := pool.New[box](f, pool.Options{MaxSize: 1, OnEvent: func(pool.Event) { time.Sleep(time.Hour) }})
+		require.NoError(t, err)
+		start := time.Now()
+		for range 3000 {
+			h := acquireN(t, p, 1)[0]
+			h.Destroy(pool.ReasonEvicted)
+		}
+		assert.Less(t, time.Since(start), time.Hour)
+		assert.Positive(t, p.Stats().EventsDropped)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, p.Close(ctx))
+	})
+}

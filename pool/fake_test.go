@@ -1,0 +1,155 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// box is the test item: a container with an ID.
+type box struct {
+	ID string `json:"id"`
+}
+
+// fakeProv is a Provisioner with every optional interface, whose behaviour
+// tests change on the fly. It keeps the provider's truth: the live items.
+type fakeProv struct {
+	mu          sync.Mutex
+	seq         int
+	prefix      string
+	live        map[string]time.Time // id -> created
+	maxLive     int
+	creates     int
+	destroys    int
+	badDestroys int // destroys of items that were not live
+	createErr   error
+	createDelay time.Duration
+	hang        chan struct{} // Create blocks on it, ignoring ctx
+	panicValue  any
+	unhealthy   map[string]bool
+	destroyErr  error
+}
+
+func newFake() *fakeProv {
+	return &fakeProv{live: map[string]time.Time{}, unhealthy: map[string]bool{}, prefix: "c"}
+}
+
+var (
+	_ pool.Provisioner[box] = (*fakeProv)(nil)
+	_ pool.Checker[box]     = (*fakeProv)(nil)
+	_ pool.Lister[box]      = (*fakeProv)(nil)
+)
+
+func (f *fakeProv) Create(ctx context.Context) (box, error) {
+	f.mu.Lock()
+	err, delay, hang, pv := f.createErr, f.createDelay, f.hang, f.panicValue
+	f.mu.Unlock()
+	if pv != nil {
+		panic(pv)
+	}
+	if hang != nil {
+		<-hang
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return box{}, ctx.Err()
+		}
+	}
+	if err != nil {
+		return box{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	id := fmt.Sprintf("%s%d", f.prefix, f.seq)
+	f.live[id] = time.Now()
+	f.creates++
+	f.maxLive = max(f.maxLive, len(f.live))
+	return box{ID: id}, nil
+}
+
+func (f *fakeProv) Destroy(_ context.Context, b box) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.live[b.ID]; !ok {
+		f.badDestroys++
+	}
+	delete(f.live, b.ID)
+	f.destroys++
+	return f.destroyErr
+}
+
+func (f *fakeProv) Check(_ context.Context, b box) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unhealthy[b.ID] {
+		return errors.New("unhealthy")
+	}
+	return nil
+}
+
+func (f *fakeProv) List(context.Context) ([]pool.Listed[box], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []pool.Listed[box]
+	for id, c := range f.live {
+		out = append(out, pool.Listed[box]{ID: id, Value: box{ID: id}, Created: c})
+	}
+	return out, nil
+}
+
+func (f *fakeProv) ID(b box) string { return b.ID }
+
+// adopt adds an item the pool did not create (a leftover or an orphan).
+func (f *fakeProv) adopt(id string, created time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live[id] = created
+}
+
+// vanish removes an item behind the pool's back.
+func (f *fakeProv) vanish(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.live, id)
+}
+
+func (f *fakeProv) set(fn func(f *fakeProv)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeProv) liveIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id := range f.live {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+type counts struct{ live, creates, destroys, bad, maxLive int }
+
+func (f *fakeProv) counts() counts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return counts{len(f.live), f.creates, f.destroys, f.badDestroys, f.maxLive}
+}
+
+// plain hides every optional interface of a fakeProv.
+type plain struct{ f *fakeProv }
+
+func (p plain) Create(ctx context.Context) (box, error)  { return p.f.Create(ctx) }
+func (p plain) Destroy(ctx context.Context, b box) error { return p.f.Destroy(ctx, b) }

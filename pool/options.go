@@ -1,0 +1,150 @@
+package pool
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxSize           = 10
+	DefaultJanitorInterval   = 30 * time.Second
+	DefaultHealthInterval    = 30 * time.Second
+	DefaultOrphanGracePeriod = 60 * time.Second
+	DefaultCreateTimeout     = time.Minute
+	DefaultDestroyTimeout    = 30 * time.Second
+)
+
+// Options configures a Pool. The zero value is usable: a pool of up to
+// DefaultMaxSize items, created on demand, kept idle until the pool closes.
+// Durations left zero disable the behaviour they govern unless a default is
+// documented; zero never means "evict everything".
+type Options struct {
+	// MinIdle is the warm target: the pool keeps at least this many idle
+	// items, counting creates in flight, and refills after each acquire.
+	// Zero lets the pool scale to zero.
+	MinIdle int
+	// MaxIdle caps the idle items; an item released beyond it is destroyed.
+	// Zero means MaxSize. With an Inventory both limits are global.
+	MaxIdle int
+	// MaxSize is the capacity: items in use, idle, being created and being
+	// destroyed by this pool instance. Acquire waits when it is reached.
+	// Zero means DefaultMaxSize.
+	MaxSize int
+	// IdleTimeout destroys items idle for longer, but only those above
+	// MinIdle. Zero disables it.
+	IdleTimeout time.Duration
+	// MaxLifetime is an item's absolute TTL from its creation, enforced on
+	// acquire, on release and by the janitor. Zero disables it.
+	MaxLifetime time.Duration
+	// LifetimeJitter shortens each item's MaxLifetime by a random amount in
+	// [0, LifetimeJitter), chosen once at creation, so that items created
+	// together do not all expire together. It must be below MaxLifetime.
+	LifetimeJitter time.Duration
+	// WarmTTL replaces an idle item that was never used within WarmTTL of
+	// its creation. Zero disables it.
+	WarmTTL time.Duration
+	// HealthCheckInterval is how often idle items are checked when the
+	// Provisioner implements Checker. Zero means DefaultHealthInterval;
+	// negative disables periodic checks (CheckHealth still works).
+	HealthCheckInterval time.Duration
+	// JanitorInterval is how often Tick (Prune, Reconcile, Replenish) runs.
+	// Zero means DefaultJanitorInterval; negative starts no janitor, and the
+	// steps run only when called.
+	JanitorInterval time.Duration
+	// OrphanGracePeriod protects items the provider lists but the pool does
+	// not know (yet) from Reconcile for this long after their creation.
+	// Zero means DefaultOrphanGracePeriod.
+	OrphanGracePeriod time.Duration
+	// MaxConcurrentCreates limits Create calls in flight. Zero means MaxSize.
+	MaxConcurrentCreates int
+	// CreateTimeout bounds each Create and Check call. Zero means
+	// DefaultCreateTimeout.
+	CreateTimeout time.Duration
+	// DestroyTimeout bounds each Destroy call. Zero means
+	// DefaultDestroyTimeout.
+	DestroyTimeout time.Duration
+	// CleanupOnStart destroys, when the pool starts, every item the
+	// provider lists that the pool (and its Inventory) does not know and that
+	// was created before the pool started: the leftovers of an earlier
+	// process. It needs a Provisioner that implements Lister.
+	CleanupOnStart bool
+	// Inventory shares the idle set and item records with other pool
+	// instances. Nil keeps them in this Pool's memory (the fast path).
+	Inventory Inventory
+	// Instance names this pool instance in a shared Inventory. Empty means
+	// a random name.
+	Instance string
+	// Clock is the time source; nil means real time.
+	Clock clock.Clock
+	// OnEvent receives lifecycle events. It runs on its own goroutine,
+	// outside every lock; events that arrive while it is busy are queued,
+	// and dropped (counted in Stats.EventsDropped) when the queue is full.
+	OnEvent func(Event)
+	// Logger, if set, receives warnings (create and destroy failures).
+	Logger *slog.Logger
+}
+
+// normalize validates o and fills defaults. It names the first bad field.
+func (o Options) normalize() (Options, error) {
+	type neg struct {
+		name string
+		v    int64
+	}
+	for _, f := range []neg{
+		{"MinIdle", int64(o.MinIdle)}, {"MaxIdle", int64(o.MaxIdle)}, {"MaxSize", int64(o.MaxSize)},
+		{"IdleTimeout", int64(o.IdleTimeout)}, {"MaxLifetime", int64(o.MaxLifetime)},
+		{"LifetimeJitter", int64(o.LifetimeJitter)}, {"WarmTTL", int64(o.WarmTTL)},
+		{"OrphanGracePeriod", int64(o.OrphanGracePeriod)}, {"MaxConcurrentCreates", int64(o.MaxConcurrentCreates)},
+		{"CreateTimeout", int64(o.CreateTimeout)}, {"DestroyTimeout", int64(o.DestroyTimeout)},
+	} {
+		if f.v < 0 {
+			return o, fmt.Errorf("pool: %s (%d) is negative", f.name, f.v)
+		}
+	}
+	if o.MaxSize == 0 {
+		o.MaxSize = max(DefaultMaxSize, o.MinIdle)
+	}
+	if o.MaxIdle == 0 {
+		o.MaxIdle = o.MaxSize
+	}
+	switch {
+	case o.MinIdle > o.MaxIdle:
+		return o, fmt.Errorf("pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
+	case o.MaxIdle > o.MaxSize && o.Inventory == nil:
+		return o, fmt.Errorf("pool: MaxIdle (%d) > MaxSize (%d)", o.MaxIdle, o.MaxSize)
+	case o.MinIdle > o.MaxSize:
+		return o, fmt.Errorf("pool: MinIdle (%d) > MaxSize (%d)", o.MinIdle, o.MaxSize)
+	case o.LifetimeJitter > 0 && o.MaxLifetime == 0:
+		return o, fmt.Errorf("pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
+	case o.LifetimeJitter > 0 && o.LifetimeJitter >= o.MaxLifetime:
+		return o, fmt.Errorf("pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
+	case o.MaxConcurrentCreates > o.MaxSize:
+		return o, fmt.Errorf("pool: MaxConcurrentCreates (%d) > MaxSize (%d)", o.MaxConcurrentCreates, o.MaxSize)
+	}
+	if o.MaxConcurrentCreates == 0 {
+		o.MaxConcurrentCreates = o.MaxSize
+	}
+	if o.HealthCheckInterval == 0 {
+		o.HealthCheckInterval = DefaultHealthInterval
+	}
+	if o.JanitorInterval == 0 {
+		o.JanitorInterval = DefaultJanitorInterval
+	}
+	if o.OrphanGracePeriod == 0 {
+		o.OrphanGracePeriod = DefaultOrphanGracePeriod
+	}
+	if o.CreateTimeout == 0 {
+		o.CreateTimeout = DefaultCreateTimeout
+	}
+	if o.DestroyTimeout == 0 {
+		o.DestroyTimeout = DefaultDestroyTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.New()
+	}
+	return o, nil
+}

@@ -1,0 +1,768 @@
+package pool
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Errors returned by Pool methods.
+var (
+	// ErrClosed is returned by Acquire and TryAcquire once Close has begun.
+	ErrClosed = errors.New("pool: closed")
+	// ErrUnavailable is returned by TryAcquire when no idle item is ready.
+	ErrUnavailable = errors.New("pool: no idle item available")
+	// ErrCreate wraps every error a create produced (Provisioner.Create
+	// failing, panicking or running past CreateTimeout) as seen by Acquire.
+	ErrCreate = errors.New("pool: create")
+)
+
+// PanicError is a panic recovered from a Provisioner call.
+type PanicError struct {
+	Op    string // "create", "destroy" or "check"
+	Value any    // the value passed to panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("pool: %s panicked: %v", e.Op, e.Value) }
+
+// Pool is a pool of items of type T made by a Provisioner. All methods are
+// safe for concurrent use.
+type Pool[T any] struct {
+	prov    Provisioner[T]
+	checker Checker[T]
+	lister  Lister[T]
+	ider    Identifier[T]
+	codec   Codec[T]
+	inv     Inventory
+	opts    Options
+	clock   clock.Clock
+	start   time.Time
+
+	// stampUse is set when releases must record their time (IdleTimeout,
+	// or a shared inventory), checkExpiry when acquires must read the clock
+	// (MaxLifetime, WarmTTL): with neither, the hot path never reads it.
+	stampUse, checkExpiry bool
+
+	ctx    context.Context // the pool's context: creates run under it
+	cancel context.CancelFunc
+
+	mu             sync.Mutex
+	idle           []*Handle[T] // LIFO stack; idle[0] is the longest idle
+	items          []*Handle[T] // every item this instance holds, in any state
+	waiters        waitQueue[T]
+	inUse          int
+	checking       int // idle items taken out by CheckHealth
+	creating       int
+	destroying     int
+	closed         bool
+	warmPaused     bool // warm creates back off after a failure
+	cleanupDue     bool // warm creates wait for the start-up cleanup
+	backoff        time.Duration
+	warmTimer      *clock.Timer
+	drained        chan struct{} // closed when inUse reaches 0 after Close began
+	closeErrs      []error
+	firstSeen      map[string]time.Time // orphan candidates without a Created time
+	gone           map[string]int       // IDs being destroyed: still known to Reconcile
+	acquires       int64
+	canceledWaits  int64
+	creates        int64
+	createFailures int64
+	destroyErrors  int64
+	orphans        int64
+	destroyed      [len(reasons)]int64
+
+	waitCount     atomic.Int64
+	waitNanos     atomic.Int64
+	eventsDropped atomic.Int64
+
+	waiterPool sync.Pool
+	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
+	events     chan Event
+	dispatchWG sync.WaitGroup
+	stopEvents chan struct{}
+
+	janitorStop chan struct{}
+	janitorDone chan struct{}
+	closeOnce   sync.Once
+	closeDone   chan struct{}
+	closeErr    error
+
+	replenishing   atomic.Bool // shared mode: one replenish at a time
+	replenishKicks atomic.Int32
+	tokenSeq       atomic.Int64
+}
+
+// New returns a pool of items made by prov, validated against opts. It starts
+// the janitor (unless Options.JanitorInterval is negative) and the warm
+// creates for Options.MinIdle; Close stops them.
+func New[T any](prov Provisioner[T], opts Options) (*Pool[T], error) {
+	return newPool(prov, opts, true)
+}
+
+func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], error) {
+	if prov == nil {
+		return nil, errors.New("pool: Provisioner is nil")
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, inv: o.Inventory, closeDone: make(chan struct{})}
+	p.checker, _ = prov.(Checker[T])
+	p.lister, _ = prov.(Lister[T])
+	p.ider, _ = prov.(Identifier[T])
+	if c, ok := prov.(Codec[T]); ok {
+		p.codec = c
+	} else {
+		p.codec = JSONCodec[T]{}
+	}
+	if p.inv != nil && p.ider == nil {
+		return nil, errors.New("pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
+	}
+	if o.CleanupOnStart && p.lister == nil {
+		return nil, errors.New("pool: CleanupOnStart needs a Provisioner that implements Lister")
+	}
+	if p.opts.Instance == "" {
+		var b [8]byte
+		_, _ = crand.Read(b[:])
+		p.opts.Instance = hex.EncodeToString(b[:])
+	}
+	p.stampUse = o.IdleTimeout > 0 || p.inv != nil
+	p.checkExpiry = o.MaxLifetime > 0 || o.WarmTTL > 0
+	p.start = p.clock.Now()
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.waiterPool.New = func() any { return &waiter[T]{ch: make(chan struct{}, 1)} }
+	if o.OnEvent != nil {
+		p.events = make(chan Event, 1024)
+		p.stopEvents = make(chan struct{})
+		p.dispatchWG.Add(1)
+		go p.dispatch(p.stopEvents)
+	}
+	p.cleanupDue = o.CleanupOnStart
+	if o.CleanupOnStart {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			if err := p.Cleanup(p.ctx); err != nil {
+				p.warn("start-up cleanup", err)
+			}
+			p.mu.Lock()
+			p.cleanupDue = false
+			p.fillLocked()
+			p.mu.Unlock()
+			if p.inv != nil {
+				p.kickReplenish()
+			}
+		}()
+	}
+	if janitor && o.JanitorInterval > 0 {
+		p.janitorStop = make(chan struct{})
+		p.janitorDone = make(chan struct{})
+		go p.janitorLoop()
+	}
+	p.mu.Lock()
+	p.fillLocked()
+	p.mu.Unlock()
+	if p.inv != nil && !o.CleanupOnStart {
+		p.kickReplenish()
+	}
+	return p, nil
+}
+
+// Instance returns this pool instance's name in a shared Inventory.
+func (p *Pool[T]) Instance() string { return p.opts.Instance }
+
+func (p *Pool[T]) totalLocked() int { return len(p.items) + p.creating + p.destroying }
+
+// Acquire returns an item, waiting while the pool is at MaxSize. Waiters are
+// served first come, first served, by direct hand-off. If ctx ends first,
+// Acquire returns an error wrapping context.Cause(ctx) and leaves no trace: a
+// create it started goes on under the pool's context and its item goes to
+// the next waiter or to the idle set. A failed create is returned to one
+// waiter as an error wrapping ErrCreate.
+func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+	}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if n := len(p.idle); n > 0 && p.waiters.n == 0 {
+			h := p.idle[n-1]
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
+			if p.checkExpiry {
+				if r := p.expiredLocked(h, p.clock.Now()); r != "" {
+					p.destroyLocked(h, r)
+					p.fillLocked()
+					p.mu.Unlock()
+					continue
+				}
+			}
+			h.state = stateInUse
+			p.inUse++
+			p.acquires++
+			if n-1 < p.opts.MinIdle {
+				p.fillLocked()
+			}
+			p.mu.Unlock()
+			return h, nil
+		}
+		return p.wait(ctx)
+	}
+}
+
+// wait queues the caller; p.mu is held on entry and released.
+func (p *Pool[T]) wait(ctx context.Context) (*Handle[T], error) {
+	w := p.waiterPool.Get().(*waiter[T])
+	p.waiters.push(w)
+	p.fillLocked()
+	// Like sql.DBStats, count only waits for capacity, not for a create.
+	full := p.creating < p.waiters.n
+	p.mu.Unlock()
+	var start time.Time
+	if full {
+		start = p.clock.Now()
+	}
+	select {
+	case <-w.ch:
+	case <-ctx.Done():
+		p.mu.Lock()
+		if w.queued {
+			p.waiters.remove(w)
+			p.canceledWaits++
+			p.mu.Unlock()
+			p.waiterPool.Put(w)
+			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+		}
+		p.mu.Unlock()
+		<-w.ch // served meanwhile: hand the item on
+		h, err := w.h, w.err
+		w.h, w.err = nil, nil
+		p.waiterPool.Put(w)
+		if h != nil {
+			h.Release()
+		}
+		_ = err
+		p.mu.Lock()
+		p.canceledWaits++
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+	}
+	h, err := w.h, w.err
+	w.h, w.err = nil, nil
+	p.waiterPool.Put(w)
+	if full {
+		p.waitCount.Add(1)
+		p.waitNanos.Add(int64(p.clock.Since(start)))
+	}
+	return h, err
+}
+
+// TryAcquire returns an idle item at once, or ErrUnavailable (ErrClosed once
+// closed). When it finds none and there is capacity, it starts a create in
+// the background so that a later call may succeed. With a shared Inventory
+// it pops from the inventory, which is I/O, hence the ctx.
+func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for n := len(p.idle); n > 0 && p.waiters.n == 0; n = len(p.idle) {
+		h := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if p.checkExpiry {
+			if r := p.expiredLocked(h, p.clock.Now()); r != "" {
+				p.destroyLocked(h, r)
+				continue
+			}
+		}
+		h.state = stateInUse
+		p.inUse++
+		p.acquires++
+		p.fillLocked()
+		p.mu.Unlock()
+		return h, nil
+	}
+	if p.inv != nil && p.waiters.n == 0 && p.totalLocked() < p.opts.MaxSize {
+		p.creating++ // a slot for the pop
+		p.mu.Unlock()
+		h, err := p.popShared(ctx)
+		p.mu.Lock()
+		p.creating--
+		if h != nil && !p.closed {
+			h.state = stateInUse
+			p.inUse++
+			p.acquires++
+			p.addItemLocked(h)
+			p.mu.Unlock()
+			p.kickReplenish()
+			return h, nil
+		}
+		if h != nil { // closed meanwhile
+			p.addItemLocked(h)
+			p.destroyLocked(h, ReasonShutdown)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return nil, ErrUnavailable
+	}
+	if p.waiters.n == 0 && p.creating == 0 && p.totalLocked() < p.opts.MaxSize && p.creating < p.opts.MaxConcurrentCreates {
+		p.startCreateLocked()
+	}
+	p.mu.Unlock()
+	return nil, ErrUnavailable
+}
+
+// expiredLocked returns why h must not be handed out or kept idle at now,
+// or "".
+func (p *Pool[T]) expiredLocked(h *Handle[T], now time.Time) Reason {
+	n := now.UnixNano()
+	if h.deadline != 0 && n >= h.deadline {
+		return ReasonLifetime
+	}
+	if p.opts.WarmTTL > 0 && h.lastUsed == 0 && n-h.created >= int64(p.opts.WarmTTL) {
+		return ReasonWarmTTL
+	}
+	return ""
+}
+
+// fillLocked starts the creates needed by the waiters and the warm target,
+// within MaxSize and MaxConcurrentCreates.
+func (p *Pool[T]) fillLocked() {
+	if p.closed {
+		return
+	}
+	demand := p.waiters.n
+	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
+		demand += p.opts.MinIdle - idle
+	}
+	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating < p.opts.MaxConcurrentCreates {
+		p.startCreateLocked()
+	}
+}
+
+func (p *Pool[T]) startCreateLocked() {
+	p.creating++
+	p.wg.Add(1)
+	go p.obtain()
+}
+
+// obtain produces one item (a shared pop, else a create) and settles it or
+// its error.
+func (p *Pool[T]) obtain() {
+	defer p.wg.Done()
+	var h *Handle[T]
+	var err error
+	popped := false
+	if p.inv != nil {
+		h, err = p.popShared(p.ctx)
+		popped = h != nil
+	}
+	if h == nil && err == nil {
+		h, err = p.createItem()
+	}
+	p.mu.Lock()
+	p.creating--
+	if err != nil {
+		p.createFailures++
+		if w := p.waiters.pop(); w != nil {
+			w.err = fmt.Errorf("%w: %w", ErrCreate, err)
+			w.ch <- struct{}{}
+		} else if !p.closed && !p.warmPaused {
+			p.pauseWarmLocked()
+		}
+		p.fillLocked()
+		p.mu.Unlock()
+		p.emit(EventCreateFailed, "", "", err)
+		p.warn("create", err)
+		return
+	}
+	if !popped {
+		p.creates++
+		p.backoff = 0
+	}
+	p.addItemLocked(h)
+	if w := p.waiters.pop(); w != nil {
+		h.state = stateInUse
+		p.inUse++
+		p.acquires++
+		w.h = h
+		w.ch <- struct{}{}
+		p.mu.Unlock()
+	} else {
+		toShared := p.settleLocked(h)
+		p.mu.Unlock()
+		if toShared {
+			p.putShared(h)
+		}
+	}
+	if popped {
+		p.kickReplenish()
+	} else {
+		p.emit(EventCreated, "", h.id, nil)
+	}
+}
+
+// pauseWarmLocked stops warm creates for a backoff after a failed create
+// nobody was waiting for, so a broken provider is not hammered.
+func (p *Pool[T]) pauseWarmLocked() {
+	p.warmPaused = true
+	if p.backoff == 0 {
+		p.backoff = 100 * time.Millisecond
+	} else {
+		p.backoff = min(2*p.backoff, max(p.opts.JanitorInterval, time.Second))
+	}
+	p.warmTimer = p.clock.AfterFunc(p.backoff, func() {
+		p.mu.Lock()
+		p.warmPaused = false
+		p.fillLocked()
+		p.mu.Unlock()
+		if p.inv != nil {
+			p.kickReplenish()
+		}
+	})
+}
+
+// createItem calls Create under the pool's context and CreateTimeout and
+// wraps the result in a Handle (not yet in p.items). With a shared
+// Inventory the item is registered as in use by this instance.
+func (p *Pool[T]) createItem() (*Handle[T], error) {
+	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
+		// Create returned after its caller gave up: nobody owns v.
+		p.wg.Add(1)
+		go p.destroyValue(v, ReasonOrphan)
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := p.newHandle(v, p.clock.Now())
+	if p.inv != nil {
+		if err := p.addShared(h); err != nil {
+			p.mu.Lock()
+			p.destroyingLocked(h)
+			p.mu.Unlock()
+			go p.destroy(h, ReasonEvicted)
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (p *Pool[T]) newHandle(v T, now time.Time) *Handle[T] {
+	h := &Handle[T]{p: p, value: v, created: now.UnixNano(), idx: -1}
+	if p.ider != nil {
+		h.id = p.ider.ID(v)
+	}
+	if p.opts.MaxLifetime > 0 {
+		life := p.opts.MaxLifetime
+		if p.opts.LifetimeJitter > 0 {
+			life -= rand.N(p.opts.LifetimeJitter)
+		}
+		h.deadline = h.created + int64(life)
+	}
+	return h
+}
+
+// settleLocked finds a home for h, an item in p.items that is neither idle
+// nor in use: the first waiter, else the idle set. It reports whether h
+// must be returned to the shared Inventory (by the caller, without p.mu).
+func (p *Pool[T]) settleLocked(h *Handle[T]) (toShared bool) {
+	if p.closed {
+		p.destroyLocked(h, ReasonShutdown)
+		return false
+	}
+	if h.lost {
+		p.destroyLocked(h, ReasonLost)
+		return false
+	}
+	if w := p.waiters.pop(); w != nil {
+		h.state = stateInUse
+		p.inUse++
+		p.acquires++
+		w.h = h
+		w.ch <- struct{}{}
+		return false
+	}
+	if p.inv != nil {
+		h.state = stateReturning
+		return true
+	}
+	if len(p.idle) >= p.opts.MaxIdle {
+		p.destroyLocked(h, ReasonIdle)
+		return false
+	}
+	h.state = stateIdle
+	p.idle = append(p.idle, h)
+	return false
+}
+
+func (p *Pool[T]) addItemLocked(h *Handle[T]) {
+	h.idx = len(p.items)
+	p.items = append(p.items, h)
+}
+
+func (p *Pool[T]) removeItemLocked(h *Handle[T]) {
+	if h.idx < 0 {
+		return
+	}
+	last := len(p.items) - 1
+	p.items[h.idx] = p.items[last]
+	p.items[h.idx].idx = h.idx
+	p.items[last] = nil
+	p.items = p.items[:last]
+	h.idx = -1
+}
+
+// removeIdleLocked takes h out of the idle stack.
+func (p *Pool[T]) removeIdleLocked(h *Handle[T]) {
+	for i, x := range p.idle {
+		if x == h {
+			copy(p.idle[i:], p.idle[i+1:])
+			p.idle[len(p.idle)-1] = nil
+			p.idle = p.idle[:len(p.idle)-1]
+			return
+		}
+	}
+}
+
+// destroyLocked forgets h and destroys it in the background. h counts
+// against capacity until Destroy returns.
+func (p *Pool[T]) destroyLocked(h *Handle[T], reason Reason) {
+	p.removeItemLocked(h)
+	h.state = stateGone
+	p.destroyingLocked(h)
+	go p.destroy(h, reason)
+}
+
+// destroyingLocked counts h as being destroyed until destroy returns.
+func (p *Pool[T]) destroyingLocked(h *Handle[T]) {
+	p.destroying++
+	if h.id != "" {
+		if p.gone == nil {
+			p.gone = map[string]int{}
+		}
+		p.gone[h.id]++
+	}
+	p.wg.Add(1)
+}
+
+func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
+	defer p.wg.Done()
+	err := p.callDestroy(h.value)
+	if p.inv != nil && h.id != "" {
+		ctx, cancel := p.clock.WithTimeout(context.Background(), p.opts.DestroyTimeout)
+		if _, rerr := p.inv.Remove(ctx, h.id); rerr != nil {
+			p.warn("inventory remove", rerr)
+		}
+		cancel()
+	}
+	p.mu.Lock()
+	p.destroying--
+	if h.id != "" {
+		if p.gone[h.id]--; p.gone[h.id] <= 0 {
+			delete(p.gone, h.id)
+		}
+	}
+	p.countDestroyLocked(reason, err)
+	p.fillLocked()
+	p.mu.Unlock()
+	p.afterDestroy(h.id, reason, err)
+}
+
+// destroyValue destroys an item the pool never held (an orphan, or a late
+// create); it does not count against capacity.
+func (p *Pool[T]) destroyValue(v T, reason Reason) {
+	defer p.wg.Done()
+	err := p.callDestroy(v)
+	id := ""
+	if p.ider != nil {
+		id = p.ider.ID(v)
+	}
+	p.mu.Lock()
+	p.countDestroyLocked(reason, err)
+	p.mu.Unlock()
+	p.afterDestroy(id, reason, err)
+}
+
+func (p *Pool[T]) callDestroy(v T) error {
+	_, err := callTimeout(p, context.Background(), p.opts.DestroyTimeout, "destroy", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.prov.Destroy(ctx, v)
+	}, nil)
+	return err
+}
+
+func (p *Pool[T]) countDestroyLocked(reason Reason, err error) {
+	if err != nil {
+		p.destroyErrors++
+		if p.closed {
+			p.closeErrs = append(p.closeErrs, err)
+		}
+		return
+	}
+	p.destroyed[reasonIndex(reason)]++
+}
+
+func (p *Pool[T]) afterDestroy(id string, reason Reason, err error) {
+	if err != nil {
+		p.emit(EventDestroyFailed, reason, id, err)
+		p.warn("destroy", err, "reason", string(reason), "id", id)
+		return
+	}
+	p.emit(EventDestroyed, reason, id, nil)
+}
+
+func (p *Pool[T]) warn(what string, err error, args ...any) {
+	if p.opts.Logger != nil {
+		p.opts.Logger.Warn("pool: "+what, append([]any{"err", err, "instance", p.opts.Instance}, args...)...)
+	}
+}
+
+// callTimeout runs fn on its own goroutine under a context derived from
+// parent with timeout d, recovering panics, and returns when fn does or the
+// context ends, whichever is first. A fn that ignores its context keeps
+// running, tracked by p.wg; if it later returns a value, late receives it.
+func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, op string, fn func(context.Context) (R, error), late func(R)) (R, error) {
+	ctx, cancel := p.clock.WithTimeout(parent, d)
+	defer cancel()
+	type result struct {
+		v   R
+		err error
+	}
+	ch := make(chan result, 1)
+	var state atomic.Int32 // 0 running, 1 delivered, 2 abandoned
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		var r result
+		func() {
+			defer func() {
+				if x := recover(); x != nil {
+					r.err = &PanicError{Op: op, Value: x}
+				}
+			}()
+			r.v, r.err = fn(ctx)
+		}()
+		if state.CompareAndSwap(0, 1) {
+			ch <- r
+		} else if r.err == nil && late != nil {
+			late(r.v)
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(0, 2) {
+			var zero R
+			return zero, fmt.Errorf("pool: %s: %w", op, context.Cause(ctx))
+		}
+		r := <-ch
+		return r.v, r.err
+	}
+}
+
+// Close drains the pool: new acquires fail with ErrClosed, waiters are woken
+// with ErrClosed, idle items are destroyed, and Close waits until every
+// handle is released (each is destroyed on release) or ctx ends, when the
+// items still in use are destroyed anyway and their handles become inert.
+// It then waits for the janitor and every create and destroy in flight and
+// returns the destroy errors joined, plus an error wrapping
+// context.Cause(ctx) if it had to stop waiting for handles. With a shared
+// Inventory only this instance's items are destroyed; the shared idle set
+// stays for the other instances. Close is idempotent: later calls wait for
+// the first and return its result.
+func (p *Pool[T]) Close(ctx context.Context) error {
+	first := false
+	p.closeOnce.Do(func() { first = true })
+	if !first {
+		select {
+		case <-p.closeDone:
+			return p.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("pool: close: %w", context.Cause(ctx))
+		}
+	}
+	p.mu.Lock()
+	p.closed = true
+	for w := p.waiters.pop(); w != nil; w = p.waiters.pop() {
+		w.err = ErrClosed
+		w.ch <- struct{}{}
+	}
+	for len(p.idle) > 0 {
+		h := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		p.destroyLocked(h, ReasonShutdown)
+	}
+	if p.warmTimer != nil {
+		p.warmTimer.Stop()
+	}
+	p.drained = make(chan struct{})
+	if p.inUse == 0 {
+		close(p.drained)
+	}
+	p.mu.Unlock()
+
+	p.cancel() // creates and janitor steps in flight give up
+	if p.janitorStop != nil {
+		close(p.janitorStop)
+		<-p.janitorDone
+	}
+
+	var errs []error
+	select {
+	case <-p.drained:
+	case <-ctx.Done():
+		p.mu.Lock()
+		n := 0
+		for _, h := range append([]*Handle[T](nil), p.items...) {
+			if h.state == stateInUse {
+				n++
+				p.destroyLocked(h, ReasonShutdown)
+				h.state = stateForced
+			}
+		}
+		p.inUse = 0
+		p.mu.Unlock()
+		if n > 0 {
+			errs = append(errs, fmt.Errorf("pool: close: %d items still in use destroyed: %w", n, context.Cause(ctx)))
+		}
+	}
+	p.wg.Wait()
+	if p.stopEvents != nil {
+		close(p.stopEvents)
+		p.dispatchWG.Wait()
+	}
+	p.mu.Lock()
+	errs = append(errs, p.closeErrs...)
+	p.mu.Unlock()
+	p.closeErr = errors.Join(errs...)
+	close(p.closeDone)
+	return p.closeErr
+}
+
+// releaseDrainedLocked signals Close when the last handle comes back.
+func (p *Pool[T]) releaseDrainedLocked() {
+	if p.drained != nil && p.inUse == 0 {
+		select {
+		case <-p.drained:
+		default:
+			close(p.drained)
+		}
+	}
+}

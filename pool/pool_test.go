@@ -1,0 +1,374 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+func newPool(t *testing.T, prov pool.Provisioner[box], o pool.Options) *pool.Pool[box] {
+	t.Helper()
+	p, err := pool.New(prov, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+// Seed 000: a warm pool of 2 is refilled after each assignment.
+func TestWarmRefilledAfterAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = 5 * time.Second
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 10})
+		synctest.Wait()
+		assert.Equal(t, 2, p.Stats().Creating, "warm creates start at once")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, 2, p.Stats().Idle)
+
+		var held []*pool.Handle[box]
+		for i := range 3 {
+			start := time.Now()
+			h, err := p.Acquire(context.Background())
+			require.NoError(t, err)
+			assert.Zero(t, time.Since(start), "acquire %d is served warm", i)
+			held = append(held, h)
+			synctest.Wait()
+			assert.Equal(t, 1, p.Stats().Idle)
+			assert.Equal(t, 1, p.Stats().Creating, "one create refills the warm pool")
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			assert.Equal(t, 2, p.Stats().Idle, "refilled after acquire %d", i)
+		}
+		assert.Equal(t, 5, f.counts().creates)
+		for _, h := range held {
+			h.Release()
+		}
+		s := p.Stats()
+		assert.Equal(t, 5, s.Idle)
+		assert.Equal(t, int64(3), s.Acquires)
+	})
+}
+
+// Seed 001: at max capacity, requests wait (FIFO) and are served on release.
+func TestCapacityWaitFIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 2})
+		ctx := context.Background()
+		h1, err := p.Acquire(ctx)
+		require.NoError(t, err)
+		h2, err := p.Acquire(ctx)
+		require.NoError(t, err)
+
+		served := make(chan int, 3)
+		handles := make(chan *pool.Handle[box], 3)
+		for i := range 3 {
+			go func() {
+				h, err := p.Acquire(ctx)
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+					return
+				}
+				served <- i
+				handles <- h
+			}()
+			synctest.Wait() // queue them in order
+		}
+		assert.Equal(t, 3, p.Stats().Waiting)
+		assert.Empty(t, served)
+		time.Sleep(time.Minute)
+		h1.Release()
+		synctest.Wait()
+		assert.Equal(t, 0, <-served)
+		h2.Release()
+		synctest.Wait()
+		assert.Equal(t, 1, <-served)
+		(<-handles).Release()
+		synctest.Wait()
+		assert.Equal(t, 2, <-served)
+		(<-handles).Release()
+		(<-handles).Release()
+		s := p.Stats()
+		assert.Equal(t, 2, s.Idle)
+		assert.Equal(t, 2, f.counts().creates, "hand-off reuses items")
+		assert.Equal(t, int64(3), s.WaitCount)
+		assert.GreaterOrEqual(t, s.WaitDuration, 3*time.Minute)
+	})
+}
+
+// A waiter that gives up leaves no trace: the item released later goes idle
+// and the capacity is intact.
+func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 1})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = p.Acquire(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 0, p.Stats().Waiting)
+		h.Release()
+		s := p.Stats()
+		assert.Equal(t, 1, s.Idle)
+		assert.Equal(t, int64(1), s.CanceledWaits)
+		h, err = p.TryAcquire(context.Background())
+		require.NoError(t, err)
+		h.Release()
+	})
+}
+
+// A caller that gives up during a create leaves the new item to the pool.
+func TestCreateSurvivesCallerCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = 10 * time.Second
+		p := newPool(t, f, pool.Options{MaxSize: 3})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := p.Acquire(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		s := p.Stats()
+		assert.Equal(t, 1, s.Idle, "the create finished under the pool's context")
+		assert.Equal(t, int64(1), s.Creates)
+	})
+}
+
+// Seed 001's invariant under load: 1000 goroutines hammering a pool of 8,
+// many cancelling at random, never hold more than 8 items and never lose a
+// slot.
+func TestHammerNeverExceedsCapacity(t *testing.T) {
+	f := newFake()
+	p := newPool(t, f, pool.Options{MaxSize: 8, MaxConcurrentCreates: 3})
+	var held, maxHeld atomic.Int64
+	var ok, cancelled atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			for range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(300))*time.Microsecond)
+				h, err := p.Acquire(ctx)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("Acquire: %v", err)
+					}
+					cancelled.Add(1)
+					continue
+				}
+				ok.Add(1)
+				n := held.Add(1)
+				for {
+					m := maxHeld.Load()
+					if n <= m || maxHeld.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				if r.IntN(50) == 0 {
+					held.Add(-1)
+					h.Destroy(pool.ReasonEvicted)
+					continue
+				}
+				held.Add(-1)
+				h.Release()
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, maxHeld.Load(), int64(8))
+	assert.Positive(t, ok.Load())
+	assert.Positive(t, cancelled.Load(), "some waits must have been cancelled")
+	assert.LessOrEqual(t, f.counts().maxLive, 8+0, "never more than 8 items at the provider")
+	s := p.Stats()
+	assert.Equal(t, 0, s.InUse)
+	assert.Equal(t, 0, s.Waiting)
+	// No lost slot: all 8 can be held at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var hs []*pool.Handle[box]
+	for range 8 {
+		h, err := p.Acquire(ctx)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	_, err := p.TryAcquire(ctx)
+	assert.ErrorIs(t, err, pool.ErrUnavailable)
+	for _, h := range hs {
+		h.Release()
+	}
+	require.NoError(t, p.Close(ctx))
+	c := f.counts()
+	assert.Equal(t, 0, c.live, "Close destroyed everything")
+	assert.Equal(t, 0, c.bad, "no item destroyed twice")
+}
+
+func TestCreateFailureReturnedAndRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		boom := errors.New("agent unreachable")
+		f.createErr = boom
+		p := newPool(t, f, pool.Options{MaxSize: 2, MinIdle: 1})
+		_, err := p.Acquire(context.Background())
+		require.ErrorIs(t, err, pool.ErrCreate)
+		require.ErrorIs(t, err, boom)
+		synctest.Wait()
+		s := p.Stats()
+		assert.Positive(t, s.CreateFailures)
+		assert.Equal(t, 0, s.Size, "failed creates free their capacity")
+		// The warm target is retried with backoff, not in a tight loop.
+		before := s.CreateFailures
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Less(t, p.Stats().CreateFailures-before, int64(10))
+		f.set(func(f *fakeProv) { f.createErr = nil })
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		assert.Equal(t, 1, p.Stats().Idle, "warm item created once the provider recovers")
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		h.Release()
+	})
+}
+
+func TestCreateTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = time.Hour // honours ctx
+		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
+		start := time.Now()
+		_, err := p.Acquire(context.Background())
+		require.ErrorIs(t, err, pool.ErrCreate)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 10*time.Second, time.Since(start))
+		f.set(func(f *fakeProv) { f.createDelay = 0 })
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err, "pool recovers after a hanging create")
+		h.Release()
+	})
+}
+
+// A Create that ignores its context still times out for the caller; the
+// item it returns late is destroyed.
+func TestCreateHangIgnoringContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		hang := make(chan struct{})
+		f.hang = hang
+		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
+		_, err := p.Acquire(context.Background())
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		f.set(func(f *fakeProv) { f.hang = nil })
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err, "capacity was freed at the timeout")
+		h.Release()
+		close(hang)
+		synctest.Wait()
+		c := f.counts()
+		assert.Equal(t, 2, c.creates)
+		assert.Equal(t, 1, c.live, "the late item was destroyed")
+		assert.Equal(t, int64(1), p.Stats().Destroyed.Orphan)
+	})
+}
+
+func TestCreatePanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.panicValue = "kaboom"
+		p := newPool(t, f, pool.Options{MaxSize: 1})
+		_, err := p.Acquire(context.Background())
+		var pe *pool.PanicError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "kaboom", pe.Value)
+		f.set(func(f *fakeProv) { f.panicValue = nil })
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		h.Release()
+	})
+}
+
+func TestDoubleReleasePanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, newFake(), pool.Options{})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		h.Release()
+		assert.PanicsWithValue(t, "pool: handle released twice", h.Release)
+		assert.PanicsWithValue(t, "pool: handle released twice", func() { h.Destroy(pool.ReasonEvicted) })
+	})
+}
+
+func TestTryAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 1})
+		_, err := p.TryAcquire(context.Background())
+		require.ErrorIs(t, err, pool.ErrUnavailable)
+		synctest.Wait() // the background create it started
+		h, err := p.TryAcquire(context.Background())
+		require.NoError(t, err)
+		_, err = p.TryAcquire(context.Background())
+		require.ErrorIs(t, err, pool.ErrUnavailable)
+		h.Release()
+	})
+}
+
+func TestHandleDestroy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 1})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		id := h.ID()
+		assert.Equal(t, id, h.Value().ID)
+		h.Destroy(pool.ReasonUnhealthy)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), id)
+		s := p.Stats()
+		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, 0, s.Size)
+	})
+}
+
+func TestBadOptions(t *testing.T) {
+	cases := []struct {
+		o     pool.Options
+		field string
+	}{
+		{pool.Options{MinIdle: 12, MaxIdle: 10}, "MinIdle (12) > MaxIdle (10)"},
+		{pool.Options{MaxSize: -1}, "MaxSize"},
+		{pool.Options{MaxIdle: 20, MaxSize: 10}, "MaxIdle (20) > MaxSize (10)"},
+		{pool.Options{MinIdle: 5, MaxIdle: 5, MaxSize: 3}, "MaxIdle (5) > MaxSize (3)"},
+		{pool.Options{IdleTimeout: -time.Second}, "IdleTimeout"},
+		{pool.Options{LifetimeJitter: time.Minute}, "LifetimeJitter"},
+		{pool.Options{MaxLifetime: time.Minute, LifetimeJitter: time.Minute}, "LifetimeJitter (1m0s) >= MaxLifetime"},
+		{pool.Options{MaxSize: 2, MaxConcurrentCreates: 3}, "MaxConcurrentCreates"},
+		{pool.Options{CreateTimeout: -1}, "CreateTimeout"},
+	}
+	for _, c := range cases {
+		_, err := pool.New[box](newFake(), c.o)
+		if assert.Error(t, err, "%+v", c.o) {
+			assert.Contains(t, err.Error(), c.field)
+		}
+	}
+	_, err := pool.New[box](plain{newFake()}, pool.Options{CleanupOnStart: true})
+	assert.ErrorContains(t, err, "Lister")
+	_, err = pool.New[box](plain{newFake()}, pool.Options{Inventory: pool.NewMemoryInventory(nil)})
+	assert.ErrorContains(t, err, "Identifier")
+	_, err = pool.New[box](nil, pool.Options{})
+	assert.Error(t, err)
+}

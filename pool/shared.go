@@ -1,0 +1,401 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// This file is the Pool's side of a shared Inventory: items popped from and
+// put back into the shared idle set, heartbeats of this instance's records,
+// and the global warm target.
+
+// heldTTL is the ttl of this instance's in-use records: Prune refreshes them
+// every janitor pass, so three missed passes mean the instance is gone.
+func (p *Pool[T]) heldTTL() time.Duration {
+	iv := p.opts.JanitorInterval
+	if iv <= 0 {
+		iv = DefaultJanitorInterval
+	}
+	return 3 * iv
+}
+
+// idleTTL is the ttl of idle records: none, the janitors prune them, unless
+// the item's lifetime ends first.
+func (p *Pool[T]) idleTTL() time.Duration { return p.opts.MaxLifetime }
+
+func (p *Pool[T]) ioContext() (context.Context, context.CancelFunc) {
+	return p.clock.WithTimeout(context.Background(), p.opts.DestroyTimeout)
+}
+
+func (p *Pool[T]) record(h *Handle[T], owner string) (Record, error) {
+	data, err := p.codec.Encode(h.value)
+	if err != nil {
+		return Record{}, fmt.Errorf("pool: encode: %w", err)
+	}
+	r := Record{ID: h.id, Owner: owner, Data: data, Created: time.Unix(0, h.created)}
+	if h.deadline != 0 {
+		r.Deadline = time.Unix(0, h.deadline)
+	}
+	if h.lastUsed > 1 {
+		r.LastUsed = time.Unix(0, h.lastUsed)
+	}
+	return r, nil
+}
+
+func (p *Pool[T]) fromRecord(r Record) (*Handle[T], error) {
+	v, err := p.codec.Decode(r.Data)
+	if err != nil {
+		return nil, fmt.Errorf("pool: decode %s: %w", r.ID, err)
+	}
+	h := &Handle[T]{p: p, value: v, id: r.ID, created: r.Created.UnixNano(), idx: -1}
+	if !r.Deadline.IsZero() {
+		h.deadline = r.Deadline.UnixNano()
+	}
+	if !r.LastUsed.IsZero() {
+		h.lastUsed = r.LastUsed.UnixNano()
+	}
+	return h, nil
+}
+
+func (p *Pool[T]) addShared(h *Handle[T]) error {
+	rec, err := p.record(h, p.opts.Instance)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := p.ioContext()
+	defer cancel()
+	if err := p.inv.Add(ctx, rec, p.heldTTL()); err != nil {
+		return fmt.Errorf("pool: inventory add: %w", err)
+	}
+	return nil
+}
+
+// destroyClaimed destroys h, which this instance holds in the Inventory but
+// not in p.items, in the background.
+func (p *Pool[T]) destroyClaimed(h *Handle[T], reason Reason) {
+	p.mu.Lock()
+	p.destroyingLocked(h)
+	p.mu.Unlock()
+	go p.destroy(h, reason)
+}
+
+// popShared takes an idle item from the Inventory, skipping (and
+// destroying) expired ones. It returns nil, nil when the idle set is empty.
+func (p *Pool[T]) popShared(ctx context.Context) (*Handle[T], error) {
+	for {
+		rec, ok, err := p.inv.Pop(ctx, p.opts.Instance, p.heldTTL())
+		if err != nil {
+			return nil, fmt.Errorf("pool: inventory pop: %w", err)
+		}
+		if !ok {
+			return nil, nil
+		}
+		h, err := p.fromRecord(rec)
+		if err != nil {
+			p.warn("inventory", err, "id", rec.ID)
+			_, _ = p.inv.Remove(ctx, rec.ID)
+			continue
+		}
+		if r := p.expiredLocked(h, p.clock.Now()); r != "" {
+			p.destroyClaimed(h, r)
+			continue
+		}
+		return h, nil
+	}
+}
+
+// putShared returns h (state returning, in p.items) to the shared idle set,
+// or destroys it when the set is full or the record was lost.
+func (p *Pool[T]) putShared(h *Handle[T]) {
+	rec, err := p.record(h, p.opts.Instance)
+	ok := false
+	if err == nil {
+		ctx, cancel := p.ioContext()
+		ok, err = p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
+		cancel()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err == nil && ok:
+		p.removeItemLocked(h)
+		h.state = stateGone // the fleet's now; a later pop makes a new Handle
+		p.fillLocked()
+	case err == nil:
+		p.destroyLocked(h, ReasonIdle)
+	default:
+		p.warn("inventory put", err, "id", h.id)
+		p.destroyLocked(h, ReasonLost)
+	}
+	p.releaseDrainedLocked()
+}
+
+// kickReplenish runs replenishShared in the background, once at a time,
+// again if kicked meanwhile.
+func (p *Pool[T]) kickReplenish() {
+	if p.inv == nil || p.opts.MinIdle == 0 {
+		return
+	}
+	p.replenishKicks.Add(1)
+	if !p.replenishing.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.replenishing.Store(false)
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		for {
+			p.replenishKicks.Store(0)
+			if err := p.replenishShared(p.ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.warn("replenish", err)
+			}
+			p.replenishing.Store(false)
+			if p.replenishKicks.Load() == 0 || !p.replenishing.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// replenishShared reserves and starts the creates that bring the shared idle
+// set, counting every instance's creates in flight, up to MinIdle.
+func (p *Pool[T]) replenishShared(ctx context.Context) error {
+	if p.opts.MinIdle == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	paused := p.closed || p.warmPaused || p.cleanupDue
+	p.mu.Unlock()
+	if paused {
+		return nil
+	}
+	c, err := p.inv.Counts(ctx)
+	if err != nil {
+		return fmt.Errorf("pool: inventory counts: %w", err)
+	}
+	for range p.opts.MinIdle - c.Idle - c.Reserved {
+		p.mu.Lock()
+		full := p.closed || p.totalLocked() >= p.opts.MaxSize || p.creating >= p.opts.MaxConcurrentCreates
+		p.mu.Unlock()
+		if full {
+			return nil
+		}
+		token := p.opts.Instance + ":" + strconv.FormatInt(p.tokenSeq.Add(1), 10)
+		ok, err := p.inv.Reserve(ctx, token, p.opts.MinIdle, 2*p.opts.CreateTimeout)
+		if err != nil {
+			return fmt.Errorf("pool: inventory reserve: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = p.inv.Unreserve(ctx, token)
+			return nil
+		}
+		p.creating++
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.createWarm(token)
+	}
+	return nil
+}
+
+// createWarm creates one item for the shared idle set under reservation
+// token.
+func (p *Pool[T]) createWarm(token string) {
+	defer p.wg.Done()
+	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
+		p.wg.Add(1)
+		go p.destroyValue(v, ReasonOrphan)
+	})
+	var h *Handle[T]
+	if err == nil {
+		h = p.newHandle(v, p.clock.Now())
+		var rec Record
+		if rec, err = p.record(h, ""); err == nil {
+			ctx, cancel := p.ioContext()
+			err = p.inv.Add(ctx, rec, p.idleTTL())
+			cancel()
+		}
+	}
+	ctx, cancel := p.ioContext()
+	if uerr := p.inv.Unreserve(ctx, token); uerr != nil {
+		p.warn("inventory unreserve", uerr)
+	}
+	cancel()
+	p.mu.Lock()
+	p.creating--
+	if h == nil {
+		p.createFailures++
+		if !p.closed {
+			p.pauseWarmLocked()
+		}
+		p.fillLocked()
+		p.mu.Unlock()
+		p.emit(EventCreateFailed, "", "", err)
+		p.warn("create", err)
+		return
+	}
+	p.creates++
+	p.backoff = 0
+	if err != nil { // created, but not recorded: nobody else can use it
+		p.addItemLocked(h)
+		p.destroyLocked(h, ReasonEvicted)
+	}
+	p.fillLocked()
+	p.mu.Unlock()
+	p.emit(EventCreated, "", h.id, nil)
+	if err != nil {
+		p.warn("inventory add", err, "id", h.id)
+	}
+}
+
+// pruneShared refreshes this instance's in-use records and prunes the
+// shared idle set like Prune prunes the local one.
+func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) error {
+	p.mu.Lock()
+	var ids []string
+	for _, h := range p.items {
+		if h.state == stateInUse || h.state == stateChecking || h.state == stateReturning {
+			ids = append(ids, h.id)
+		}
+	}
+	p.mu.Unlock()
+	var errs []error
+	if len(ids) > 0 {
+		lost, err := p.inv.Touch(ctx, p.opts.Instance, ids, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", err))
+		}
+		if len(lost) > 0 {
+			set := map[string]bool{}
+			for _, id := range lost {
+				set[id] = true
+			}
+			p.mu.Lock()
+			for _, h := range p.items {
+				if set[h.id] {
+					h.lost = true
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+	recs, err := p.inv.Records(ctx)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("pool: inventory records: %w", err))...)
+	}
+	var idle []*Handle[T]
+	for _, r := range recs {
+		if r.Owner != "" {
+			continue
+		}
+		h, err := p.fromRecord(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		idle = append(idle, h)
+	}
+	last := func(h *Handle[T]) int64 {
+		if h.lastUsed > 1 {
+			return h.lastUsed
+		}
+		return h.created
+	}
+	sort.Slice(idle, func(i, j int) bool { return last(idle[i]) < last(idle[j]) })
+	excess := len(idle) - p.opts.MinIdle
+	for _, h := range idle {
+		r := p.pruneReason(h, now, excess > 0)
+		if r == "" {
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, h.id, p.opts.Instance, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			continue
+		}
+		if ok { // else another instance took it meanwhile
+			excess--
+			p.destroyClaimed(h, r)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkShared health-checks the shared idle set: each item is claimed,
+// checked, and put back or destroyed.
+func (p *Pool[T]) checkShared(ctx context.Context) error {
+	recs, err := p.inv.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("pool: inventory records: %w", err)
+	}
+	var errs []error
+	for _, r := range recs {
+		if r.Owner != "" {
+			continue
+		}
+		h, err := p.fromRecord(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
+		if err != nil || !ok {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			}
+			continue
+		}
+		if p.check(ctx, h.value) != nil {
+			p.destroyClaimed(h, ReasonUnhealthy)
+			continue
+		}
+		back := r
+		back.Owner = p.opts.Instance
+		if _, err := p.inv.Put(ctx, back, 0, p.idleTTL()); err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropSharedUnlisted forgets the shared idle records of items the provider
+// no longer lists (created before the list was taken).
+func (p *Pool[T]) dropSharedUnlisted(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time) error {
+	var errs []error
+	for _, r := range recs {
+		if r.Owner != "" || listed[r.ID] || !r.Created.Before(listStart) {
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if _, err := p.inv.Remove(ctx, r.ID); err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
+			continue
+		}
+		p.mu.Lock()
+		p.destroyed[reasonIndex(ReasonLost)]++
+		p.mu.Unlock()
+		p.emit(EventDropped, ReasonLost, r.ID, nil)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,141 @@
+package pool
+
+import (
+	"time"
+)
+
+// Reason says why an item was destroyed or dropped.
+type Reason string
+
+// Destroy reasons, as counted in Stats.Destroyed and reported in events.
+const (
+	ReasonIdle      Reason = "idle"      // idle beyond IdleTimeout, or beyond MaxIdle on release
+	ReasonLifetime  Reason = "lifetime"  // MaxLifetime reached
+	ReasonWarmTTL   Reason = "warm_ttl"  // never used within WarmTTL
+	ReasonUnhealthy Reason = "unhealthy" // Check failed
+	ReasonOrphan    Reason = "orphan"    // listed by the provider, unknown to the pool
+	ReasonShutdown  Reason = "shutdown"  // destroyed by Close
+	ReasonEvicted   Reason = "evicted"   // Handle.Destroy (any reason not listed here counts as evicted)
+	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider
+)
+
+var reasons = [...]Reason{ReasonIdle, ReasonLifetime, ReasonWarmTTL, ReasonUnhealthy, ReasonOrphan, ReasonShutdown, ReasonEvicted, ReasonLost}
+
+func reasonIndex(r Reason) int {
+	for i, x := range reasons {
+		if x == r {
+			return i
+		}
+	}
+	return 6 // evicted
+}
+
+// EventKind is the kind of a lifecycle Event.
+type EventKind string
+
+// Event kinds.
+const (
+	EventCreated       EventKind = "created"        // an item was created
+	EventCreateFailed  EventKind = "create_failed"  // Create returned an error, panicked or timed out
+	EventDestroyed     EventKind = "destroyed"      // an item was destroyed (Reason says why)
+	EventDestroyFailed EventKind = "destroy_failed" // Destroy returned an error (Reason says why it was called)
+	EventDropped       EventKind = "dropped"        // an item the provider no longer lists was forgotten
+)
+
+// Event is a lifecycle event delivered to Options.OnEvent.
+type Event struct {
+	Kind   EventKind
+	Reason Reason // for destroy events
+	ID     string // the item's ID, when the Provisioner provides one
+	Err    error  // for failures
+	Time   time.Time
+}
+
+// DestroyCounts counts destroyed items by reason.
+type DestroyCounts struct {
+	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost int64
+}
+
+// Stats is a snapshot of a Pool's state and counters, in the spirit of
+// sql.DBStats. Counters are cumulative since New.
+type Stats struct {
+	MaxSize    int // Options.MaxSize
+	Size       int // items counted against MaxSize: idle + in use + creating + destroying (+ being checked)
+	Idle       int // idle items held by this instance (shared idle items are in Inventory.Counts)
+	InUse      int // items handed out
+	Creating   int // creates (or shared pops) in flight
+	Destroying int // destroys in flight
+	Waiting    int // Acquire calls waiting now
+
+	Acquires       int64         // successful acquires
+	WaitCount      int64         // acquires that had to wait for capacity (not merely for a create)
+	WaitDuration   time.Duration // total time those acquires waited
+	CanceledWaits  int64         // waits that ended with the caller's context
+	Creates        int64         // items created
+	CreateFailures int64         // creates that failed, panicked or timed out
+	Destroyed      DestroyCounts // items destroyed, by reason
+	DestroyErrors  int64         // Destroy calls that failed
+	Orphans        int64         // orphans found by Reconcile (and start-up cleanup)
+	EventsDropped  int64         // events not delivered because OnEvent fell behind
+}
+
+// Stats returns a snapshot of the pool's state and counters.
+func (p *Pool[T]) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{
+		MaxSize:        p.opts.MaxSize,
+		Size:           p.totalLocked(),
+		Idle:           len(p.idle),
+		InUse:          p.inUse,
+		Creating:       p.creating,
+		Destroying:     p.destroying,
+		Waiting:        p.waiters.n,
+		Acquires:       p.acquires,
+		CanceledWaits:  p.canceledWaits,
+		Creates:        p.creates,
+		CreateFailures: p.createFailures,
+		DestroyErrors:  p.destroyErrors,
+		Orphans:        p.orphans,
+		WaitCount:      p.waitCount.Load(),
+		WaitDuration:   time.Duration(p.waitNanos.Load()),
+		EventsDropped:  p.eventsDropped.Load(),
+	}
+	d := p.destroyed
+	s.Destroyed = DestroyCounts{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]}
+	return s
+}
+
+// emit queues ev for OnEvent without blocking.
+func (p *Pool[T]) emit(kind EventKind, reason Reason, id string, err error) {
+	if p.events == nil {
+		return
+	}
+	ev := Event{Kind: kind, Reason: reason, ID: id, Err: err, Time: p.clock.Now()}
+	select {
+	case p.events <- ev:
+	default:
+		p.eventsDropped.Add(1)
+	}
+}
+
+// dispatch delivers events to OnEvent until stop is closed, then delivers
+// what is still queued.
+func (p *Pool[T]) dispatch(stop <-chan struct{}) {
+	defer p.dispatchWG.Done()
+	for {
+		select {
+		case ev := <-p.events:
+			p.opts.OnEvent(ev)
+		case <-stop:
+			for {
+				select {
+				case ev := <-p.events:
+					p.opts.OnEvent(ev)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
