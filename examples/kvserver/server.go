@@ -111,6 +111,19 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// ServeConn serves one connection that the caller accepted (or made with
+// net.Pipe) until the client quits or goes away or the server is closed.
+// It returns ErrServerClosed, having closed c, when the server is closed
+// already, and nil otherwise.
+func (s *Server) ServeConn(c net.Conn) error {
+	if !s.track(c) {
+		_ = c.Close()
+		return ErrServerClosed
+	}
+	s.serveConn(c)
+	return nil
+}
+
 func (s *Server) isClosed() bool {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
