@@ -99,7 +99,7 @@ func (e *ConfigError) Error() string {
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
-func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // validateSignals checks every signal and returns the index by name.
 func validateSignals(signals []Signal) (map[string]int, error) {

@@ -1,0 +1,179 @@
+// Command loadwatch watches the load of this machine (or of the container it
+// runs in) through a hysteresis gate, with the thresholds of a camera
+// server's admission control: CPU warn 70 % / trip 85 % / recover below 60 %,
+// memory 75 / 90 / 70 %, swap 50 / 100 / 50 MiB, and a 60 s hold before the
+// gate reopens.
+//
+// It prints one line per sample (CPU %, memory %, swap, gate state) and a
+// line starting with *** on every state change, and exits 0 after -for
+// elapses or on Ctrl-C (SIGINT) or SIGTERM.
+//
+//	go run ./examples/loadwatch                  # until Ctrl-C
+//	go run ./examples/loadwatch -for 10s -interval 500ms
+//	go run ./examples/loadwatch -cpu-trip 50 -cpu-recover 30 -hold 10s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ttlkit/ttlkit/hysteresis"
+	"github.com/ttlkit/ttlkit/hysteresis/sysload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "loadwatch:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	interval, duration, hold time.Duration
+	signals                  []hysteresis.Signal
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("loadwatch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: loadwatch [flags]\n\nSamples this machine's CPU, memory and swap and prints the state of a hysteresis gate.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	c := config{signals: sysload.DefaultSignals()}
+	fs.DurationVar(&c.interval, "interval", sysload.DefaultInterval, "time between samples")
+	fs.DurationVar(&c.duration, "for", 0, "how long to run; 0 runs until Ctrl-C")
+	fs.DurationVar(&c.hold, "hold", sysload.DefaultHold, "how long every signal must stay below recover before the gate reopens")
+	cpu, mem, swap := &c.signals[0], &c.signals[1], &c.signals[2]
+	fs.Float64Var(&cpu.Warn, "cpu-warn", cpu.Warn, "CPU % at which the gate warns")
+	fs.Float64Var(&cpu.Trip, "cpu-trip", cpu.Trip, "CPU % at which the gate trips")
+	fs.Float64Var(&cpu.Recover, "cpu-recover", cpu.Recover, "CPU % to stay below before reopening")
+	fs.Float64Var(&mem.Warn, "mem-warn", mem.Warn, "memory % at which the gate warns")
+	fs.Float64Var(&mem.Trip, "mem-trip", mem.Trip, "memory % at which the gate trips")
+	fs.Float64Var(&mem.Recover, "mem-recover", mem.Recover, "memory % to stay below before reopening")
+	swapWarn, swapTrip, swapRecover := swap.Warn/sysload.MiB, swap.Trip/sysload.MiB, swap.Recover/sysload.MiB
+	fs.Float64Var(&swapWarn, "swap-warn", swapWarn, "swap MiB at which the gate warns")
+	fs.Float64Var(&swapTrip, "swap-trip", swapTrip, "swap MiB at which the gate trips")
+	fs.Float64Var(&swapRecover, "swap-recover", swapRecover, "swap MiB to stay below before reopening")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.interval <= 0 {
+		return c, fmt.Errorf("-interval (%v) must be positive", c.interval)
+	}
+	if c.duration < 0 {
+		return c, fmt.Errorf("-for (%v) is negative", c.duration)
+	}
+	swap.Warn, swap.Trip, swap.Recover = swapWarn*sysload.MiB, swapTrip*sysload.MiB, swapRecover*sysload.MiB
+	return c, nil
+}
+
+// run is the program: it returns nil when ctx ends or -for elapses.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	sys, err := sysload.NewSystem(sysload.Options{})
+	if err != nil {
+		return err
+	}
+
+	var mu sync.Mutex // OnChange, OnSample and the summary share stdout
+	printf := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stdout, format, a...)
+	}
+	gate, err := hysteresis.New(c.signals, hysteresis.Options{
+		Hold: c.hold,
+		// Three missed samples make the gate say so instead of staying Normal.
+		StaleAfter: 3 * c.interval,
+		OnChange: func(ch hysteresis.Change) {
+			printf("%s  *** %s -> %s: %s ***\n", clock(ch.At), ch.From, ch.To, explain(ch, c.hold))
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	cpuDir, memDir := sys.CgroupDirs()
+	printf("loadwatch: every %v; trip at cpu %g%% / memory %g%% / swap %g MiB; reopen after %v below %g%% / %g%% / %g MiB\n",
+		c.interval, c.signals[0].Trip, c.signals[1].Trip, c.signals[2].Trip/sysload.MiB,
+		c.hold, c.signals[0].Recover, c.signals[1].Recover, c.signals[2].Recover/sysload.MiB)
+	printf("loadwatch: cpu from %s, memory from %s\n", where(cpuDir), where(memDir))
+
+	mon, err := sysload.NewMonitor(sys, gate, sysload.MonitorOptions{
+		Interval: c.interval,
+		OnSample: func(l sysload.Load) {
+			printf("%s  cpu %5.1f%%  mem %5.1f%%  swap %8.1f MiB  %s\n",
+				clock(l.At), l.CPU, l.Memory, float64(l.Swap)/sysload.MiB, gate.State())
+		},
+		OnError: func(err error) { printf("%s  sample failed: %v\n", clock(time.Now()), err) },
+	})
+	if err != nil {
+		return err
+	}
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	<-ctx.Done()
+	_ = mon.Close()
+
+	st, ms := gate.Stats(), mon.Stats()
+	printf("loadwatch: %d samples, %d errors, %d trips, overloaded for %v; final state %s\n",
+		ms.Samples, ms.Errors, st.Trips, st.TimeIn[hysteresis.Overloaded].Round(time.Millisecond), st.State)
+	return nil
+}
+
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func where(cgroupDir string) string {
+	if cgroupDir == "" {
+		return "the host (/proc)"
+	}
+	return "the cgroup limit in /" + cgroupDir
+}
+
+// explain says in words why the gate changed.
+func explain(c hysteresis.Change, hold time.Duration) string {
+	switch c.Reason {
+	case hysteresis.ReasonTrip:
+		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), value(c.Signal, c.Threshold))
+	case hysteresis.ReasonWarn:
+		return fmt.Sprintf("%s %s reached warn %s", c.Signal, value(c.Signal, c.Value), value(c.Signal, c.Threshold))
+	case hysteresis.ReasonRecovered:
+		return fmt.Sprintf("every signal stayed below recover for %v", hold)
+	case hysteresis.ReasonCalm:
+		return "every signal below warn"
+	case hysteresis.ReasonStale:
+		return c.Signal + " not sampled recently"
+	}
+	return string(c.Reason)
+}
+
+func value(signal string, v float64) string {
+	if signal == sysload.Swap {
+		return fmt.Sprintf("%.1f MiB", v/sysload.MiB)
+	}
+	return fmt.Sprintf("%.1f%%", v)
+}
