@@ -1,8 +1,11 @@
 package main
 
 import (
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -59,4 +62,28 @@ func TestTruncatedCommandThenClose(t *testing.T) {
 	rc2.send("EXISTS k\r\n")
 	require.Equal(t, ":0", rc2.line())
 	require.NoError(t, srv.Close())
+}
+
+func TestMaxClients(t *testing.T) {
+	_, addr := startServer(t, Config{MaxClients: 1})
+	first := dialRaw(t, addr)
+	first.send("PING\r\n")
+	require.Equal(t, "+PONG", first.line())
+	second := dialRaw(t, addr)
+	require.Equal(t, "-ERR max number of clients reached", second.line())
+	second.closed()
+	require.NoError(t, first.c.Close())
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return false
+		}
+		buf := make([]byte, 7)
+		n, _ := io.ReadFull(c, buf)
+		return string(buf[:n]) == "+PONG\r\n"
+	}, 5*time.Second, 10*time.Millisecond)
 }

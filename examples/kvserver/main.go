@@ -40,6 +40,7 @@ func main() {
 	budget := flag.Float64("budget", 0, "share of the interval one expiry cycle may run (default 0.25)")
 	maxBulk := flag.Int64("max-bulk-len", DefaultMaxBulkLen, "largest accepted bulk string in bytes (Redis proto-max-bulk-len)")
 	maxArgs := flag.Int("max-args", DefaultMaxArgs, "largest accepted number of arguments of one command")
+	maxClients := flag.Int("max-clients", DefaultMaxClients, "most open connections (Redis maxclients)")
 	verbose := flag.Bool("v", false, "log protocol errors of clients")
 	flag.Parse()
 
@@ -68,9 +69,10 @@ func main() {
 	})
 	opts.Logger = log
 	cfg := Config{
-		Limits: Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
-		Expiry: opts,
-		Logger: log,
+		Limits:     Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
+		MaxClients: *maxClients,
+		Expiry:     opts,
+		Logger:     log,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

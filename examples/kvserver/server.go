@@ -12,8 +12,14 @@ import (
 	"github.com/ttlkit/ttlkit/expiry"
 )
 
-// ErrServerClosed is returned by Serve after Close.
-var ErrServerClosed = errors.New("kvserver: server closed")
+// Errors of Serve and ServeConn.
+var (
+	// ErrServerClosed is returned by Serve and ServeConn after Close.
+	ErrServerClosed = errors.New("kvserver: server closed")
+	// ErrTooManyClients is returned by ServeConn when MaxClients
+	// connections are open already.
+	ErrTooManyClients = errors.New("kvserver: max number of clients reached")
+)
 
 // Server answers the Redis protocol (RESP2) on one keyspace.
 //
@@ -52,6 +58,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kvserver: %w", err)
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -68,7 +77,9 @@ func New(cfg Config) (*Server, error) {
 
 // Serve accepts connections on ln and serves each on its own goroutine until
 // Close. It always returns a non-nil error: ErrServerClosed after Close, or
-// the listener's error. Serve closes ln when it returns.
+// the error of a listener that someone else closed; other accept errors
+// (such as running out of file descriptors) are retried with a backoff.
+// Serve closes ln when it returns.
 func (s *Server) Serve(ln net.Listener) error {
 	s.connMu.Lock()
 	if s.closed {
@@ -92,20 +103,28 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.isClosed() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait, as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("kvserver: accept", "err", err, "retry_in", backoff)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of file descriptors and the like: wait and retry, as
+			// net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("kvserver: accept", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
 		}
 		backoff = 0
-		if !s.track(c) {
+		switch s.track(c) {
+		case trackClosed:
 			_ = c.Close()
 			return ErrServerClosed
+		case trackFull:
+			// Redis's answer past maxclients; the write cannot block for
+			// long on a fresh connection's empty send buffer.
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = c.Write([]byte("-ERR max number of clients reached\r\n"))
+			_ = c.Close()
+			continue
 		}
 		go s.serveConn(c)
 	}
@@ -113,12 +132,16 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // ServeConn serves one connection that the caller accepted (or made with
 // net.Pipe) until the client quits or goes away or the server is closed.
-// It returns ErrServerClosed, having closed c, when the server is closed
-// already, and nil otherwise.
+// It returns ErrServerClosed or ErrTooManyClients, having closed c, when the
+// server is closed or full, and nil otherwise.
 func (s *Server) ServeConn(c net.Conn) error {
-	if !s.track(c) {
+	switch s.track(c) {
+	case trackClosed:
 		_ = c.Close()
 		return ErrServerClosed
+	case trackFull:
+		_ = c.Close()
+		return ErrTooManyClients
 	}
 	s.serveConn(c)
 	return nil
@@ -130,16 +153,28 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// track registers c, or reports false when the server is closing.
-func (s *Server) track(c net.Conn) bool {
+type trackResult int
+
+const (
+	tracked trackResult = iota
+	trackClosed
+	trackFull
+)
+
+// track registers c unless the server is closing or has MaxClients
+// connections already.
+func (s *Server) track(c net.Conn) trackResult {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
-	if s.closed {
-		return false
+	switch {
+	case s.closed:
+		return trackClosed
+	case len(s.conns) >= s.cfg.MaxClients:
+		return trackFull
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	return true
+	return tracked
 }
 
 // Close stops accepting, closes every connection, waits for their
@@ -210,10 +245,17 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
+// DefaultMaxClients is Config.MaxClients's default.
+const DefaultMaxClients = 10000
+
 // Config configures a Server. The zero value is usable.
 type Config struct {
 	// Limits bound what one request may allocate.
 	Limits Limits
+	// MaxClients caps the open connections; one more gets Redis's "max
+	// number of clients reached" error and is closed. Default 10000, as
+	// Redis's maxclients.
+	MaxClients int
 	// Expiry tunes the keyspace's active expiry; its Clock, if set, is
 	// also the server's clock for EXPIRE, TTL and SET EX.
 	Expiry expiry.Options
