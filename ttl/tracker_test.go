@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -250,7 +251,11 @@ func TestTrackerConcurrentRecord(t *testing.T) {
 	tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Shards: 4})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
-	const workers, rounds, ids = 8, 500, 50
+	const workers, rounds, ids = 8, 200, 50
+	wsIDs, otherIDs := make([]string, ids), make([]string, ids)
+	for i := range ids {
+		wsIDs[i], otherIDs[i] = fmt.Sprint("ws", i), fmt.Sprint("other", i)
+	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	flushed := make(chan error, 1)
@@ -272,8 +277,8 @@ func TestTrackerConcurrentRecord(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				for i := range ids {
-					tr.RecordAt(fmt.Sprint("ws", i), t0.Add(time.Duration(r*workers+w)*time.Millisecond))
-					tr.Record(fmt.Sprint("other", i))
+					tr.RecordAt(wsIDs[i], t0.Add(time.Duration(r*workers+w)*time.Millisecond))
+					tr.Record(otherIDs[i])
 				}
 			}
 		}()
@@ -339,4 +344,37 @@ func TestNewTrackerValidates(t *testing.T) {
 		assert.ErrorIs(t, err, ttl.ErrInvalid)
 		assert.ErrorContains(t, err, c.want)
 	}
+}
+
+// blockingSink blocks every Add until its context ends, while block is set.
+type blockingSink struct {
+	buf   *ttl.MemoryBuffer
+	block atomic.Bool
+}
+
+func (s *blockingSink) Add(ctx context.Context, acts []ttl.Activity) error {
+	if s.block.Load() {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	return s.buf.Add(ctx, acts)
+}
+
+// TestTrackerCloseDuringStuckFlush: Close cancels a loop flush stuck on a
+// dead sink, and the final flush still delivers that flush's activity.
+func TestTrackerCloseDuringStuckFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &blockingSink{buf: ttl.NewMemoryBuffer()}
+		sink.block.Store(true)
+		tr := newTracker(t, sink, ttl.TrackerOptions{})
+		t0 := time.Now()
+		tr.Record("a")
+		time.Sleep(31 * time.Second) // the loop's flush is now stuck
+		synctest.Wait()
+		assert.Equal(t, uint64(0), tr.Stats().Flushed)
+		sink.block.Store(false)
+		require.NoError(t, tr.Close(context.Background()))
+		assertTimes(t, map[string]time.Time{"a": t0}, contents(t, sink.buf))
+		assert.Equal(t, uint64(1), tr.Stats().FlushErrors, "the cancelled loop flush")
+	})
 }
