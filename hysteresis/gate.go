@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -21,6 +22,13 @@ type Gate struct {
 	onChange   func(Change)
 	logger     *slog.Logger
 	index      map[string]int
+	base       time.Time // New's time: the origin of due
+
+	// The lock-free read path of State and Overloaded: the state, and the
+	// offset from base before which no transition can fall due without a new
+	// sample (no hold can end, no signal go stale). Written under mu.
+	stateA atomic.Int32
+	due    atomic.Int64
 
 	mu          sync.Mutex
 	signals     []signalState
@@ -71,6 +79,7 @@ func New(signals []Signal, opts Options) (*Gate, error) {
 		onChange:   opts.OnChange,
 		logger:     opts.Logger,
 		index:      index,
+		base:       now,
 		signals:    make([]signalState, len(signals)),
 		since:      now,
 	}
@@ -81,6 +90,7 @@ func New(signals []Signal, opts Options) (*Gate, error) {
 		}
 		g.signals[i] = signalState{Signal: s, warn: warn, at: now}
 	}
+	g.evaluate(now)
 	return g, nil
 }
 
@@ -159,6 +169,12 @@ func (g *Gate) reject(name string, known bool) error {
 // State returns the current state, evaluated at the current time.
 func (g *Gate) State() State {
 	now := g.clock.Now()
+	// Between samples the state can only change when a hold ends or a signal
+	// goes stale; until the first such moment, the last state stands and the
+	// lock is not needed. This keeps admission checks cheap.
+	if int64(now.Sub(g.base)) < g.due.Load() {
+		return State(g.stateA.Load())
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.evaluate(now)
@@ -231,9 +247,14 @@ func (g *Gate) apply(i int, value float64, now time.Time) {
 func (g *Gate) evaluate(now time.Time) {
 	var hot, warm, stale *signalState
 	var staleAt time.Time // when the earliest stale signal went stale
+	due := time.Duration(math.MaxInt64)
 	calm := true
 	for i := range g.signals {
 		s := &g.signals[i]
+		if g.staleAfter > 0 && !g.isStale(s, now) {
+			// Stale from StaleAfter + 1ns after its last sample on.
+			due = min(due, s.at.Sub(g.base)+g.staleAfter+1)
+		}
 		if g.isStale(s, now) {
 			if !s.stale {
 				s.stale = true
@@ -303,6 +324,11 @@ func (g *Gate) evaluate(now time.Time) {
 		}
 		g.transition(next, at, reason, cause)
 	}
+	if g.state == Overloaded && g.calm {
+		due = min(due, g.calmSince.Sub(g.base)+g.hold)
+	}
+	g.stateA.Store(int32(g.state))
+	g.due.Store(int64(due))
 }
 
 // transition moves the gate to state to. Called with g.mu held.

@@ -385,3 +385,36 @@ func TestStateStrings(t *testing.T) {
 	assert.Equal(t, "trip", hysteresis.StaleTrip.String())
 	assert.True(t, errors.Is(&hysteresis.ConfigError{Index: -1}, hysteresis.ErrInvalidConfig))
 }
+
+func TestConcurrentObserveAndRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, rec := newGate(t, hysteresis.Options{Hold: 3 * time.Second, StaleAfter: 2 * time.Second}, cpu, mem)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 200 {
+					v := float64((i*37 + w*11) % 100)
+					if w%2 == 0 {
+						_ = g.Observe("cpu", v)
+					} else {
+						_ = g.ObserveAll(map[string]float64{"memory": v})
+					}
+					_ = g.Overloaded()
+					time.Sleep(time.Duration(w+1) * 100 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		g.Check() // deliver anything a reader noticed last
+		// The delivered changes form one chain: each starts where the last ended.
+		changes := rec.get()
+		require.NotEmpty(t, changes)
+		for i := 1; i < len(changes); i++ {
+			assert.Equal(t, changes[i-1].To, changes[i].From, "change %d", i)
+			assert.False(t, changes[i].At.Before(changes[i-1].At), "change %d out of order", i)
+		}
+		st := g.Stats()
+		assert.EqualValues(t, len(changes), st.Transitions)
+		assert.Equal(t, changes[len(changes)-1].To, g.State())
+	})
+}
