@@ -12,9 +12,7 @@ var (
 	// ErrConflict is returned by Store.Update when the entity's Operation is
 	// not the one the caller expected: someone else changed it first.
 	ErrConflict = errors.New("ttl: operation conflict")
-	// ErrInvalid marks bad input: an invalid Rule, Entity, Update or
+	// ErrInvalid marks bad input: an invalid Rule, Entity, option or
 	// argument. Nothing is changed.
 	ErrInvalid = errors.New("ttl: invalid argument")
-	// ErrClosed is returned by Tracker and Runner methods after Close.
-	ErrClosed = errors.New("ttl: closed")
 )

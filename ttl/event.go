@@ -45,6 +45,7 @@ func (k EventKind) String() string {
 // lock and never from Tracker.Record, so a slow callback delays the next flush
 // or tick but never the hot path.
 type Event struct {
+	// Kind says what happened.
 	Kind EventKind
 	// At is the time of the event on the reporter's clock.
 	At time.Time
