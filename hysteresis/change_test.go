@@ -1,6 +1,8 @@
 package hysteresis_test
 
 import (
+	"bytes"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -151,4 +153,20 @@ func TestMockClock(t *testing.T) {
 	assert.Equal(t, [3]time.Duration{61 * time.Second, 61 * time.Second, 61 * time.Second}, st.TimeIn)
 	assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered", "normal>warning:stale"}, rec.transitions())
 	assert.Equal(t, start.Add(122*time.Second), rec.get()[2].At, "stale when it fell due: last sample + StaleAfter")
+}
+
+func TestLoggerLogsTransitions(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Logger: logger})
+	require.NoError(t, err)
+	observe(t, g, "cpu", 90)
+	assert.Equal(t, `level=INFO msg="hysteresis: state changed" from=normal to=overloaded reason=trip signal=cpu value=90 threshold=85`+"\n", buf.String())
 }
