@@ -63,7 +63,7 @@ func NewMap[K comparable, V any](opts Options) (*Map[K, V], error) {
 		ev:     newEvents[K, V](o.EventQueue, o.Logger),
 	}
 	for i := range m.shards {
-		m.shards[i].m = make(map[K]*entry[K, V])
+		m.shards[i].m = make(map[K]entry[V])
 	}
 	if m.clk != nil {
 		m.base = m.clk.Now()
@@ -113,35 +113,35 @@ func (m *Map[K, V]) deadlineFor(ttl time.Duration) (int64, error) {
 	return now + int64(ttl), nil
 }
 
-// expire deletes e, found expired, and reports it. Caller holds s.mu.
-func (m *Map[K, V]) expire(s *shard[K, V], e *entry[K, V], r Reason) {
-	d := e.deadline
-	s.remove(e)
+// expire deletes k, whose entry e was found expired, and reports it.
+// Caller holds s.mu.
+func (m *Map[K, V]) expire(s *shard[K, V], k K, e entry[V], r Reason) {
+	s.remove(k, e)
 	if r == Passive {
 		m.expiredPassive.Add(1)
 	} else {
 		m.expiredActive.Add(1)
 	}
 	if m.ev.enabled() {
-		m.ev.send(Event[K, V]{Key: e.key, Value: e.val, Reason: r, Deadline: m.base.Add(time.Duration(d))})
+		m.ev.send(Event[K, V]{Key: k, Value: e.val, Reason: r, Deadline: m.base.Add(time.Duration(e.deadline))})
 	}
 }
 
-// expiredLocked reports whether e (non-nil) is expired, reading the clock
+// expiredLocked reports whether k's entry e is expired, reading the clock
 // only if e has a deadline, and deletes it if so. Caller holds s.mu.
-func (m *Map[K, V]) expiredLocked(s *shard[K, V], e *entry[K, V]) bool {
+func (m *Map[K, V]) expiredLocked(s *shard[K, V], k K, e entry[V]) bool {
 	if e.deadline == noDeadline || e.deadline > m.now() {
 		return false
 	}
-	m.expire(s, e, Passive)
+	m.expire(s, k, e, Passive)
 	return true
 }
 
 // expirePassive deletes k if it is still expired at now.
 func (m *Map[K, V]) expirePassive(s *shard[K, V], k K, now int64) {
 	s.mu.Lock()
-	if e := s.m[k]; e != nil && e.deadline <= now {
-		m.expire(s, e, Passive)
+	if e, ok := s.m[k]; ok && e.deadline <= now {
+		m.expire(s, k, e, Passive)
 	}
 	s.mu.Unlock()
 }
@@ -151,43 +151,26 @@ func (m *Map[K, V]) expirePassive(s *shard[K, V], k K, now int64) {
 func (m *Map[K, V]) Get(k K) (V, bool) {
 	s := m.shard(k)
 	s.mu.RLock()
-	e := s.m[k]
-	if e == nil {
-		s.mu.RUnlock()
-		var zero V
-		return zero, false
-	}
-	v, d := e.val, e.deadline
+	e, ok := s.m[k]
 	s.mu.RUnlock()
-	if d != noDeadline {
-		if now := m.now(); d <= now {
+	if ok && e.deadline != noDeadline {
+		if now := m.now(); e.deadline <= now {
 			m.expirePassive(s, k, now)
 			var zero V
 			return zero, false
 		}
 	}
-	return v, true
+	return e.val, ok
 }
 
 // Set stores v under k and clears any deadline (Redis SET).
 func (m *Map[K, V]) Set(k K, v V) {
 	s := m.shard(k)
 	s.mu.Lock()
-	if e := s.m[k]; e != nil {
-		if e.deadline != noDeadline {
-			if !m.expiredLocked(s, e) {
-				e.val = v
-				s.clearDeadline(e)
-				s.mu.Unlock()
-				return
-			}
-		} else {
-			e.val = v
-			s.mu.Unlock()
-			return
-		}
+	if e, ok := s.m[k]; ok && e.deadline != noDeadline && !m.expiredLocked(s, k, e) {
+		s.dropDeadline(e.idx)
 	}
-	s.m[k] = &entry[K, V]{key: k, val: v, deadline: noDeadline, idx: -1}
+	s.m[k] = entry[V]{val: v, deadline: noDeadline, idx: -1}
 	s.mu.Unlock()
 }
 
@@ -216,17 +199,16 @@ func (m *Map[K, V]) SetWithDeadline(k K, v V, at time.Time) {
 func (m *Map[K, V]) setDeadline(k K, v V, d, now int64) {
 	s := m.shard(k)
 	s.mu.Lock()
-	e := s.m[k]
-	if e != nil && e.deadline <= now {
-		m.expire(s, e, Passive)
-		e = nil
+	e, ok := s.m[k]
+	if ok && e.deadline <= now {
+		m.expire(s, k, e, Passive)
+		ok = false
 	}
-	if e == nil {
-		e = &entry[K, V]{key: k, deadline: noDeadline, idx: -1}
-		s.m[k] = e
+	idx := e.idx
+	if !ok || e.deadline == noDeadline {
+		idx = s.addDeadline(k)
 	}
-	e.val = v
-	s.setDeadline(e, d)
+	s.m[k] = entry[V]{val: v, deadline: d, idx: idx}
 	s.mu.Unlock()
 }
 
@@ -247,13 +229,12 @@ func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
 func (m *Map[K, V]) deadline(k K) (int64, bool) {
 	s := m.shard(k)
 	s.mu.RLock()
-	e := s.m[k]
-	if e == nil {
-		s.mu.RUnlock()
+	e, ok := s.m[k]
+	s.mu.RUnlock()
+	if !ok {
 		return 0, false
 	}
 	d := e.deadline
-	s.mu.RUnlock()
 	if d != noDeadline {
 		if now := m.now(); d <= now {
 			m.expirePassive(s, k, now)
@@ -284,11 +265,11 @@ func (m *Map[K, V]) Delete(k K) bool {
 	s := m.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.m[k]
-	if e == nil || m.expiredLocked(s, e) {
+	e, ok := s.m[k]
+	if !ok || m.expiredLocked(s, k, e) {
 		return false
 	}
-	s.remove(e)
+	s.remove(k, e)
 	return true
 }
 
@@ -314,19 +295,23 @@ func (m *Map[K, V]) expireAt(k K, d, now int64) bool {
 	s := m.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.m[k]
-	if e == nil {
+	e, ok := s.m[k]
+	if !ok {
 		return false
 	}
 	if e.deadline <= now {
-		m.expire(s, e, Passive)
+		m.expire(s, k, e, Passive)
 		return false
 	}
 	if d <= now {
-		s.remove(e)
+		s.remove(k, e)
 		return true
 	}
-	s.setDeadline(e, d)
+	if e.deadline == noDeadline {
+		e.idx = s.addDeadline(k)
+	}
+	e.deadline = d
+	s.m[k] = e
 	return true
 }
 
@@ -335,11 +320,13 @@ func (m *Map[K, V]) Persist(k K) bool {
 	s := m.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.m[k]
-	if e == nil || e.deadline == noDeadline || m.expiredLocked(s, e) {
+	e, ok := s.m[k]
+	if !ok || e.deadline == noDeadline || m.expiredLocked(s, k, e) {
 		return false
 	}
-	s.clearDeadline(e)
+	s.dropDeadline(e.idx)
+	e.deadline, e.idx = noDeadline, -1
+	s.m[k] = e
 	return true
 }
 
@@ -372,9 +359,9 @@ func (m *Map[K, V]) Range(f func(K, V) bool) {
 		buf = buf[:0]
 		s.mu.RLock()
 		now := m.now()
-		for _, e := range s.m {
+		for k, e := range s.m {
 			if e.deadline > now {
-				buf = append(buf, kv{e.key, e.val})
+				buf = append(buf, kv{k, e.val})
 			}
 		}
 		s.mu.RUnlock()
@@ -391,7 +378,7 @@ func (m *Map[K, V]) Clear() {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		s.m = make(map[K]*entry[K, V])
+		s.m = make(map[K]entry[V])
 		s.dl = nil
 		s.n.Store(0)
 		s.mu.Unlock()
@@ -407,10 +394,10 @@ func (m *Map[K, V]) Clear() {
 // deadline it examines them all.
 func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
-	onExpired := func(e *entry[K, V]) {
+	onExpired := func(k K, e entry[V]) {
 		m.expiredActive.Add(1)
 		if m.ev.enabled() {
-			m.ev.send(Event[K, V]{Key: e.key, Value: e.val, Reason: Active, Deadline: m.base.Add(time.Duration(e.deadline))})
+			m.ev.send(Event[K, V]{Key: k, Value: e.val, Reason: Active, Deadline: m.base.Add(time.Duration(e.deadline))})
 		}
 	}
 	total := int64(0)
@@ -446,11 +433,12 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 			continue
 		}
 		empty = 0
-		e := s.dl[rand.IntN(len(s.dl))]
+		k := s.dl[rand.IntN(len(s.dl))]
+		e := s.m[k]
 		sampled++
 		if e.deadline <= t {
-			onExpired(e)
-			s.remove(e)
+			onExpired(k, e)
+			s.remove(k, e)
 			expired++
 		}
 		s.mu.Unlock()

@@ -10,76 +10,77 @@ import (
 // reaches it, so "expired" is the single test deadline <= now.
 const noDeadline = math.MaxInt64
 
-// entry is one key. deadline is in nanoseconds since the Map's base time;
-// idx is the entry's position in its shard's dl slice while it has a
-// deadline.
-type entry[K comparable, V any] struct {
-	key      K
+// entry is a key's value and deadline, stored in the shard's map by value
+// so that a Get touches one map slot and nothing else. deadline is in
+// nanoseconds since the Map's base time; idx is the key's position in the
+// shard's dl slice while it has a deadline.
+type entry[V any] struct {
 	val      V
 	deadline int64
 	idx      int
 }
 
-// shard is one lock's worth of the Map. dl holds exactly the entries that
+// shard is one lock's worth of the Map. dl holds exactly the keys that
 // carry a deadline, densely, so that a random position is a uniform sample
-// of them; deletion swaps the last element into the hole.
+// of them; deletion swaps the last key into the hole and fixes its idx.
 type shard[K comparable, V any] struct {
 	mu sync.RWMutex
-	m  map[K]*entry[K, V]
-	dl []*entry[K, V]
+	m  map[K]entry[V]
+	dl []K
 	// n mirrors len(dl) for readers that do not hold mu (the sampler's
 	// count of keys with a deadline); written under mu.
 	n atomic.Int64
 	_ [64]byte // keep neighbouring shards' locks on separate cache lines
 }
 
-// setDeadline gives e the deadline d (not noDeadline). Caller holds mu.
-func (s *shard[K, V]) setDeadline(e *entry[K, V], d int64) {
-	if e.deadline == noDeadline {
-		e.idx = len(s.dl)
-		s.dl = append(s.dl, e)
-		s.n.Store(int64(len(s.dl)))
-	}
-	e.deadline = d
+// addDeadline appends k to dl and returns its position. Caller holds mu.
+func (s *shard[K, V]) addDeadline(k K) int {
+	s.dl = append(s.dl, k)
+	s.n.Store(int64(len(s.dl)))
+	return len(s.dl) - 1
 }
 
-// clearDeadline removes e's deadline, if any. Caller holds mu.
-func (s *shard[K, V]) clearDeadline(e *entry[K, V]) {
-	if e.deadline == noDeadline {
-		return
+// dropDeadline removes position i from dl. Caller holds mu and updates the
+// entry that was at i.
+func (s *shard[K, V]) dropDeadline(i int) {
+	n := len(s.dl) - 1
+	if i != n {
+		last := s.dl[n]
+		s.dl[i] = last
+		e := s.m[last]
+		e.idx = i
+		s.m[last] = e
 	}
-	i, n := e.idx, len(s.dl)-1
-	last := s.dl[n]
-	s.dl[i] = last
-	last.idx = i
-	s.dl[n] = nil
+	var zero K
+	s.dl[n] = zero
 	s.dl = s.dl[:n]
 	s.n.Store(int64(n))
-	e.deadline = noDeadline
-	e.idx = -1
 	// Give memory back after a mass expiry.
 	if cap(s.dl) > 1024 && n < cap(s.dl)/4 {
-		s.dl = append([]*entry[K, V](nil), s.dl...)
+		s.dl = append([]K(nil), s.dl...)
 	}
 }
 
-// remove deletes e from the shard. Caller holds mu.
-func (s *shard[K, V]) remove(e *entry[K, V]) {
-	s.clearDeadline(e)
-	delete(s.m, e.key)
+// remove deletes k, whose entry is e. Caller holds mu.
+func (s *shard[K, V]) remove(k K, e entry[V]) {
+	if e.deadline != noDeadline {
+		s.dropDeadline(e.idx)
+	}
+	delete(s.m, k)
 }
 
-// expireAll examines every entry with a deadline, calls expired for each
-// one expired at now, then deletes it. Caller holds mu.
-func (s *shard[K, V]) expireAll(now int64, expired func(*entry[K, V])) (sampled, deleted int) {
-	// Walk backwards: a swap-remove moves an already examined entry into
+// expireAll examines every key with a deadline, calls expired for each one
+// expired at now, then deletes it. Caller holds mu.
+func (s *shard[K, V]) expireAll(now int64, expired func(K, entry[V])) (sampled, deleted int) {
+	// Walk backwards: a swap-remove moves an already examined key into
 	// the hole.
 	for i := len(s.dl) - 1; i >= 0; i-- {
-		e := s.dl[i]
+		k := s.dl[i]
+		e := s.m[k]
 		sampled++
 		if e.deadline <= now {
-			expired(e)
-			s.remove(e)
+			expired(k, e)
+			s.remove(k, e)
 			deleted++
 		}
 	}

@@ -1,0 +1,88 @@
+package expiry_test
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/expiry"
+)
+
+// TestRandomOpsKeepInvariants runs random operations against a Map and a
+// model of it, checks the Map's internal deadline index after each one and
+// the Map's answers against the model.
+func TestRandomOpsKeepInvariants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true, Shards: 2})
+		type modelEntry struct {
+			v  int
+			at time.Time // zero: no deadline
+		}
+		model := map[string]modelEntry{}
+		live := func(k string) (modelEntry, bool) {
+			e, ok := model[k]
+			if ok && !e.at.IsZero() && !e.at.After(time.Now()) {
+				return modelEntry{}, false
+			}
+			return e, ok
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range 20000 {
+			k := strconv.Itoa(r.IntN(200))
+			ttl := time.Duration(1+r.IntN(50)) * time.Millisecond
+			switch r.IntN(9) {
+			case 0:
+				m.Set(k, i)
+				model[k] = modelEntry{v: i}
+			case 1, 2:
+				require.NoError(t, m.SetWithTTL(k, i, ttl))
+				model[k] = modelEntry{v: i, at: time.Now().Add(ttl)}
+			case 3:
+				_, want := live(k)
+				require.Equal(t, want, m.Delete(k))
+				delete(model, k)
+			case 4:
+				e, want := live(k)
+				ok, err := m.Expire(k, ttl)
+				require.NoError(t, err)
+				require.Equal(t, want, ok)
+				if want {
+					model[k] = modelEntry{v: e.v, at: time.Now().Add(ttl)}
+				}
+			case 5:
+				e, want := live(k)
+				require.Equal(t, want && !e.at.IsZero(), m.Persist(k))
+				if want {
+					model[k] = modelEntry{v: e.v}
+				}
+			case 6:
+				time.Sleep(time.Duration(r.IntN(5)) * time.Millisecond)
+				if r.IntN(10) == 0 {
+					m.Cycle()
+				}
+			case 7:
+				e, want := live(k)
+				switch ttl := m.TTL(k); {
+				case !want:
+					require.Equal(t, expiry.Missing, ttl)
+				case e.at.IsZero():
+					require.Equal(t, expiry.NoDeadline, ttl)
+				default:
+					require.Equal(t, time.Until(e.at), ttl)
+				}
+			default:
+				e, want := live(k)
+				v, ok := m.Get(k)
+				require.Equal(t, want, ok, "Get(%s)", k)
+				if want {
+					require.Equal(t, e.v, v)
+				}
+			}
+			require.NoError(t, m.CheckInvariants(), "after op %d", i)
+		}
+	})
+}
