@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -118,4 +119,30 @@ func TestActiveExpiryThroughTCP(t *testing.T) {
 	stats, err := c.Info(ctx, "stats").Result()
 	require.NoError(t, err)
 	require.Contains(t, stats, "\r\nexpired_keys:200\r\n")
+}
+
+// TestMockClock proves that Config.Expiry.Clock reaches both the keyspace
+// and the server's own reading of time (EXPIRE, TTL, SET EX).
+func TestMockClock(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	srv, err := New(Config{Expiry: expiry.Options{Clock: mock, Manual: true}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, srv.Close()) }()
+	p := servePipe(t, srv)
+	defer p.c.Close()
+
+	require.Equal(t, "+OK", p.do("SET k v EX 10"))
+	require.Equal(t, fmt.Sprintf(":%d", mock.Now().Unix()+10), p.do("EXPIRETIME k"))
+	mock.Add(4 * time.Second)
+	require.Equal(t, ":6000", p.do("PTTL k"))
+	require.Equal(t, ":1", p.do("EXPIRE k 2"))
+	require.Equal(t, ":2000", p.do("PTTL k"))
+	mock.Add(2 * time.Second)
+	require.Equal(t, "$-1", p.do("GET k"))
+	require.Equal(t, ":-2", p.do("TTL k"))
+	require.Equal(t, "+OK", p.do(fmt.Sprintf("SET at v PXAT %d", mock.Now().UnixMilli()+1)))
+	require.Equal(t, ":1", p.do("PTTL at"))
+	mock.Add(time.Millisecond)
+	require.Equal(t, ":0", p.do("EXISTS at"))
 }
