@@ -1,0 +1,183 @@
+package redislease
+
+import "github.com/redis/go-redis/v9"
+
+// The store's keys, in the order every script receives them as KEYS.
+//
+//	leases     HASH  id → record (live, and expired until swept)
+//	deadlines  ZSET  id, score = deadline (µs): the live leases
+//	expired    ZSET  id, score = deadline (µs): expired, not yet swept
+//	holders    ZSET  "<len>:<holder><id>", score 0: the live leases by holder
+//	used       STRING summed cost of the live leases
+//	token      STRING the last fencing token issued (INCR)
+var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "used", "token"}
+
+// prelude starts every script: it reads the server clock, and retires the
+// leases whose deadline has passed (moves them from deadlines to expired,
+// and takes them out of the holder index and the used units). So every
+// script sees only live leases as live, whether or not a sweep has run, and
+// each lease is retired once, in O(log n).
+//
+// A record is "token,cost,created,expires,heartbeat,grace_ns,len(holder),"
+// followed by holder and resource; times are µs since the epoch on the
+// server's clock. Numbers are formatted with %.0f because Lua's default
+// number formatting keeps only 14 digits.
+const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local LEASES, DEADLINES, EXPIRED, HOLDERS, USED, TOKEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function num(x) return string.format('%.0f', x) end
+
+local function decode(rec)
+  local tok, cost, cr, ex, hb, gr, hl, p = string.match(rec, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),()')
+  hl = tonumber(hl)
+  return {tok = tok, cost = cost, cr = cr, ex = ex, hb = hb, gr = gr,
+    holder = string.sub(rec, p, p + hl - 1), tail = string.sub(rec, p)}
+end
+
+local function encode(l)
+  return table.concat({l.tok, l.cost, l.cr, l.ex, l.hb, l.gr, #l.holder}, ',') .. ',' .. l.tail
+end
+
+local function deadline(l)
+  local hbd = tonumber(l.hb) + math.ceil(tonumber(l.gr) / 1000)
+  local ex = tonumber(l.ex)
+  if hbd < ex then return hbd end
+  return ex
+end
+
+local function member(holder, id) return #holder .. ':' .. holder .. id end
+
+local expiredIDs = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', num(now))
+for _, id in ipairs(expiredIDs) do
+  local rec = redis.call('HGET', LEASES, id)
+  if rec then
+    local l = decode(rec)
+    redis.call('ZREM', HOLDERS, member(l.holder, id))
+    redis.call('DECRBY', USED, l.cost)
+    redis.call('ZADD', EXPIRED, num(deadline(l)), id)
+  end
+  redis.call('ZREM', DEADLINES, id)
+end
+
+local function find(id)
+  local rec = redis.call('HGET', LEASES, id)
+  if not rec then return nil, 'NOTFOUND' end
+  if redis.call('ZSCORE', EXPIRED, id) then return nil, 'EXPIRED' end
+  return rec
+end
+`
+
+// grantScript: ARGV = id, holder, resource, budget, onePerHolder (0/1),
+// overloaded (0/1), ttl (µs), grace (ns), costs...
+//
+// A record already stored under id with the same holder is returned as the
+// grant: ids are unique per call, so that is this very call, repeated by
+// the client after a reply was lost (go-redis retries on a broken
+// connection). A repeat thus never grants twice nor reports a rejection for
+// a grant that took effect.
+var grantScript = redis.NewScript(prelude + `
+local id, holder = ARGV[1], ARGV[2]
+local old = redis.call('HGET', LEASES, id)
+if old then
+  if decode(old).holder == holder then return {'OK', old} end
+  return {'DUP'}
+end
+local avail = tonumber(ARGV[4]) - tonumber(redis.call('GET', USED) or '0')
+if avail < 0 then avail = 0 end
+if ARGV[6] == '1' then return {'REJ', 'overloaded', avail} end
+if ARGV[5] == '1' then
+  local p = #holder .. ':' .. holder
+  local m = redis.call('ZRANGEBYLEX', HOLDERS, '[' .. p, '+', 'LIMIT', 0, 1)[1]
+  if m and string.sub(m, 1, #p) == p then
+    return {'REJ', 'holder_has_lease', avail, string.sub(m, #p + 1)}
+  end
+end
+local cost
+for i = 9, #ARGV do
+  local c = tonumber(ARGV[i])
+  if c <= avail then cost = c; break end
+end
+if not cost then return {'REJ', 'over_capacity', avail} end
+local l = {tok = num(redis.call('INCR', TOKEN)), cost = num(cost), cr = num(now),
+  ex = num(now + tonumber(ARGV[7])), hb = num(now), gr = ARGV[8], holder = holder, tail = holder .. ARGV[3]}
+local rec = encode(l)
+redis.call('HSET', LEASES, id, rec)
+redis.call('ZADD', DEADLINES, num(deadline(l)), id)
+redis.call('ZADD', HOLDERS, 0, member(holder, id))
+redis.call('INCRBY', USED, cost)
+return {'OK', rec}
+`)
+
+// heartbeatScript: ARGV = id.
+var heartbeatScript = redis.NewScript(prelude + `
+local rec, err = find(ARGV[1])
+if not rec then return {err} end
+local l = decode(rec)
+l.hb = num(now)
+rec = encode(l)
+redis.call('HSET', LEASES, ARGV[1], rec)
+redis.call('ZADD', DEADLINES, 'XX', num(deadline(l)), ARGV[1])
+return {'OK', rec}
+`)
+
+// releaseScript: ARGV = id.
+var releaseScript = redis.NewScript(prelude + `
+local rec, err = find(ARGV[1])
+if not rec then return {err} end
+local l = decode(rec)
+redis.call('HDEL', LEASES, ARGV[1])
+redis.call('ZREM', DEADLINES, ARGV[1])
+redis.call('ZREM', HOLDERS, member(l.holder, ARGV[1]))
+redis.call('DECRBY', USED, l.cost)
+return {'OK', rec}
+`)
+
+// getScript: ARGV = id.
+var getScript = redis.NewScript(prelude + `
+local rec, err = find(ARGV[1])
+if not rec then return {err} end
+return {'OK', rec}
+`)
+
+// listScript returns 'OK' then id, record pairs of the live leases.
+var listScript = redis.NewScript(prelude + `
+local ids = redis.call('ZRANGE', DEADLINES, 0, -1)
+local out = {'OK'}
+for i = 1, #ids, 512 do
+  local chunk = {unpack(ids, i, math.min(i + 511, #ids))}
+  local recs = redis.call('HMGET', LEASES, unpack(chunk))
+  for j, id in ipairs(chunk) do
+    if recs[j] then
+      out[#out + 1] = id
+      out[#out + 1] = recs[j]
+    end
+  end
+end
+return out
+`)
+
+// usageScript returns 'OK', used units, live leases.
+var usageScript = redis.NewScript(prelude + `
+return {'OK', tonumber(redis.call('GET', USED) or '0'), redis.call('ZCARD', DEADLINES)}
+`)
+
+// sweepScript: ARGV = limit. It removes up to limit expired records, oldest
+// deadline first, and returns 'OK' then their id, record pairs. Removal and
+// reply are one script, so concurrent sweepers never return one lease twice.
+var sweepScript = redis.NewScript(prelude + `
+local ids = redis.call('ZRANGE', EXPIRED, 0, tonumber(ARGV[1]) - 1)
+local out = {'OK'}
+for _, id in ipairs(ids) do
+  local rec = redis.call('HGET', LEASES, id)
+  if rec then
+    out[#out + 1] = id
+    out[#out + 1] = rec
+    redis.call('HDEL', LEASES, id)
+  end
+  redis.call('ZREM', EXPIRED, id)
+end
+return out
+`)

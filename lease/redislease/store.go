@@ -1,0 +1,321 @@
+package redislease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Prefix names the store's data in Redis; required. Stores (in any
+	// number of processes) with the same Prefix on the same server share
+	// leases, budget and fencing tokens.
+	//
+	// Every key is in one Redis Cluster hash slot: if Prefix contains a
+	// hash tag ("{...}") the keys are Prefix + name, else "{" + Prefix +
+	// "}:" + name. So "cams" gives {cams}:leases, {cams}:deadlines, ...
+	// and "app:{cams}:" gives app:{cams}:leases, ...
+	Prefix string
+}
+
+// Store is a lease.Store on Redis. Each operation is one round trip: a Lua
+// script (EVALSHA, falling back to EVAL when the server does not have it
+// cached) that reads the time from the server's TIME, retires expired
+// leases and makes its decision atomically. So any number of Stores with
+// the same Prefix, in any number of processes, act as one store, and
+// clients' clocks never matter.
+//
+// Times are kept in microseconds. Fencing tokens come from INCR on the
+// store's token key, in the same script as the grant, and are never reused.
+//
+// The work of retiring expired leases (moving them out of the live set and
+// the budget) is done once per lease, by whichever script runs first after
+// its deadline: O(log n) per lease.
+//
+// A Store is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	keys   []string
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// New returns a Store that keeps its leases in Redis through client, under
+// opts.Prefix. It does not contact the server.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redislease: client is nil")
+	}
+	if opts.Prefix == "" {
+		return nil, errors.New("redislease: Prefix is empty")
+	}
+	base := opts.Prefix
+	if !hasHashTag(base) {
+		base = "{" + base + "}:"
+	}
+	keys := make([]string, len(keyNames))
+	for i, n := range keyNames {
+		keys[i] = base + n
+	}
+	return &Store{client: client, keys: keys}, nil
+}
+
+// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
+// followed later by a "}" with at least one byte between them.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
+}
+
+// Keys returns the names of the Redis keys the store uses. Deleting them
+// deletes every lease and resets the fencing token; do that only when no
+// Manager uses the store.
+func (s *Store) Keys() []string { return slices.Clone(s.keys) }
+
+// run runs script and checks its status: the first element of the reply.
+func (s *Store) run(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("redislease: %s: %w", op, context.Cause(ctx))
+	}
+	v, err := script.Run(ctx, s.client, s.keys, args...).Slice()
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			// Report the caller's cancellation, keeping the cause.
+			return nil, fmt.Errorf("redislease: %s: %w: %w", op, context.Cause(ctx), err)
+		}
+		return nil, fmt.Errorf("redislease: %s: %w", op, err)
+	}
+	if len(v) == 0 {
+		return nil, fmt.Errorf("redislease: %s: empty reply", op)
+	}
+	return v, nil
+}
+
+// one interprets the reply of a script about one lease.
+func one(op, id string, v []any) (lease.Lease, error) {
+	switch v[0] {
+	case "OK":
+		if len(v) == 2 {
+			return parse(id, v[1])
+		}
+	case "NOTFOUND":
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
+	case "EXPIRED":
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	}
+	return lease.Lease{}, fmt.Errorf("redislease: %s: unexpected reply %v", op, v)
+}
+
+// Grant implements lease.Store.
+func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+	if err := a.Validate(); err != nil {
+		return lease.Lease{}, err
+	}
+	args := make([]any, 0, 8+len(a.Costs))
+	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
+		micros(a.TTL), int64(a.Grace))
+	for _, c := range a.Costs {
+		args = append(args, c)
+	}
+	v, err := s.run(ctx, "grant", grantScript, args...)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	switch v[0] {
+	case "REJ":
+		return lease.Lease{}, rejection(v)
+	case "DUP":
+		return lease.Lease{}, fmt.Errorf("%w: duplicate ID %s", lease.ErrInvalid, a.ID)
+	}
+	return one("grant", a.ID, v)
+}
+
+// maxMicros caps TTLs (about 142 years) so that deadlines stay exact in
+// Lua's float64 numbers.
+const maxMicros = 1 << 52
+
+// micros returns d in whole microseconds, rounded up (a positive duration
+// stays positive) and capped at maxMicros.
+func micros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return min(us, maxMicros)
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rejection turns a REJ reply (reason, available, existing id) into a
+// *lease.RejectedError.
+func rejection(v []any) error {
+	re := &lease.RejectedError{}
+	if len(v) >= 3 {
+		reason, _ := v[1].(string)
+		avail, _ := v[2].(int64)
+		re.Reason, re.Available = lease.Reason(reason), int(avail)
+	}
+	if len(v) >= 4 {
+		re.Existing, _ = v[3].(string)
+	}
+	return re
+}
+
+// Heartbeat implements lease.Store.
+func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+	v, err := s.run(ctx, "heartbeat", heartbeatScript, id)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return one("heartbeat", id, v)
+}
+
+// Release implements lease.Store.
+//
+// A Release whose reply was lost to a broken connection may be repeated by
+// the client (go-redis retries on network errors); the repeat then reports
+// ErrNotFound although the first attempt released the lease. Either way the
+// lease is released.
+func (s *Store) Release(ctx context.Context, id string) (lease.Lease, error) {
+	v, err := s.run(ctx, "release", releaseScript, id)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return one("release", id, v)
+}
+
+// Get implements lease.Store.
+func (s *Store) Get(ctx context.Context, id string) (lease.Lease, error) {
+	v, err := s.run(ctx, "get", getScript, id)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return one("get", id, v)
+}
+
+// List implements lease.Store.
+func (s *Store) List(ctx context.Context) ([]lease.Lease, error) {
+	v, err := s.run(ctx, "list", listScript)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := pairs("list", v)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ls, func(a, b lease.Lease) int {
+		switch {
+		case a.Token < b.Token:
+			return -1
+		case a.Token > b.Token:
+			return 1
+		}
+		return 0
+	})
+	return ls, nil
+}
+
+// Usage implements lease.Store.
+func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
+	v, err := s.run(ctx, "usage", usageScript)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 3 || v[0] != "OK" {
+		return 0, 0, fmt.Errorf("redislease: usage: unexpected reply %v", v)
+	}
+	u, _ := v[1].(int64)
+	n, _ := v[2].(int64)
+	return int(u), int(n), nil
+}
+
+// Sweep implements lease.Store. It removes expired records oldest deadline
+// first.
+func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+	}
+	v, err := s.run(ctx, "sweep", sweepScript, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pairs("sweep", v)
+}
+
+// pairs parses an 'OK', id, record, id, record ... reply.
+func pairs(op string, v []any) ([]lease.Lease, error) {
+	if v[0] != "OK" || len(v)%2 != 1 {
+		return nil, fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v))
+	}
+	if len(v) == 1 {
+		return nil, nil
+	}
+	out := make([]lease.Lease, 0, len(v)/2)
+	for i := 1; i < len(v); i += 2 {
+		id, _ := v[i].(string)
+		l, err := parse(id, v[i+1])
+		if err != nil {
+			return nil, fmt.Errorf("redislease: %s: %w", op, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// errRecord reports a record the store cannot read; it never matches the
+// lease sentinels.
+var errRecord = errors.New("redislease: malformed record")
+
+// parse decodes a record (see prelude) of lease id.
+func parse(id string, v any) (lease.Lease, error) {
+	rec, ok := v.(string)
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%w: %T for %s", errRecord, v, id)
+	}
+	var n [7]int64
+	rest := rec
+	for i := range n {
+		j := strings.IndexByte(rest, ',')
+		if j < 0 {
+			return lease.Lease{}, fmt.Errorf("%w: %q", errRecord, rec)
+		}
+		x, err := strconv.ParseInt(rest[:j], 10, 64)
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("%w: %q", errRecord, rec)
+		}
+		n[i], rest = x, rest[j+1:]
+	}
+	hl := n[6]
+	if hl < 0 || hl > int64(len(rest)) {
+		return lease.Lease{}, fmt.Errorf("%w: %q", errRecord, rec)
+	}
+	return lease.Lease{
+		ID:          id,
+		Holder:      rest[:hl],
+		Resource:    rest[hl:],
+		Cost:        int(n[1]),
+		Token:       uint64(n[0]),
+		CreatedAt:   time.UnixMicro(n[2]),
+		ExpiresAt:   time.UnixMicro(n[3]),
+		HeartbeatAt: time.UnixMicro(n[4]),
+		Grace:       time.Duration(n[5]),
+	}, nil
+}

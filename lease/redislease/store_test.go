@@ -1,0 +1,245 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/leasetest"
+	"github.com/ttlkit/ttlkit/lease/redislease"
+)
+
+var ctx = context.Background()
+
+// storePrefix returns a store prefix under the test's key prefix, with a
+// hash tag, so that testenv finds (and deletes) every key the store writes.
+func storePrefix(r *testenv.Redis) string { return r.Prefix + "{lease}:" }
+
+func newStore(t *testing.T, c redis.UniversalClient, prefix string) *redislease.Store {
+	t.Helper()
+	s, err := redislease.New(c, redislease.Options{Prefix: prefix})
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		server = map[*redislease.Store]*testenv.Redis{}
+	)
+	leasetest.Run(t, leasetest.Harness{
+		New: func(t *testing.T) lease.Store {
+			r := testenv.OpenRedis(t)
+			s := newStore(t, r.Client, storePrefix(r))
+			mu.Lock()
+			server[s] = r
+			mu.Unlock()
+			return s
+		},
+		Peer: func(t *testing.T, s lease.Store) lease.Store {
+			mu.Lock()
+			r := server[s.(*redislease.Store)]
+			mu.Unlock()
+			return newStore(t, r.NewClient(t), storePrefix(r))
+		},
+		Unit: 150 * time.Millisecond,
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	_, err := redislease.New(c, redislease.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Prefix")
+	_, err = redislease.New(nil, redislease.Options{Prefix: "x"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "client")
+}
+
+func TestKeysAreHashTagged(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for prefix, want := range map[string]string{
+		"cams":         "{cams}:leases",
+		"app:{cams}:":  "app:{cams}:leases",
+		"a{}b":         "{a{}b}:leases", // "{}" is no hash tag
+		"{x}":          "{x}leases",
+		"ttl{kit}cams": "ttl{kit}camsleases",
+	} {
+		s := newStore(t, c, prefix)
+		keys := s.Keys()
+		assert.Equal(t, want, keys[0], "prefix %q", prefix)
+		for _, k := range keys {
+			assert.Equal(t, slot(keys[0]), slot(k), "key %q of prefix %q", k, prefix)
+		}
+	}
+}
+
+// slot returns the part of key that Redis Cluster hashes.
+func slot(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// TestKeysUnderPrefix checks that a store writes only its own keys, all
+// under its prefix and in one hash slot, for both prefix forms.
+func TestKeysUnderPrefix(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	tagged := newStore(t, r.Client, storePrefix(r))
+	// The wrapped form: "{<prefix>}:...", which testenv does not clean up.
+	plain := newStore(t, r.Client, strings.TrimSuffix(r.Prefix, ":")+"-plain")
+	t.Cleanup(func() { r.Client.Del(context.Background(), plain.Keys()...) })
+
+	for _, s := range []*redislease.Store{tagged, plain} {
+		l, err := s.Grant(ctx, args("alice", 10, time.Minute, 50*time.Millisecond))
+		require.NoError(t, err)
+		_, err = s.Grant(ctx, args("bob", 10, time.Minute, time.Minute))
+		require.NoError(t, err)
+		_, err = s.Heartbeat(ctx, l.ID)
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+		_, _, err = s.Usage(ctx) // retires alice's lease
+		require.NoError(t, err)
+	}
+
+	keys, err := r.Keys(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, tagged.Keys(), keys, "keys under the test prefix")
+	for _, k := range keys {
+		assert.True(t, strings.HasPrefix(k, storePrefix(r)), k)
+		assert.Equal(t, "lease", slot(k), k)
+	}
+
+	var plainKeys []string
+	iter := r.Client.Scan(ctx, 0, "{"+strings.TrimSuffix(r.Prefix, ":")+"-plain}:*", 100).Iterator()
+	for iter.Next(ctx) {
+		plainKeys = append(plainKeys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	assert.ElementsMatch(t, plain.Keys(), plainKeys)
+	for _, k := range plainKeys {
+		assert.Equal(t, strings.TrimSuffix(r.Prefix, ":")+"-plain", slot(k), k)
+	}
+
+	// Sweeping and releasing everything leaves only the counters.
+	for _, s := range []*redislease.Store{tagged, plain} {
+		swept, err := s.Sweep(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, swept, 1)
+		ls, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		_, err = s.Release(ctx, ls[0].ID)
+		require.NoError(t, err)
+	}
+	keys, err = r.Keys(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{storePrefix(r) + "used", storePrefix(r) + "token"}, keys)
+}
+
+func args(holder string, budget int, ttl, grace time.Duration, costs ...int) lease.GrantArgs {
+	if len(costs) == 0 {
+		costs = []int{1}
+	}
+	return lease.GrantArgs{
+		ID: lease.NewID(), Holder: holder, Resource: "cam-" + holder, Costs: costs,
+		TTL: ttl, Grace: grace, Budget: budget, OnePerHolder: true,
+	}
+}
+
+// TestGrantRepeatIsIdempotent checks what a client retry of a grant whose
+// reply was lost sees: the same lease, not a second one nor a rejection.
+func TestGrantRepeatIsIdempotent(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	s := newStore(t, r.Client, storePrefix(r))
+	a := args("alice", 2, time.Minute, time.Minute, 2)
+	l, err := s.Grant(ctx, a)
+	require.NoError(t, err)
+	again, err := s.Grant(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, l, again)
+	u, n, err := s.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{2, 1}, [2]int{u, n})
+
+	// The same id for another holder is bad input, and stores nothing.
+	b := a
+	b.Holder = "bob"
+	_, err = s.Grant(ctx, b)
+	require.ErrorIs(t, err, lease.ErrInvalid)
+	u, n, err = s.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{2, 1}, [2]int{u, n})
+}
+
+// TestRecordsRoundTrip checks holders and resources with the record
+// separator, digits and arbitrary bytes, and sub-microsecond durations.
+func TestRecordsRoundTrip(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	s := newStore(t, r.Client, storePrefix(r))
+	for _, hr := range [][2]string{
+		{"a,b", "c,d"}, {"12", "34"}, {"x", ""}, {"日本語", "\x00\xff,"}, {"h:1", "5:z"},
+	} {
+		a := args(hr[0], 10, time.Minute+1, time.Minute+1500*time.Nanosecond)
+		a.Resource = hr[1]
+		l, err := s.Grant(ctx, a)
+		require.NoError(t, err)
+		assert.Equal(t, hr[0], l.Holder)
+		assert.Equal(t, hr[1], l.Resource)
+		assert.Equal(t, a.Grace, l.Grace)
+		got, err := s.Get(ctx, l.ID)
+		require.NoError(t, err)
+		assert.Equal(t, l, got)
+		_, err = s.Grant(ctx, args(hr[0], 10, time.Minute, time.Minute))
+		var re *lease.RejectedError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, l.ID, re.Existing)
+	}
+	// A holder whose name is another holder's name plus more is another
+	// holder.
+	_, err := s.Grant(ctx, args("a,bc", 10, time.Minute, time.Minute))
+	require.NoError(t, err)
+	ls, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Len(t, ls, 6)
+}
+
+// TestServerErrorsAreWrapped checks that a failing server is reported with
+// an error that wraps the client's and matches no lease sentinel.
+func TestServerErrorsAreWrapped(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	s := newStore(t, c, "x")
+	_, err := s.Grant(ctx, args("alice", 1, time.Minute, time.Minute))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "redislease: grant")
+	for _, sentinel := range []error{lease.ErrNotFound, lease.ErrExpired, lease.ErrInvalid, lease.ErrOverCapacity,
+		lease.ErrHolderHasLease, lease.ErrOverloaded} {
+		assert.False(t, errors.Is(err, sentinel), "matches %v", sentinel)
+	}
+	var oe interface{ Timeout() bool }
+	assert.True(t, errors.As(err, &oe), "wraps the network error: %v", err)
+
+	// A key of the wrong type is a server error too, not a rule outcome.
+	r := testenv.OpenRedis(t)
+	s = newStore(t, r.Client, storePrefix(r))
+	require.NoError(t, r.Client.Set(ctx, s.Keys()[0], "not a hash", 0).Err())
+	_, err = s.Get(ctx, "id")
+	var re redis.Error
+	require.ErrorAs(t, err, &re)
+	assert.False(t, errors.Is(err, lease.ErrNotFound))
+}
