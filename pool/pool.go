@@ -14,6 +14,13 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
+// Wait timing: every wait is timed up to exactWaits, then every
+// sampleWaits-th.
+const (
+	exactWaits  = 1024
+	sampleWaits = 8
+)
+
 // Errors returned by Pool methods.
 var (
 	// ErrClosed is returned by Acquire and TryAcquire once Close has begun.
@@ -50,6 +57,7 @@ type Pool[T any] struct {
 	// or a shared inventory), checkExpiry when acquires must read the clock
 	// (MaxLifetime, WarmTTL): with neither, the hot path never reads it.
 	stampUse, checkExpiry bool
+	realClock             bool // Options.Clock was nil
 
 	ctx    context.Context // the pool's context: creates run under it
 	cancel context.CancelFunc
@@ -115,7 +123,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, inv: o.Inventory, closeDone: make(chan struct{})}
+	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, inv: o.Inventory, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
 	p.checker, _ = prov.(Checker[T])
 	p.lister, _ = prov.(Lister[T])
 	p.ider, _ = prov.(Identifier[T])
@@ -231,43 +239,68 @@ func (p *Pool[T]) wait(ctx context.Context) (*Handle[T], error) {
 	// Like sql.DBStats, count only waits for capacity, not for a create.
 	full := p.creating < p.waiters.n
 	p.mu.Unlock()
-	var start time.Time
+	// Reading the clock costs as much as a whole hand-off on some machines,
+	// so past the first exactWaits waits only every sampleWaits-th wait is
+	// timed, and weighted.
+	var start, weight int64
 	if full {
-		start = p.clock.Now()
+		if n := p.waitCount.Add(1); n <= exactWaits {
+			weight = 1
+		} else if n%sampleWaits == 0 {
+			weight = sampleWaits
+		}
+		if weight != 0 {
+			start = p.monotonic()
+		}
 	}
-	select {
-	case <-w.ch:
-	case <-ctx.Done():
-		p.mu.Lock()
-		if w.queued {
-			p.waiters.remove(w)
-			p.canceledWaits++
-			p.mu.Unlock()
-			p.waiterPool.Put(w)
-			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+	if done := ctx.Done(); done == nil {
+		<-w.ch // cannot be cancelled: a plain receive is cheaper than select
+	} else {
+		select {
+		case <-w.ch:
+		case <-done:
+			return nil, p.abandon(ctx, w)
 		}
-		p.mu.Unlock()
-		<-w.ch // served meanwhile: hand the item on
-		h, err := w.h, w.err
-		w.h, w.err = nil, nil
-		p.waiterPool.Put(w)
-		if h != nil {
-			h.Release()
-		}
-		_ = err
-		p.mu.Lock()
-		p.canceledWaits++
-		p.mu.Unlock()
-		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
 	}
 	h, err := w.h, w.err
 	w.h, w.err = nil, nil
 	p.waiterPool.Put(w)
-	if full {
-		p.waitCount.Add(1)
-		p.waitNanos.Add(int64(p.clock.Since(start)))
+	if weight != 0 {
+		p.waitNanos.Add((p.monotonic() - start) * weight)
 	}
 	return h, err
+}
+
+// abandon ends the wait of w, whose ctx ended. If w was served meanwhile,
+// the item goes on to the next waiter or the idle set.
+func (p *Pool[T]) abandon(ctx context.Context, w *waiter[T]) error {
+	p.mu.Lock()
+	p.canceledWaits++
+	if w.queued {
+		p.waiters.remove(w)
+		p.mu.Unlock()
+		p.waiterPool.Put(w)
+		return fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+	}
+	p.mu.Unlock()
+	<-w.ch // served meanwhile
+	h := w.h
+	w.h, w.err = nil, nil
+	p.waiterPool.Put(w)
+	if h != nil {
+		h.Release()
+	}
+	return fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+}
+
+// monotonic returns a monotonic time in nanoseconds for wait statistics:
+// the runtime's clock (cheaper than time.Now, which also reads the wall
+// clock) unless Options.Clock was set.
+func (p *Pool[T]) monotonic() int64 {
+	if p.realClock {
+		return nanotime()
+	}
+	return p.clock.Now().UnixNano()
 }
 
 // TryAcquire returns an idle item at once, or ErrUnavailable (ErrClosed once

@@ -69,7 +69,7 @@ type Stats struct {
 
 	Acquires       int64         // successful acquires
 	WaitCount      int64         // acquires that had to wait for capacity (not merely for a create)
-	WaitDuration   time.Duration // total time those acquires waited
+	WaitDuration   time.Duration // total time those acquires waited (exact for the first 1024 waits, then estimated from every 8th)
 	CanceledWaits  int64         // waits that ended with the caller's context
 	Creates        int64         // items created
 	CreateFailures int64         // creates that failed, panicked or timed out
