@@ -76,8 +76,8 @@ func run(b *testing.B, clients int, work func(ops int)) {
 
 type prov struct{}
 
-func (prov) Create(context.Context) (*conn, error)  { return &conn{}, nil }
-func (prov) Destroy(context.Context, *conn) error { return nil }
+func (prov) Create(context.Context) (*conn, error) { return &conn{}, nil }
+func (prov) Destroy(context.Context, *conn) error  { return nil }
 
 func setupTTLKit(b *testing.B, size int) (func(int), func()) {
 	p, err := pool.New[*conn](prov{}, pool.Options{MaxSize: size, JanitorInterval: -1})
