@@ -1,0 +1,93 @@
+package sqllease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// decide applies the grant rule of lease.Store to what the transaction read
+// at now: used units of live leases and the id of the holder's live lease
+// ("" if none). It returns the cost to grant, or the rejection.
+func decide(a lease.GrantArgs, used int, existing string) (int, error) {
+	available := max(a.Budget-used, 0)
+	switch {
+	case a.Overloaded:
+		return 0, &lease.RejectedError{Reason: lease.Overloaded, Available: available}
+	case a.OnePerHolder && existing != "":
+		return 0, &lease.RejectedError{Reason: lease.HolderHasLease, Available: available, Existing: existing}
+	}
+	for _, c := range a.Costs {
+		if c <= available {
+			return c, nil
+		}
+	}
+	return 0, &lease.RejectedError{Reason: lease.OverCapacity, Available: available}
+}
+
+// newLease builds the lease granted at now (database time, microseconds),
+// with times rounded to the microseconds the database keeps.
+func newLease(a lease.GrantArgs, cost int, token uint64, now time.Time) lease.Lease {
+	now = now.UTC().Truncate(time.Microsecond)
+	return lease.Lease{
+		ID: a.ID, Holder: a.Holder, Resource: a.Resource, Cost: cost, Token: token,
+		CreatedAt: now, ExpiresAt: now.Add(a.TTL).Truncate(time.Microsecond), HeartbeatAt: now,
+		Grace: a.Grace,
+	}
+}
+
+// deadline is the stored deadline of l: the earlier of ExpiresAt and
+// HeartbeatAt + Grace, with the grace rounded up to whole microseconds so
+// that "deadline > now" (now in microseconds) is exactly l.Live(now).
+func deadline(l lease.Lease) time.Time {
+	hb := l.HeartbeatAt.Add(graceMicros(l.Grace) * time.Microsecond)
+	if hb.Before(l.ExpiresAt) {
+		return hb
+	}
+	return l.ExpiresAt
+}
+
+// graceMicros is g in microseconds, rounded up.
+func graceMicros(g time.Duration) time.Duration {
+	return (g + time.Microsecond - 1) / time.Microsecond
+}
+
+// wrap wraps a database error of operation op. If ctx has ended, the
+// context's error is wrapped too, so callers can tell a cancellation.
+func wrap(ctx context.Context, dialect, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if cause := context.Cause(ctx); cause != cerr {
+			return fmt.Errorf("sqllease: %s: %s: %w: %w: %w", dialect, op, cerr, cause, err)
+		}
+		return fmt.Errorf("sqllease: %s: %s: %w: %w", dialect, op, cerr, err)
+	}
+	return fmt.Errorf("sqllease: %s: %s: %w", dialect, op, err)
+}
+
+// checkCtx returns a wrapped context error if ctx has already ended, so
+// that a call with a dead context sends nothing.
+func checkCtx(ctx context.Context, dialect, op string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		return fmt.Errorf("sqllease: %s: %s: %w: %w", dialect, op, ctx.Err(), cause)
+	}
+	return fmt.Errorf("sqllease: %s: %s: %w", dialect, op, ctx.Err())
+}
+
+// ErrNotMigrated is wrapped by the error of a grant on a store whose state
+// row does not exist: Migrate has not run on this database.
+var ErrNotMigrated = errors.New("sqllease: not migrated (state row missing): run Migrate")
+
+// notFoundOrExpired returns the error for a call on id that found no live
+// row: ErrExpired if the record is present, ErrNotFound if not.
+func notFoundOrExpired(present bool, id string) error {
+	if present {
+		return fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	}
+	return fmt.Errorf("%w: %s", lease.ErrNotFound, id)
+}

@@ -1,0 +1,76 @@
+package sqllease
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultTable is the lease table used when Options.Table is empty.
+const DefaultTable = "ttlkit_leases"
+
+// Options configure a store. The zero value means the defaults.
+type Options struct {
+	// Table is the lease table: an identifier of letters, digits and
+	// underscores (at most 48), optionally qualified by a schema or
+	// database ("ops.modal_leases"). Default "ttlkit_leases".
+	Table string
+	// StateTable holds the per-store row that grants lock and that counts
+	// fencing tokens. Several lease tables may share one state table: each
+	// has its own row, keyed by Table. Default Table + "_state".
+	StateTable string
+}
+
+// names are the resolved, validated names of one store.
+type names struct {
+	table, state string // as given, possibly qualified
+	base         string // Table without its qualifier, for index names
+	key          string // the store's row in the state table
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// validName reports whether s is an identifier, optionally qualified once.
+func validName(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return false
+		}
+	}
+	return true
+}
+
+func (o Options) resolve() (names, error) {
+	n := names{table: o.Table, state: o.StateTable}
+	if n.table == "" {
+		n.table = DefaultTable
+	}
+	if !validName(n.table) {
+		return n, fmt.Errorf("sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
+	}
+	if n.state == "" {
+		n.state = n.table + "_state"
+	}
+	if !validName(n.state) {
+		return n, fmt.Errorf("sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.StateTable)
+	}
+	if n.state == n.table {
+		return n, fmt.Errorf("sqllease: StateTable %q is the same as Table", o.StateTable)
+	}
+	n.base = n.table[strings.LastIndexByte(n.table, '.')+1:]
+	n.key = n.table
+	return n, nil
+}
+
+// quote quotes every part of a validated name with q (" or `).
+func quote(name string, q string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = q + p + q
+	}
+	return strings.Join(parts, ".")
+}

@@ -1,0 +1,307 @@
+package sqllease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// Postgres is a lease.Store in a PostgreSQL database. It is safe for
+// concurrent use, and any number of Postgres stores, in any number of
+// processes, may share the same tables.
+type Postgres struct {
+	pool *pgxpool.Pool
+	n    names
+	q    pgQueries
+}
+
+var _ lease.Store = (*Postgres)(nil)
+
+// pgQueries are the statements of one store, built once from its names.
+type pgQueries struct {
+	lock, read, insert               string
+	heartbeat, release, present, get string
+	list, usage, sweep               string
+	migrate                          []string
+}
+
+// pgCols are the columns scanPG reads, in order.
+const pgCols = "id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline"
+
+// NewPostgres returns a store on the tables that opts names in the database
+// of pool. It does not touch the database; call Migrate once (at start-up,
+// from any instance) to create the tables.
+func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
+	if pool == nil {
+		return nil, errors.New("sqllease: nil pool")
+	}
+	n, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	t, st := quote(n.table, `"`), quote(n.state, `"`)
+	q := pgQueries{
+		// The UPDATE takes the row lock every grant serialises on and
+		// bumps the token; a rejection rolls it back.
+		lock: `UPDATE ` + st + ` SET token = token + 1 WHERE name = $1 RETURNING token`,
+		// A statement after the lock: in READ COMMITTED it sees every
+		// grant committed before, and clock_timestamp() is read after
+		// the lock wait, not at transaction start.
+		read: `SELECT n.now,
+	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
+	COALESCE((SELECT id FROM ` + t + ` WHERE holder = $1 AND deadline > n.now ORDER BY token LIMIT 1), '')
+FROM (SELECT clock_timestamp() AS now) n`,
+		insert: `INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		// GREATEST keeps HeartbeatAt from moving back when two heartbeats
+		// of one lease race and the later clock reading commits first.
+		heartbeat: `UPDATE ` + t + ` AS l SET
+	heartbeat_at = GREATEST(l.heartbeat_at, n.now),
+	deadline = LEAST(l.expires_at, GREATEST(l.heartbeat_at, n.now) + ((l.grace_ns + 999) / 1000) * interval '1 microsecond')
+FROM (SELECT clock_timestamp() AS now) n
+WHERE l.id = $1 AND l.deadline > n.now
+RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_at, l.heartbeat_at, l.grace_ns, l.deadline`,
+		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() RETURNING ` + pgCols,
+		present: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE id = $1)`,
+		get:     `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
+		list:    `SELECT ` + pgCols + ` FROM ` + t + ` WHERE deadline > (SELECT clock_timestamp()) ORDER BY token`,
+		usage:   `SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM ` + t + ` WHERE deadline > (SELECT clock_timestamp())`,
+		// SKIP LOCKED: a row another sweeper holds is its to return; a
+		// row it already deleted is gone when the lock is granted.
+		sweep: `DELETE FROM ` + t + ` WHERE id IN (
+	SELECT id FROM ` + t + ` WHERE deadline <= (SELECT clock_timestamp())
+	ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING ` + pgCols,
+		migrate: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id           text        PRIMARY KEY,
+	holder       text        NOT NULL,
+	resource     text        NOT NULL,
+	cost         integer     NOT NULL CHECK (cost > 0),
+	token        bigint      NOT NULL,
+	created_at   timestamptz NOT NULL,
+	expires_at   timestamptz NOT NULL,
+	heartbeat_at timestamptz NOT NULL,
+	grace_ns     bigint      NOT NULL CHECK (grace_ns > 0),
+	deadline     timestamptz NOT NULL
+)`,
+			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_deadline_idx", `"`) + ` ON ` + t + ` (deadline)`,
+			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_holder_idx", `"`) + ` ON ` + t + ` (holder, deadline)`,
+			`CREATE TABLE IF NOT EXISTS ` + st + ` (
+	name  text   PRIMARY KEY,
+	token bigint NOT NULL DEFAULT 0
+)`,
+		},
+	}
+	return &Postgres{pool: pool, n: n, q: q}, nil
+}
+
+// Migrate creates the lease table, its indexes, the state table and the
+// store's state row if they do not exist. It is idempotent and safe to run
+// from several instances at once (it holds a transaction-level advisory
+// lock).
+func (s *Postgres) Migrate(ctx context.Context) error {
+	if err := checkCtx(ctx, "postgres", "migrate"); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "ttlkit/sqllease:"+s.n.key); err != nil {
+			return err
+		}
+		for _, q := range s.q.migrate {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+quote(s.n.state, `"`)+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, s.n.key)
+		return err
+	})
+	if err != nil {
+		return wrap(ctx, "postgres", "migrate", err)
+	}
+	return nil
+}
+
+// Grant implements lease.Store. It takes two round trips: BEGIN, the state
+// row lock and the read are pipelined, then INSERT and COMMIT (or ROLLBACK).
+func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+	if err := a.Validate(); err != nil {
+		return lease.Lease{}, err
+	}
+	if err := checkCtx(ctx, "postgres", "grant"); err != nil {
+		return lease.Lease{}, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return lease.Lease{}, wrap(ctx, "postgres", "grant", err)
+	}
+	// A connection released inside a transaction (after an error) is
+	// closed by the pool, and the server rolls the transaction back.
+	defer conn.Release()
+
+	var (
+		token    int64
+		now      time.Time
+		used     int64
+		existing string
+	)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.lock, s.n.key).QueryRow(func(r pgx.Row) error { return r.Scan(&token) })
+	b.Queue(s.q.read, a.Holder).QueryRow(func(r pgx.Row) error { return r.Scan(&now, &used, &existing) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
+		}
+		return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+	}
+	cost, rej := decide(a, int(used), existing)
+	if rej != nil {
+		// If ROLLBACK fails the rejection still stands: nothing was
+		// committed, and the pool drops the connection with its open
+		// transaction.
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return lease.Lease{}, rej
+	}
+	l := newLease(a, cost, uint64(token), now)
+	b = &pgx.Batch{}
+	b.Queue(s.q.insert, l.ID, l.Holder, l.Resource, l.Cost, token, l.CreatedAt, l.ExpiresAt,
+		l.HeartbeatAt, int64(l.Grace), deadline(l))
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+	}
+	return l, nil
+}
+
+// abort wraps err and closes conn's transaction if one is open and the
+// connection still works; otherwise the pool discards the connection.
+func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
+	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+	}
+	return wrap(ctx, "postgres", op, err)
+}
+
+// Heartbeat implements lease.Store in one statement.
+func (s *Postgres) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+	return s.oneOrGone(ctx, "heartbeat", s.q.heartbeat, id)
+}
+
+// Release implements lease.Store in one statement (two when the lease is
+// not live, to tell expired from unknown).
+func (s *Postgres) Release(ctx context.Context, id string) (lease.Lease, error) {
+	return s.oneOrGone(ctx, "release", s.q.release, id)
+}
+
+// oneOrGone runs a statement that changes the live lease id and returns it,
+// or tells ErrExpired from ErrNotFound when it changed nothing.
+func (s *Postgres) oneOrGone(ctx context.Context, op, query, id string) (lease.Lease, error) {
+	if err := checkCtx(ctx, "postgres", op); err != nil {
+		return lease.Lease{}, err
+	}
+	l, err := scanPG(s.pool.QueryRow(ctx, query, id))
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return lease.Lease{}, wrap(ctx, "postgres", op, err)
+	}
+	var present bool
+	if err := s.pool.QueryRow(ctx, s.q.present, id).Scan(&present); err != nil {
+		return lease.Lease{}, wrap(ctx, "postgres", op, err)
+	}
+	return lease.Lease{}, notFoundOrExpired(present, id)
+}
+
+// Get implements lease.Store.
+func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
+	if err := checkCtx(ctx, "postgres", "get"); err != nil {
+		return lease.Lease{}, err
+	}
+	var live bool
+	l, err := scanPG(s.pool.QueryRow(ctx, s.q.get, id), &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	case err != nil:
+		return lease.Lease{}, wrap(ctx, "postgres", "get", err)
+	case !live:
+		return lease.Lease{}, notFoundOrExpired(true, id)
+	}
+	return l, nil
+}
+
+// List implements lease.Store in one statement.
+func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
+	return s.many(ctx, "list", s.q.list)
+}
+
+// Usage implements lease.Store in one statement.
+func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
+	if err := checkCtx(ctx, "postgres", "usage"); err != nil {
+		return 0, 0, err
+	}
+	var u, n int64
+	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n); err != nil {
+		return 0, 0, wrap(ctx, "postgres", "usage", err)
+	}
+	return int(u), int(n), nil
+}
+
+// Sweep implements lease.Store in one statement (DELETE of rows locked with
+// FOR UPDATE SKIP LOCKED, RETURNING them).
+func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+	}
+	return s.many(ctx, "sweep", s.q.sweep, limit)
+}
+
+func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]lease.Lease, error) {
+	if err := checkCtx(ctx, "postgres", op); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, wrap(ctx, "postgres", op, err)
+	}
+	defer rows.Close()
+	var out []lease.Lease
+	for rows.Next() {
+		l, err := scanPG(rows)
+		if err != nil {
+			return nil, wrap(ctx, "postgres", op, err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		// A sweep whose result was cut off may have deleted rows it
+		// could not return: the caller sees an error (ambiguous).
+		return nil, wrap(ctx, "postgres", op, err)
+	}
+	return out, nil
+}
+
+// scanPG scans the pgCols of one row, then extra.
+func scanPG(r pgx.Row, extra ...any) (lease.Lease, error) {
+	var (
+		l        lease.Lease
+		token    int64
+		graceNS  int64
+		deadline time.Time
+	)
+	dest := append([]any{&l.ID, &l.Holder, &l.Resource, &l.Cost, &token, &l.CreatedAt, &l.ExpiresAt,
+		&l.HeartbeatAt, &graceNS, &deadline}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return lease.Lease{}, err
+	}
+	l.Token, l.Grace = uint64(token), time.Duration(graceNS)
+	l.CreatedAt, l.ExpiresAt, l.HeartbeatAt = l.CreatedAt.UTC(), l.ExpiresAt.UTC(), l.HeartbeatAt.UTC()
+	return l, nil
+}

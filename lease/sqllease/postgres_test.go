@@ -1,0 +1,47 @@
+package sqllease_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/leasetest"
+	"github.com/ttlkit/ttlkit/lease/sqllease"
+)
+
+var ctx = context.Background()
+
+// newPG returns a migrated store on pool.
+func newPG(t *testing.T, pool *pgxpool.Pool, opts sqllease.Options) *sqllease.Postgres {
+	t.Helper()
+	s, err := sqllease.NewPostgres(pool, opts)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	return s
+}
+
+func TestPostgresConformance(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	tables := map[lease.Store]sqllease.Options{}
+	leasetest.Run(t, leasetest.Harness{
+		New: func(t *testing.T) lease.Store {
+			// Each subtest gets its own tables in the test's schema.
+			opts := sqllease.Options{Table: fmt.Sprintf("leases_%d", len(tables))}
+			s := newPG(t, pg.Pool, opts)
+			tables[s] = opts
+			return s
+		},
+		Peer: func(t *testing.T, s lease.Store) lease.Store {
+			p, err := sqllease.NewPostgres(pg.NewPool(t), tables[s])
+			require.NoError(t, err)
+			return p
+		},
+		Unit: 150 * time.Millisecond,
+	})
+}
