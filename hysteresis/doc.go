@@ -27,14 +27,15 @@
 // has never been observed is missing; after StaleAfter has passed since [New]
 // a missing signal is stale too. A stale signal is never calm: it blocks
 // recovery from Overloaded, and a stale period during a hold restarts the
-// hold. What else it does is Options.Stale:
+// hold. Its last value still counts for Warn and Trip. What else it does is
+// Options.Stale:
 //
 //   - [StaleWarn] (the default): the gate reports Warning instead of Normal
 //     while any signal is stale, so the failure is visible but admission stays
 //     open. An Overloaded gate stays Overloaded.
 //   - [StaleTrip]: a stale signal trips the gate (fail closed).
-//   - [StaleKeep]: the stale signal keeps its last value for Warn and Trip;
-//     only recovery is blocked.
+//   - [StaleKeep]: nothing more; the gate keeps the state the last values
+//     give, and only recovery is blocked.
 //
 // Every policy counts stale signals in [Stats]. A negative StaleAfter turns
 // staleness off.

@@ -264,9 +264,8 @@ func (g *Gate) evaluate(now time.Time) {
 			if at := s.at.Add(g.staleAfter); stale == nil || at.Before(staleAt) {
 				stale, staleAt = s, at
 			}
-			if g.policy != StaleKeep {
-				continue
-			}
+			// The last value still counts for Warn and Trip; the policy
+			// below adds to it.
 		}
 		if !s.observed {
 			calm = false

@@ -21,7 +21,8 @@ const (
 	StaleWarn StalePolicy = iota
 	// StaleTrip trips the gate to Overloaded when a signal is stale.
 	StaleTrip
-	// StaleKeep lets a stale signal keep its last value for Warn and Trip.
+	// StaleKeep adds nothing: the state stays what the last values give,
+	// and only recovery is blocked.
 	StaleKeep
 )
 
