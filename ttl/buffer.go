@@ -70,14 +70,19 @@ func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 	return nil
 }
 
-// Peek returns up to max entries, oldest first, without removing them.
+// Peek returns up to max entries without removing them, sorted oldest
+// first. When more than max are buffered, it returns an arbitrary max of
+// them, so that draining n entries costs O(n), not O(n²).
 func (b *MemoryBuffer) Peek(_ context.Context, max int) ([]Activity, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("ttl: peek max (%d) must be positive: %w", max, ErrInvalid)
 	}
 	b.mu.Lock()
-	out := make([]Activity, 0, len(b.m))
+	out := make([]Activity, 0, min(max, len(b.m)))
 	for id, at := range b.m {
+		if len(out) == max {
+			break
+		}
 		out = append(out, Activity{ID: id, At: at})
 	}
 	b.mu.Unlock()
@@ -87,9 +92,6 @@ func (b *MemoryBuffer) Peek(_ context.Context, max int) ([]Activity, error) {
 		}
 		return out[i].ID < out[j].ID
 	})
-	if len(out) > max {
-		out = out[:max:max]
-	}
 	return out, nil
 }
 

@@ -156,7 +156,7 @@ type flakyBuffer struct {
 	mu          sync.Mutex
 	b           *ttl.MemoryBuffer
 	down        bool
-	afterPeek   func()
+	afterPeek   func(peeked []ttl.Activity)
 	removeCalls int
 }
 
@@ -190,7 +190,7 @@ func (f *flakyBuffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error)
 	}
 	acts, err := b.Peek(ctx, max)
 	if f.afterPeek != nil {
-		f.afterPeek()
+		f.afterPeek(acts)
 	}
 	return acts, err
 }
@@ -274,20 +274,26 @@ func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	require.NoError(t, buf.Add(ctx, []ttl.Activity{
 		{ID: "a", At: t0.Add(time.Second)}, {ID: "b", At: t0.Add(2 * time.Second)}, {ID: "c", At: t0.Add(3 * time.Second)},
 	}))
-	buf.afterPeek = func() {
+	// The first entry of the first batch is active again while the batch
+	// is written to the store.
+	var bumped string
+	buf.afterPeek = func(peeked []ttl.Activity) {
 		buf.afterPeek = nil
-		_ = buf.b.Add(ctx, []ttl.Activity{{ID: "a", At: t0.Add(10 * time.Second)}})
+		bumped = peeked[0].ID
+		_ = buf.b.Add(ctx, []ttl.Activity{{ID: bumped, At: t0.Add(10 * time.Second)}})
 	}
 	res, err := r.Tick(ctx)
 	require.NoError(t, err)
-	// Batch [a@1s b@2s]: a grows to 10 s during the merge, so Remove keeps
-	// it; the next batch [c@3s a@10s] carries it to the store.
+	// Remove keeps the bumped entry, so the first batch of two removes one
+	// entry and the second batch carries the bumped one with the third.
 	assert.Equal(t, 4, res.Synced)
-	assert.Equal(t, t0.Add(10*time.Second), get(t, st, "a").LastActivityAt)
-	assert.Equal(t, t0.Add(2*time.Second), get(t, st, "b").LastActivityAt)
-	assert.Equal(t, t0.Add(3*time.Second), get(t, st, "c").LastActivityAt)
-	assert.Zero(t, buf.b.Len())
 	assert.Equal(t, 2, buf.removeCalls)
+	assert.Zero(t, buf.b.Len())
+	want := map[string]time.Time{"a": t0.Add(time.Second), "b": t0.Add(2 * time.Second), "c": t0.Add(3 * time.Second)}
+	want[bumped] = t0.Add(10 * time.Second)
+	for id, at := range want {
+		assert.Equal(t, at, get(t, st, id).LastActivityAt, id)
+	}
 }
 
 // failingStore fails Apply for one rule.
