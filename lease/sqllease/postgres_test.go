@@ -42,6 +42,6 @@ func TestPostgresConformance(t *testing.T) {
 			require.NoError(t, err)
 			return p
 		},
-		Unit: 150 * time.Millisecond,
+		Unit: 250 * time.Millisecond,
 	})
 }

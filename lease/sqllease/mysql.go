@@ -1,0 +1,385 @@
+package sqllease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// MySQL is a lease.Store in a MySQL (8.0+) or MariaDB (10.6+) database,
+// InnoDB tables. It is safe for concurrent use, and any number of MySQL
+// stores, in any number of processes, may share the same tables.
+//
+// Times are read and written as microseconds since the epoch and stored as
+// UTC DATETIME(6), taken from UTC_TIMESTAMP(6): the DSN's parseTime and loc
+// and the session time_zone do not matter.
+type MySQL struct {
+	db *sql.DB
+	n  names
+	q  myQueries
+}
+
+var _ lease.Store = (*MySQL)(nil)
+
+type myQueries struct {
+	lock, read, insert                    string
+	lockRow, heartbeat, release, get      string
+	list, usage, sweepSelect, sweepDelete string
+	migrate                               []string
+}
+
+// Reading and writing DATETIME(6) as integer microseconds since the epoch.
+const (
+	myEpoch = `'1970-01-01 00:00:00'`
+	myNow   = `TIMESTAMPDIFF(MICROSECOND, ` + myEpoch + `, UTC_TIMESTAMP(6))`
+	myTime  = `TIMESTAMPADD(MICROSECOND, ?, ` + myEpoch + `)`
+)
+
+func us(col string) string { return `TIMESTAMPDIFF(MICROSECOND, ` + myEpoch + `, ` + col + `)` }
+
+// myCols are the columns scanMy reads, in order.
+var myCols = `id, holder, resource, cost, token, ` + us("created_at") + `, ` + us("expires_at") + `, ` +
+	us("heartbeat_at") + `, grace_ns, ` + us("deadline")
+
+// maxMyField is the length limit of id, holder and resource in the MySQL
+// schema (VARCHAR(255)); longer values are rejected as invalid.
+const maxMyField = 255
+
+// NewMySQL returns a store on the tables that opts names in the database of
+// db. It does not touch the database; call Migrate once (at start-up, from
+// any instance) to create the tables.
+func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
+	if db == nil {
+		return nil, errors.New("sqllease: nil db")
+	}
+	n, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	t, st := quote(n.table, "`"), quote(n.state, "`")
+	q := myQueries{
+		// LAST_INSERT_ID(expr) hands the new token back in the OK packet:
+		// one statement locks the row every grant serialises on and bumps
+		// the counter; a rejection rolls it back.
+		lock: `UPDATE ` + st + ` SET token = LAST_INSERT_ID(token + 1) WHERE name = ?`,
+		// Run after the lock in READ COMMITTED, so it sees every grant
+		// committed before; UTC_TIMESTAMP(6) is this statement's time,
+		// after the lock wait.
+		read: `SELECT ` + us("n.now") + `,
+	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
+	COALESCE((SELECT id FROM ` + t + ` WHERE holder = ? AND deadline > n.now ORDER BY token LIMIT 1), '')
+FROM (SELECT UTC_TIMESTAMP(6) AS now) n`,
+		insert: `INSERT INTO ` + t + ` (id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline)
+VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + myTime + `)`,
+		lockRow:     `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ? FOR UPDATE`,
+		heartbeat:   `UPDATE ` + t + ` SET heartbeat_at = ` + myTime + `, deadline = ` + myTime + ` WHERE id = ?`,
+		release:     `DELETE FROM ` + t + ` WHERE id = ?`,
+		get:         `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ?`,
+		list:        `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline > UTC_TIMESTAMP(6) ORDER BY token`,
+		usage:       `SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM ` + t + ` WHERE deadline > UTC_TIMESTAMP(6)`,
+		sweepSelect: `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline <= UTC_TIMESTAMP(6) ORDER BY deadline LIMIT ? FOR UPDATE SKIP LOCKED`,
+		sweepDelete: `DELETE FROM ` + t + ` WHERE id IN `,
+		migrate: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id           VARCHAR(255) NOT NULL,
+	holder       VARCHAR(255) NOT NULL,
+	resource     VARCHAR(255) NOT NULL,
+	cost         INT          NOT NULL,
+	token        BIGINT UNSIGNED NOT NULL,
+	created_at   DATETIME(6)  NOT NULL,
+	expires_at   DATETIME(6)  NOT NULL,
+	heartbeat_at DATETIME(6)  NOT NULL,
+	grace_ns     BIGINT       NOT NULL,
+	deadline     DATETIME(6)  NOT NULL,
+	PRIMARY KEY (id),
+	KEY ` + quote(n.base+"_deadline_idx", "`") + ` (deadline),
+	KEY ` + quote(n.base+"_holder_idx", "`") + ` (holder, deadline)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`CREATE TABLE IF NOT EXISTS ` + st + ` (
+	name  VARCHAR(191) NOT NULL,
+	token BIGINT UNSIGNED NOT NULL DEFAULT 0,
+	PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`INSERT IGNORE INTO ` + st + ` (name) VALUES (?)`,
+		},
+	}
+	return &MySQL{db: db, n: n, q: q}, nil
+}
+
+// Migrate creates the lease table with its indexes, the state table and the
+// store's state row if they do not exist. It is idempotent.
+func (s *MySQL) Migrate(ctx context.Context) error {
+	if err := checkCtx(ctx, "mysql", "migrate"); err != nil {
+		return err
+	}
+	for i, q := range s.q.migrate {
+		var args []any
+		if i == len(s.q.migrate)-1 {
+			args = []any{s.n.key}
+		}
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+			return wrap(ctx, "mysql", "migrate", err)
+		}
+	}
+	return nil
+}
+
+// inTx runs fn in a READ COMMITTED transaction (no gap locks; every
+// statement reads what was committed before it) and commits unless fn
+// returns an error. A deadlock or lock wait timeout rolls the whole
+// transaction back, so it is retried a few times.
+func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if err := checkCtx(ctx, "mysql", op); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return wrap(ctx, "mysql", op, err)
+		}
+		err = fn(tx)
+		if err == nil {
+			err = tx.Commit()
+			if err == nil {
+				return nil
+			}
+		} else {
+			_ = tx.Rollback()
+		}
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 3 && ctx.Err() == nil {
+			continue
+		}
+		if isRuleError(err) {
+			return err
+		}
+		return wrap(ctx, "mysql", op, err)
+	}
+}
+
+// isRuleError reports whether err is a rule outcome (changed nothing) that
+// is returned as is.
+func isRuleError(err error) bool {
+	var re *lease.RejectedError
+	return errors.As(err, &re) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrExpired) ||
+		errors.Is(err, lease.ErrInvalid)
+}
+
+// Grant implements lease.Store in one transaction: lock and bump the state
+// row, read units and the holder's live lease, decide, insert, commit.
+func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+	if err := a.Validate(); err != nil {
+		return lease.Lease{}, err
+	}
+	for _, f := range []struct{ name, v string }{{"ID", a.ID}, {"Holder", a.Holder}, {"Resource", a.Resource}} {
+		if len(f.v) > maxMyField {
+			return lease.Lease{}, fmt.Errorf("%w: %s longer than %d bytes", lease.ErrInvalid, f.name, maxMyField)
+		}
+	}
+	var l lease.Lease
+	err := s.inTx(ctx, "grant", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q.lock, s.n.key)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
+		}
+		token, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		var (
+			nowUS, used int64
+			existing    string
+		)
+		if err := tx.QueryRowContext(ctx, s.q.read, a.Holder).Scan(&nowUS, &used, &existing); err != nil {
+			return err
+		}
+		cost, err := decide(a, int(used), existing)
+		if err != nil {
+			return err
+		}
+		l = newLease(a, cost, uint64(token), time.UnixMicro(nowUS))
+		_, err = tx.ExecContext(ctx, s.q.insert, l.ID, l.Holder, l.Resource, l.Cost, l.Token,
+			l.CreatedAt.UnixMicro(), l.ExpiresAt.UnixMicro(), l.HeartbeatAt.UnixMicro(), int64(l.Grace),
+			deadline(l).UnixMicro())
+		return err
+	})
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return l, nil
+}
+
+// lockLive locks the row of id and returns the lease if it is live at the
+// database's now, else ErrExpired or ErrNotFound.
+func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string) (lease.Lease, time.Time, error) {
+	var nowUS int64
+	l, dl, err := scanMy(tx.QueryRowContext(ctx, s.q.lockRow, id), &nowUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, time.Time{}, notFoundOrExpired(false, id)
+	}
+	if err != nil {
+		return l, time.Time{}, err
+	}
+	now := time.UnixMicro(nowUS).UTC()
+	if !dl.After(now) {
+		return l, now, notFoundOrExpired(true, id)
+	}
+	return l, now, nil
+}
+
+// Heartbeat implements lease.Store in one transaction.
+func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+	var l lease.Lease
+	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
+		cur, now, err := s.lockLive(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		// Never move HeartbeatAt back (now was read before the lock wait).
+		if now.After(cur.HeartbeatAt) {
+			cur.HeartbeatAt = now
+		}
+		_, err = tx.ExecContext(ctx, s.q.heartbeat, cur.HeartbeatAt.UnixMicro(), deadline(cur).UnixMicro(), id)
+		l = cur
+		return err
+	})
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return l, nil
+}
+
+// Release implements lease.Store in one transaction.
+func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
+	var l lease.Lease
+	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
+		cur, _, err := s.lockLive(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.q.release, id)
+		l = cur
+		return err
+	})
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return l, nil
+}
+
+// Get implements lease.Store in one statement.
+func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
+	if err := checkCtx(ctx, "mysql", "get"); err != nil {
+		return lease.Lease{}, err
+	}
+	var nowUS int64
+	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	case err != nil:
+		return lease.Lease{}, wrap(ctx, "mysql", "get", err)
+	case !dl.After(time.UnixMicro(nowUS)):
+		return lease.Lease{}, notFoundOrExpired(true, id)
+	}
+	return l, nil
+}
+
+// List implements lease.Store in one statement.
+func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
+	if err := checkCtx(ctx, "mysql", "list"); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.list)
+	if err != nil {
+		return nil, wrap(ctx, "mysql", "list", err)
+	}
+	out, err := collectMy(rows)
+	if err != nil {
+		return nil, wrap(ctx, "mysql", "list", err)
+	}
+	return out, nil
+}
+
+// Usage implements lease.Store in one statement.
+func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
+	if err := checkCtx(ctx, "mysql", "usage"); err != nil {
+		return 0, 0, err
+	}
+	var u, n int64
+	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n); err != nil {
+		return 0, 0, wrap(ctx, "mysql", "usage", err)
+	}
+	return int(u), int(n), nil
+}
+
+// Sweep implements lease.Store in one transaction: lock up to limit expired
+// rows with FOR UPDATE SKIP LOCKED (rows another sweeper holds are its to
+// return), delete them, commit.
+func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+	}
+	var out []lease.Lease
+	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.q.sweepSelect, limit)
+		if err != nil {
+			return err
+		}
+		if out, err = collectMy(rows); err != nil || len(out) == 0 {
+			return err
+		}
+		args := make([]any, len(out))
+		for i, l := range out {
+			args[i] = l.ID
+		}
+		in := "(?" + strings.Repeat(", ?", len(out)-1) + ")"
+		_, err = tx.ExecContext(ctx, s.q.sweepDelete+in, args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func collectMy(rows *sql.Rows) ([]lease.Lease, error) {
+	defer rows.Close()
+	var out []lease.Lease
+	for rows.Next() {
+		l, _, err := scanMy(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// scanMy scans the myCols of one row, then extra, and returns the lease and
+// its stored deadline.
+func scanMy(r interface{ Scan(...any) error }, extra ...any) (lease.Lease, time.Time, error) {
+	var (
+		l                                    lease.Lease
+		created, expires, hb, graceNS, dline int64
+	)
+	dest := append([]any{&l.ID, &l.Holder, &l.Resource, &l.Cost, &l.Token, &created, &expires, &hb, &graceNS, &dline}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return lease.Lease{}, time.Time{}, err
+	}
+	l.CreatedAt, l.ExpiresAt, l.HeartbeatAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC(), time.UnixMicro(hb).UTC()
+	l.Grace = time.Duration(graceNS)
+	return l, time.UnixMicro(dline).UTC(), nil
+}

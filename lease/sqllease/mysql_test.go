@@ -1,0 +1,43 @@
+package sqllease_test
+
+import (
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/leasetest"
+	"github.com/ttlkit/ttlkit/lease/sqllease"
+)
+
+// newMy returns a migrated store on db.
+func newMy(t *testing.T, db *sql.DB, opts sqllease.Options) *sqllease.MySQL {
+	t.Helper()
+	s, err := sqllease.NewMySQL(db, opts)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	return s
+}
+
+func TestMySQLConformance(t *testing.T) {
+	my := testenv.OpenMySQL(t)
+	tables := map[lease.Store]sqllease.Options{}
+	leasetest.Run(t, leasetest.Harness{
+		New: func(t *testing.T) lease.Store {
+			opts := sqllease.Options{Table: fmt.Sprintf("leases_%d", len(tables))}
+			s := newMy(t, my.DB, opts)
+			tables[s] = opts
+			return s
+		},
+		Peer: func(t *testing.T, s lease.Store) lease.Store {
+			p, err := sqllease.NewMySQL(my.NewDB(t), tables[s])
+			require.NoError(t, err)
+			return p
+		},
+		Unit: 400 * time.Millisecond, // a grant is ~6 round trips and a commit
+	})
+}
