@@ -148,3 +148,59 @@ func TestSystemErrors(t *testing.T) {
 	_, err = sys.Sample(ctx)
 	assert.ErrorIs(t, err, cause)
 }
+
+// TestSystemPicksTheTightestLimit edits the fixtures: a cgroup limit applies
+// only when it is tighter than the host and than every other limit on the way
+// to the root.
+func TestSystemPicksTheTightestLimit(t *testing.T) {
+	const (
+		slice = "sys/fs/cgroup/system.slice"
+		leaf  = "sys/fs/cgroup/system.slice/app.service"
+	)
+	for _, tc := range []struct {
+		name           string
+		fixture        string
+		edit           map[string]string
+		cpuDir, memDir string
+		cpuLimit       float64
+	}{
+		{"limits looser than the host", "container",
+			map[string]string{"sys/fs/cgroup/memory.max": "64000000000\n", "sys/fs/cgroup/cpu.max": "400000 100000\n"},
+			"", "", 2},
+		{"limit equal to the host", "container",
+			map[string]string{"sys/fs/cgroup/memory.max": "16384000000\n", "sys/fs/cgroup/cpu.max": "200000 100000\n"},
+			"", "", 2},
+		{"leaf memory tighter than the slice", "nested",
+			map[string]string{leaf + "/memory.max": "1000000000\n", leaf + "/cpu.max": "80000 100000\n"},
+			slice, leaf, 0.5},
+		{"leaf cpu tighter than the slice", "nested",
+			map[string]string{leaf + "/cpu.max": "20000 100000\n"},
+			leaf, slice, 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fixture(t, tc.fixture)
+			for name, data := range tc.edit {
+				fsys[name] = &fstest.MapFile{Data: []byte(data)}
+			}
+			sys, err := sysload.NewSystem(sysload.Options{FS: fsys, Clock: clock.NewMock()})
+			require.NoError(t, err)
+			cpuDir, memDir := sys.CgroupDirs()
+			assert.Equal(t, tc.cpuDir, cpuDir)
+			assert.Equal(t, tc.memDir, memDir)
+			l, err := sys.Sample(context.Background())
+			require.NoError(t, err)
+			assert.InDelta(t, tc.cpuLimit, l.CPULimit, 1e-12)
+		})
+	}
+}
+
+func TestSystemLimitRaisedAboveHostFallsBackToHost(t *testing.T) {
+	fsys := fixture(t, "container")
+	sys, err := sysload.NewSystem(sysload.Options{FS: fsys, Clock: clock.NewMock()})
+	require.NoError(t, err)
+	fsys["sys/fs/cgroup/memory.max"] = &fstest.MapFile{Data: []byte("64000000000\n")}
+	l, err := sys.Sample(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, sysload.SourceHost, l.MemorySource)
+	assert.Equal(t, uint64(hostSwap), l.Swap)
+}
