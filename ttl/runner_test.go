@@ -423,3 +423,27 @@ func TestNewRunnerValidates(t *testing.T) {
 		assert.ErrorContains(t, err, c.want)
 	}
 }
+
+// stuckStore blocks Apply until the caller's context ends.
+type stuckStore struct{ ttl.Store }
+
+func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]string, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// TestRunnerCloseCancelsStuckTick: Close does not wait for a store that
+// never answers; it cancels the loop's tick and returns.
+func TestRunnerCloseCancelsStuckTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := stuckStore{ttl.NewMemoryStore(ttl.MemoryStoreOptions{})}
+		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Minute), ttl.RunnerOptions{})
+		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
+		synctest.Wait()
+		require.NoError(t, r.Close())
+		require.NoError(t, r.Close(), "Close is idempotent")
+		s := r.Stats()
+		assert.Equal(t, uint64(1), s.Ticks)
+		assert.Equal(t, uint64(2), s.RuleErrors, "both rules saw the cancellation")
+	})
+}
