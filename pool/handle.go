@@ -1,15 +1,18 @@
 package pool
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
-// Item states, guarded by Pool.mu.
+// Item states.
 const (
-	stateIdle      uint8 = iota
-	stateInUse           // handed out
-	stateChecking        // taken out of the idle set by CheckHealth
-	stateReturning       // being put back into a shared Inventory
-	stateGone            // being destroyed or forgotten
-	stateForced          // destroyed by Close while still handed out
+	stateIdle      uint32 = iota
+	stateInUse            // handed out
+	stateChecking         // taken out of the idle set by CheckHealth
+	stateReturning        // being put back into a shared Inventory
+	stateGone             // being destroyed or forgotten
+	stateForced           // destroyed by Close while still handed out
 )
 
 // Handle is an item handed out by Acquire. Exactly one of Release or
@@ -22,10 +25,11 @@ type Handle[T any] struct {
 	id       string
 	created  int64 // unix nanoseconds, by the pool's clock
 	deadline int64 // end of lifetime, 0 for none
-	lastUsed int64 // last release, 0 if never used
-	state    uint8
-	lost     bool // the provider no longer lists it: drop on release
-	idx      int  // position in Pool.items, -1 when not there
+	lastUsed int64 // last release, 0 if never used; written by the holder
+	state    atomic.Uint32
+	lost     atomic.Bool // the provider no longer lists it: drop on release
+	idx      int         // position in Pool.items, -1 when not there; under Pool.mu
+	err      error       // set only on the error tokens sent to waiters
 }
 
 // Value returns the item.
@@ -37,58 +41,27 @@ func (h *Handle[T]) ID() string { return h.id }
 // CreatedAt returns when the item was created.
 func (h *Handle[T]) CreatedAt() time.Time { return time.Unix(0, h.created) }
 
-// Release returns the item to the pool: to the first waiter, else to the idle
-// set; an item past its lifetime, or beyond MaxIdle, is destroyed instead.
-// After Close has destroyed the item (its context ended first), Release does
-// nothing.
+// Release returns the item to the pool: to the longest waiter, else to the
+// idle set; an item past its lifetime, or beyond MaxIdle, is destroyed
+// instead. After Close has destroyed the item (its context ended first),
+// Release does nothing.
 func (h *Handle[T]) Release() {
-	p := h.p
-	p.mu.Lock()
-	if h.state != stateInUse {
-		forced := h.state == stateForced
-		p.mu.Unlock()
-		if forced {
-			return
-		}
-		panic("pool: handle released twice")
+	if !h.state.CompareAndSwap(stateInUse, stateIdle) {
+		h.misuse()
+		return
 	}
-	p.inUse--
+	p := h.p
 	if p.stampUse || p.checkExpiry {
-		now := p.clock.Now()
-		if p.checkExpiry && h.deadline != 0 && now.UnixNano() >= h.deadline {
-			p.destroyLocked(h, ReasonLifetime)
-			p.releaseDrainedLocked()
-			p.mu.Unlock()
+		now := p.clock.Now().UnixNano()
+		if h.deadline != 0 && now >= h.deadline {
+			p.discard(h, ReasonLifetime)
 			return
 		}
-		h.lastUsed = now.UnixNano()
+		h.lastUsed = now
 	} else {
 		h.lastUsed = 1 // used: WarmTTL no longer applies
 	}
-	if p.waiters.n > 0 && !h.lost && !p.closed {
-		// Direct hand-off: the item never becomes idle, so no later
-		// Acquire can overtake the first waiter.
-		w := p.waiters.pop()
-		h.state = stateInUse
-		p.inUse++
-		p.acquires++
-		w.h = h
-		w.ch <- struct{}{}
-		p.mu.Unlock()
-		return
-	}
-	if p.inv == nil && !h.lost && !p.closed && len(p.idle) < p.opts.MaxIdle {
-		h.state = stateIdle
-		p.idle = append(p.idle, h)
-		p.mu.Unlock()
-		return
-	}
-	toShared := p.settleLocked(h)
-	p.releaseDrainedLocked()
-	p.mu.Unlock()
-	if toShared {
-		p.putShared(h)
-	}
+	p.settle(h)
 }
 
 // Destroy discards the item instead of returning it, for the given reason
@@ -96,72 +69,19 @@ func (h *Handle[T]) Release() {
 // ReasonUnhealthy). The pool destroys it in the background and counts it
 // against capacity until Destroy returns.
 func (h *Handle[T]) Destroy(reason Reason) {
-	p := h.p
-	p.mu.Lock()
-	if h.state != stateInUse {
-		forced := h.state == stateForced
-		p.mu.Unlock()
-		if forced {
-			return
-		}
-		panic("pool: handle released twice")
+	if !h.state.CompareAndSwap(stateInUse, stateGone) {
+		h.misuse()
+		return
 	}
-	p.inUse--
 	if reason == "" {
 		reason = ReasonEvicted
 	}
-	p.destroyLocked(h, reason)
-	p.releaseDrainedLocked()
-	p.mu.Unlock()
+	h.p.discard(h, reason)
 }
 
-// waiter is one Acquire call waiting for an item.
-type waiter[T any] struct {
-	ch         chan struct{} // buffered: the hand-off never blocks
-	h          *Handle[T]
-	err        error
-	prev, next *waiter[T]
-	queued     bool
-}
-
-// waitQueue is a FIFO of waiters with O(1) removal of a cancelled one.
-type waitQueue[T any] struct {
-	head, tail *waiter[T]
-	n          int
-}
-
-func (q *waitQueue[T]) push(w *waiter[T]) {
-	w.queued = true
-	w.prev, w.next = q.tail, nil
-	if q.tail == nil {
-		q.head = w
-	} else {
-		q.tail.next = w
+func (h *Handle[T]) misuse() {
+	if h.state.Load() == stateForced {
+		return // destroyed by Close: inert
 	}
-	q.tail = w
-	q.n++
-}
-
-func (q *waitQueue[T]) remove(w *waiter[T]) {
-	if w.prev == nil {
-		q.head = w.next
-	} else {
-		w.prev.next = w.next
-	}
-	if w.next == nil {
-		q.tail = w.prev
-	} else {
-		w.next.prev = w.prev
-	}
-	w.prev, w.next, w.queued = nil, nil, false
-	q.n--
-}
-
-// pop removes and returns the first waiter, or nil.
-func (q *waitQueue[T]) pop() *waiter[T] {
-	w := q.head
-	if w != nil {
-		q.remove(w)
-	}
-	return w
+	panic("pool: handle released twice")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"time"
 )
 
@@ -41,30 +43,48 @@ func (p *Pool[T]) janitorLoop() {
 }
 
 // Prune destroys idle items past their lifetime or WarmTTL, and idle items
-// above MinIdle idle for longer than IdleTimeout, longest idle first. With a
-// shared Inventory it also refreshes the records of this instance's items in
-// use (the heartbeat that keeps them known to other instances) and prunes
-// the shared idle set.
+// above MinIdle that were not needed during the last IdleTimeout: those idle
+// for longer, longest idle first, and as many as stayed idle throughout the
+// last IdleTimeout (idle items are handed out oldest first, so under a
+// light load each one's idle time stays short even when fewer would do).
+// With a shared Inventory it also refreshes the records of this instance's
+// items in use (the heartbeat that keeps them known to other instances) and
+// prunes the shared idle set.
 func (p *Pool[T]) Prune(ctx context.Context) error {
 	now := p.clock.Now()
 	p.mu.Lock()
-	if p.closed {
+	if p.closedLocked {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	excess := len(p.idle) - p.opts.MinIdle
-	kept := p.idle[:0]
-	for _, h := range p.idle { // idle[0] has been idle longest
+	idle := p.drainIdleLocked()
+	sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
+	excess := len(idle) - p.opts.MinIdle
+	unneeded := 0
+	if p.opts.IdleTimeout > 0 && now.Sub(p.lowSince) >= p.opts.IdleTimeout {
+		if low := p.idleLow.Load(); low != math.MaxInt64 {
+			unneeded = int(low) - p.opts.MinIdle
+		}
+		p.lowSince = now
+	}
+	kept := idle[:0]
+	for _, h := range idle { // longest idle first
 		r := p.pruneReason(h, now, excess > 0)
+		if r == "" && excess > 0 && unneeded > 0 {
+			r = ReasonIdle
+		}
 		if r != "" {
 			excess--
+			unneeded--
 			p.destroyLocked(h, r)
 			continue
 		}
 		kept = append(kept, h)
 	}
-	clear(p.idle[len(kept):])
-	p.idle = kept
+	p.restoreIdleLocked(kept)
+	if p.opts.IdleTimeout > 0 && p.lowSince.Equal(now) {
+		p.idleLow.Store(int64(len(p.idle)))
+	}
 	p.fillLocked()
 	p.mu.Unlock()
 	if p.inv != nil {
@@ -73,20 +93,22 @@ func (p *Pool[T]) Prune(ctx context.Context) error {
 	return nil
 }
 
+// lastUse is when h was last released, or created if never.
+func lastUse[T any](h *Handle[T]) int64 {
+	if h.lastUsed > 1 {
+		return h.lastUsed
+	}
+	return h.created
+}
+
 // pruneReason says why the idle item h must go at now, or "". aboveMin
 // says whether it may go for IdleTimeout.
 func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason {
-	if r := p.expiredLocked(h, now); r != "" {
+	if r := p.expired(h, now); r != "" {
 		return r
 	}
-	if p.opts.IdleTimeout > 0 && aboveMin {
-		last := h.lastUsed
-		if last <= 1 {
-			last = h.created
-		}
-		if now.UnixNano()-last >= int64(p.opts.IdleTimeout) {
-			return ReasonIdle
-		}
+	if p.opts.IdleTimeout > 0 && aboveMin && now.UnixNano()-lastUse(h) >= int64(p.opts.IdleTimeout) {
+		return ReasonIdle
 	}
 	return ""
 }
@@ -99,37 +121,44 @@ func (p *Pool[T]) CheckHealth(ctx context.Context) error {
 	if p.checker == nil {
 		return nil
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if p.closed.Load() {
 		return ErrClosed
 	}
-	batch := append([]*Handle[T](nil), p.idle...)
-	p.mu.Unlock()
-	for _, h := range batch {
-		p.mu.Lock()
-		if h.state != stateIdle || p.closed {
+	// Each item taken from the front goes back to the back: one pass
+	// checks each idle item once.
+	for range len(p.idle) {
+		var h *Handle[T]
+		select {
+		case h = <-p.idle:
+		default:
+		}
+		if h == nil {
+			break
+		}
+		if h.err != nil { // a waiter's token: pass it on
+			p.mu.Lock()
+			if !p.offerLocked(h) {
+				p.fillLocked()
+			}
 			p.mu.Unlock()
 			continue
 		}
-		p.removeIdleLocked(h)
-		h.state = stateChecking
+		p.mu.Lock()
+		h.state.Store(stateChecking)
 		p.checking++
 		p.mu.Unlock()
 		err := p.check(ctx, h.value)
 		p.mu.Lock()
 		p.checking--
+		h.state.Store(stateIdle)
 		if err != nil {
 			p.destroyLocked(h, ReasonUnhealthy)
 			p.fillLocked()
 			p.mu.Unlock()
 			continue
 		}
-		toShared := p.settleLocked(h)
 		p.mu.Unlock()
-		if toShared {
-			p.putShared(h)
-		}
+		p.settle(h)
 	}
 	if p.inv != nil {
 		return p.checkShared(ctx)
@@ -149,7 +178,7 @@ func (p *Pool[T]) check(ctx context.Context, v T) error {
 // also ends a create-failure backoff early.
 func (p *Pool[T]) Replenish(ctx context.Context) error {
 	p.mu.Lock()
-	if p.closed {
+	if p.closedLocked {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -209,7 +238,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 	listedIDs := make(map[string]bool, len(listed))
 	var orphans []Listed[T]
 	p.mu.Lock()
-	if p.closed {
+	if p.closedLocked {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -260,19 +289,23 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 	// list was taken may simply be missing from it.
 	cut := listStart.UnixNano()
 	var dropped []string
-	for _, h := range append([]*Handle[T](nil), p.items...) {
-		if h.id == "" || listedIDs[h.id] || h.created >= cut {
-			continue
-		}
-		switch h.state {
-		case stateIdle:
-			p.removeIdleLocked(h)
+	unlisted := func(h *Handle[T]) bool { return h.id != "" && !listedIDs[h.id] && h.created < cut }
+	idle := p.drainIdleLocked()
+	kept := idle[:0]
+	for _, h := range idle {
+		if unlisted(h) {
 			p.removeItemLocked(h)
-			h.state = stateGone
+			h.state.Store(stateGone)
 			p.destroyed[reasonIndex(ReasonLost)]++
 			dropped = append(dropped, h.id)
-		case stateInUse, stateChecking:
-			h.lost = true
+			continue
+		}
+		kept = append(kept, h)
+	}
+	p.restoreIdleLocked(kept)
+	for _, h := range p.items {
+		if unlisted(h) {
+			h.lost.Store(true) // in use or being checked: dropped when back
 		}
 	}
 	p.fillLocked()

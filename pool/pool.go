@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,36 +64,46 @@ type Pool[T any] struct {
 	ctx    context.Context // the pool's context: creates run under it
 	cancel context.CancelFunc
 
+	// idle is the local idle set, a channel so that the hot path takes no
+	// mutex and waiters park in the runtime's FIFO queue of receivers, which
+	// hands each released item directly to the longest waiter. Its capacity
+	// is MaxIdle (MaxSize with a shared Inventory, where it only holds
+	// items on their way to a local waiter). It may also carry error
+	// tokens (Handle.err) for waiters.
+	idle   chan *Handle[T]
+	nwait  atomic.Int64 // Acquire calls waiting on idle
+	closed atomic.Bool  // mirrors closedLocked for the hot path
+	// idleLow is the fewest idle items seen since the last Prune: that many
+	// were not needed, whatever their idle times (FIFO rotation keeps every
+	// idle time short).
+	idleLow atomic.Int64
+
 	mu             sync.Mutex
-	idle           []*Handle[T] // LIFO stack; idle[0] is the longest idle
 	items          []*Handle[T] // every item this instance holds, in any state
-	waiters        waitQueue[T]
-	inUse          int
-	checking       int // idle items taken out by CheckHealth
+	checking       int          // idle items taken out by CheckHealth
 	creating       int
 	destroying     int
-	closed         bool
+	closedLocked   bool
 	warmPaused     bool // warm creates back off after a failure
 	cleanupDue     bool // warm creates wait for the start-up cleanup
 	backoff        time.Duration
 	warmTimer      *clock.Timer
-	drained        chan struct{} // closed when inUse reaches 0 after Close began
+	drained        chan struct{} // closed when no item is in use after Close began
 	closeErrs      []error
 	firstSeen      map[string]time.Time // orphan candidates without a Created time
 	gone           map[string]int       // IDs being destroyed: still known to Reconcile
-	acquires       int64
-	canceledWaits  int64
+	lowSince       time.Time            // start of the idleLow window
 	creates        int64
 	createFailures int64
 	destroyErrors  int64
 	orphans        int64
 	destroyed      [len(reasons)]int64
 
+	canceledWaits atomic.Int64
 	waitCount     atomic.Int64
 	waitNanos     atomic.Int64
 	eventsDropped atomic.Int64
 
-	waiterPool sync.Pool
 	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
 	events     chan Event
 	dispatchWG sync.WaitGroup
@@ -147,7 +159,13 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.checkExpiry = o.MaxLifetime > 0 || o.WarmTTL > 0
 	p.start = p.clock.Now()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.waiterPool.New = func() any { return &waiter[T]{ch: make(chan struct{}, 1)} }
+	if p.inv != nil {
+		p.idle = make(chan *Handle[T], o.MaxSize)
+	} else {
+		p.idle = make(chan *Handle[T], o.MaxIdle)
+	}
+	p.lowSince = p.start
+	p.idleLow.Store(math.MaxInt64)
 	if o.OnEvent != nil {
 		p.events = make(chan Event, 1024)
 		p.stopEvents = make(chan struct{})
@@ -201,43 +219,70 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
 	}
 	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, ErrClosed
-		}
-		if n := len(p.idle); n > 0 && p.waiters.n == 0 {
-			h := p.idle[n-1]
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
-			if p.checkExpiry {
-				if r := p.expiredLocked(h, p.clock.Now()); r != "" {
-					p.destroyLocked(h, r)
-					p.fillLocked()
-					p.mu.Unlock()
-					continue
-				}
+		select {
+		case h := <-p.idle:
+			if h, err, ok := p.take(h); ok {
+				return h, err
 			}
-			h.state = stateInUse
-			p.inUse++
-			p.acquires++
-			if n-1 < p.opts.MinIdle {
-				p.fillLocked()
-			}
-			p.mu.Unlock()
-			return h, nil
+			continue
+		default:
 		}
-		return p.wait(ctx)
+		if h, err, ok := p.wait(ctx); ok {
+			return h, err
+		}
 	}
 }
 
-// wait queues the caller; p.mu is held on entry and released.
-func (p *Pool[T]) wait(ctx context.Context) (*Handle[T], error) {
-	w := p.waiterPool.Get().(*waiter[T])
-	p.waiters.push(w)
+// take turns h, received from p.idle, into the result of an acquire. ok is
+// false when h was expired (and is being destroyed): try again.
+func (p *Pool[T]) take(h *Handle[T]) (_ *Handle[T], _ error, ok bool) {
+	if h.err != nil {
+		return nil, h.err, true
+	}
+	if p.closed.Load() {
+		p.discard(h, ReasonShutdown)
+		return nil, ErrClosed, true
+	}
+	if p.checkExpiry {
+		if r := p.expired(h, p.clock.Now()); r != "" {
+			p.discard(h, r)
+			return nil, nil, false
+		}
+	}
+	h.state.Store(stateInUse)
+	n := len(p.idle)
+	if p.opts.IdleTimeout > 0 && int64(n) < p.idleLow.Load() {
+		p.idleLow.Store(int64(n))
+	}
+	if n < p.opts.MinIdle {
+		p.mu.Lock()
+		p.fillLocked()
+		p.mu.Unlock()
+	}
+	return h, nil, true
+}
+
+// discard destroys h, an item not in use that is out of p.idle.
+func (p *Pool[T]) discard(h *Handle[T], r Reason) {
+	p.mu.Lock()
+	p.destroyLocked(h, r)
+	p.fillLocked()
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+}
+
+// wait parks the caller until an item or an error token arrives on p.idle.
+// ok is false when the item it got had expired: try again.
+func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
+	p.mu.Lock()
+	if p.closedLocked {
+		p.mu.Unlock()
+		return nil, ErrClosed, true
+	}
+	nw := p.nwait.Add(1)
 	p.fillLocked()
 	// Like sql.DBStats, count only waits for capacity, not for a create.
-	full := p.creating < p.waiters.n
+	full := int64(p.creating) < nw
 	p.mu.Unlock()
 	// Reading the clock costs as much as a whole hand-off on some machines,
 	// so past the first exactWaits waits only every sampleWaits-th wait is
@@ -253,44 +298,23 @@ func (p *Pool[T]) wait(ctx context.Context) (*Handle[T], error) {
 			start = p.monotonic()
 		}
 	}
+	var h *Handle[T]
 	if done := ctx.Done(); done == nil {
-		<-w.ch // cannot be cancelled: a plain receive is cheaper than select
+		h = <-p.idle // cannot be cancelled: a plain receive is cheapest
 	} else {
 		select {
-		case <-w.ch:
+		case h = <-p.idle:
 		case <-done:
-			return nil, p.abandon(ctx, w)
+			p.nwait.Add(-1)
+			p.canceledWaits.Add(1)
+			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx)), true
 		}
 	}
-	h, err := w.h, w.err
-	w.h, w.err = nil, nil
-	p.waiterPool.Put(w)
+	p.nwait.Add(-1)
 	if weight != 0 {
 		p.waitNanos.Add((p.monotonic() - start) * weight)
 	}
-	return h, err
-}
-
-// abandon ends the wait of w, whose ctx ended. If w was served meanwhile,
-// the item goes on to the next waiter or the idle set.
-func (p *Pool[T]) abandon(ctx context.Context, w *waiter[T]) error {
-	p.mu.Lock()
-	p.canceledWaits++
-	if w.queued {
-		p.waiters.remove(w)
-		p.mu.Unlock()
-		p.waiterPool.Put(w)
-		return fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
-	}
-	p.mu.Unlock()
-	<-w.ch // served meanwhile
-	h := w.h
-	w.h, w.err = nil, nil
-	p.waiterPool.Put(w)
-	if h != nil {
-		h.Release()
-	}
-	return fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
+	return p.take(h)
 }
 
 // monotonic returns a monotonic time in nanoseconds for wait statistics:
@@ -303,68 +327,78 @@ func (p *Pool[T]) monotonic() int64 {
 	return p.clock.Now().UnixNano()
 }
 
+// offer puts h (state idle) into p.idle: to the longest waiter, else to the
+// idle set. It reports false when the idle set is full.
+func (p *Pool[T]) offer(h *Handle[T]) bool {
+	select {
+	case p.idle <- h:
+	default:
+		return false
+	}
+	if p.closed.Load() {
+		// Close may have drained p.idle before h arrived.
+		p.mu.Lock()
+		p.drainClosedLocked()
+		p.mu.Unlock()
+	}
+	return true
+}
+
 // TryAcquire returns an idle item at once, or ErrUnavailable (ErrClosed once
 // closed). When it finds none and there is capacity, it starts a create in
 // the background so that a later call may succeed. With a shared Inventory
 // it pops from the inventory, which is I/O, hence the ctx.
 func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
+	for {
+		select {
+		case h := <-p.idle:
+			if h, err, ok := p.take(h); ok {
+				return h, err
+			}
+			continue
+		default:
+		}
+		break
+	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closedLocked {
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	for n := len(p.idle); n > 0 && p.waiters.n == 0; n = len(p.idle) {
-		h := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		if p.checkExpiry {
-			if r := p.expiredLocked(h, p.clock.Now()); r != "" {
-				p.destroyLocked(h, r)
-				continue
-			}
-		}
-		h.state = stateInUse
-		p.inUse++
-		p.acquires++
-		p.fillLocked()
-		p.mu.Unlock()
-		return h, nil
-	}
-	if p.inv != nil && p.waiters.n == 0 && p.totalLocked() < p.opts.MaxSize {
+	if p.inv != nil && p.nwait.Load() == 0 && p.totalLocked() < p.opts.MaxSize {
 		p.creating++ // a slot for the pop
 		p.mu.Unlock()
 		h, err := p.popShared(ctx)
 		p.mu.Lock()
 		p.creating--
-		if h != nil && !p.closed {
-			h.state = stateInUse
-			p.inUse++
-			p.acquires++
+		if h != nil {
 			p.addItemLocked(h)
-			p.mu.Unlock()
+			if p.closedLocked {
+				p.destroyLocked(h, ReasonShutdown)
+				h = nil
+			} else {
+				h.state.Store(stateInUse)
+			}
+		}
+		p.mu.Unlock()
+		if h != nil {
 			p.kickReplenish()
 			return h, nil
 		}
-		if h != nil { // closed meanwhile
-			p.addItemLocked(h)
-			p.destroyLocked(h, ReasonShutdown)
-		}
-		p.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 		return nil, ErrUnavailable
 	}
-	if p.waiters.n == 0 && p.creating == 0 && p.totalLocked() < p.opts.MaxSize && p.creating < p.opts.MaxConcurrentCreates {
+	if p.nwait.Load() == 0 && p.creating == 0 && p.totalLocked() < p.opts.MaxSize {
 		p.startCreateLocked()
 	}
 	p.mu.Unlock()
 	return nil, ErrUnavailable
 }
 
-// expiredLocked returns why h must not be handed out or kept idle at now,
-// or "".
-func (p *Pool[T]) expiredLocked(h *Handle[T], now time.Time) Reason {
+// expired returns why h must not be handed out or kept idle at now, or "".
+func (p *Pool[T]) expired(h *Handle[T], now time.Time) Reason {
 	n := now.UnixNano()
 	if h.deadline != 0 && n >= h.deadline {
 		return ReasonLifetime
@@ -378,10 +412,10 @@ func (p *Pool[T]) expiredLocked(h *Handle[T], now time.Time) Reason {
 // fillLocked starts the creates needed by the waiters and the warm target,
 // within MaxSize and MaxConcurrentCreates.
 func (p *Pool[T]) fillLocked() {
-	if p.closed {
+	if p.closedLocked {
 		return
 	}
-	demand := p.waiters.n
+	demand := int(p.nwait.Load())
 	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
 		demand += p.opts.MinIdle - idle
 	}
@@ -414,13 +448,14 @@ func (p *Pool[T]) obtain() {
 	p.creating--
 	if err != nil {
 		p.createFailures++
-		if w := p.waiters.pop(); w != nil {
-			w.err = fmt.Errorf("%w: %w", ErrCreate, err)
-			w.ch <- struct{}{}
-		} else if !p.closed && !p.warmPaused {
-			p.pauseWarmLocked()
+		// The error goes to one waiter, if any; else warm creates back off.
+		// No new create starts here: the waiter served is still counted in
+		// nwait until it wakes, and would be counted twice.
+		if p.nwait.Load() == 0 || !p.offerLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
+			if !p.closedLocked && !p.warmPaused {
+				p.pauseWarmLocked()
+			}
 		}
-		p.fillLocked()
 		p.mu.Unlock()
 		p.emit(EventCreateFailed, "", "", err)
 		p.warn("create", err)
@@ -431,25 +466,49 @@ func (p *Pool[T]) obtain() {
 		p.backoff = 0
 	}
 	p.addItemLocked(h)
-	if w := p.waiters.pop(); w != nil {
-		h.state = stateInUse
-		p.inUse++
-		p.acquires++
-		w.h = h
-		w.ch <- struct{}{}
-		p.mu.Unlock()
-	} else {
-		toShared := p.settleLocked(h)
-		p.mu.Unlock()
-		if toShared {
-			p.putShared(h)
-		}
-	}
+	h.state.Store(stateIdle)
+	p.mu.Unlock()
+	p.settle(h)
 	if popped {
 		p.kickReplenish()
 	} else {
 		p.emit(EventCreated, "", h.id, nil)
 	}
+}
+
+// offerLocked is a non-blocking send of an error token to p.idle.
+func (p *Pool[T]) offerLocked(tok *Handle[T]) bool {
+	select {
+	case p.idle <- tok:
+		return true
+	default:
+		return false
+	}
+}
+
+// settle finds a home for h, an item in p.items in state idle that is not
+// in p.idle: the longest waiter, else the idle set (local, or the shared
+// Inventory); h is destroyed when closed, lost, or beyond MaxIdle.
+func (p *Pool[T]) settle(h *Handle[T]) {
+	if !p.closed.Load() && !h.lost.Load() && (p.inv == nil || p.nwait.Load() > 0) && p.offer(h) {
+		return
+	}
+	p.mu.Lock()
+	switch {
+	case p.closedLocked:
+		p.destroyLocked(h, ReasonShutdown)
+	case h.lost.Load():
+		p.destroyLocked(h, ReasonLost)
+	case p.inv != nil:
+		h.state.Store(stateReturning)
+		p.mu.Unlock()
+		p.putShared(h)
+		return
+	default:
+		p.destroyLocked(h, ReasonIdle) // beyond MaxIdle
+	}
+	p.checkDrainedLocked()
+	p.mu.Unlock()
 }
 
 // pauseWarmLocked stops warm creates for a backoff after a failed create
@@ -512,39 +571,6 @@ func (p *Pool[T]) newHandle(v T, now time.Time) *Handle[T] {
 	return h
 }
 
-// settleLocked finds a home for h, an item in p.items that is neither idle
-// nor in use: the first waiter, else the idle set. It reports whether h
-// must be returned to the shared Inventory (by the caller, without p.mu).
-func (p *Pool[T]) settleLocked(h *Handle[T]) (toShared bool) {
-	if p.closed {
-		p.destroyLocked(h, ReasonShutdown)
-		return false
-	}
-	if h.lost {
-		p.destroyLocked(h, ReasonLost)
-		return false
-	}
-	if w := p.waiters.pop(); w != nil {
-		h.state = stateInUse
-		p.inUse++
-		p.acquires++
-		w.h = h
-		w.ch <- struct{}{}
-		return false
-	}
-	if p.inv != nil {
-		h.state = stateReturning
-		return true
-	}
-	if len(p.idle) >= p.opts.MaxIdle {
-		p.destroyLocked(h, ReasonIdle)
-		return false
-	}
-	h.state = stateIdle
-	p.idle = append(p.idle, h)
-	return false
-}
-
 func (p *Pool[T]) addItemLocked(h *Handle[T]) {
 	h.idx = len(p.items)
 	p.items = append(p.items, h)
@@ -562,23 +588,11 @@ func (p *Pool[T]) removeItemLocked(h *Handle[T]) {
 	h.idx = -1
 }
 
-// removeIdleLocked takes h out of the idle stack.
-func (p *Pool[T]) removeIdleLocked(h *Handle[T]) {
-	for i, x := range p.idle {
-		if x == h {
-			copy(p.idle[i:], p.idle[i+1:])
-			p.idle[len(p.idle)-1] = nil
-			p.idle = p.idle[:len(p.idle)-1]
-			return
-		}
-	}
-}
-
 // destroyLocked forgets h and destroys it in the background. h counts
 // against capacity until Destroy returns.
 func (p *Pool[T]) destroyLocked(h *Handle[T], reason Reason) {
 	p.removeItemLocked(h)
-	h.state = stateGone
+	h.state.Store(stateGone)
 	p.destroyingLocked(h)
 	go p.destroy(h, reason)
 }
@@ -643,7 +657,7 @@ func (p *Pool[T]) callDestroy(v T) error {
 func (p *Pool[T]) countDestroyLocked(reason Reason, err error) {
 	if err != nil {
 		p.destroyErrors++
-		if p.closed {
+		if p.closedLocked {
 			p.closeErrs = append(p.closeErrs, err)
 		}
 		return
@@ -732,23 +746,28 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		}
 	}
 	p.mu.Lock()
-	p.closed = true
-	for w := p.waiters.pop(); w != nil; w = p.waiters.pop() {
-		w.err = ErrClosed
-		w.ch <- struct{}{}
-	}
-	for len(p.idle) > 0 {
-		h := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		p.destroyLocked(h, ReasonShutdown)
-	}
+	p.closedLocked = true
+	p.closed.Store(true)
+	p.drainClosedLocked()
 	if p.warmTimer != nil {
 		p.warmTimer.Stop()
 	}
 	p.drained = make(chan struct{})
-	if p.inUse == 0 {
-		close(p.drained)
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+
+	// Wake the waiters: each takes one ErrClosed token. New ones cannot
+	// start (closedLocked), and tokens left over are drained below.
+	closedTok := &Handle[T]{err: ErrClosed}
+	for p.nwait.Load() > 0 {
+		select {
+		case p.idle <- closedTok:
+		default:
+			runtime.Gosched()
+		}
 	}
+	p.mu.Lock()
+	p.drainClosedLocked()
 	p.mu.Unlock()
 
 	p.cancel() // creates and janitor steps in flight give up
@@ -764,13 +783,13 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		p.mu.Lock()
 		n := 0
 		for _, h := range append([]*Handle[T](nil), p.items...) {
-			if h.state == stateInUse {
+			if h.state.CompareAndSwap(stateInUse, stateForced) {
 				n++
-				p.destroyLocked(h, ReasonShutdown)
-				h.state = stateForced
+				p.removeItemLocked(h)
+				p.destroyingLocked(h)
+				go p.destroy(h, ReasonShutdown)
 			}
 		}
-		p.inUse = 0
 		p.mu.Unlock()
 		if n > 0 {
 			errs = append(errs, fmt.Errorf("pool: close: %d items still in use destroyed: %w", n, context.Cause(ctx)))
@@ -789,13 +808,60 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 	return p.closeErr
 }
 
-// releaseDrainedLocked signals Close when the last handle comes back.
-func (p *Pool[T]) releaseDrainedLocked() {
-	if p.drained != nil && p.inUse == 0 {
+// drainClosedLocked empties p.idle after Close began: items are destroyed,
+// tokens dropped.
+func (p *Pool[T]) drainClosedLocked() {
+	for {
 		select {
-		case <-p.drained:
+		case h := <-p.idle:
+			if h.err == nil {
+				p.destroyLocked(h, ReasonShutdown)
+			}
 		default:
-			close(p.drained)
+			return
 		}
 	}
+}
+
+// drainIdleLocked takes every item out of p.idle (dropping error tokens,
+// whose waiters will be served by a new create) for the janitor.
+func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
+	var out []*Handle[T]
+	for {
+		select {
+		case h := <-p.idle:
+			if h.err == nil {
+				out = append(out, h)
+			}
+		default:
+			return out
+		}
+	}
+}
+
+// restoreIdleLocked puts items the janitor kept back into p.idle.
+func (p *Pool[T]) restoreIdleLocked(hs []*Handle[T]) {
+	for _, h := range hs {
+		if !p.offerLocked(h) {
+			p.destroyLocked(h, ReasonIdle)
+		}
+	}
+}
+
+// checkDrainedLocked signals Close when no item is in use any more.
+func (p *Pool[T]) checkDrainedLocked() {
+	if p.drained == nil {
+		return
+	}
+	select {
+	case <-p.drained:
+		return
+	default:
+	}
+	for _, h := range p.items {
+		if h.state.Load() == stateInUse {
+			return
+		}
+	}
+	close(p.drained)
 }

@@ -100,7 +100,7 @@ func (p *Pool[T]) popShared(ctx context.Context) (*Handle[T], error) {
 			_, _ = p.inv.Remove(ctx, rec.ID)
 			continue
 		}
-		if r := p.expiredLocked(h, p.clock.Now()); r != "" {
+		if r := p.expired(h, p.clock.Now()); r != "" {
 			p.destroyClaimed(h, r)
 			continue
 		}
@@ -123,7 +123,7 @@ func (p *Pool[T]) putShared(h *Handle[T]) {
 	switch {
 	case err == nil && ok:
 		p.removeItemLocked(h)
-		h.state = stateGone // the fleet's now; a later pop makes a new Handle
+		h.state.Store(stateGone) // the fleet's now; a later pop makes a new Handle
 		p.fillLocked()
 	case err == nil:
 		p.destroyLocked(h, ReasonIdle)
@@ -131,7 +131,7 @@ func (p *Pool[T]) putShared(h *Handle[T]) {
 		p.warn("inventory put", err, "id", h.id)
 		p.destroyLocked(h, ReasonLost)
 	}
-	p.releaseDrainedLocked()
+	p.checkDrainedLocked()
 }
 
 // kickReplenish runs replenishShared in the background, once at a time,
@@ -145,7 +145,7 @@ func (p *Pool[T]) kickReplenish() {
 		return
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closedLocked {
 		p.mu.Unlock()
 		p.replenishing.Store(false)
 		return
@@ -174,7 +174,7 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 		return nil
 	}
 	p.mu.Lock()
-	paused := p.closed || p.warmPaused || p.cleanupDue
+	paused := p.closedLocked || p.warmPaused || p.cleanupDue
 	p.mu.Unlock()
 	if paused {
 		return nil
@@ -185,7 +185,7 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 	}
 	for range p.opts.MinIdle - c.Idle - c.Reserved {
 		p.mu.Lock()
-		full := p.closed || p.totalLocked() >= p.opts.MaxSize || p.creating >= p.opts.MaxConcurrentCreates
+		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating >= p.opts.MaxConcurrentCreates
 		p.mu.Unlock()
 		if full {
 			return nil
@@ -199,7 +199,7 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 			return nil
 		}
 		p.mu.Lock()
-		if p.closed {
+		if p.closedLocked {
 			p.mu.Unlock()
 			_ = p.inv.Unreserve(ctx, token)
 			return nil
@@ -239,7 +239,7 @@ func (p *Pool[T]) createWarm(token string) {
 	p.creating--
 	if h == nil {
 		p.createFailures++
-		if !p.closed {
+		if !p.closedLocked {
 			p.pauseWarmLocked()
 		}
 		p.fillLocked()
@@ -268,7 +268,7 @@ func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	var ids []string
 	for _, h := range p.items {
-		if h.state == stateInUse || h.state == stateChecking || h.state == stateReturning {
+		if st := h.state.Load(); st == stateInUse || st == stateChecking || st == stateReturning {
 			ids = append(ids, h.id)
 		}
 	}
@@ -287,7 +287,7 @@ func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) error {
 			p.mu.Lock()
 			for _, h := range p.items {
 				if set[h.id] {
-					h.lost = true
+					h.lost.Store(true)
 				}
 			}
 			p.mu.Unlock()

@@ -67,7 +67,6 @@ type Stats struct {
 	Destroying int // destroys in flight
 	Waiting    int // Acquire calls waiting now
 
-	Acquires       int64         // successful acquires
 	WaitCount      int64         // acquires that had to wait for capacity (not merely for a create)
 	WaitDuration   time.Duration // total time those acquires waited (exact for the first 1024 waits, then estimated from every 8th)
 	CanceledWaits  int64         // waits that ended with the caller's context
@@ -83,16 +82,21 @@ type Stats struct {
 func (p *Pool[T]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	inUse := 0
+	for _, h := range p.items {
+		if h.state.Load() == stateInUse {
+			inUse++
+		}
+	}
 	s := Stats{
 		MaxSize:        p.opts.MaxSize,
 		Size:           p.totalLocked(),
 		Idle:           len(p.idle),
-		InUse:          p.inUse,
+		InUse:          inUse,
 		Creating:       p.creating,
 		Destroying:     p.destroying,
-		Waiting:        p.waiters.n,
-		Acquires:       p.acquires,
-		CanceledWaits:  p.canceledWaits,
+		Waiting:        int(p.nwait.Load()),
+		CanceledWaits:  p.canceledWaits.Load(),
 		Creates:        p.creates,
 		CreateFailures: p.createFailures,
 		DestroyErrors:  p.destroyErrors,
