@@ -221,12 +221,19 @@ func (p *Pool[T]) createWarm(token string) {
 		go p.destroyValue(v, ReasonOrphan)
 	})
 	var h *Handle[T]
+	overflow := false
 	if err == nil {
+		// Recorded as ours first, then offered to the idle set with Put, so
+		// that MaxIdle holds even when releases fill the set meanwhile.
 		h = p.newHandle(v, p.clock.Now())
 		var rec Record
-		if rec, err = p.record(h, ""); err == nil {
+		if rec, err = p.record(h, p.opts.Instance); err == nil {
 			ctx, cancel := p.ioContext()
-			err = p.inv.Add(ctx, rec, p.idleTTL())
+			if err = p.inv.Add(ctx, rec, p.heldTTL()); err == nil {
+				var ok bool
+				ok, err = p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
+				overflow = err == nil && !ok
+			}
 			cancel()
 		}
 	}
@@ -250,9 +257,13 @@ func (p *Pool[T]) createWarm(token string) {
 	}
 	p.creates++
 	p.backoff = 0
-	if err != nil { // created, but not recorded: nobody else can use it
+	switch {
+	case err != nil: // created, but not recorded: nobody else can use it
 		p.addItemLocked(h)
 		p.destroyLocked(h, ReasonEvicted)
+	case overflow:
+		p.addItemLocked(h)
+		p.destroyLocked(h, ReasonIdle)
 	}
 	p.fillLocked()
 	p.mu.Unlock()
@@ -265,10 +276,21 @@ func (p *Pool[T]) createWarm(token string) {
 // pruneShared refreshes this instance's in-use records and prunes the
 // shared idle set like Prune prunes the local one.
 func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) error {
+	// Items parked locally for a waiter that was served otherwise go back
+	// to the fleet.
+	p.mu.Lock()
+	local := p.drainIdleLocked()
+	for _, h := range local {
+		h.state.Store(stateReturning)
+	}
+	p.mu.Unlock()
+	for _, h := range local {
+		p.putShared(h)
+	}
 	p.mu.Lock()
 	var ids []string
 	for _, h := range p.items {
-		if st := h.state.Load(); st == stateInUse || st == stateChecking || st == stateReturning {
+		if st := h.state.Load(); st != stateGone && st != stateForced {
 			ids = append(ids, h.id)
 		}
 	}
@@ -365,8 +387,12 @@ func (p *Pool[T]) checkShared(ctx context.Context) error {
 		}
 		back := r
 		back.Owner = p.opts.Instance
-		if _, err := p.inv.Put(ctx, back, 0, p.idleTTL()); err != nil {
+		ok, err = p.inv.Put(ctx, back, p.opts.MaxIdle, p.idleTTL())
+		if err != nil {
 			errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
+		}
+		if err != nil || !ok { // refilled meanwhile beyond MaxIdle, or lost
+			p.destroyClaimed(h, ReasonIdle)
 		}
 	}
 	return errors.Join(errs...)
