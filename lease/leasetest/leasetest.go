@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"DecisionOrder", testDecisionOrder},
 		{"OnePerHolderOff", testOnePerHolderOff},
 		{"FallbackCosts", testFallbackCosts},
+		{"BudgetPerCall", testBudgetPerCall},
 		{"FencingTokens", testFencingTokens},
 		{"BadInputStoresNothing", testBadInput},
 		{"UnknownID", testUnknownID},
@@ -320,6 +321,23 @@ func testFallbackCosts(t *testing.T, e *env) {
 	e.usage(t, 3, 2)
 }
 
+// testBudgetPerCall: each decision uses the Budget of its own call, and
+// Available is never negative even when a smaller budget is already
+// exceeded.
+func testBudgetPerCall(t *testing.T, e *env) {
+	a := e.grant(t, e.args("a", 10, 4))
+	_, err := e.s.Grant(e.ctx, e.args("b", 3, 1))
+	rejected(t, err, lease.OverCapacity, 0, "")
+	r := e.args("b", 3, 1)
+	r.Overloaded = true
+	_, err = e.s.Grant(e.ctx, r)
+	rejected(t, err, lease.Overloaded, 0, "")
+	_, err = e.s.Grant(e.ctx, e.args("a", 3, 1))
+	rejected(t, err, lease.HolderHasLease, 0, a.ID)
+	e.grant(t, e.args("b", 6, 2))
+	e.usage(t, 6, 2)
+}
+
 func testFencingTokens(t *testing.T, e *env) {
 	var last uint64
 	check := func(l lease.Lease) {
@@ -491,8 +509,8 @@ func testHeartbeatCapped(t *testing.T, e *env) {
 		t.Errorf("after heartbeat ExpiresAt %v, Deadline %v; want both %v", h.ExpiresAt, h.Deadline(), l.ExpiresAt)
 	}
 	e.wait(t, 2.5) // 3.5 units: past ExpiresAt, heartbeat deadline (4) not reached
-	e.gone(t, l.ID, lease.ErrExpired)
 	e.usage(t, 0, 0)
+	e.gone(t, l.ID, lease.ErrExpired)
 }
 
 func testExpiredAbsent(t *testing.T, e *env) {
@@ -502,10 +520,10 @@ func testExpiredAbsent(t *testing.T, e *env) {
 	old := e.grant(t, a)
 	e.wait(t, 1.5)
 	// No sweep has run: the expired lease is absent for reads ...
+	e.usage(t, 0, 0)
 	if ls := e.list(t); len(ls) != 0 {
 		t.Errorf("List = %v, want empty", ids(ls))
 	}
-	e.usage(t, 0, 0)
 	e.gone(t, old.ID, lease.ErrExpired)
 	// ... for the holder rule and for the budget.
 	fresh := e.grant(t, e.args("alice", budget, 2))
