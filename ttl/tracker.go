@@ -23,7 +23,9 @@ type TrackerOptions struct {
 	// last reading instead of reading the clock itself, which is most of
 	// its cost, so recorded times lag the truth by at most Resolution
 	// (activity looks slightly older, never newer). Default 1 s; a
-	// negative value reads the clock on every Record.
+	// negative value reads the clock on every Record. Tests that move time
+	// under testing/synctest call synctest.Wait after time.Sleep, so that
+	// the refresh runs before the next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
 	// rounded up to a power of two. Default 4 × GOMAXPROCS, at least 16.
