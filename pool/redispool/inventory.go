@@ -1,0 +1,414 @@
+package redispool
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// DefaultReplayWindow is the default Options.ReplayWindow.
+const DefaultReplayWindow = time.Minute
+
+// ErrInvalid is returned, wrapped, for bad arguments (an empty ID or owner,
+// a negative ttl); the call changes nothing.
+var ErrInvalid = errors.New("redispool: invalid argument")
+
+// Options configure an Inventory.
+type Options struct {
+	// Prefix names the shared pool in Redis; required. Inventories (in any
+	// number of processes) with the same Prefix on the same server share one
+	// idle set and one set of records: one warm pool.
+	//
+	// Every key is in one Redis Cluster hash slot: if Prefix contains a hash
+	// tag ("{...}") the keys are Prefix + name, else "{" + Prefix + "}:" +
+	// name. So "warm" gives {warm}:idle, {warm}:items, {warm}:item:<id>, ...
+	// and "gw:{warm}:" gives gw:{warm}:idle, ...
+	Prefix string
+
+	// ReplayWindow is how long the outcome of each state-changing call is
+	// kept (under Prefix, with that ttl), so that a call go-redis resends
+	// after a broken connection lost its reply is answered with the first
+	// outcome instead of acting twice. It must exceed the client's retry
+	// span. Zero means DefaultReplayWindow.
+	ReplayWindow time.Duration
+}
+
+// Inventory is a pool.Inventory on Redis: the idle set and item records of
+// a warm pool that several pool.Pool instances, in several processes, share.
+//
+// Each method is one round trip: a Lua script (EVALSHA, falling back to
+// EVAL when the server does not have it cached) that reads the time from
+// the server's TIME, retires expired records and reservations, and makes
+// its change atomically. So any number of Inventories with the same Prefix
+// act as one, and the clients' clocks never matter.
+//
+// Each record is a Redis hash whose key expires with the record (PEXPIREAT
+// on the server clock), refreshed on Pop, Claim, Put and Touch. The records
+// of an instance that crashed therefore expire after the ttl its Pool gave
+// them (three janitor intervals for items in use) instead of staying
+// forever, and then stop protecting the items from reconciliation.
+//
+// An Inventory is safe for concurrent use and holds no goroutines; it does
+// not own the client.
+type Inventory struct {
+	client redis.UniversalClient
+	keys   []string
+	base   string // key prefix of item records
+	opBase string // key prefix of replay markers
+	window string // ReplayWindow in ms
+	nonce  string // random, per Inventory
+	seq    atomic.Uint64
+}
+
+var _ pool.Inventory = (*Inventory)(nil)
+
+// New returns an Inventory that keeps a shared warm pool in Redis through
+// client, under opts.Prefix. It does not contact the server.
+func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
+	if client == nil {
+		return nil, errors.New("redispool: client is nil")
+	}
+	if opts.Prefix == "" {
+		return nil, errors.New("redispool: Prefix is empty")
+	}
+	if opts.ReplayWindow < 0 {
+		return nil, fmt.Errorf("redispool: ReplayWindow (%v) is negative", opts.ReplayWindow)
+	}
+	if opts.ReplayWindow == 0 {
+		opts.ReplayWindow = DefaultReplayWindow
+	}
+	base := opts.Prefix
+	if !hasHashTag(base) {
+		base = "{" + base + "}:"
+	}
+	keys := make([]string, len(fixedKeys))
+	for i, n := range fixedKeys {
+		keys[i] = base + n
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return &Inventory{
+		client: client,
+		keys:   keys,
+		base:   base + "item:",
+		opBase: base + "op:",
+		window: strconv.FormatInt(ceilMillis(opts.ReplayWindow), 10),
+		nonce:  hex.EncodeToString(b[:]) + ":",
+	}, nil
+}
+
+// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
+// followed later by a "}" with at least one byte between them.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
+}
+
+// ItemKey returns the name of the Redis key that holds the record id.
+func (inv *Inventory) ItemKey(id string) string { return inv.base + id }
+
+// ceilMillis returns d in whole milliseconds, rounded up so that a positive
+// ttl stays positive.
+func ceilMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// opKey returns a fresh replay marker key for one state-changing call.
+func (inv *Inventory) opKey() string {
+	return inv.opBase + inv.nonce + strconv.FormatUint(inv.seq.Add(1), 36)
+}
+
+// run runs script with the common arguments (item prefix, replay marker,
+// window) followed by args.
+func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, opKey string, args ...any) (any, error) {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("redispool: %s: %w", op, context.Cause(ctx))
+	}
+	all := make([]any, 0, 3+len(args))
+	all = append(all, inv.base, opKey, inv.window)
+	all = append(all, args...)
+	v, err := script.Run(ctx, inv.client, inv.keys, all...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("redispool: %s: %w: %w", op, context.Cause(ctx), err)
+		}
+		return nil, fmt.Errorf("redispool: %s: %w", op, err)
+	}
+	return v, nil
+}
+
+func checkTTL(op string, ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: %s: negative ttl %v", ErrInvalid, op, ttl)
+	}
+	return nil
+}
+
+func checkID(op, what, s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: %s: empty %s", ErrInvalid, op, what)
+	}
+	return nil
+}
+
+// Times travel as Unix nanoseconds in decimal, "" for the zero time, so
+// they round-trip exactly.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+func parseTime(v any) (time.Time, error) {
+	s, _ := v.(string)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, ns), nil
+}
+
+// parseRecord reads a record from the six reply fields id, owner, data,
+// created, deadline, lastUsed.
+func parseRecord(op string, f []any) (pool.Record, error) {
+	var r pool.Record
+	var ok [3]bool
+	r.ID, ok[0] = f[0].(string)
+	r.Owner, ok[1] = f[1].(string)
+	data, okData := f[2].(string)
+	ok[2] = okData
+	if ok != [3]bool{true, true, true} {
+		return pool.Record{}, fmt.Errorf("redispool: %s: malformed record %v", op, f)
+	}
+	r.Data = []byte(data)
+	var err [3]error
+	r.Created, err[0] = parseTime(f[3])
+	r.Deadline, err[1] = parseTime(f[4])
+	r.LastUsed, err[2] = parseTime(f[5])
+	if e := errors.Join(err[:]...); e != nil {
+		return pool.Record{}, fmt.Errorf("redispool: %s: record %s: %w", op, r.ID, e)
+	}
+	return r, nil
+}
+
+func unexpected(op string, v any) error {
+	return fmt.Errorf("redispool: %s: unexpected reply %v", op, v)
+}
+
+// Add implements pool.Inventory.
+func (inv *Inventory) Add(ctx context.Context, rec pool.Record, ttl time.Duration) error {
+	if err := errors.Join(checkID("add", "ID", rec.ID), checkTTL("add", ttl)); err != nil {
+		return err
+	}
+	v, err := inv.run(ctx, "add", addScript, inv.opKey(), rec.ID, rec.Owner, rec.Data,
+		fmtTime(rec.Created), fmtTime(rec.Deadline), fmtTime(rec.LastUsed), ceilMillis(ttl))
+	if err != nil {
+		return err
+	}
+	switch v {
+	case "OK":
+		return nil
+	case "EXISTS":
+		return fmt.Errorf("redispool: add: %w: %q", pool.ErrExists, rec.ID)
+	}
+	return unexpected("add", v)
+}
+
+// Pop implements pool.Inventory. It pops the oldest idle item first.
+func (inv *Inventory) Pop(ctx context.Context, owner string, ttl time.Duration) (pool.Record, bool, error) {
+	if err := errors.Join(checkID("pop", "owner", owner), checkTTL("pop", ttl)); err != nil {
+		return pool.Record{}, false, err
+	}
+	v, err := inv.run(ctx, "pop", popScript, inv.opKey(), owner, ceilMillis(ttl))
+	if err != nil {
+		return pool.Record{}, false, err
+	}
+	f, ok := v.([]any)
+	switch {
+	case !ok:
+		return pool.Record{}, false, unexpected("pop", v)
+	case len(f) == 0:
+		return pool.Record{}, false, nil
+	case len(f) != 6:
+		return pool.Record{}, false, unexpected("pop", v)
+	}
+	r, err := parseRecord("pop", f)
+	if err != nil {
+		return pool.Record{}, false, err
+	}
+	return r, true, nil
+}
+
+// Claim implements pool.Inventory.
+func (inv *Inventory) Claim(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+	if err := errors.Join(checkID("claim", "ID", id), checkID("claim", "owner", owner), checkTTL("claim", ttl)); err != nil {
+		return false, err
+	}
+	v, err := inv.run(ctx, "claim", claimScript, inv.opKey(), id, owner, ceilMillis(ttl))
+	if err != nil {
+		return false, err
+	}
+	return flag("claim", v)
+}
+
+func flag(op string, v any) (bool, error) {
+	switch v {
+	case int64(1):
+		return true, nil
+	case int64(0):
+		return false, nil
+	}
+	return false, unexpected(op, v)
+}
+
+// Put implements pool.Inventory.
+func (inv *Inventory) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl time.Duration) (bool, error) {
+	if err := errors.Join(checkID("put", "ID", rec.ID), checkTTL("put", ttl)); err != nil {
+		return false, err
+	}
+	if maxIdle < 0 {
+		return false, fmt.Errorf("%w: put: negative maxIdle %d", ErrInvalid, maxIdle)
+	}
+	v, err := inv.run(ctx, "put", putScript, inv.opKey(), rec.ID, rec.Owner, rec.Data,
+		fmtTime(rec.LastUsed), maxIdle, ceilMillis(ttl))
+	if err != nil {
+		return false, err
+	}
+	switch v {
+	case "OK":
+		return true, nil
+	case "FULL":
+		return false, nil
+	case "NOTHELD":
+		return false, fmt.Errorf("redispool: put: %w: %q", pool.ErrNotHeld, rec.ID)
+	}
+	return false, unexpected("put", v)
+}
+
+// Touch implements pool.Inventory.
+func (inv *Inventory) Touch(ctx context.Context, owner string, ids []string, ttl time.Duration) ([]string, error) {
+	if err := errors.Join(checkID("touch", "owner", owner), checkTTL("touch", ttl)); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, owner, ceilMillis(ttl))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := inv.run(ctx, "touch", touchScript, "", args...)
+	if err != nil {
+		return nil, err
+	}
+	f, ok := v.([]any)
+	if !ok {
+		return nil, unexpected("touch", v)
+	}
+	var lost []string
+	for _, x := range f {
+		s, ok := x.(string)
+		if !ok {
+			return nil, unexpected("touch", v)
+		}
+		lost = append(lost, s)
+	}
+	return lost, nil
+}
+
+// Remove implements pool.Inventory.
+func (inv *Inventory) Remove(ctx context.Context, id string) (bool, error) {
+	if err := checkID("remove", "ID", id); err != nil {
+		return false, err
+	}
+	v, err := inv.run(ctx, "remove", removeScript, inv.opKey(), id)
+	if err != nil {
+		return false, err
+	}
+	return flag("remove", v)
+}
+
+// Records implements pool.Inventory. It reads every record in one script,
+// so its cost grows with the size of the whole fleet's pool.
+func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
+	v, err := inv.run(ctx, "records", recordsScript, "")
+	if err != nil {
+		return nil, err
+	}
+	f, ok := v.([]any)
+	if !ok || len(f)%6 != 0 {
+		return nil, unexpected("records", v)
+	}
+	out := make([]pool.Record, 0, len(f)/6)
+	for i := 0; i < len(f); i += 6 {
+		r, err := parseRecord("records", f[i:i+6])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Counts implements pool.Inventory.
+func (inv *Inventory) Counts(ctx context.Context) (pool.Counts, error) {
+	v, err := inv.run(ctx, "counts", countsScript, "")
+	if err != nil {
+		return pool.Counts{}, err
+	}
+	f, ok := v.([]any)
+	if !ok || len(f) != 3 {
+		return pool.Counts{}, unexpected("counts", v)
+	}
+	var n [3]int64
+	for i, x := range f {
+		if n[i], ok = x.(int64); !ok {
+			return pool.Counts{}, unexpected("counts", v)
+		}
+	}
+	return pool.Counts{Idle: int(n[0]), InUse: int(n[1]), Reserved: int(n[2])}, nil
+}
+
+// Reserve implements pool.Inventory.
+func (inv *Inventory) Reserve(ctx context.Context, token string, target int, ttl time.Duration) (bool, error) {
+	if err := errors.Join(checkID("reserve", "token", token), checkTTL("reserve", ttl)); err != nil {
+		return false, err
+	}
+	v, err := inv.run(ctx, "reserve", reserveScript, "", token, target, ceilMillis(ttl))
+	if err != nil {
+		return false, err
+	}
+	return flag("reserve", v)
+}
+
+// Unreserve implements pool.Inventory.
+func (inv *Inventory) Unreserve(ctx context.Context, token string) error {
+	if err := checkID("unreserve", "token", token); err != nil {
+		return err
+	}
+	_, err := inv.run(ctx, "unreserve", unreserveScript, "", token)
+	return err
+}

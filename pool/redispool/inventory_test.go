@@ -1,0 +1,222 @@
+package redispool_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/pooltest"
+	"github.com/ttlkit/ttlkit/pool/redispool"
+)
+
+var ctx = context.Background()
+
+// poolPrefix puts the inventory under the test's key prefix with a hash tag.
+func poolPrefix(r *testenv.Redis) string { return r.Prefix + "{pool}:" }
+
+func newInventory(t *testing.T, c redis.UniversalClient, prefix string) *redispool.Inventory {
+	t.Helper()
+	inv, err := redispool.New(c, redispool.Options{Prefix: prefix})
+	require.NoError(t, err)
+	return inv
+}
+
+// openViews returns n inventories sharing r's prefix, each on its own client
+// (the first on r.Client).
+func openViews(t *testing.T, r *testenv.Redis, n int) []*redispool.Inventory {
+	invs := make([]*redispool.Inventory, n)
+	for i := range invs {
+		c := r.Client
+		if i > 0 {
+			c = r.NewClient(t)
+		}
+		invs[i] = newInventory(t, c, poolPrefix(r))
+	}
+	return invs
+}
+
+func TestConformance(t *testing.T) {
+	pooltest.Run(t, pooltest.Harness{Open: func(t *testing.T, n int) []pool.Inventory {
+		r := testenv.OpenRedis(t)
+		out := make([]pool.Inventory, n)
+		for i, inv := range openViews(t, r, n) {
+			out[i] = inv
+		}
+		return out
+	}})
+}
+
+func TestNewValidates(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		client redis.UniversalClient
+		opts   redispool.Options
+		want   string
+	}{
+		{nil, redispool.Options{Prefix: "p"}, "client"},
+		{c, redispool.Options{}, "Prefix"},
+		{c, redispool.Options{Prefix: "p", ReplayWindow: -time.Second}, "ReplayWindow"},
+	} {
+		_, err := redispool.New(tc.client, tc.opts)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.True(t, strings.HasPrefix(err.Error(), "redispool: "), err.Error())
+	}
+	inv, err := redispool.New(c, redispool.Options{Prefix: "gw"})
+	require.NoError(t, err)
+	assert.Equal(t, "{gw}:item:c1", inv.ItemKey("c1"))
+	inv, err = redispool.New(c, redispool.Options{Prefix: "app:{gw}:"})
+	require.NoError(t, err)
+	assert.Equal(t, "app:{gw}:item:c1", inv.ItemKey("c1"))
+}
+
+func TestBadArguments(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	inv := newInventory(t, r.Client, poolPrefix(r))
+	rec := pool.Record{ID: "x"}
+	errs := []error{
+		inv.Add(ctx, pool.Record{}, 0),
+		inv.Add(ctx, rec, -time.Second),
+		func() error { _, _, err := inv.Pop(ctx, "", 0); return err }(),
+		func() error { _, err := inv.Claim(ctx, "x", "", 0); return err }(),
+		func() error { _, err := inv.Put(ctx, rec, -1, 0); return err }(),
+		func() error { _, err := inv.Touch(ctx, "a", []string{"x"}, -1); return err }(),
+		func() error { _, err := inv.Remove(ctx, ""); return err }(),
+		func() error { _, err := inv.Reserve(ctx, "", 1, 0); return err }(),
+	}
+	for i, err := range errs {
+		assert.ErrorIs(t, err, redispool.ErrInvalid, "case %d", i)
+	}
+	keys, err := r.Keys(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, keys, "a rejected call wrote to Redis")
+}
+
+// TestKeysUnderPrefixAndExpiring checks that every key the inventory writes
+// is under its prefix and carries a ttl when the records do, and that a
+// fleet that stops calling leaves nothing behind once the ttls pass.
+func TestKeysUnderPrefixAndExpiring(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	inv, err := redispool.New(r.Client, redispool.Options{Prefix: poolPrefix(r), ReplayWindow: 700 * time.Millisecond})
+	require.NoError(t, err)
+	const ttl = 700 * time.Millisecond
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, inv.Add(ctx, pool.Record{ID: id, Data: []byte("{}")}, ttl))
+	}
+	require.NoError(t, inv.Add(ctx, pool.Record{ID: "busy", Owner: "i1", Data: []byte("{}")}, ttl))
+	got, ok, err := inv.Pop(ctx, "i2", ttl)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got.LastUsed = time.Now()
+	ok, err = inv.Put(ctx, got, 0, ttl)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = inv.Reserve(ctx, "tok", 10, ttl)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	keys, err := r.Keys(ctx)
+	require.NoError(t, err)
+	base := poolPrefix(r)
+	want := map[string]bool{base + "idle": true, base + "items": true, base + "res": true}
+	for _, id := range []string{"a", "b", "c", "busy"} {
+		want[inv.ItemKey(id)] = true
+	}
+	ops := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, base+"op:") {
+			ops++
+		} else {
+			assert.True(t, want[k], "unexpected key %s", k)
+			delete(want, k)
+		}
+		pttl, err := r.Client.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Greater(t, pttl, time.Duration(0), "key %s has no ttl", k)
+	}
+	assert.Empty(t, want, "keys missing")
+	assert.Equal(t, 6, ops, "one replay marker per state-changing call")
+
+	// Nothing outside the prefix mentions this test's unique name.
+	unique := strings.TrimSuffix(r.Prefix, ":")
+	iter := r.Client.Scan(ctx, 0, "*"+unique+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		assert.True(t, strings.HasPrefix(iter.Val(), r.Prefix), "key %s outside the prefix", iter.Val())
+	}
+	require.NoError(t, iter.Err())
+
+	// Nobody calls again (the whole fleet died): Redis drops every key by
+	// itself once the ttls pass.
+	require.Eventually(t, func() bool {
+		keys, err := r.Keys(ctx)
+		return err == nil && len(keys) == 0
+	}, 10*time.Second, 50*time.Millisecond, "keys left behind")
+}
+
+// TestPersistentRecords checks that ttl 0 means no expiry for the record
+// and for the indexes that hold it.
+func TestPersistentRecords(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	inv := newInventory(t, r.Client, poolPrefix(r))
+	require.NoError(t, inv.Add(ctx, pool.Record{ID: "short", Data: []byte("{}")}, time.Minute))
+	require.NoError(t, inv.Add(ctx, pool.Record{ID: "forever", Data: []byte("{}")}, 0))
+	for _, k := range []string{inv.ItemKey("forever"), poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
+		pttl, err := r.Client.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Equal(t, time.Duration(-1), pttl, "key %s", k) // exists, no expiry
+	}
+	pttl, err := r.Client.PTTL(ctx, inv.ItemKey("short")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, pttl, 50*time.Second)
+}
+
+// TestReplay resends a Pop and a Put with the same replay marker, as
+// go-redis does after a lost reply: each acts once.
+func TestReplay(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	inv := newInventory(t, r.Client, poolPrefix(r))
+	for _, id := range []string{"a", "b"} {
+		require.NoError(t, inv.Add(ctx, pool.Record{ID: id, Data: []byte("{}")}, 0))
+	}
+	first, err := redispool.PopAs(ctx, inv, "op1", "i1", time.Minute)
+	require.NoError(t, err)
+	again, err := redispool.PopAs(ctx, inv, "op1", "i1", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	c, err := inv.Counts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, pool.Counts{Idle: 1, InUse: 1}, c, "the resent Pop popped again")
+
+	for range 2 {
+		v, err := redispool.PutAs(ctx, inv, "op2", "a", "i1", 0)
+		require.NoError(t, err)
+		assert.Equal(t, "OK", v, "a resent Put must report its first outcome")
+	}
+	c, err = inv.Counts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, pool.Counts{Idle: 2}, c)
+	// A new call is not a resend: the item is idle, not held.
+	v, err := redispool.PutAs(ctx, inv, "op3", "a", "i1", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "NOTHELD", v)
+}
+
+func TestCancelledContext(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	inv := newInventory(t, r.Client, poolPrefix(r))
+	cause := errors.New("caller gave up")
+	cctx, cancel := context.WithCancelCause(ctx)
+	cancel(cause)
+	_, _, err := inv.Pop(cctx, "a", 0)
+	assert.ErrorIs(t, err, cause)
+	assert.ErrorContains(t, err, "redispool: pop")
+}
