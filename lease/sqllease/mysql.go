@@ -29,7 +29,7 @@ type MySQL struct {
 var _ lease.Store = (*MySQL)(nil)
 
 type myQueries struct {
-	lock, read, insert                    string
+	lock, share, read, insert             string
 	lockRow, heartbeat, release, get      string
 	list, usage, sweepSelect, sweepDelete string
 	migrate                               []string
@@ -69,6 +69,8 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 		// one statement locks the row every grant serialises on and bumps
 		// the counter; a rejection rolls it back.
 		lock: `UPDATE ` + st + ` SET token = LAST_INSERT_ID(token + 1) WHERE name = ?`,
+		// Heartbeats and releases hold this (see lockLive).
+		share: `SELECT 1 FROM ` + st + ` WHERE name = ? LOCK IN SHARE MODE`,
 		// Run after the lock in READ COMMITTED, so it sees every grant
 		// committed before; UTC_TIMESTAMP(6) is this statement's time,
 		// after the lock wait.
@@ -221,10 +223,19 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	return l, nil
 }
 
-// lockLive locks the row of id and returns the lease if it is live at the
-// database's now, else ErrExpired or ErrNotFound.
+// lockLive takes a share lock on the state row, locks the row of id and
+// returns the lease if it is live at the database's now, else ErrExpired or
+// ErrNotFound. The share lock orders heartbeats and releases with grants: a
+// grant reads the units in use after every heartbeat and release before it
+// has committed, and none commits between a grant's read and its commit.
+// Without it a heartbeat that read its time just before a lease's deadline
+// could commit after a grant had counted that lease as expired, and overfill
+// the budget.
 func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string) (lease.Lease, time.Time, error) {
-	var nowUS int64
+	var one, nowUS int64
+	if err := tx.QueryRowContext(ctx, s.q.share, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return lease.Lease{}, time.Time{}, err
+	}
 	l, dl, err := scanMy(tx.QueryRowContext(ctx, s.q.lockRow, id), &nowUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, time.Time{}, notFoundOrExpired(false, id)

@@ -25,7 +25,7 @@ var _ lease.Store = (*Postgres)(nil)
 
 // pgQueries are the statements of one store, built once from its names.
 type pgQueries struct {
-	lock, read, insert               string
+	lock, share, read, insert        string
 	heartbeat, release, present, get string
 	list, usage, sweep               string
 	migrate                          []string
@@ -50,6 +50,8 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 		// The UPDATE takes the row lock every grant serialises on and
 		// bumps the token; a rejection rolls it back.
 		lock: `UPDATE ` + st + ` SET token = token + 1 WHERE name = $1 RETURNING token`,
+		// Heartbeats and releases hold this (see change).
+		share: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR SHARE`,
 		// A statement after the lock: in READ COMMITTED it sees every
 		// grant committed before, and clock_timestamp() is read after
 		// the lock wait, not at transaction start.
@@ -188,35 +190,61 @@ func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err
 	return wrap(ctx, "postgres", op, err)
 }
 
-// Heartbeat implements lease.Store in one statement.
+// Heartbeat implements lease.Store in one round trip (a pipelined
+// transaction, see change).
 func (s *Postgres) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	return s.oneOrGone(ctx, "heartbeat", s.q.heartbeat, id)
+	return s.change(ctx, "heartbeat", s.q.heartbeat, id)
 }
 
-// Release implements lease.Store in one statement (two when the lease is
-// not live, to tell expired from unknown).
+// Release implements lease.Store in one round trip (a pipelined
+// transaction, see change).
 func (s *Postgres) Release(ctx context.Context, id string) (lease.Lease, error) {
-	return s.oneOrGone(ctx, "release", s.q.release, id)
+	return s.change(ctx, "release", s.q.release, id)
 }
 
-// oneOrGone runs a statement that changes the live lease id and returns it,
-// or tells ErrExpired from ErrNotFound when it changed nothing.
-func (s *Postgres) oneOrGone(ctx context.Context, op, query, id string) (lease.Lease, error) {
+// change runs query, which changes the live lease id and returns it, in a
+// transaction that holds a share lock on the state row, and tells
+// ErrExpired from ErrNotFound when it changed nothing. The share lock
+// orders heartbeats and releases with grants: a grant reads the units in
+// use after every heartbeat and release before it has committed, and none
+// commits between a grant's read and its commit. Without it a heartbeat
+// that read its time just before a lease's deadline could commit after a
+// grant had counted that lease as expired, and overfill the budget.
+// BEGIN, lock, change, existence check and COMMIT go in one pipeline.
+func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", op); err != nil {
 		return lease.Lease{}, err
 	}
-	l, err := scanPG(s.pool.QueryRow(ctx, query, id))
-	if err == nil {
-		return l, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return lease.Lease{}, wrap(ctx, "postgres", op, err)
 	}
-	var present bool
-	if err := s.pool.QueryRow(ctx, s.q.present, id).Scan(&present); err != nil {
-		return lease.Lease{}, wrap(ctx, "postgres", op, err)
+	defer conn.Release()
+	var (
+		l              lease.Lease
+		found, present bool
+	)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.share, s.n.key)
+	b.Queue(query, id).QueryRow(func(r pgx.Row) error {
+		var err error
+		l, err = scanPG(r)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error { return r.Scan(&present) })
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return lease.Lease{}, s.abort(ctx, conn, op, err)
 	}
-	return lease.Lease{}, notFoundOrExpired(present, id)
+	if !found {
+		return lease.Lease{}, notFoundOrExpired(present, id)
+	}
+	return l, nil
 }
 
 // Get implements lease.Store.
