@@ -1,0 +1,197 @@
+package redisttl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttlkit/ttlkit/ttl"
+)
+
+// DefaultKeyName is the name of the sorted set under Options.Prefix.
+const DefaultKeyName = "activity"
+
+// addChunk bounds the members of one ZADD, so that a huge batch never
+// becomes one huge command; the chunks of a batch go in one pipeline.
+const addChunk = 4096
+
+// Options configure a Buffer.
+type Options struct {
+	// Prefix names the buffer's data in Redis; required. Buffers (in any
+	// number of processes) with the same Prefix on the same server share
+	// one buffer.
+	//
+	// The key is in one Redis Cluster hash slot by construction: if Prefix
+	// contains a hash tag ("{...}") the key is Prefix + "activity", else
+	// "{" + Prefix + "}:activity". So "codehub" gives {codehub}:activity.
+	Prefix string
+}
+
+// Buffer is a ttl.Buffer on a Redis sorted set. It is safe for concurrent
+// use, also by several processes sharing the key.
+type Buffer struct {
+	client redis.UniversalClient
+	key    string
+}
+
+var _ ttl.Buffer = (*Buffer)(nil)
+
+// New returns a Buffer that keeps its entries in Redis through client, under
+// opts.Prefix. It does not contact the server.
+func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redisttl: client is nil: %w", ttl.ErrInvalid)
+	}
+	if opts.Prefix == "" {
+		return nil, fmt.Errorf("redisttl: Prefix is empty: %w", ttl.ErrInvalid)
+	}
+	base := opts.Prefix
+	if !hasHashTag(base) {
+		base = "{" + base + "}:"
+	}
+	return &Buffer{client: client, key: base + DefaultKeyName}, nil
+}
+
+// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
+// followed later by a "}" with at least one byte between them.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	return strings.IndexByte(key[i+1:], '}') > 0
+}
+
+// Key returns the name of the sorted set. Deleting it drops every buffered
+// activity; the Store keeps deciding with the activity it already has.
+func (b *Buffer) Key() string { return b.key }
+
+// Score returns the score Add stores for t: Unix milliseconds. Finer
+// resolution is truncated, so Peek returns ScoreTime(Score(t)).
+func Score(t time.Time) int64 { return t.UnixMilli() }
+
+// ScoreTime returns the time a score stands for, in UTC.
+func ScoreTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// wrap prefixes err with the operation, reporting the caller's
+// cancellation first when that is what ended the call.
+func wrap(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("redisttl: %s: %w: %w", op, context.Cause(ctx), err)
+	}
+	return fmt.Errorf("redisttl: %s: %w", op, err)
+}
+
+// Add merges acts into the sorted set with ZADD GT: for every id the
+// greatest time wins, including between repeats of an id in acts. A batch
+// is one ZADD, or one pipeline of ZADDs of at most 4096 members.
+func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
+	if len(acts) == 0 {
+		return nil
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("redisttl: add: %w", err)
+	}
+	zadd := func(c redis.Cmdable, acts []ttl.Activity) *redis.IntCmd {
+		members := make([]redis.Z, len(acts))
+		for i, a := range acts {
+			members[i] = redis.Z{Score: float64(Score(a.At)), Member: a.ID}
+		}
+		return c.ZAddGT(ctx, b.key, members...)
+	}
+	if len(acts) <= addChunk {
+		if err := zadd(b.client, acts).Err(); err != nil {
+			return wrap(ctx, "add", err)
+		}
+		return nil
+	}
+	_, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < len(acts); i += addChunk {
+			zadd(p, acts[i:min(i+addChunk, len(acts))])
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(ctx, "add", err)
+	}
+	return nil
+}
+
+// Peek returns up to max entries, oldest first, without removing them.
+func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("redisttl: peek max (%d) must be positive: %w", max, ttl.ErrInvalid)
+	}
+	zs, err := b.client.ZRangeWithScores(ctx, b.key, 0, int64(max-1)).Result()
+	if err != nil {
+		return nil, wrap(ctx, "peek", err)
+	}
+	out := make([]ttl.Activity, len(zs))
+	for i, z := range zs {
+		id, ok := z.Member.(string)
+		if !ok {
+			return nil, fmt.Errorf("redisttl: peek: member of type %T in %s", z.Member, b.key)
+		}
+		out[i] = ttl.Activity{ID: id, At: ScoreTime(int64(z.Score))}
+	}
+	return out, nil
+}
+
+// removeScript deletes every member whose score still equals the one given
+// for it (ARGV: score, member, score, member, ...) and returns how many it
+// deleted. Scores are integers below 2^53, exact in a Lua number on both
+// sides. ZREM takes the matching members in chunks below Lua's unpack
+// limit, which is cheaper than one ZREM call per member.
+var removeScript = redis.NewScript(`
+local key = KEYS[1]
+local dels, n = {}, 0
+for i = 1, #ARGV, 2 do
+  local s = redis.call('ZSCORE', key, ARGV[i+1])
+  if s and tonumber(s) == tonumber(ARGV[i]) then
+    dels[#dels+1] = ARGV[i+1]
+    if #dels == 4000 then
+      n = n + redis.call('ZREM', key, unpack(dels))
+      dels = {}
+    end
+  end
+end
+if #dels > 0 then
+  n = n + redis.call('ZREM', key, unpack(dels))
+end
+return n
+`)
+
+// Remove deletes, in one atomic Lua call, every entry of acts whose score
+// still equals Score(At), and reports how many it deleted. An entry that an
+// Add made newer since Peek, or that is gone, is left alone.
+func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
+	if len(acts) == 0 {
+		return 0, nil
+	}
+	if err := context.Cause(ctx); err != nil {
+		return 0, fmt.Errorf("redisttl: remove: %w", err)
+	}
+	args := make([]any, 0, 2*len(acts))
+	for _, a := range acts {
+		args = append(args, strconv.FormatInt(Score(a.At), 10), a.ID)
+	}
+	n, err := removeScript.Run(ctx, b.client, []string{b.key}, args...).Int()
+	if err != nil {
+		return 0, wrap(ctx, "remove", err)
+	}
+	return n, nil
+}
+
+// Len returns the number of buffered ids (ZCARD).
+func (b *Buffer) Len(ctx context.Context) (int, error) {
+	n, err := b.client.ZCard(ctx, b.key).Result()
+	if err != nil {
+		return 0, wrap(ctx, "len", err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,16 @@
+// Package redisttl keeps a ttl.Buffer in a Redis sorted set, so that the
+// Trackers of many proxy instances share one activity buffer that a
+// ttl.Runner drains into the Store (seed 002's "codehub:activity" ZSET).
+//
+// Every member is an entity id; its score is the entity's latest activity
+// time in Unix milliseconds, which a float64 score holds exactly. Add is
+// ZADD GT, so a late or out-of-order batch never moves a time back. Peek is
+// ZRANGE WITHSCORES (oldest first). Remove is one Lua script per batch that
+// deletes a member only if its score is still the one Peek returned: an
+// activity that lands between Peek and Remove survives to the next tick,
+// where the seed's ZRANGE, UPDATE, ZREM would lose it.
+//
+// Redis is only a write buffer: losing the key (a restarted server without
+// persistence) loses at most the activity of one sync interval, and the
+// Store, the source of truth, keeps deciding with what it has.
+package redisttl
