@@ -54,6 +54,7 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 		return k
 	}
 	m.keepAlives[k] = struct{}{}
+	m.nKeep.Add(1)
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go func() {
@@ -61,6 +62,7 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 		k.finish(k.run(ctx, deadline))
 		m.mu.Lock()
 		delete(m.keepAlives, k)
+		m.nKeep.Add(-1)
 		m.mu.Unlock()
 	}()
 	return k
@@ -168,6 +170,9 @@ func (k *KeepAlive) lost(last error, capped bool) error {
 
 // releasedKeepAlives stops the KeepAlives of lease id after a Release.
 func (m *Manager) releasedKeepAlives(id string) {
+	if m.nKeep.Load() == 0 {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k := range m.keepAlives {

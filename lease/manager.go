@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -50,6 +51,7 @@ type Manager struct {
 	mu         sync.Mutex
 	closed     bool
 	keepAlives map[*KeepAlive]struct{}
+	nKeep      atomic.Int32 // len(keepAlives), read without mu
 	closing    chan struct{} // closed by Close
 	wg         sync.WaitGroup
 	cancel     context.CancelFunc // cancels the sweep loop's context

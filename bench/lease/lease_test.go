@@ -1,0 +1,112 @@
+package lease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// backend is one store under benchmark with the peers measured beside it.
+// Files for other backends (redis, postgres) append theirs to backends in
+// init; a backend that is not configured skips.
+type backend struct {
+	name string
+	// store returns a fresh, empty store (or b.Skip).
+	store func(b *testing.B) lease.Store
+	// grantRelease and heartbeat are the peers of the same operation on
+	// this backend; impl=ttlkit is added by the benchmark.
+	grantRelease, heartbeat []peer
+}
+
+// peer runs b.N of its equivalent operations.
+type peer struct {
+	name string
+	run  func(b *testing.B)
+}
+
+var backends = []backend{{
+	name:  "memory",
+	store: func(*testing.B) lease.Store { return lease.NewMemoryStore(nil) },
+	grantRelease: []peer{{"semaphore", func(b *testing.B) {
+		// Weighted admission with nothing else: the floor.
+		ctx := context.Background()
+		s := semaphore.NewWeighted(35)
+		for b.Loop() {
+			if err := s.Acquire(ctx, 2); err != nil {
+				b.Fatal(err)
+			}
+			s.Release(2)
+		}
+	}}},
+}}
+
+var ctx = context.Background()
+
+func newManager(b *testing.B, s lease.Store) *lease.Manager {
+	m, err := lease.New(35, lease.Options{Store: s, ManualSweep: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// BenchmarkLeaseGrantRelease: one holder grants a 2-unit lease (seed 003's
+// main stream, with the sub-stream fallback) and releases it.
+func BenchmarkLeaseGrantRelease(b *testing.B) {
+	for _, be := range backends {
+		b.Run("backend="+be.name+"/impl=ttlkit", func(b *testing.B) {
+			b.ReportAllocs()
+			m := newManager(b, be.store(b))
+			req := lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
+			for b.Loop() {
+				l, err := m.Grant(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Release(ctx, l.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for _, p := range be.grantRelease {
+			b.Run("backend="+be.name+"/impl="+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				p.run(b)
+			})
+		}
+	}
+}
+
+// BenchmarkLeaseHeartbeat: heartbeats on one live lease among 35.
+func BenchmarkLeaseHeartbeat(b *testing.B) {
+	for _, be := range backends {
+		b.Run("backend="+be.name+"/impl=ttlkit", func(b *testing.B) {
+			b.ReportAllocs()
+			m := newManager(b, be.store(b))
+			var l lease.Lease
+			for i := range 35 {
+				var err error
+				l, err = m.Grant(ctx, lease.Request{Holder: string(rune('A' + i)), Cost: 1, TTL: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if _, err := m.Heartbeat(ctx, l.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for _, p := range be.heartbeat {
+			b.Run("backend="+be.name+"/impl="+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				p.run(b)
+			})
+		}
+	}
+}
