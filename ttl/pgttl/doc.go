@@ -1,0 +1,19 @@
+// Package pgttl keeps the ttl.Store, the source of truth that decides
+// expiry, in a PostgreSQL table (pgx v5), and wakes controllers in other
+// processes through LISTEN/NOTIFY.
+//
+// The table has seed 002's columns: id, phase, desired_state, operation,
+// last_activity_at (the seed's last_access_at), phase_changed_at,
+// created_at and deleted_at. Store.Migrate creates it with partial indexes
+// that serve the rules. Operation "" is the seed's 'NONE'.
+//
+// Every decision uses the server's now(): MergeActivity is one UPDATE over
+// unnest($1::text[], $2::timestamptz[]) with GREATEST, so a whole batch is
+// one statement and a late batch never moves time back; Apply is one
+// conditional UPDATE ... WHERE <since> < now() - make_interval(secs => $n)
+// RETURNING id, so concurrent runners each get an entity at most once.
+//
+// Notifier.Wake sends the changed ids with pg_notify, chunked below the
+// 8000-byte payload limit; Listen delivers them to a controller in another
+// process over a dedicated connection.
+package pgttl

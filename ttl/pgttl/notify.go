@@ -1,0 +1,246 @@
+package pgttl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ttlkit/ttlkit/ttl"
+)
+
+// MaxPayload is the largest NOTIFY payload Wake sends, in bytes: PostgreSQL
+// accepts payloads shorter than 8000 bytes.
+const MaxPayload = 7999
+
+var channelRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+func validChannel(channel string) error {
+	if !channelRE.MatchString(channel) {
+		return fmt.Errorf("pgttl: channel %q is not a valid identifier (letters, digits, _; at most 63): %w", channel, ttl.ErrInvalid)
+	}
+	return nil
+}
+
+// Notifier wakes controllers in other processes: Wake sends the ids the
+// rules changed on a LISTEN/NOTIFY channel. Its Wake method is a
+// ttl.RunnerOptions.Wake.
+type Notifier struct {
+	pool    *pgxpool.Pool
+	channel string
+}
+
+// NewNotifier returns a Notifier sending on channel through pool. The
+// channel is an identifier of letters, digits and underscores.
+func NewNotifier(pool *pgxpool.Pool, channel string) (*Notifier, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgttl: pool is nil: %w", ttl.ErrInvalid)
+	}
+	if err := validChannel(channel); err != nil {
+		return nil, err
+	}
+	return &Notifier{pool: pool, channel: channel}, nil
+}
+
+// Wake sends ids as JSON arrays, split into as many notifications as
+// needed to keep each payload within MaxPayload, all in one transaction: a
+// listener gets all of them or, if Wake fails, none. An id too long for one
+// payload fails with ErrInvalid before anything is sent. No ids is a
+// no-op.
+func (n *Notifier) Wake(ctx context.Context, ids []string) error {
+	payloads, err := chunk(ids, MaxPayload)
+	if err != nil || len(payloads) == 0 {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, n.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, p := range payloads {
+			b.Queue(`SELECT pg_notify($1, $2)`, n.channel, p)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return wrap(ctx, "notify "+n.channel, err)
+	}
+	return nil
+}
+
+// chunk encodes ids as JSON arrays of at most limit bytes each.
+func chunk(ids []string, limit int) ([]string, error) {
+	var (
+		out []string
+		buf = []byte{'['}
+	)
+	for _, id := range ids {
+		enc, err := json.Marshal(id)
+		if err != nil {
+			return nil, fmt.Errorf("pgttl: notify: %w", err)
+		}
+		if len(enc)+2 > limit {
+			return nil, fmt.Errorf("pgttl: notify: id of %d bytes does not fit a payload of %d: %w", len(id), limit, ttl.ErrInvalid)
+		}
+		// +1 for the separator or the closing bracket.
+		if len(buf) > 1 && len(buf)+1+len(enc)+1 > limit {
+			out = append(out, string(append(buf, ']')))
+			buf = append(buf[:0], '[')
+		}
+		if len(buf) > 1 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, enc...)
+	}
+	if len(buf) > 1 {
+		out = append(out, string(append(buf, ']')))
+	}
+	return out, nil
+}
+
+// parsePayload decodes a Wake payload. A payload that is not a JSON array
+// of strings (a hand-written NOTIFY channel, 'ws-1') is taken as one id; an
+// empty one as no ids.
+func parsePayload(p string) []string {
+	if p == "" {
+		return nil
+	}
+	var ids []string
+	if err := json.Unmarshal([]byte(p), &ids); err != nil {
+		return []string{p}
+	}
+	return ids
+}
+
+// ListenOptions configure a Listener. The zero value means defaults.
+type ListenOptions struct {
+	// RetryInterval is how long the Listener waits before reconnecting
+	// after its connection failed. Default 1 s.
+	RetryInterval time.Duration
+	// OnError, if set, receives connection failures, from the Listener's
+	// goroutine. It must not block.
+	OnError func(error)
+}
+
+// Listener receives the ids sent by Notifiers on one channel, on a
+// dedicated connection taken out of the pool, and calls a function with
+// them from its own goroutine. Close stops it.
+type Listener struct {
+	pool    *pgxpool.Pool
+	channel string
+	fn      func(ids []string)
+	opts    ListenOptions
+
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Listen takes a connection from pool for good, LISTENs on channel and
+// returns once the server has confirmed, so every notification sent after
+// Listen returns reaches fn. fn is called with the ids of each notification,
+// one call at a time, from the Listener's goroutine.
+//
+// When the connection fails, the Listener reconnects every RetryInterval
+// until it can LISTEN again, and then calls fn(nil): notifications sent
+// while it was disconnected are lost, so a nil call means "reconcile
+// everything". ctx bounds only the first connection.
+func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids []string), opts ListenOptions) (*Listener, error) {
+	switch {
+	case pool == nil:
+		return nil, fmt.Errorf("pgttl: pool is nil: %w", ttl.ErrInvalid)
+	case fn == nil:
+		return nil, fmt.Errorf("pgttl: listen function is nil: %w", ttl.ErrInvalid)
+	case opts.RetryInterval < 0:
+		return nil, fmt.Errorf("pgttl: RetryInterval (%v) is negative: %w", opts.RetryInterval, ttl.ErrInvalid)
+	}
+	if err := validChannel(channel); err != nil {
+		return nil, err
+	}
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = time.Second
+	}
+	l := &Listener{pool: pool, channel: channel, fn: fn, opts: opts, done: make(chan struct{})}
+	conn, err := l.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.run(runCtx, conn)
+	return l, nil
+}
+
+// connect takes a connection out of the pool and LISTENs on it.
+func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	pc, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "listen "+l.channel, err)
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, wrap(ctx, "listen "+l.channel, err)
+	}
+	return conn, nil
+}
+
+func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
+	defer close(l.done)
+	defer func() {
+		if conn != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+		}
+	}()
+	for {
+		if conn == nil {
+			t := time.NewTimer(l.opts.RetryInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			c, err := l.connect(ctx)
+			if err != nil {
+				l.report(ctx, err)
+				continue
+			}
+			conn = c
+			l.fn(nil)
+		}
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.report(ctx, wrap(ctx, "listen "+l.channel, err))
+			_ = conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		l.fn(parsePayload(n.Payload))
+	}
+}
+
+func (l *Listener) report(ctx context.Context, err error) {
+	if l.opts.OnError != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		l.opts.OnError(err)
+	}
+}
+
+// Close stops listening, waits for the goroutine (and a call of fn in
+// progress) to end and closes the connection. It is idempotent and returns
+// nil.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		l.cancel()
+		<-l.done
+	})
+	return nil
+}

@@ -1,0 +1,173 @@
+package pgttl_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
+	"github.com/ttlkit/ttlkit/ttl/ttltest"
+)
+
+func newStore(t *testing.T, pool *pgxpool.Pool, opts pgttl.Options) *pgttl.Store {
+	t.Helper()
+	s, err := pgttl.New(pool, opts)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	return s
+}
+
+func serverNow(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT now()").Scan(&now))
+	return now
+}
+
+func TestConformance(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	n := 0
+	ttltest.RunStore(t, ttltest.StoreHarness{
+		New: func(t *testing.T) ttl.Store {
+			n++ // one table per subtest, in the package's schema
+			return newStore(t, pg.Pool, pgttl.Options{Table: fmt.Sprintf("entities_%d", n)})
+		},
+		Now: func(t *testing.T) time.Time { return serverNow(t, pg.Pool) },
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := pgttl.New(nil, pgttl.Options{})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	assert.ErrorContains(t, err, "pool")
+	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
+	require.NoError(t, err)
+	defer pool.Close()
+	for _, bad := range []string{"1abc", "a-b", "a.b.c", `x"; DROP TABLE y; --`, "a b", "toolong_" + fmt.Sprintf("%041d", 0)} {
+		_, err := pgttl.New(pool, pgttl.Options{Table: bad})
+		assert.ErrorIs(t, err, ttl.ErrInvalid, "table %q", bad)
+		assert.ErrorContains(t, err, "Table", "table %q", bad)
+	}
+	for table, want := range map[string]string{"": `"ttlkit_entities"`, "ops.Workspaces": `"ops"."Workspaces"`} {
+		s, err := pgttl.New(pool, pgttl.Options{Table: table})
+		require.NoError(t, err)
+		assert.Equal(t, want, s.Table())
+	}
+}
+
+// TestMigrate: idempotent, safe from several processes at once, in another
+// schema, and the rules' indexes exist.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := pgttl.New(pg.NewPool(t), pgttl.Options{Table: "workspaces"})
+			if err == nil {
+				err = s.Migrate(ctx)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	s := newStore(t, pg.Pool, pgttl.Options{Table: "workspaces"}) // once more
+	_, err := s.Create(ctx, ttl.Entity{ID: "ws", Phase: "RUNNING"})
+	require.NoError(t, err)
+
+	rows, err := pg.Pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'workspaces' ORDER BY 1`, pg.Schema)
+	require.NoError(t, err)
+	var names []string
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		names = append(names, n)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"workspaces_created_at", "workspaces_last_activity_at", "workspaces_phase_changed_at", "workspaces_pkey"}, names)
+
+	// A schema-qualified table, outside the search_path.
+	_, err = pg.Pool.Exec(ctx, `CREATE SCHEMA `+pg.Schema+`_ops`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pg.Pool.Exec(context.Background(), `DROP SCHEMA `+pg.Schema+`_ops CASCADE`) })
+	q := newStore(t, pg.Pool, pgttl.Options{Table: pg.Schema + "_ops.workspaces"})
+	_, err = q.Create(ctx, ttl.Entity{ID: "other", Phase: "RUNNING"})
+	require.NoError(t, err)
+	_, err = s.Get(ctx, "other")
+	assert.ErrorIs(t, err, ttl.ErrNotFound, "the two tables are separate")
+}
+
+// TestApplyUsesIndex: the rule's UPDATE is served by its partial index.
+func TestApplyUsesIndex(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
+	_, err := pg.Pool.Exec(ctx, `INSERT INTO ws (id, phase, last_activity_at, phase_changed_at)
+SELECT 'ws-' || i, CASE WHEN i % 10 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(), now() FROM generate_series(1, 20000) i`)
+	require.NoError(t, err)
+	_, err = pg.Pool.Exec(ctx, `ANALYZE ws`)
+	require.NoError(t, err)
+	var plan string
+	require.NoError(t, pg.Pool.QueryRow(ctx, `EXPLAIN (FORMAT TEXT) SELECT id FROM ws
+WHERE phase = 'RUNNING' AND operation = '' AND deleted_at IS NULL AND desired_state <> 'STANDBY'
+  AND last_activity_at < now() - make_interval(secs => 600)`).Scan(&plan))
+	assert.Contains(t, plan, "ws_last_activity_at", "plan: %s", plan)
+}
+
+// TestMergeOutOfOrder: batches from several runners, late and out of order,
+// never move time back, including one big batch with repeated ids.
+func TestMergeOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	s := newStore(t, pg.Pool, pgttl.Options{})
+	other := newStore(t, pg.NewPool(t), pgttl.Options{})
+	base := serverNow(t, pg.Pool).Add(-time.Hour).Truncate(time.Millisecond)
+	const n = 2000
+	for i := range n {
+		_, err := s.Create(ctx, ttl.Entity{ID: fmt.Sprint("ws-", i), Phase: "RUNNING", CreatedAt: base})
+		require.NoError(t, err)
+	}
+	batch := func(offset time.Duration) []ttl.Activity {
+		acts := make([]ttl.Activity, 0, 2*n)
+		for i := range n {
+			id := fmt.Sprint("ws-", i)
+			acts = append(acts, ttl.Activity{ID: id, At: base.Add(offset)}, ttl.Activity{ID: id, At: base.Add(offset - time.Second)})
+		}
+		return acts
+	}
+	require.NoError(t, s.MergeActivity(ctx, batch(30*time.Minute)))
+	require.NoError(t, other.MergeActivity(ctx, batch(10*time.Minute))) // older, later
+	var bad int
+	require.NoError(t, pg.Pool.QueryRow(ctx, `SELECT count(*) FROM ttlkit_entities WHERE last_activity_at <> $1`, base.Add(30*time.Minute)).Scan(&bad))
+	assert.Zero(t, bad, "rows whose time moved back or did not move")
+}
+
+func TestCancelledContext(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	s := newStore(t, pg.Pool, pgttl.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Create(ctx, ttl.Entity{ID: "a", Phase: "RUNNING"})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "pgttl: create")
+	err = s.MergeActivity(ctx, []ttl.Activity{{ID: "a", At: time.Now()}})
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = s.Apply(ctx, ttl.WorkspaceRules(time.Minute, time.Minute)[0])
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = s.Get(context.Background(), "a")
+	assert.ErrorIs(t, err, ttl.ErrNotFound)
+}
