@@ -51,7 +51,7 @@ type Manager struct {
 	mu         sync.Mutex
 	closed     bool
 	keepAlives map[*KeepAlive]struct{}
-	nKeep      atomic.Int32 // len(keepAlives), read without mu
+	nKeep      atomic.Int32  // len(keepAlives), read without mu
 	closing    chan struct{} // closed by Close
 	wg         sync.WaitGroup
 	cancel     context.CancelFunc // cancels the sweep loop's context
@@ -79,7 +79,10 @@ func New(budget int, opts Options) (*Manager, error) {
 		m.wg.Go(m.deliver)
 	}
 	if !o.ManualSweep {
-		m.wg.Go(func() { m.sweepLoop(ctx) })
+		// The ticker starts now, not when the goroutine first runs, so the
+		// sweep schedule counts from New (which a mock clock relies on).
+		t := m.clock.Ticker(o.SweepInterval)
+		m.wg.Go(func() { m.sweepLoop(ctx, t) })
 	}
 	return m, nil
 }
@@ -292,8 +295,7 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-func (m *Manager) sweepLoop(ctx context.Context) {
-	t := m.clock.Ticker(m.opts.SweepInterval)
+func (m *Manager) sweepLoop(ctx context.Context, t *clock.Ticker) {
 	defer t.Stop()
 	for {
 		select {
