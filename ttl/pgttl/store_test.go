@@ -137,10 +137,9 @@ func TestMergeOutOfOrder(t *testing.T) {
 	other := newStore(t, pg.NewPool(t), pgttl.Options{})
 	base := serverNow(t, pg.Pool).Add(-time.Hour).Truncate(time.Millisecond)
 	const n = 2000
-	for i := range n {
-		_, err := s.Create(ctx, ttl.Entity{ID: fmt.Sprint("ws-", i), Phase: "RUNNING", CreatedAt: base})
-		require.NoError(t, err)
-	}
+	_, err := pg.Pool.Exec(ctx, `INSERT INTO ttlkit_entities (id, phase, last_activity_at, phase_changed_at, created_at)
+SELECT 'ws-' || i, 'RUNNING', $1, $1, $1 FROM generate_series(0, $2 - 1) i`, base, n)
+	require.NoError(t, err)
 	batch := func(offset time.Duration) []ttl.Activity {
 		acts := make([]ttl.Activity, 0, 2*n)
 		for i := range n {

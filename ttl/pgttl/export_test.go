@@ -1,0 +1,4 @@
+package pgttl
+
+// Chunk exposes chunk to the tests.
+var Chunk = chunk

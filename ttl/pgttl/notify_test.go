@@ -1,0 +1,200 @@
+package pgttl_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
+)
+
+// wait bounds how long a test waits for a notification from the server.
+const wait = 10 * time.Second
+
+func TestChunk(t *testing.T) {
+	ids := make([]string, 2000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("workspace-%06d-\"quoted\"-é", i)
+	}
+	chunks, err := pgttl.Chunk(ids, pgttl.MaxPayload)
+	require.NoError(t, err)
+	require.Greater(t, len(chunks), 1)
+	var all []string
+	for _, c := range chunks {
+		assert.LessOrEqual(t, len(c), pgttl.MaxPayload)
+		var part []string
+		require.NoError(t, json.Unmarshal([]byte(c), &part))
+		all = append(all, part...)
+	}
+	assert.Equal(t, ids, all)
+
+	chunks, err = pgttl.Chunk(nil, pgttl.MaxPayload)
+	require.NoError(t, err)
+	assert.Empty(t, chunks)
+	_, err = pgttl.Chunk([]string{"ok", strings.Repeat("x", pgttl.MaxPayload)}, pgttl.MaxPayload)
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	chunks, err = pgttl.Chunk([]string{strings.Repeat("x", pgttl.MaxPayload-4)}, pgttl.MaxPayload)
+	require.NoError(t, err)
+	assert.Len(t, chunks, 1)
+	assert.Len(t, chunks[0], pgttl.MaxPayload)
+}
+
+// collector gathers what a Listener delivers.
+type collector struct {
+	mu    sync.Mutex
+	ids   []string
+	nils  int
+	calls chan struct{}
+}
+
+func newCollector() *collector { return &collector{calls: make(chan struct{}, 1000)} }
+
+func (c *collector) fn(ids []string) {
+	c.mu.Lock()
+	if ids == nil {
+		c.nils++
+	}
+	c.ids = append(c.ids, ids...)
+	c.mu.Unlock()
+	c.calls <- struct{}{}
+}
+
+// waitFor waits until cond holds on the collected state.
+func (c *collector) waitFor(t *testing.T, what string, cond func(ids []string, nils int) bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		c.mu.Lock()
+		ok := cond(c.ids, c.nils)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.calls:
+		case <-deadline:
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			t.Fatalf("%s: not reached within %v; got %d ids, %d nil calls", what, wait, len(c.ids), c.nils)
+		}
+	}
+}
+
+func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	c := newCollector()
+	l, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
+	require.NoError(t, err)
+	defer l.Close()
+
+	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	require.NoError(t, err)
+	ids := make([]string, 1500) // ~3 payloads
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ws-%04d", i)
+	}
+	require.NoError(t, n.Wake(ctx, ids))
+	c.waitFor(t, "all ids", func(got []string, _ int) bool { return len(got) >= len(ids) })
+	c.mu.Lock()
+	assert.Equal(t, ids, c.ids, "every id once, in order")
+	c.mu.Unlock()
+
+	// A hand-written NOTIFY without JSON is one id.
+	_, err = pg.Pool.Exec(ctx, `NOTIFY ttl_wake, 'ws-by-hand'`)
+	require.NoError(t, err)
+	c.waitFor(t, "hand-written notify", func(got []string, _ int) bool { return got[len(got)-1] == "ws-by-hand" })
+	require.NoError(t, n.Wake(ctx, nil), "no ids is a no-op")
+
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "Close is idempotent")
+}
+
+func TestNotifyValidates(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
+	require.NoError(t, err)
+	defer pool.Close()
+	for _, bad := range []string{"", "a-b", `x"y`, strings.Repeat("c", 64)} {
+		_, err := pgttl.NewNotifier(pool, bad)
+		assert.ErrorIs(t, err, ttl.ErrInvalid, "channel %q", bad)
+		_, err = pgttl.Listen(context.Background(), pool, bad, func([]string) {}, pgttl.ListenOptions{})
+		assert.ErrorIs(t, err, ttl.ErrInvalid, "channel %q", bad)
+	}
+	_, err = pgttl.Listen(context.Background(), pool, "ok", nil, pgttl.ListenOptions{})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	_, err = pgttl.Listen(context.Background(), pool, "ok", func([]string) {}, pgttl.ListenOptions{RetryInterval: -1})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	// An unreachable server fails Listen, wrapped, without a goroutine left.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = pgttl.Listen(ctx, pool, "ok", func([]string) {}, pgttl.ListenOptions{})
+	assert.ErrorContains(t, err, "pgttl: listen ok")
+}
+
+// TestListenerReconnects: when its backend is terminated, the Listener
+// reports the error, reconnects, calls fn(nil) and hears later wakes.
+func TestListenerReconnects(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	app := testenv.UniqueName()
+	lpool := poolWithAppName(t, pg, app)
+	c := newCollector()
+	var (
+		errMu  sync.Mutex
+		errors []error
+	)
+	l, err := pgttl.Listen(ctx, lpool, "ttl_wake", c.fn, pgttl.ListenOptions{
+		RetryInterval: 20 * time.Millisecond,
+		OnError:       func(err error) { errMu.Lock(); errors = append(errors, err); errMu.Unlock() },
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	require.Equal(t, 1, terminate(t, pg.Pool, app))
+	c.waitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
+	errMu.Lock()
+	require.NotEmpty(t, errors)
+	assert.ErrorContains(t, errors[0], "pgttl: listen ttl_wake")
+	errMu.Unlock()
+
+	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	require.NoError(t, err)
+	require.NoError(t, n.Wake(ctx, []string{"after"}))
+	c.waitFor(t, "wake after reconnect", func(got []string, _ int) bool { return len(got) == 1 && got[0] == "after" })
+}
+
+// poolWithAppName opens a pool in the test's schema whose connections carry
+// application_name app, so the test can find and terminate exactly them.
+// It never pings idle connections, so the first use of a terminated one
+// fails instead of being replaced silently.
+func poolWithAppName(t *testing.T, pg *testenv.Postgres, app string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pg.URL())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, pool.Ping(context.Background()))
+	return pool
+}
+
+// terminate ends the server backends of application app and returns how
+// many there were.
+func terminate(t *testing.T, admin *pgxpool.Pool, app string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, admin.QueryRow(context.Background(),
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+	return n
+}

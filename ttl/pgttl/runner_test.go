@@ -1,0 +1,211 @@
+package pgttl_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
+	"github.com/ttlkit/ttlkit/ttl/redisttl"
+)
+
+// pipeline is seed 002 wired end to end: a proxy's Tracker flushes into the
+// Redis buffer, the Runner drains it into PostgreSQL, applies the rules on
+// the server's clock and wakes a controller listening on another
+// connection.
+type pipeline struct {
+	pg      *testenv.Postgres
+	rd      *testenv.Redis
+	store   *pgttl.Store
+	buf     *redisttl.Buffer
+	tracker *ttl.Tracker
+	runner  *ttl.Runner
+	woken   *collector
+	now     time.Time // the server's now when the pipeline was built
+}
+
+func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pipeline {
+	t.Helper()
+	ctx := context.Background()
+	p := &pipeline{pg: testenv.OpenPostgres(t), rd: testenv.OpenRedis(t), woken: newCollector()}
+	pool := p.pg.Pool
+	if storePool != nil {
+		pool = storePool(p.pg)
+	}
+	p.store = newStore(t, pool, pgttl.Options{Table: "workspaces"})
+	var err error
+	p.buf, err = redisttl.New(p.rd.Client, redisttl.Options{Prefix: p.rd.Prefix + "codehub"})
+	require.NoError(t, err)
+	p.tracker, err = ttl.NewTracker(p.buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.tracker.Close(context.Background()) })
+
+	l, err := pgttl.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.fn, pgttl.ListenOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	notifier, err := pgttl.NewNotifier(pool, "workspace_wake")
+	require.NoError(t, err)
+	p.runner, err = ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+		Interval: time.Hour, // ticked by hand
+		Buffer:   p.buf,
+		Wake:     notifier.Wake,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.runner.Close() })
+	p.now = serverNow(t, p.pg.Pool)
+	return p
+}
+
+type ttlPool = *pgxpool.Pool
+
+// create makes a RUNNING workspace last active idle ago (server time).
+func (p *pipeline) create(t *testing.T, id string, idle time.Duration) {
+	t.Helper()
+	_, err := p.store.Create(context.Background(), ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: p.now.Add(-idle)})
+	require.NoError(t, err)
+}
+
+func (p *pipeline) desired(t *testing.T, id string) string {
+	t.Helper()
+	e, err := p.store.Get(context.Background(), id)
+	require.NoError(t, err)
+	return e.DesiredState
+}
+
+func expiredIDs(res ttl.TickResult) []string {
+	var ids []string
+	for _, e := range res.Expired {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+// TestPipelineActivityBeforeSyncKeepsRunning: activity that reaches the
+// buffer before the tick is synced first, so the rule sees it; the idle
+// workspace is expired and the controller is woken with its id.
+func TestPipelineActivityBeforeSyncKeepsRunning(t *testing.T) {
+	ctx := context.Background()
+	p := newPipeline(t, nil)
+	p.create(t, "ws-active", 11*time.Minute)
+	p.create(t, "ws-idle", 11*time.Minute)
+
+	p.tracker.Record("ws-active") // a proxied request
+	require.NoError(t, p.tracker.Flush(ctx))
+	res, err := p.runner.Tick(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Synced)
+	assert.Equal(t, []string{"ws-idle"}, expiredIDs(res))
+	assert.Equal(t, "", p.desired(t, "ws-active"), "active workspace keeps running")
+	assert.Equal(t, "STANDBY", p.desired(t, "ws-idle"))
+	e, err := p.store.Get(ctx, "ws-active")
+	require.NoError(t, err)
+	assert.WithinDuration(t, p.now, e.LastActivityAt, time.Minute, "the tracked time reached the store")
+	n, err := p.buf.Len(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the tick drained the buffer")
+
+	p.woken.waitFor(t, "wake", func(ids []string, _ int) bool { return len(ids) > 0 })
+	p.woken.mu.Lock()
+	assert.Equal(t, []string{"ws-idle"}, p.woken.ids)
+	p.woken.mu.Unlock()
+
+	// An older flush arriving late (another proxy) moves nothing back.
+	require.NoError(t, p.buf.Add(ctx, []ttl.Activity{{ID: "ws-active", At: p.now.Add(-time.Hour)}}))
+	_, err = p.runner.Tick(ctx)
+	require.NoError(t, err)
+	again, err := p.store.Get(ctx, "ws-active")
+	require.NoError(t, err)
+	assert.True(t, again.LastActivityAt.Equal(e.LastActivityAt), "LastActivityAt %v, want %v", again.LastActivityAt, e.LastActivityAt)
+}
+
+// TestPipelineBufferLost: Redis loses the buffer (the key is deleted, as a
+// restart without persistence would). The store still decides with the
+// activity it has, and the next flushes work again.
+func TestPipelineBufferLost(t *testing.T) {
+	ctx := context.Background()
+	p := newPipeline(t, nil)
+	p.create(t, "ws-synced", 11*time.Minute)
+	p.tracker.Record("ws-synced")
+	require.NoError(t, p.tracker.Flush(ctx))
+	res, err := p.runner.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Synced)
+	require.Empty(t, res.Expired)
+
+	// ws-lost is active, but its activity only reaches Redis, which loses it.
+	p.create(t, "ws-lost", 11*time.Minute)
+	p.tracker.Record("ws-lost")
+	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, p.rd.Client.Del(ctx, p.buf.Key()).Err())
+	res, err = p.runner.Tick(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, res.Synced)
+	assert.Equal(t, []string{"ws-lost"}, expiredIDs(res), "the store decides from its own last_activity_at")
+	assert.Equal(t, "", p.desired(t, "ws-synced"), "synced activity is kept in the store")
+
+	p.tracker.Record("ws-synced")
+	require.NoError(t, p.tracker.Flush(ctx))
+	res, err = p.runner.Tick(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Synced, "the buffer works again after the loss")
+}
+
+// TestPipelineRedisDown: with the buffer unreachable the tick reports the
+// sync error and still applies the rules.
+func TestPipelineRedisDown(t *testing.T) {
+	ctx := context.Background()
+	p := newPipeline(t, nil)
+	p.create(t, "ws-idle", 11*time.Minute)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer down.Close()
+	buf, err := redisttl.New(down, redisttl.Options{Prefix: p.rd.Prefix})
+	require.NoError(t, err)
+	r, err := ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
+	require.NoError(t, err)
+	defer r.Close()
+	res, err := r.Tick(ctx)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "redisttl: peek")
+	assert.Equal(t, []string{"ws-idle"}, expiredIDs(res))
+}
+
+// TestPipelinePostgresTerminated: the store's server connections are
+// terminated (pg_terminate_backend on this pool's application_name only);
+// the tick fails with wrapped errors, and the next tick recovers, syncing
+// what stayed buffered.
+func TestPipelinePostgresTerminated(t *testing.T) {
+	ctx := context.Background()
+	app := testenv.UniqueName()
+	p := newPipeline(t, func(pg *testenv.Postgres) ttlPool { return poolWithAppName(t, pg, app) })
+	p.create(t, "ws-active", 5*time.Minute)
+	p.create(t, "ws-idle", 11*time.Minute)
+	p.tracker.Record("ws-active")
+	require.NoError(t, p.tracker.Flush(ctx))
+
+	require.Positive(t, terminate(t, p.pg.Pool, app))
+	res1, err := p.runner.Tick(ctx)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "pgttl: merge 1 activities")
+	assert.Zero(t, res1.Synced)
+	n, err := p.buf.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "a failed sync leaves the activity buffered")
+
+	res2, err := p.runner.Tick(ctx)
+	require.NoError(t, err, "the next tick recovers")
+	assert.Equal(t, 1, res2.Synced)
+	// The pool replaces the dead connection, so the first tick's rules may
+	// already have run on a fresh one; over both ticks ws-idle expires once.
+	assert.Equal(t, []string{"ws-idle"}, append(expiredIDs(res1), expiredIDs(res2)...))
+	e, err := p.store.Get(ctx, "ws-active")
+	require.NoError(t, err)
+	assert.WithinDuration(t, p.now, e.LastActivityAt, time.Minute, "the buffered activity reached the store")
+	assert.Equal(t, "", e.DesiredState)
+}
