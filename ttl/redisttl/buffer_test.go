@@ -3,6 +3,7 @@ package redisttl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -229,4 +230,32 @@ func TestServerErrorWrapped(t *testing.T) {
 	assert.ErrorContains(t, err, "redisttl: peek:")
 	_, err = b.Remove(ctx, []ttl.Activity{{ID: "a", At: time.Now()}})
 	assert.ErrorContains(t, err, "redisttl: remove:")
+}
+
+// TestRemoveLargeBatch crosses the script's chunk boundaries: only the
+// members changed since Peek stay.
+func TestRemoveLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBuffer(t)
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	const n = 5001
+	acts := make([]ttl.Activity, n)
+	for i := range acts {
+		acts[i] = ttl.Activity{ID: fmt.Sprint("ws-", i), At: t0.Add(time.Duration(i) * time.Millisecond)}
+	}
+	require.NoError(t, b.Add(ctx, acts))
+	peeked, err := b.Peek(ctx, n)
+	require.NoError(t, err)
+	require.Len(t, peeked, n)
+	var newer []ttl.Activity
+	for i := 0; i < n; i += 7 {
+		newer = append(newer, ttl.Activity{ID: acts[i].ID, At: acts[i].At.Add(time.Millisecond)})
+	}
+	require.NoError(t, b.Add(ctx, newer))
+	removed, err := b.Remove(ctx, peeked)
+	require.NoError(t, err)
+	assert.Equal(t, n-len(newer), removed)
+	left, err := b.Peek(ctx, n)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, newer, left)
 }
