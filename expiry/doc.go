@@ -14,9 +14,15 @@
 //
 // Sampling costs O(1) per sampled key. [Map] keeps the keys that carry a
 // deadline in a dense slice per shard (each entry remembers its position;
-// deletion swaps the last element into the hole), so a sample is a random
-// position: no full scan, no heap, and no block of long-lived keys can hide
-// expired ones from the sampler.
+// deletion swaps the last key into the hole), and takes each sampled key
+// from the next shard of a random permutation, at a random position: no
+// full scan, no heap, and a round samples the whole map, so no block of
+// long-lived keys (nor a shard already cleaned) can hide expired ones.
+//
+// Like Redis, active expiry bounds stale keys statistically: a cycle stops
+// once a round finds at most Threshold expired, so up to about that share
+// of the keys with a deadline may be expired but not yet deleted, and no
+// read ever returns one. Stats.StaleEstimate tracks it.
 //
 // [Map] is a sharded map that runs its own Expirer. Any other store can get
 // active expiry by implementing [Keyspace] and running an Expirer over it.

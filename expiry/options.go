@@ -29,7 +29,8 @@ type Options struct {
 	SampleSize int
 	// Threshold: a cycle samples another round at once while the expired
 	// share of the last round is above Threshold. Default 0.25; it must be
-	// in [0, 1).
+	// in [0, 1), and 0 means the default (use a tiny value such as 1e-9 to
+	// repeat while any sampled key was expired).
 	Threshold float64
 	// Budget is the share of Interval one cycle may run (Redis uses 25 % of
 	// its CPU time). A cycle that spends it stops and counts a budget hit;
