@@ -1,0 +1,215 @@
+package redispool_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/redispool"
+)
+
+const minIdle, maxIdle = 2, 4
+
+// newFleet starts n pool instances on prov, each with its own Redis
+// connection and Inventory over one shared prefix. Close is the caller's.
+func newFleet(t *testing.T, r *testenv.Redis, prov *provider, n int, opts pool.Options) ([]*pool.Pool[box], []*redispool.Inventory) {
+	t.Helper()
+	invs := openViews(t, r, n)
+	pools := make([]*pool.Pool[box], n)
+	for i := range pools {
+		o := opts
+		o.Inventory = invs[i]
+		o.Instance = fmt.Sprintf("gw-%d", i)
+		p, err := pool.New[box](prov, o)
+		require.NoError(t, err)
+		pools[i] = p
+	}
+	return pools, invs
+}
+
+func closeAll(t *testing.T, pools []*pool.Pool[box]) {
+	t.Helper()
+	for _, p := range pools {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		assert.NoError(t, p.Close(cctx))
+		cancel()
+	}
+}
+
+// TestFleetSharesOneWarmPool runs three pool instances on separate Redis
+// connections, sharing one inventory, under concurrent load (seed 000, issue
+// 5). No item is ever handed to two holders at once, none is destroyed
+// while held, even though instance 0 reconciles against the provider's
+// list all along with a short orphan grace while the others hold items
+// longer than it; the shared idle set never exceeds MaxIdle; and once the
+// load stops the shared warm count settles within MinIdle..MaxIdle.
+func TestFleetSharesOneWarmPool(t *testing.T) {
+	const instances, workers, load = 3, 4, 1500 * time.Millisecond
+	r := testenv.OpenRedis(t)
+	prov := newProvider()
+	pools, invs := newFleet(t, r, prov, instances, pool.Options{
+		MinIdle: minIdle, MaxIdle: maxIdle, MaxSize: 6,
+		IdleTimeout:         200 * time.Millisecond,
+		JanitorInterval:     time.Second, // records in use live 3 s between heartbeats
+		OrphanGracePeriod:   100 * time.Millisecond,
+		HealthCheckInterval: -1,
+	})
+	defer closeAll(t, pools)
+
+	var (
+		wg       sync.WaitGroup
+		stop     = make(chan struct{})
+		acquired atomic.Int64
+		maxSeen  atomic.Int64
+	)
+	for i, p := range pools {
+		for w := range workers {
+			rnd := rand.New(rand.NewPCG(uint64(i), uint64(w)))
+			holder := fmt.Sprintf("gw-%d/w%d", i, w)
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					h, err := p.Acquire(actx)
+					cancel()
+					if !assert.NoError(t, err, holder) {
+						return
+					}
+					acquired.Add(1)
+					prov.hold(h.Value(), holder)
+					hold := time.Duration(rnd.IntN(3)) * time.Millisecond
+					if w == 0 {
+						hold = 400 * time.Millisecond // longer than the orphan grace
+					}
+					time.Sleep(hold)
+					prov.unhold(h.Value())
+					if rnd.IntN(10) == 0 {
+						h.Destroy(pool.ReasonEvicted)
+					} else {
+						h.Release()
+					}
+				}
+			})
+		}
+	}
+	wg.Go(func() { // the reconciler, and the idle limit watcher
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			assert.NoError(t, pools[0].Reconcile(ctx))
+			c, err := invs[1].Counts(ctx)
+			if assert.NoError(t, err) && int64(c.Idle) > maxSeen.Load() {
+				maxSeen.Store(int64(c.Idle))
+			}
+		}
+	})
+	time.Sleep(load)
+	close(stop)
+	wg.Wait()
+
+	assert.Empty(t, prov.report())
+	// Reconcile lists the provider before it reads the records, so an item
+	// another instance destroys and forgets in between looks like an orphan
+	// and is destroyed again (harmless: Destroy of a gone item succeeds).
+	// Every second destroy must be such an orphan.
+	assert.LessOrEqual(t, int64(prov.destroyedTwice()), pools[0].Stats().Orphans)
+	assert.Greater(t, acquired.Load(), int64(100), "too little load to mean anything")
+	assert.LessOrEqual(t, maxSeen.Load(), int64(maxIdle), "shared idle set above MaxIdle")
+	for _, p := range pools {
+		assert.Zero(t, p.Stats().InUse)
+	}
+
+	// Settling: janitor passes on every instance prune the idle items above
+	// MinIdle once IdleTimeout passes, and replenish to MinIdle.
+	require.Eventually(t, func() bool {
+		for _, p := range pools {
+			_ = p.Tick(ctx)
+		}
+		c, err := invs[2].Counts(ctx)
+		return err == nil && c.InUse == 0 && c.Reserved == 0 && c.Idle >= minIdle && c.Idle <= maxIdle
+	}, 10*time.Second, 100*time.Millisecond)
+	// Nothing leaked: every item the provider still has is a shared idle
+	// record (reconcile destroys none of them), and vice versa.
+	recs, err := invs[0].Records(ctx)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for _, rec := range recs {
+		ids[rec.ID] = true
+		assert.Empty(t, rec.Owner)
+	}
+	assert.Equal(t, prov.liveIDs(), ids)
+	assert.Empty(t, prov.report())
+}
+
+// TestReconcileSparesOtherInstancesItems: an item instance B holds, listed
+// by the provider and far past the orphan grace, survives reconciliation on
+// instance A; so does B's item after B's heartbeat kept its record alive.
+func TestReconcileSparesOtherInstancesItems(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	prov := newProvider()
+	pools, _ := newFleet(t, r, prov, 2, pool.Options{
+		JanitorInterval: -1, OrphanGracePeriod: time.Millisecond, HealthCheckInterval: -1,
+	})
+	defer closeAll(t, pools)
+	a, b := pools[0], pools[1]
+	h, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	prov.hold(h.Value(), "b")
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, a.Reconcile(ctx))
+	require.NoError(t, b.Prune(ctx)) // B's heartbeat
+	require.NoError(t, a.Reconcile(ctx))
+	assert.True(t, prov.isLive(h.Value().ID), "A destroyed B's busy item")
+	assert.Zero(t, a.Stats().Orphans)
+	prov.unhold(h.Value())
+	h.Release()
+	require.NoError(t, a.Reconcile(ctx))
+	assert.True(t, prov.isLive(h.Value().ID), "A destroyed a shared idle item")
+	assert.Empty(t, prov.report())
+}
+
+// TestCrashedInstanceRecordsExpire: an instance that dies holding an item
+// leaves a record that protects the item only until its ttl passes (no
+// heartbeat); then reconciliation anywhere destroys the item as an orphan.
+func TestCrashedInstanceRecordsExpire(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	r := testenv.OpenRedis(t)
+	prov := newProvider()
+	pools, invs := newFleet(t, r, prov, 1, pool.Options{
+		JanitorInterval: -1, OrphanGracePeriod: time.Millisecond, HealthCheckInterval: -1,
+	})
+	defer closeAll(t, pools)
+	// The crashed instance registered its item, then died: no Touch.
+	prov.add("dead-1", time.Now().Add(-time.Hour))
+	crashed := newInventory(t, r.NewClient(t), poolPrefix(r))
+	require.NoError(t, crashed.Add(ctx, pool.Record{ID: "dead-1", Owner: "gw-dead", Data: []byte(`{"id":"dead-1"}`)}, ttl))
+
+	require.NoError(t, pools[0].Reconcile(ctx))
+	assert.True(t, prov.isLive("dead-1"), "destroyed while its record was live")
+	require.Eventually(t, func() bool {
+		c, err := invs[0].Counts(ctx)
+		return err == nil && c.InUse == 0
+	}, 5*time.Second, 20*time.Millisecond, "the crashed instance's record never expired")
+	require.NoError(t, pools[0].Reconcile(ctx))
+	assert.False(t, prov.isLive("dead-1"), "the crashed instance's item leaked")
+	assert.Equal(t, int64(1), pools[0].Stats().Orphans)
+	keys, err := r.Keys(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, keys, crashed.ItemKey("dead-1"))
+}
