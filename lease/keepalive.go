@@ -38,7 +38,9 @@ type KeepAlive struct {
 // KeepAlive starts heartbeating l every interval (0 means l.Grace / 3) until
 // the lease is lost, released through m, m is closed, ctx ends or Stop is
 // called. The first heartbeat is sent at once, so the local deadline starts
-// from a measured send time.
+// from a measured send time; until it returns, the lease is trusted for what
+// l had left at its HeartbeatAt, counted from the call, so start a KeepAlive
+// right after Grant (or Heartbeat) returns l.
 func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration) *KeepAlive {
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
