@@ -35,4 +35,5 @@
 //
 // Scripts call TIME before writing, which Redis allows with effects
 // replication: the default since Redis 5 and the only mode since Redis 7.
+// So the store needs Redis 5 or later.
 package redislease

@@ -23,7 +23,6 @@ var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "used", 
 // server's clock. Numbers are formatted with %.0f because Lua's default
 // number formatting keeps only 14 digits.
 const prelude = `
-if redis.replicate_commands then redis.replicate_commands() end
 local LEASES, DEADLINES, EXPIRED, HOLDERS, USED, TOKEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

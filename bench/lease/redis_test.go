@@ -1,0 +1,78 @@
+package lease_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/redislease"
+)
+
+// The Redis backend: lease/redislease against bsm/redislock (a lock is a
+// lease with cost 1, no budget, no holder rule) and bare PINGs, the round
+// trips that one grant and one release (or one heartbeat) cannot avoid.
+// It needs TTLKIT_TEST_REDIS_URL and skips without it; every run uses a
+// fresh key prefix and deletes its keys.
+func init() {
+	backends = append(backends, backend{
+		name:  "redis",
+		store: redisStore,
+		grantRelease: []peer{
+			{"redislock", func(b *testing.B) {
+				r := testenv.OpenRedis(b)
+				locker := redislock.New(r.Client)
+				key := r.Prefix + "cam_2f_19"
+				for b.Loop() {
+					l, err := locker.Obtain(ctx, key, 300*time.Second, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Release(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}},
+			{"ping", func(b *testing.B) { pings(b, 2) }},
+		},
+		heartbeat: []peer{
+			{"redislock", func(b *testing.B) {
+				r := testenv.OpenRedis(b)
+				l, err := redislock.New(r.Client).Obtain(ctx, r.Prefix+"cam_2f_19", time.Hour, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if err := l.Refresh(ctx, time.Hour, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}},
+			{"ping", func(b *testing.B) { pings(b, 1) }},
+		},
+	})
+}
+
+// redisStore returns a redislease store under a fresh prefix.
+func redisStore(b *testing.B) lease.Store {
+	r := testenv.OpenRedis(b)
+	s, err := redislease.New(r.Client, redislease.Options{Prefix: r.Prefix + "{lease}:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// pings runs n PINGs per operation: the round-trip floor.
+func pings(b *testing.B, n int) {
+	r := testenv.OpenRedis(b)
+	for b.Loop() {
+		for range n {
+			if err := r.Client.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
