@@ -278,7 +278,6 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		}
 		delete(p.firstSeen, l.ID)
 		orphans = append(orphans, l)
-		p.orphans++
 	}
 	for id := range p.firstSeen {
 		if !listedIDs[id] {
@@ -323,10 +322,19 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		errs = append(errs, p.dropSharedUnlisted(ctx, recs, listedIDs, listStart))
 	}
 	for _, l := range orphans {
+		if !p.claimOrphan(ctx, l, now, &errs) {
+			continue
+		}
 		err := p.callDestroy(l.Value)
 		p.mu.Lock()
+		p.orphans++
 		p.countDestroyLocked(ReasonOrphan, err)
 		p.mu.Unlock()
+		if p.inv != nil {
+			if _, rerr := p.inv.Remove(ctx, l.ID); rerr != nil {
+				errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
+			}
+		}
 		p.afterDestroy(l.ID, ReasonOrphan, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pool: destroy orphan %s: %w", l.ID, err))
@@ -336,4 +344,43 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		_ = p.Replenish(ctx)
 	}
 	return errors.Join(errs...)
+}
+
+// claimOrphan makes sure nobody owns the orphan l before it is destroyed.
+// An item another instance has just created may be listed before its
+// creator has recorded it; with a shared Inventory the orphan is recorded as
+// this instance's first, atomically (Add fails if the creator got there
+// first, and the creator's Add fails if the orphan was claimed, so the
+// creator never uses an item being destroyed). Locally, the pool's own items
+// are checked once more.
+func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) bool {
+	p.mu.Lock()
+	for _, h := range p.items {
+		if h.id == l.ID {
+			p.mu.Unlock()
+			return false
+		}
+	}
+	p.mu.Unlock()
+	if p.inv == nil {
+		return true
+	}
+	data, err := p.codec.Encode(l.Value)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("pool: encode orphan %s: %w", l.ID, err))
+		return false
+	}
+	created := l.Created
+	if created.IsZero() {
+		created = now
+	}
+	err = p.inv.Add(ctx, Record{ID: l.ID, Owner: p.opts.Instance, Data: data, Created: created}, p.heldTTL())
+	if errors.Is(err, ErrExists) {
+		return false // known after all
+	}
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("pool: inventory add orphan %s: %w", l.ID, err))
+		return false
+	}
+	return true
 }
