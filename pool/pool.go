@@ -546,6 +546,12 @@ func (p *Pool[T]) createItem() (*Handle[T], error) {
 	h := p.newHandle(v, p.clock.Now())
 	if p.inv != nil {
 		if err := p.addShared(h); err != nil {
+			if errors.Is(err, ErrExists) {
+				// Another instance claimed it as an orphan meanwhile: the
+				// record is theirs, and so is the destroy; ours is a no-op
+				// for a provider that treats a gone item as destroyed.
+				h.id = ""
+			}
 			p.mu.Lock()
 			p.destroyingLocked(h)
 			p.mu.Unlock()
