@@ -16,8 +16,11 @@ import (
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-// DefaultReplayWindow is the default Options.ReplayWindow.
-const DefaultReplayWindow = time.Minute
+// Defaults for zero Options fields.
+const (
+	DefaultReplayWindow = time.Minute
+	DefaultResends      = 3
+)
 
 // ErrInvalid is returned, wrapped, for bad arguments (an empty ID or owner,
 // a negative ttl); the call changes nothing.
@@ -41,6 +44,16 @@ type Options struct {
 	// outcome instead of acting twice. It must exceed the client's retry
 	// span. Zero means DefaultReplayWindow.
 	ReplayWindow time.Duration
+
+	// Resends is how many times a call whose connection broke (an error
+	// that is neither a server reply nor the end of the caller's context)
+	// is sent again, after go-redis's own retries (its MaxRetries), with a
+	// pause of 5 ms before the first resend that doubles each time. A
+	// broken call may or may not have taken effect; resending it is safe
+	// (replay markers, idempotent scripts) and settles which, so the Pool is
+	// rarely left unsure whether an item went back to the idle set. Zero
+	// means DefaultResends; negative means none.
+	Resends int
 }
 
 // Inventory is a pool.Inventory on Redis: the idle set and item records of
@@ -61,13 +74,14 @@ type Options struct {
 // An Inventory is safe for concurrent use and holds no goroutines; it does
 // not own the client.
 type Inventory struct {
-	client redis.UniversalClient
-	keys   []string
-	base   string // key prefix of item records
-	opBase string // key prefix of replay markers
-	window string // ReplayWindow in ms
-	nonce  string // random, per Inventory
-	seq    atomic.Uint64
+	client  redis.UniversalClient
+	keys    []string
+	base    string // key prefix of item records
+	opBase  string // key prefix of replay markers
+	window  string // ReplayWindow in ms
+	resends int
+	nonce   string // random, per Inventory
+	seq     atomic.Uint64
 }
 
 var _ pool.Inventory = (*Inventory)(nil)
@@ -87,6 +101,12 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 	if opts.ReplayWindow == 0 {
 		opts.ReplayWindow = DefaultReplayWindow
 	}
+	switch {
+	case opts.Resends == 0:
+		opts.Resends = DefaultResends
+	case opts.Resends < 0:
+		opts.Resends = 0
+	}
 	base := opts.Prefix
 	if !hasHashTag(base) {
 		base = "{" + base + "}:"
@@ -98,12 +118,13 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return &Inventory{
-		client: client,
-		keys:   keys,
-		base:   base + "item:",
-		opBase: base + "op:",
-		window: strconv.FormatInt(ceilMillis(opts.ReplayWindow), 10),
-		nonce:  hex.EncodeToString(b[:]) + ":",
+		client:  client,
+		keys:    keys,
+		base:    base + "item:",
+		opBase:  base + "op:",
+		window:  strconv.FormatInt(ceilMillis(opts.ReplayWindow), 10),
+		resends: opts.Resends,
+		nonce:   hex.EncodeToString(b[:]) + ":",
 	}, nil
 }
 
@@ -146,6 +167,15 @@ func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, 
 	all = append(all, inv.base, opKey, inv.window)
 	all = append(all, args...)
 	v, err := script.Run(ctx, inv.client, inv.keys, all...).Result()
+	// A call whose connection broke may or may not have run. Resending it is
+	// safe and tells which: a state-changing call carries its replay marker,
+	// so the server answers with the first run's outcome or runs it now; the
+	// others (Touch, Reserve, Unreserve, Records, Counts) are idempotent.
+	backoff := resendBackoff
+	for i := 0; i < inv.resends && brokenConn(err) && sleep(ctx, backoff); i++ {
+		v, err = script.Run(ctx, inv.client, inv.keys, all...).Result()
+		backoff *= 2
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			return nil, fmt.Errorf("redispool: %s: %w: %w", op, context.Cause(ctx), err)
@@ -153,6 +183,33 @@ func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, 
 		return nil, fmt.Errorf("redispool: %s: %w", op, err)
 	}
 	return v, nil
+}
+
+// resendBackoff is the pause before the first resend; it doubles for each
+// further one.
+const resendBackoff = 5 * time.Millisecond
+
+// sleep waits for d and reports true, or false at once when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// brokenConn reports whether err may have left the outcome of a call
+// unknown: an error that is neither a reply from the server nor the end of
+// the caller's context.
+func brokenConn(err error) bool {
+	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var reply redis.Error
+	return !errors.As(err, &reply)
 }
 
 func checkTTL(op string, ttl time.Duration) error {

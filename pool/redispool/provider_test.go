@@ -3,6 +3,7 @@ package redispool_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ type provider struct {
 	holders  map[string]string    // id -> holder
 	problems []string
 	twice    int // destroys of items already gone
+	history  map[string][]string
 }
 
 var (
@@ -35,7 +37,7 @@ var (
 )
 
 func newProvider() *provider {
-	return &provider{live: map[string]time.Time{}, holders: map[string]string{}}
+	return &provider{live: map[string]time.Time{}, holders: map[string]string{}, history: map[string][]string{}}
 }
 
 func (p *provider) Create(context.Context) (box, error) {
@@ -55,6 +57,7 @@ func (p *provider) Destroy(_ context.Context, b box) error {
 	}
 	if _, ok := p.live[b.ID]; !ok {
 		p.twice++
+		p.history[b.ID] = append(p.history[b.ID], "destroyed again")
 	}
 	delete(p.live, b.ID)
 	return nil
@@ -112,6 +115,29 @@ func (p *provider) liveIDs() map[string]bool {
 	out := map[string]bool{}
 	for id := range p.live {
 		out[id] = true
+	}
+	return out
+}
+
+// onEvent returns a pool.Options.OnEvent that keeps instance's events in
+// the items' histories, for failure messages.
+func (p *provider) onEvent(instance string) func(pool.Event) {
+	return func(ev pool.Event) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.history[ev.ID] = append(p.history[ev.ID], fmt.Sprintf("%s: %s %s %v", instance, ev.Kind, ev.Reason, ev.Err))
+	}
+}
+
+// twiceHistory returns the histories of the items destroyed more than once.
+func (p *provider) twiceHistory() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]string{}
+	for id, h := range p.history {
+		if slices.Contains(h, "destroyed again") {
+			out[id] = h
+		}
 	}
 	return out
 }
