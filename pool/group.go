@@ -35,7 +35,9 @@ type Group[K comparable, T any] struct {
 	pools  map[K]*Pool[T]
 	closed bool
 
-	stop, done chan struct{}
+	ctx        context.Context // the janitor's; cancelled by Close
+	cancel     context.CancelFunc
+	done       chan struct{}
 	closeOnce  sync.Once
 	closeDone  chan struct{}
 	closeErr   error
@@ -59,8 +61,9 @@ func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options,
 		opts.HealthCheckInterval = DefaultHealthInterval
 	}
 	g := &Group[K, T]{newPool: newPool, opts: opts, pools: map[K]*Pool[T]{}, closeDone: make(chan struct{})}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if opts.JanitorInterval > 0 {
-		g.stop, g.done = make(chan struct{}), make(chan struct{})
+		g.done = make(chan struct{})
 		go g.janitor()
 	}
 	return g, nil
@@ -155,15 +158,7 @@ func (g *Group[K, T]) CheckHealth(ctx context.Context) error {
 
 func (g *Group[K, T]) janitor() {
 	defer close(g.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-g.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := g.ctx
 	t := g.opts.Clock.Ticker(g.opts.JanitorInterval)
 	defer t.Stop()
 	var health <-chan time.Time
@@ -201,8 +196,8 @@ func (g *Group[K, T]) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
-	if g.stop != nil {
-		close(g.stop)
+	g.cancel()
+	if g.done != nil {
 		<-g.done
 	}
 	var (
