@@ -53,3 +53,44 @@ func TestMySQLMultiInstance(t *testing.T) {
 	}
 	proveMultiInstance(t, stores, 6, 250)
 }
+
+// TestMySQLConnectionsKilled kills the stores' server connections (KILL,
+// only connections to this test's database, never the killer's own) again
+// and again during the multi-instance workload.
+func TestMySQLConnectionsKilled(t *testing.T) {
+	my := testenv.OpenMySQL(t)
+	opts := sqllease.Options{Table: "modal_leases"}
+	var stores []lease.Store
+	for range 3 {
+		stores = append(stores, newMy(t, my.NewDB(t), opts))
+	}
+	killer := my.NewDB(t)
+	killer.SetMaxOpenConns(1)
+	// Fewer kills than on PostgreSQL: a MySQL grant is six round trips, so
+	// more calls fail, and each failed write widens the history check.
+	proveFault(t, stores, 80*time.Millisecond, 150, func() (int, error) {
+		rows, err := killer.QueryContext(ctx,
+			`SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()`, my.Database)
+		if err != nil {
+			return 0, err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		n := 0
+		for _, id := range ids {
+			// A connection may have gone by itself since the listing.
+			if _, err := killer.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err == nil {
+				n++
+			}
+		}
+		return n, rows.Err()
+	})
+}

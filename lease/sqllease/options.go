@@ -12,12 +12,14 @@ const DefaultTable = "ttlkit_leases"
 // Options configure a store. The zero value means the defaults.
 type Options struct {
 	// Table is the lease table: an identifier of letters, digits and
-	// underscores (at most 48), optionally qualified by a schema or
-	// database ("ops.modal_leases"). Default "ttlkit_leases".
+	// underscores (at most 48, so that index names derived from it fit),
+	// optionally qualified by a schema or database ("ops.modal_leases").
+	// Default "ttlkit_leases".
 	Table string
 	// StateTable holds the per-store row that grants lock and that counts
-	// fencing tokens. Several lease tables may share one state table: each
-	// has its own row, keyed by Table. Default Table + "_state".
+	// fencing tokens: an identifier as Table, at most 63 characters.
+	// Several lease tables may share one state table: each has its own
+	// row, keyed by Table. Default Table + "_state".
 	StateTable string
 }
 
@@ -28,16 +30,17 @@ type names struct {
 	key          string // the store's row in the state table
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
-// validName reports whether s is an identifier, optionally qualified once.
-func validName(s string) bool {
+// validName reports whether s is an identifier of at most limit characters,
+// optionally qualified once.
+func validName(s string, limit int) bool {
 	parts := strings.Split(s, ".")
 	if len(parts) > 2 {
 		return false
 	}
 	for _, p := range parts {
-		if !identRE.MatchString(p) {
+		if !identRE.MatchString(p) || len(p) > limit {
 			return false
 		}
 	}
@@ -49,14 +52,14 @@ func (o Options) resolve() (names, error) {
 	if n.table == "" {
 		n.table = DefaultTable
 	}
-	if !validName(n.table) {
+	if !validName(n.table, 48) {
 		return n, fmt.Errorf("sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	if n.state == "" {
 		n.state = n.table + "_state"
 	}
-	if !validName(n.state) {
-		return n, fmt.Errorf("sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.StateTable)
+	if !validName(n.state, 63) {
+		return n, fmt.Errorf("sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
 	}
 	if n.state == n.table {
 		return n, fmt.Errorf("sqllease: StateTable %q is the same as Table", o.StateTable)

@@ -57,3 +57,27 @@ func TestPostgresMultiInstance(t *testing.T) {
 	}
 	proveMultiInstance(t, stores, 6, 250)
 }
+
+// TestPostgresBackendTerminated terminates the stores' server backends
+// (pg_terminate_backend, only connections with this test's
+// application_name) again and again during the multi-instance workload.
+func TestPostgresBackendTerminated(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	app := "ttlkit_fault_" + pg.Schema
+	opts := sqllease.Options{Table: "modal_leases"}
+	var stores []lease.Store
+	for range 3 {
+		cfg, err := pgxpool.ParseConfig(pg.URL())
+		require.NoError(t, err)
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		stores = append(stores, newPG(t, pool, opts))
+	}
+	proveFault(t, stores, 100*time.Millisecond, 150, func() (int, error) {
+		var n int
+		err := pg.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n)
+		return n, err
+	})
+}

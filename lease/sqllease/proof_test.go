@@ -40,12 +40,15 @@ func newManagers(t *testing.T, h *leasecheck.History, stores []lease.Store) []*l
 	return ms
 }
 
-// workload runs ops random operations on m (seeded by seed) and returns the
-// number that failed with an error that is not a rule outcome. Every List
-// it sees is checked against the budget and the holder rule.
-func workload(t *testing.T, m *lease.Manager, seed uint64, ops int) (failed int) {
+// workload runs ops random operations on m (seeded by seed). It returns the
+// errors that are not rule outcomes, and the leases it was granted and
+// neither released nor tried to release with a failed call: they must still
+// be there. Every List it sees is checked against the budget and the holder
+// rule; with lists false it calls Usage instead.
+func workload(t *testing.T, m *lease.Manager, seed uint64, ops int, lists bool) (failed []error, kept []string) {
 	r := rand.New(rand.NewPCG(seed, 11))
 	var mine []string
+	uncertain := map[string]bool{}
 	pick := func() string {
 		if len(mine) == 0 || r.IntN(10) == 0 {
 			return lease.NewID()
@@ -68,7 +71,9 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int) (failed int)
 			_, err = m.Heartbeat(ctx, pick())
 		case n < 75:
 			id := pick()
-			if _, err = m.Release(ctx, id); err == nil {
+			if _, err = m.Release(ctx, id); err != nil {
+				uncertain[id] = true
+			} else {
 				for i, x := range mine {
 					if x == id {
 						mine = append(mine[:i], mine[i+1:]...)
@@ -83,6 +88,8 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int) (failed int)
 			if u, err = m.Usage(ctx); err == nil && u.Units > proofBudget {
 				t.Errorf("Usage %d units > budget %d", u.Units, proofBudget)
 			}
+		case n < 94 && !lists:
+			_, err = m.Usage(ctx)
 		case n < 94:
 			var ls []lease.Lease
 			if ls, err = m.List(ctx); err == nil {
@@ -93,10 +100,15 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int) (failed int)
 		}
 		var re *lease.RejectedError
 		if err != nil && !errors.As(err, &re) && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
-			failed++
+			failed = append(failed, err)
 		}
 	}
-	return failed
+	for _, id := range mine {
+		if !uncertain[id] {
+			kept = append(kept, id)
+		}
+	}
+	return failed, kept
 }
 
 // checkSnapshot checks one List: within the budget, one lease per holder,
@@ -131,8 +143,8 @@ func proveMultiInstance(t *testing.T, stores []lease.Store, workers, ops int) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			if n := workload(t, ms[w%len(ms)], uint64(w), ops); n > 0 {
-				t.Errorf("worker %d: %d operations failed with store errors", w, n)
+			if errs, _ := workload(t, ms[w%len(ms)], uint64(w), ops, true); len(errs) > 0 {
+				t.Errorf("worker %d: %d operations failed with store errors, first: %v", w, len(errs), errs[0])
 			}
 		})
 	}

@@ -1,0 +1,111 @@
+package sqllease_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
+)
+
+// proveFault runs the multi-instance workload (ops per worker) while kill
+// cuts the stores' server connections every interval, then checks: calls failed with
+// wrapped store errors that match no lease sentinel, every Manager works
+// again without a restart, every acknowledged grant not released is still
+// there, and the whole history (failed writes count as ambiguous) is
+// linearizable.
+//
+// The workload calls Usage where the proof calls List: leasecheck does not
+// adopt the heartbeat time of an ambiguous heartbeat that a later Get
+// reveals, so a List after one would be reported as not linearizable.
+func proveFault(t *testing.T, stores []lease.Store, every time.Duration, ops int, kill func() (int, error)) {
+	h := leasecheck.New(nil)
+	h.Dir = t.TempDir()
+	ms := newManagers(t, h, stores)
+
+	stop := make(chan struct{})
+	var killed atomic.Int64
+	var killer sync.WaitGroup
+	killer.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				n, err := kill()
+				if err != nil {
+					t.Errorf("kill: %v", err)
+					return
+				}
+				killed.Add(int64(n))
+			}
+		}
+	})
+	var (
+		mu     sync.Mutex
+		failed []error
+		kept   []string
+		wg     sync.WaitGroup
+	)
+	for w := range 6 {
+		wg.Go(func() {
+			errs, ids := workload(t, ms[w%len(ms)], uint64(100+w), ops, false)
+			mu.Lock()
+			failed = append(failed, errs...)
+			kept = append(kept, ids...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(stop)
+	killer.Wait()
+
+	require.NotZero(t, killed.Load(), "no connection was killed")
+	require.NotEmpty(t, failed, "no call failed although %d connections were killed", killed.Load())
+	for _, err := range failed {
+		var re *lease.RejectedError
+		if errors.As(err, &re) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrExpired) ||
+			errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrClosed) || !strings.HasPrefix(err.Error(), "sqllease: ") {
+			t.Errorf("store error %q matches a lease sentinel or is not wrapped", err)
+		}
+	}
+	t.Logf("%d connections killed, %d calls failed, e.g. %v", killed.Load(), len(failed), failed[0])
+
+	// Recovery without restart: the pools replace the dead connections.
+	// The first call on a dead idle connection may still fail.
+	for i, m := range ms {
+		require.Eventually(t, func() bool { _, err := m.Usage(ctx); return err == nil }, 10*time.Second, 20*time.Millisecond,
+			"manager %d does not recover", i)
+		for range 5 {
+			l, err := m.Grant(ctx, lease.Request{Holder: "recovery", Cost: 1})
+			if errors.Is(err, lease.ErrOverCapacity) {
+				continue // the budget is full of leases granted before
+			}
+			require.NoError(t, err, "manager %d after recovery", i)
+			_, err = m.Heartbeat(ctx, l.ID)
+			require.NoError(t, err)
+			_, err = m.Release(ctx, l.ID)
+			require.NoError(t, err)
+		}
+		ls, err := m.Store().List(ctx) // not recorded, see above
+		require.NoError(t, err)
+		checkSnapshot(t, ls)
+	}
+	// Nothing acknowledged was lost (TTL and grace outlast the run).
+	for _, id := range kept {
+		_, err := stores[0].Get(ctx, id)
+		assert.NoError(t, err, "acknowledged lease %s", id)
+	}
+	assert.NotEmpty(t, kept)
+	assert.Greater(t, h.Len(), 3*ops) // failed reads are not recorded
+	h.Check(t, 60*time.Second)
+}
