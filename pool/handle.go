@@ -58,8 +58,6 @@ func (h *Handle[T]) Release() {
 			return
 		}
 		h.lastUsed = now
-	} else {
-		h.lastUsed = 1 // used: WarmTTL no longer applies
 	}
 	p.settle(h)
 }
