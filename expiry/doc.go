@@ -13,11 +13,12 @@
 // keyspace lock is held for one small batch at a time.
 //
 // Sampling costs O(1) per sampled key. [Map] keeps the keys that carry a
-// deadline in a dense slice per shard (each entry remembers its position;
-// deletion swaps the last key into the hole), and takes each sampled key
-// from the next shard of a random permutation, at a random position: no
-// full scan, no heap, and a round samples the whole map, so no block of
-// long-lived keys (nor a shard already cleaned) can hide expired ones.
+// deadline in a dense slice per shard and takes each sampled key from the
+// next shard of a random permutation, at a random position: no full scan,
+// no heap, and a round samples the whole map, so no block of long-lived
+// keys (nor a shard already cleaned) can hide expired ones. A key that
+// loses its deadline leaves a stale slot that is dropped when met, so
+// deletion never has to find or fix up a position.
 //
 // Like Redis, active expiry bounds stale keys statistically: a cycle stops
 // once a round finds at most Threshold expired, so up to about that share

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/expiry"
@@ -84,5 +85,27 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 			}
 			require.NoError(t, m.CheckInvariants(), "after op %d", i)
 		}
+	})
+}
+
+// TestStaleSlotsStayBounded: keys that lose their deadline leave stale
+// slots behind; without any active expiry they must still be cleaned.
+func TestStaleSlotsStayBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+		for i := range 20000 {
+			k := strconv.Itoa(i % 50)
+			require.NoError(t, m.SetWithTTL(k, i, time.Hour))
+			switch i % 3 {
+			case 0:
+				m.Delete(k)
+			case 1:
+				m.Persist(k)
+			default:
+				m.Set(k, i)
+			}
+			require.NoError(t, m.CheckInvariants(), "after op %d", i)
+		}
+		assert.Equal(t, 0, m.Stats().KeysWithDeadline)
 	})
 }

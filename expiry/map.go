@@ -117,6 +117,11 @@ func (m *Map[K, V]) deadlineFor(ttl time.Duration) (int64, error) {
 // Caller holds s.mu.
 func (m *Map[K, V]) expire(s *shard[K, V], k K, e entry[V], r Reason) {
 	s.remove(k, e)
+	m.report(k, e, r)
+}
+
+// report counts the expiry of k, whose entry was e, and sends its event.
+func (m *Map[K, V]) report(k K, e entry[V], r Reason) {
 	if r == Passive {
 		m.expiredPassive.Add(1)
 	} else {
@@ -167,10 +172,14 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 func (m *Map[K, V]) Set(k K, v V) {
 	s := m.shard(k)
 	s.mu.Lock()
-	if e, ok := s.m[k]; ok && e.deadline != noDeadline && !m.expiredLocked(s, k, e) {
-		s.dropDeadline(e.idx)
+	e, ok := s.m[k]
+	s.m[k] = entry[V]{val: v, deadline: noDeadline}
+	if ok && e.deadline != noDeadline {
+		if e.deadline <= m.now() {
+			m.report(k, e, Passive)
+		}
+		s.lostDeadline()
 	}
-	s.m[k] = entry[V]{val: v, deadline: noDeadline, idx: -1}
 	s.mu.Unlock()
 }
 
@@ -204,11 +213,12 @@ func (m *Map[K, V]) setDeadline(k K, v V, d, now int64) {
 		m.expire(s, k, e, Passive)
 		ok = false
 	}
-	idx := e.idx
-	if !ok || e.deadline == noDeadline {
-		idx = s.addDeadline(k)
+	if !ok {
+		e = entry[V]{deadline: noDeadline}
 	}
-	s.m[k] = entry[V]{val: v, deadline: d, idx: idx}
+	e.val = v
+	s.giveDeadline(k, &e, d)
+	s.m[k] = e
 	s.mu.Unlock()
 }
 
@@ -307,10 +317,7 @@ func (m *Map[K, V]) expireAt(k K, d, now int64) bool {
 		s.remove(k, e)
 		return true
 	}
-	if e.deadline == noDeadline {
-		e.idx = s.addDeadline(k)
-	}
-	e.deadline = d
+	s.giveDeadline(k, &e, d)
 	s.m[k] = e
 	return true
 }
@@ -324,9 +331,9 @@ func (m *Map[K, V]) Persist(k K) bool {
 	if !ok || e.deadline == noDeadline || m.expiredLocked(s, k, e) {
 		return false
 	}
-	s.dropDeadline(e.idx)
-	e.deadline, e.idx = noDeadline, -1
+	e.deadline = noDeadline
 	s.m[k] = e
+	s.lostDeadline()
 	return true
 }
 
@@ -380,6 +387,7 @@ func (m *Map[K, V]) Clear() {
 		s.mu.Lock()
 		s.m = make(map[K]entry[V])
 		s.dl = nil
+		s.live = 0
 		s.n.Store(0)
 		s.mu.Unlock()
 	}
@@ -427,21 +435,17 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 			continue
 		}
 		s.mu.Lock()
-		if len(s.dl) == 0 {
-			s.mu.Unlock()
+		sm, x := s.sampleOne(t, onExpired)
+		s.mu.Unlock()
+		if !sm {
 			empty++
 			continue
 		}
 		empty = 0
-		k := s.dl[rand.IntN(len(s.dl))]
-		e := s.m[k]
 		sampled++
-		if e.deadline <= t {
-			onExpired(k, e)
-			s.remove(k, e)
+		if x {
 			expired++
 		}
-		s.mu.Unlock()
 	}
 	return sampled, expired
 }

@@ -2,6 +2,7 @@ package expiry
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 )
@@ -12,77 +13,162 @@ const noDeadline = math.MaxInt64
 
 // entry is a key's value and deadline, stored in the shard's map by value
 // so that a Get touches one map slot and nothing else. deadline is in
-// nanoseconds since the Map's base time; idx is the key's position in the
+// nanoseconds since the Map's base time; gen names the key's slot in the
 // shard's dl slice while it has a deadline.
 type entry[V any] struct {
 	val      V
 	deadline int64
-	idx      int
+	gen      uint64
 }
 
-// shard is one lock's worth of the Map. dl holds exactly the keys that
-// carry a deadline, densely, so that a random position is a uniform sample
-// of them; deletion swaps the last key into the hole and fixes its idx.
+// slot is one element of a shard's deadline slice. It is valid while its
+// key exists, has a deadline, and carries the same generation; otherwise it
+// is stale and removed when found.
+type slot[K comparable] struct {
+	key K
+	gen uint64
+}
+
+// shard is one lock's worth of the Map.
+//
+// dl holds one valid slot for every key that carries a deadline, densely,
+// so that a random position is a uniform sample of them, plus stale slots
+// left by keys that lost their deadline or were deleted. Stale slots cost
+// nothing to create (no entry records a position, so nothing has to be
+// fixed up), are dropped whenever the sampler meets one, and are cleaned
+// eagerly once they outnumber the valid ones, which bounds dl to about
+// twice the keys with a deadline. Removing a slot swaps the last one into
+// its place.
 type shard[K comparable, V any] struct {
-	mu sync.RWMutex
-	m  map[K]entry[V]
-	dl []K
-	// n mirrors len(dl) for readers that do not hold mu (the sampler's
-	// count of keys with a deadline); written under mu.
+	mu   sync.RWMutex
+	m    map[K]entry[V]
+	dl   []slot[K]
+	gen  uint64 // last generation handed out
+	live int    // keys with a deadline: the valid slots of dl
+	// n mirrors live for readers that do not hold mu (the sampler's count
+	// of keys with a deadline); written under mu.
 	n atomic.Int64
 	_ [64]byte // keep neighbouring shards' locks on separate cache lines
 }
 
-// addDeadline appends k to dl and returns its position. Caller holds mu.
-func (s *shard[K, V]) addDeadline(k K) int {
-	s.dl = append(s.dl, k)
-	s.n.Store(int64(len(s.dl)))
-	return len(s.dl) - 1
+// giveDeadline sets e's deadline to d (not noDeadline), adding a slot if
+// the key k had none. The caller holds mu and stores e back into m.
+func (s *shard[K, V]) giveDeadline(k K, e *entry[V], d int64) {
+	if e.deadline == noDeadline {
+		s.gen++
+		e.gen = s.gen
+		s.dl = append(s.dl, slot[K]{key: k, gen: s.gen})
+		s.live++
+		s.n.Store(int64(s.live))
+	}
+	e.deadline = d
 }
 
-// dropDeadline removes position i from dl. Caller holds mu and updates the
-// entry that was at i.
-func (s *shard[K, V]) dropDeadline(i int) {
-	n := len(s.dl) - 1
-	if i != n {
-		last := s.dl[n]
-		s.dl[i] = last
-		e := s.m[last]
-		e.idx = i
-		s.m[last] = e
+// lostDeadline records that a key lost its deadline (deleted, or kept
+// without one): its slot is now stale. Caller holds mu.
+func (s *shard[K, V]) lostDeadline() {
+	s.live--
+	s.n.Store(int64(s.live))
+	if stale := len(s.dl) - s.live; stale > 32 && stale > s.live {
+		// More than half the slots are stale: 4 random probes remove
+		// at least 2 on average, more than this call created.
+		for range 4 {
+			if len(s.dl) == 0 {
+				break
+			}
+			if i := rand.IntN(len(s.dl)); !s.valid(i) {
+				s.removeSlot(i)
+			}
+		}
 	}
-	var zero K
-	s.dl[n] = zero
+}
+
+// valid reports whether slot i is valid. Caller holds mu.
+func (s *shard[K, V]) valid(i int) bool {
+	_, ok := s.lookup(i)
+	return ok
+}
+
+// lookup returns the entry of slot i's key if the slot is valid. Caller
+// holds mu.
+func (s *shard[K, V]) lookup(i int) (entry[V], bool) {
+	sl := s.dl[i]
+	e, ok := s.m[sl.key]
+	return e, ok && e.deadline != noDeadline && e.gen == sl.gen
+}
+
+// removeSlot removes slot i, moving the last slot into its place. Caller
+// holds mu.
+func (s *shard[K, V]) removeSlot(i int) {
+	n := len(s.dl) - 1
+	s.dl[i] = s.dl[n]
+	s.dl[n] = slot[K]{}
 	s.dl = s.dl[:n]
-	s.n.Store(int64(n))
 	// Give memory back after a mass expiry.
 	if cap(s.dl) > 1024 && n < cap(s.dl)/4 {
-		s.dl = append([]K(nil), s.dl...)
+		s.dl = append([]slot[K](nil), s.dl...)
 	}
 }
 
 // remove deletes k, whose entry is e. Caller holds mu.
 func (s *shard[K, V]) remove(k K, e entry[V]) {
-	if e.deadline != noDeadline {
-		s.dropDeadline(e.idx)
-	}
 	delete(s.m, k)
+	if e.deadline != noDeadline {
+		s.lostDeadline()
+	}
+}
+
+// expireSlot deletes the key of valid slot i, and the slot. Caller holds
+// mu.
+func (s *shard[K, V]) expireSlot(i int) {
+	delete(s.m, s.dl[i].key)
+	s.removeSlot(i)
+	s.live--
+	s.n.Store(int64(s.live))
 }
 
 // expireAll examines every key with a deadline, calls expired for each one
-// expired at now, then deletes it. Caller holds mu.
+// expired at now, then deletes it; stale slots met on the way are
+// removed. Caller holds mu.
 func (s *shard[K, V]) expireAll(now int64, expired func(K, entry[V])) (sampled, deleted int) {
-	// Walk backwards: a swap-remove moves an already examined key into
-	// the hole.
+	// Walk backwards: a removal moves an already examined slot into the
+	// hole.
 	for i := len(s.dl) - 1; i >= 0; i-- {
-		k := s.dl[i]
-		e := s.m[k]
+		e, ok := s.lookup(i)
+		if !ok {
+			s.removeSlot(i)
+			continue
+		}
 		sampled++
 		if e.deadline <= now {
-			expired(k, e)
-			s.remove(k, e)
+			expired(s.dl[i].key, e)
+			s.expireSlot(i)
 			deleted++
 		}
 	}
 	return sampled, deleted
+}
+
+// sampleOne examines one random key with a deadline, dropping up to a few
+// stale slots on the way, and deletes it if expired at now. It reports
+// whether it examined a key and whether it deleted it. Caller holds mu.
+func (s *shard[K, V]) sampleOne(now int64, expired func(K, entry[V])) (sampled, deleted bool) {
+	for range 4 {
+		if len(s.dl) == 0 {
+			return false, false
+		}
+		i := rand.IntN(len(s.dl))
+		e, ok := s.lookup(i)
+		if !ok {
+			s.removeSlot(i)
+			continue
+		}
+		if e.deadline > now {
+			return true, false
+		}
+		expired(s.dl[i].key, e)
+		s.expireSlot(i)
+		return true, true
+	}
+	return false, false
 }

@@ -31,7 +31,7 @@ func (m *Map[K, V]) Stats() Stats {
 		s := &m.shards[i]
 		s.mu.RLock()
 		st.Keys += len(s.m)
-		st.KeysWithDeadline += len(s.dl)
+		st.KeysWithDeadline += s.live
 		s.mu.RUnlock()
 	}
 	es := m.exp.Stats()
