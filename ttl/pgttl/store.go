@@ -94,8 +94,18 @@ func (s *Store) Table() string { return s.table }
 // advisory lock on the table name serialises them.
 //
 // The partial indexes cover exactly the rows rules may change (no
-// operation, not deleted), by phase and by each timestamp a rule measures
-// from, so that every Apply is an index range scan.
+// operation, not deleted): (phase, phase_changed_at) and (phase,
+// created_at). last_activity_at is deliberately not indexed: it is the
+// column every sync writes, and leaving it out of every index (with a
+// fillfactor of 70 leaving room on each page) lets PostgreSQL update it in
+// place (HOT), which makes a sync about three times cheaper. An idle rule
+// then finds its phase through the phase prefix of either index and checks
+// last_activity_at on those rows, which is cheap while a phase holds up to
+// some hundred thousand entities. Beyond that, add
+//
+//	CREATE INDEX ON <table> (phase, last_activity_at) WHERE operation = '' AND deleted_at IS NULL
+//
+// and pay for it on every sync.
 func (s *Store) Migrate(ctx context.Context) error {
 	stmts := []string{
 		`SELECT pg_advisory_xact_lock(hashtext('ttlkit.pgttl:' || $1))`,
@@ -108,9 +118,9 @@ func (s *Store) Migrate(ctx context.Context) error {
   phase_changed_at timestamptz NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
   deleted_at       timestamptz
-)`,
+) WITH (fillfactor = 70)`,
 	}
-	for _, col := range sinceColumn {
+	for _, col := range sinceColumn[ttl.SincePhaseChanged:] {
 		stmts = append(stmts, `CREATE INDEX IF NOT EXISTS "`+s.base+`_`+col+`" ON `+s.table+
 			` (phase, `+col+`) WHERE operation = '' AND deleted_at IS NULL`)
 	}
