@@ -18,4 +18,7 @@
 //
 // All keys share one Redis Cluster hash tag, so the package works on a
 // cluster as on a single server; see Options.Prefix for the key layout.
+// Scripts call TIME before writing, which Redis allows with effects
+// replication: the default since Redis 5 and the only mode since Redis 7.
+// So the package needs Redis 5 or later.
 package redispool

@@ -30,7 +30,6 @@ var fixedKeys = [...]string{"idle", "items", "res"}
 // live ones whether or not Redis has reclaimed the keys yet. Each record is
 // retired once, in O(log n).
 const prelude = `
-if redis.replicate_commands then redis.replicate_commands() end
 local IDLE, ITEMS, RES = KEYS[1], KEYS[2], KEYS[3]
 local BASE, OPKEY, WINDOW = ARGV[1], ARGV[2], ARGV[3]
 local t = redis.call('TIME')
