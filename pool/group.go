@@ -35,12 +35,12 @@ type Group[K comparable, T any] struct {
 	pools  map[K]*Pool[T]
 	closed bool
 
-	ctx        context.Context // the janitor's; cancelled by Close
-	cancel     context.CancelFunc
-	done       chan struct{}
-	closeOnce  sync.Once
-	closeDone  chan struct{}
-	closeErr   error
+	ctx       context.Context // the janitor's; cancelled by Close
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
 }
 
 // NewGroup returns a Group whose pool for key is made, on first use, from

@@ -411,11 +411,16 @@ func (p *Pool[T]) expired(h *Handle[T], now time.Time) Reason {
 
 // fillLocked starts the creates needed by the waiters and the warm target,
 // within MaxSize and MaxConcurrentCreates.
-func (p *Pool[T]) fillLocked() {
+func (p *Pool[T]) fillLocked() { p.fillServedLocked(0) }
+
+// fillServedLocked is fillLocked right after served waiters were handed an
+// item or an error: they still count in nwait until they wake, and must not
+// get a create of their own.
+func (p *Pool[T]) fillServedLocked(served int) {
 	if p.closedLocked {
 		return
 	}
-	demand := int(p.nwait.Load())
+	demand := int(p.nwait.Load()) - served
 	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
 		demand += p.opts.MinIdle - idle
 	}
@@ -449,12 +454,10 @@ func (p *Pool[T]) obtain() {
 	if err != nil {
 		p.createFailures++
 		// The error goes to one waiter, if any; else warm creates back off.
-		// No new create starts here: the waiter served is still counted in
-		// nwait until it wakes, and would be counted twice.
-		if p.nwait.Load() == 0 || !p.offerLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
-			if !p.closedLocked && !p.warmPaused {
-				p.pauseWarmLocked()
-			}
+		if p.nwait.Load() > 0 && p.offerLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
+			p.fillServedLocked(1) // other waiters, held back by MaxConcurrentCreates
+		} else if !p.closedLocked && !p.warmPaused {
+			p.pauseWarmLocked()
 		}
 		p.mu.Unlock()
 		p.emit(EventCreateFailed, "", "", err)
@@ -467,8 +470,14 @@ func (p *Pool[T]) obtain() {
 	}
 	p.addItemLocked(h)
 	h.state.Store(stateIdle)
+	waiting := p.nwait.Load() > 0
 	p.mu.Unlock()
 	p.settle(h)
+	if waiting { // other waiters, held back by MaxConcurrentCreates
+		p.mu.Lock()
+		p.fillServedLocked(1)
+		p.mu.Unlock()
+	}
 	if popped {
 		p.kickReplenish()
 	} else {

@@ -1,8 +1,10 @@
 package pool_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -370,4 +372,90 @@ func TestBadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Identifier")
 	_, err = pool.New[box](nil, pool.Options{})
 	assert.Error(t, err)
+}
+
+// MaxConcurrentCreates bounds the creates in flight; the waiters are served
+// as creates finish.
+func TestMaxConcurrentCreates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = 10 * time.Second
+		p := newPool(t, f, pool.Options{MaxSize: 5, MaxConcurrentCreates: 2})
+		got := make(chan *pool.Handle[box], 5)
+		for range 5 {
+			go func() {
+				h, err := p.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got <- h
+			}()
+		}
+		synctest.Wait()
+		assert.Equal(t, 2, p.Stats().Creating)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Len(t, got, 2)
+		assert.Equal(t, 2, p.Stats().Creating)
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		assert.Len(t, got, 5)
+		for range 5 {
+			(<-got).Release()
+		}
+	})
+}
+
+// A Destroy that hangs past DestroyTimeout is reported, and its capacity is
+// freed.
+func TestDestroyTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		f := &hangingDestroy{fakeProv: newFake()}
+		p, err := pool.New[box](f, pool.Options{MaxSize: 1, DestroyTimeout: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		require.NoError(t, err)
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		h.Destroy(pool.ReasonEvicted)
+		synctest.Wait()
+		assert.Equal(t, 1, p.Stats().Destroying, "counts against capacity while destroying")
+		start := time.Now()
+		h, err = p.Acquire(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 5*time.Second, time.Since(start), "capacity freed at the timeout")
+		synctest.Wait()
+		s := p.Stats()
+		assert.Equal(t, int64(1), s.DestroyErrors)
+		assert.Contains(t, buf.String(), "pool: destroy")
+		assert.Contains(t, buf.String(), "deadline exceeded")
+		h.Release()
+		require.ErrorIs(t, p.Close(context.Background()), context.DeadlineExceeded)
+	})
+}
+
+// hangingDestroy's Destroy blocks until its context ends.
+type hangingDestroy struct{ *fakeProv }
+
+func (h *hangingDestroy) Destroy(ctx context.Context, _ box) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
