@@ -258,6 +258,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 		n += len(ls)
 		m.stats.expired.Add(uint64(len(ls)))
 		for _, l := range ls {
+			if l.Lapsed() {
+				m.stats.expiredLapsed.Add(1)
+			}
 			m.emit(Event{Kind: Expired, Lease: l})
 		}
 		if err != nil {
@@ -278,8 +281,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 // Close stops the sweep loop, every KeepAlive of this Manager (their Err
 // becomes ErrClosed) and, after delivering the events already queued, the
 // event goroutine, and waits for them. Leases stay in the store: they belong
-// to their holders and end by release or expiry. Close is idempotent; after
-// it every method returns ErrClosed.
+// to their holders and end by release or expiry. Close waits for an OnEvent
+// call in progress to return. It is idempotent; after it every method returns
+// ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {

@@ -167,6 +167,7 @@ func TestSeed003(t *testing.T) {
 		assert.Equal(t, uint64(1), st.HeartbeatsFailed)
 		assert.Equal(t, uint64(1), st.Released)
 		assert.Equal(t, uint64(1), st.Expired)
+		assert.Equal(t, uint64(1), st.ExpiredLapsed, "a's tab stopped heartbeating")
 		assert.Equal(t, 17, st.ActiveLeases)
 		assert.Equal(t, 33, st.UnitsInUse)
 		assert.Equal(t, 35, st.Budget)
@@ -220,6 +221,12 @@ func TestHeartbeatNeverPastExpiresAt(t *testing.T) {
 		require.ErrorIs(t, err, lease.ErrExpired)
 		g, err := m.Get(ctx, l.ID)
 		require.ErrorIs(t, err, lease.ErrExpired, "not resurrected: %+v", g)
+		n, err := m.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		st := m.Stats()
+		assert.Equal(t, uint64(2), st.Expired)
+		assert.Equal(t, uint64(1), st.ExpiredLapsed, "the first missed its heartbeat, the second reached ExpiresAt")
 	})
 }
 

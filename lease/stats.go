@@ -14,6 +14,7 @@ type Stats struct {
 	HeartbeatsFailed                                                 uint64 // heartbeats on expired or unknown leases
 	Released                                                         uint64 // leases released
 	Expired                                                          uint64 // expired leases reclaimed by this Manager's sweeps
+	ExpiredLapsed                                                    uint64 // of which ended by missing heartbeats (Lease.Lapsed)
 	Sweeps                                                           uint64 // Sweep calls completed
 	StoreErrors                                                      uint64 // store calls that failed other than by a rule
 	EventsDropped                                                    uint64 // events dropped because the queue was full
@@ -29,6 +30,7 @@ type Stats struct {
 type counters struct {
 	granted, rejOverloaded, rejHolder, rejCapacity, invalid atomic.Uint64
 	heartbeats, heartbeatsFailed, released, expired, sweeps atomic.Uint64
+	expiredLapsed                                           atomic.Uint64
 	storeErrors, eventsDropped                              atomic.Uint64
 	activeLeases, unitsInUse                                atomic.Int64
 }
@@ -46,6 +48,7 @@ func (m *Manager) Stats() Stats {
 		HeartbeatsFailed:       c.heartbeatsFailed.Load(),
 		Released:               c.released.Load(),
 		Expired:                c.expired.Load(),
+		ExpiredLapsed:          c.expiredLapsed.Load(),
 		Sweeps:                 c.sweeps.Load(),
 		StoreErrors:            c.storeErrors.Load(),
 		EventsDropped:          c.eventsDropped.Load(),
