@@ -24,5 +24,5 @@
 //
 // Files: lease.go (the Lease type), store.go (the Store contract),
 // memory.go (MemoryStore), manager.go (Manager), options.go, keepalive.go,
-// stats.go and errors.go.
+// event.go, stats.go and errors.go.
 package lease
