@@ -265,3 +265,25 @@ func TestReasonString(t *testing.T) {
 	assert.Equal(t, "active", expiry.Active.String())
 	assert.Equal(t, "Reason(7)", expiry.Reason(7).String())
 }
+
+// TestCycleIsNotStoppedByOneLuckyRound: 50k expired keys among 10k live
+// ones. One cycle (no time budget in a bubble) must bring the expired share
+// close to Threshold; a cycle deciding on single 20-key rounds stops, by
+// chance, at about 55 %.
+func TestCycleIsNotStoppedByOneLuckyRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		for i := range 10_000 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("live", i), i, time.Hour))
+		}
+		for i := range 50_000 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("dead", i), i, time.Second))
+		}
+		time.Sleep(time.Second)
+		r := m.Cycle()
+		assert.False(t, r.BudgetHit)
+		stale := float64(m.Len()-10_000) / float64(m.Len())
+		assert.Less(t, stale, 0.45, "expired share left by one cycle")
+		assert.Greater(t, r.Expired, 40_000)
+	})
+}

@@ -153,12 +153,14 @@ func measurePause(im impl, w, live workload, ttl, limit time.Duration) pauseResu
 				k := live.keys[r.IntN(len(live.keys))]
 				t := time.Now()
 				_, ok := c.Get(k)
-				d := time.Since(t)
+				end := time.Now()
 				if !ok {
 					panic("live key missing")
 				}
-				if t.After(deadline) {
-					h.add(d)
+				// Count every Get that ends after the deadline, including
+				// one that started before and waited through the cleanup.
+				if end.After(deadline) {
+					h.add(end.Sub(t))
 				}
 				// Yield now and then, as a server goroutine blocking on
 				// its connection would: a goroutine that never does keeps
