@@ -1,0 +1,146 @@
+package lease_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/sqllease"
+)
+
+// The SQL backends: lease/sqllease on PostgreSQL and on MySQL/MariaDB
+// against bare `SELECT 1` round trips on the same pool, the round-trip floor
+// for a grant plus a release (two) or a heartbeat (one), and against as many
+// one-row autocommit UPDATEs (impl=commit), the floor of a durable write:
+// each commit waits for the server's log flush, which no store that
+// acknowledges only committed grants can skip. They need
+// TTLKIT_TEST_POSTGRES_URL / TTLKIT_TEST_MYSQL_DSN and skip without them;
+// every run uses a fresh schema (database) and drops it.
+func init() {
+	backends = append(backends,
+		backend{
+			name:  "postgres",
+			store: postgresStore,
+			grantRelease: []peer{
+				{"select1", func(b *testing.B) { pgSelect1(b, 2) }},
+				{"commit", func(b *testing.B) { pgCommits(b, 2) }},
+			},
+			heartbeat: []peer{
+				{"select1", func(b *testing.B) { pgSelect1(b, 1) }},
+				{"commit", func(b *testing.B) { pgCommits(b, 1) }},
+			},
+		},
+		// The same with synchronous_commit=off on the session: commits do
+		// not wait for the log flush, so what is left is round trips and
+		// server work. Not a recommended setting for leases (a server crash
+		// could forget acknowledged grants); it shows where the time goes.
+		backend{
+			name:         "postgres-asynccommit",
+			store:        func(b *testing.B) lease.Store { return pgStoreOn(b, asyncPool(b)) },
+			grantRelease: []peer{{"select1", func(b *testing.B) { pgSelect1On(b, asyncPool(b), 2) }}},
+			heartbeat:    []peer{{"select1", func(b *testing.B) { pgSelect1On(b, asyncPool(b), 1) }}},
+		},
+		backend{
+			name:  "mysql",
+			store: mysqlStore,
+			grantRelease: []peer{
+				{"select1", func(b *testing.B) { mySelect1(b, 2) }},
+				{"commit", func(b *testing.B) { myCommits(b, 2) }},
+			},
+			heartbeat: []peer{
+				{"select1", func(b *testing.B) { mySelect1(b, 1) }},
+				{"commit", func(b *testing.B) { myCommits(b, 1) }},
+			},
+		})
+}
+
+// postgresStore returns a migrated sqllease store in a fresh schema.
+func postgresStore(b *testing.B) lease.Store { return pgStoreOn(b, testenv.OpenPostgres(b).Pool) }
+
+// asyncPool returns a pool on a fresh schema whose sessions do not wait for
+// the log flush at commit.
+func asyncPool(b *testing.B) *pgxpool.Pool {
+	pg := testenv.OpenPostgres(b)
+	cfg, err := pgxpool.ParseConfig(pg.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// pgStoreOn returns a migrated sqllease store on pool.
+func pgStoreOn(b *testing.B, pool *pgxpool.Pool) lease.Store {
+	s, err := sqllease.NewPostgres(pool, sqllease.Options{Table: "modal_leases"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// mysqlStore returns a migrated sqllease store in a fresh database.
+func mysqlStore(b *testing.B) lease.Store {
+	my := testenv.OpenMySQL(b)
+	s, err := sqllease.NewMySQL(my.DB, sqllease.Options{Table: "modal_leases"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// pgSelect1 runs n `SELECT 1` per operation on a pgx pool.
+func pgSelect1(b *testing.B, n int) { pgSelect1On(b, testenv.OpenPostgres(b).Pool, n) }
+
+func pgSelect1On(b *testing.B, pool *pgxpool.Pool, n int) {
+	repeat(b, n, func() error { var one int; return pool.QueryRow(ctx, "SELECT 1").Scan(&one) })
+}
+
+// mySelect1 runs n `SELECT 1` per operation on a database/sql handle.
+func mySelect1(b *testing.B, n int) {
+	db := testenv.OpenMySQL(b).DB
+	repeat(b, n, func() error { var one int; return db.QueryRowContext(ctx, "SELECT 1").Scan(&one) })
+}
+
+// repeat runs query n times per operation.
+func repeat(b *testing.B, n int, query func() error) {
+	for b.Loop() {
+		for range n {
+			if err := query(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// pgCommits runs n autocommit one-row UPDATEs per operation.
+func pgCommits(b *testing.B, n int) {
+	pool := testenv.OpenPostgres(b).Pool
+	if _, err := pool.Exec(ctx, "CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL); INSERT INTO counter VALUES (1, 0)"); err != nil {
+		b.Fatal(err)
+	}
+	repeat(b, n, func() error { _, err := pool.Exec(ctx, "UPDATE counter SET n = n + 1 WHERE id = 1"); return err })
+}
+
+// myCommits runs n autocommit one-row UPDATEs per operation.
+func myCommits(b *testing.B, n int) {
+	db := testenv.OpenMySQL(b).DB
+	for _, q := range []string{"CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL) ENGINE=InnoDB", "INSERT INTO counter VALUES (1, 0)"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	repeat(b, n, func() error { _, err := db.ExecContext(ctx, "UPDATE counter SET n = n + 1 WHERE id = 1"); return err })
+}
