@@ -182,7 +182,7 @@ func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	conn := pc.Hijack()
 	if _, err := conn.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
-		_ = conn.Close(context.Background())
+		closeConn(conn)
 		return nil, wrap(ctx, "listen "+l.channel, err)
 	}
 	return conn, nil
@@ -192,9 +192,7 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
 	defer func() {
 		if conn != nil {
-			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(closeCtx)
-			cancel()
+			closeConn(conn)
 		}
 	}()
 	for {
@@ -220,12 +218,20 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 				return
 			}
 			l.report(ctx, wrap(ctx, "listen "+l.channel, err))
-			_ = conn.Close(context.Background())
+			closeConn(conn)
 			conn = nil
 			continue
 		}
 		l.fn(parsePayload(n.Payload))
 	}
+}
+
+// closeConn closes a connection the Listener owns, bounding the goodbye
+// to the server so that a hung network cannot stall Close.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }
 
 func (l *Listener) report(ctx context.Context, err error) {
