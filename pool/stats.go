@@ -44,11 +44,11 @@ const (
 
 // Event is a lifecycle event delivered to Options.OnEvent.
 type Event struct {
-	Kind   EventKind
-	Reason Reason // for destroy events
-	ID     string // the item's ID, when the Provisioner provides one
-	Err    error  // for failures
-	Time   time.Time
+	Kind   EventKind // what happened
+	Reason Reason    // why, for destroy and drop events
+	ID     string    // the item's ID, when the Provisioner provides one
+	Err    error     // the error, for failures
+	Time   time.Time // when, by the pool's clock
 }
 
 // DestroyCounts counts destroyed items by reason.
