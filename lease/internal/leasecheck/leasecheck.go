@@ -425,20 +425,7 @@ func step(s state, in input, out output) []any {
 		}
 		return one(s)
 	case opList:
-		var want []lease.Lease
-		for _, l := range s.leases {
-			if live(l, now) {
-				want = append(want, l)
-			}
-		}
-		if len(s.phantoms) > 0 {
-			return listWithPhantoms(s, want, out.leases)
-		}
-		slices.SortFunc(want, func(a, b lease.Lease) int { return cmpToken(a.Token, b.Token) })
-		if !slices.EqualFunc(want, out.leases, sameLease) {
-			return nil
-		}
-		return one(s)
+		return stepList(s, now, out.leases)
 	case opSweep:
 		if out.outcome == ambiguous {
 			ns := s.clone()
@@ -468,40 +455,51 @@ func step(s state, in input, out output) []any {
 	return nil
 }
 
-// listWithPhantoms accepts a List that shows the known live leases plus
-// leases that can only be phantoms (granted by ambiguous calls), adopting
-// them as known.
-func listWithPhantoms(s state, want, got []lease.Lease) []any {
+// stepList accepts a List that shows exactly the live leases, by Token
+// ascending. Untimed, a listed HeartbeatAt may be later than the known one (an
+// ambiguous heartbeat moved it unseen). Every phantom must show up, under
+// an id nobody knew: a List linearized after an ambiguous grant that took
+// effect sees it; the branch where it did not take effect has no phantom.
+func stepList(s state, now time.Time, got []lease.Lease) []any {
 	ns := s.clone()
-	for _, l := range got {
-		if i, found := ns.find(l.ID); found {
-			if !sameLease(ns.leases[i], l) {
-				return nil
-			}
-			continue
-		}
-		k := slices.Index(ns.phantoms, phantom{l.Holder, l.Cost})
-		if k < 0 {
+	known := 0
+	for k, l := range got {
+		if k > 0 && l.Token <= got[k-1].Token {
 			return nil
 		}
-		ns.phantoms = slices.Delete(ns.phantoms, k, k+1)
-		i, _ := ns.find(l.ID)
-		ns.leases = slices.Insert(ns.leases, i, l)
+		i, found := ns.find(l.ID)
+		if !found {
+			p := slices.Index(ns.phantoms, phantom{l.Holder, l.Cost})
+			if p < 0 {
+				return nil
+			}
+			ns.phantoms = slices.Delete(ns.phantoms, p, p+1)
+			ns.leases = slices.Insert(ns.leases, i, l)
+			continue
+		}
+		cur := ns.leases[i]
+		if !live(cur, now) {
+			return nil
+		}
+		if now.IsZero() && !l.HeartbeatAt.Before(cur.HeartbeatAt) {
+			cur.HeartbeatAt = l.HeartbeatAt
+		}
+		if !sameLease(cur, l) {
+			return nil
+		}
+		ns.leases[i] = cur
+		known++
 	}
-	if len(got) != len(want)+len(s.phantoms)-len(ns.phantoms) {
+	n := 0
+	for _, l := range s.leases {
+		if live(l, now) {
+			n++
+		}
+	}
+	if known != n || len(ns.phantoms) > 0 {
 		return nil
 	}
 	return []any{ns}
-}
-
-func cmpToken(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func stepGrant(s state, in input, out output) []any {

@@ -133,6 +133,32 @@ func TestModelRules(t *testing.T) {
 	assert.Len(t, step(next[1].(state), input{kind: opGrant, args: args("b", 3, 1)}, rej), 1)
 }
 
+func TestModelListUntimed(t *testing.T) {
+	t0 := time.Date(2025, 12, 31, 10, 0, 0, 0, time.UTC)
+	a := args("a", 3, 2)
+	l := lease.Lease{ID: a.ID, Holder: "a", Cost: 2, Token: 1, CreatedAt: t0, HeartbeatAt: t0,
+		ExpiresAt: t0.Add(a.TTL), Grace: a.Grace}
+	s := state{leases: []lease.Lease{l}, maxToken: 1}
+	list := func(st state, ls ...lease.Lease) []any {
+		return step(st, input{kind: opList}, output{leases: ls})
+	}
+	assert.Len(t, list(s, l), 1)
+	assert.Empty(t, list(s), "a live lease missing")
+	// A heartbeat nobody saw answer may have moved HeartbeatAt forward, never back.
+	later, earlier := l, l
+	later.HeartbeatAt, earlier.HeartbeatAt = t0.Add(time.Second), t0.Add(-time.Second)
+	assert.Len(t, list(s, later), 1)
+	assert.Empty(t, list(s, earlier))
+	// A phantom from an ambiguous grant must show up in this branch.
+	withPhantom := step(s, input{kind: opGrant, args: args("b", 3, 1)}, output{outcome: ambiguous})
+	require.Len(t, withPhantom, 2)
+	p := lease.Lease{ID: "unseen", Holder: "b", Cost: 1, Token: 2}
+	assert.Empty(t, list(withPhantom[1].(state), l), "phantom not listed")
+	assert.Len(t, list(withPhantom[1].(state), l, p), 1)
+	assert.Empty(t, list(withPhantom[1].(state), p, l), "not by token")
+	assert.Empty(t, list(withPhantom[0].(state), l, p), "no phantom in this branch")
+}
+
 func TestTransportErrorsAreAmbiguous(t *testing.T) {
 	h := New(nil)
 	s := h.Store(0, failing{})
