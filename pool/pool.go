@@ -41,7 +41,6 @@ type PanicError struct {
 }
 
 // Error describes the panic.
-// Error describes the panic.
 func (e *PanicError) Error() string { return fmt.Sprintf("pool: %s panicked: %v", e.Op, e.Value) }
 
 // Pool is a pool of items of type T made by a Provisioner. All methods are
