@@ -157,7 +157,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		case errors.Is(err, ErrInvalid):
 			m.stats.invalid.Add(1)
 		default:
-			m.stats.storeErrors.Add(1)
+			m.countFailure(err, nil)
 		}
 		return Lease{}, err
 	}
@@ -320,15 +320,18 @@ func (m *Manager) sweepLoop(ctx context.Context, t *clock.Ticker) {
 }
 
 // countFailure counts a failed store call: a rule outcome (expired,
-// unknown) in rule, if given, anything else as a store error.
+// unknown) in rule, if given; the caller's own cancellation or deadline not
+// at all; anything else as a store error.
 func (m *Manager) countFailure(err error, rule interface{ Add(uint64) uint64 }) {
-	if errors.Is(err, ErrExpired) || errors.Is(err, ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound):
 		if rule != nil {
 			rule.Add(1)
 		}
-		return
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	default:
+		m.stats.storeErrors.Add(1)
 	}
-	m.stats.storeErrors.Add(1)
 }
 
 // emit queues e for OnEvent without ever blocking.

@@ -388,3 +388,19 @@ func TestMockClock(t *testing.T) {
 	require.Eventually(t, func() bool { return count(rec.kinds(), "expired") == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, uint64(1), m.Stats().Expired)
 }
+
+func TestCancelledCallerIsNotAStoreError(t *testing.T) {
+	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	c, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := m.Grant(c, lease.Request{Holder: "u", Cost: 1})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = m.Heartbeat(c, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	st := m.Stats()
+	assert.Zero(t, st.StoreErrors)
+	assert.Zero(t, st.Granted)
+	u, err := m.Usage(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, u.Leases)
+}

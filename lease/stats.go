@@ -16,7 +16,7 @@ type Stats struct {
 	Expired                                                          uint64 // expired leases reclaimed by this Manager's sweeps
 	ExpiredLapsed                                                    uint64 // of which ended by missing heartbeats (Lease.Lapsed)
 	Sweeps                                                           uint64 // Sweep calls completed
-	StoreErrors                                                      uint64 // store calls that failed other than by a rule
+	StoreErrors                                                      uint64 // store calls that failed other than by a rule or the caller's context
 	EventsDropped                                                    uint64 // events dropped because the queue was full
 
 	// Gauges for the whole store, as of the last Sweep or Usage call (so at
