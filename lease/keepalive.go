@@ -170,7 +170,8 @@ func (k *KeepAlive) lost(last error, capped bool) error {
 	return fmt.Errorf("%w: no heartbeat before the local deadline", ErrLost)
 }
 
-// releasedKeepAlives stops the KeepAlives of lease id after a Release.
+// releasedKeepAlives stops the KeepAlives of lease id, which its owner is
+// releasing.
 func (m *Manager) releasedKeepAlives(id string) {
 	if m.nKeep.Load() == 0 {
 		return
