@@ -177,6 +177,30 @@ func TestPersistentRecords(t *testing.T) {
 	pttl, err := r.Client.PTTL(ctx, inv.ItemKey("short")).Result()
 	require.NoError(t, err)
 	assert.Greater(t, pttl, 50*time.Second)
+
+	// Without the persistent record, the indexes expire again.
+	ok, err := inv.Remove(ctx, "forever")
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, k := range []string{poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
+		pttl, err := r.Client.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Greater(t, pttl, 50*time.Second, "key %s", k)
+	}
+	// So do the reservations'.
+	ok, err = inv.Reserve(ctx, "forever", 5, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = inv.Reserve(ctx, "short", 5, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	pttl, err = r.Client.PTTL(ctx, poolPrefix(r)+"res").Result()
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(-1), pttl)
+	require.NoError(t, inv.Unreserve(ctx, "forever"))
+	pttl, err = r.Client.PTTL(ctx, poolPrefix(r)+"res").Result()
+	require.NoError(t, err)
+	assert.Greater(t, pttl, 50*time.Second)
 }
 
 // TestReplay resends a Pop and a Put with the same replay marker, as

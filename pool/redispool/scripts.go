@@ -87,21 +87,30 @@ end
 
 local function isinf(s) return s == 'inf' or s == '+inf' end
 
--- tidy makes the index keys expire with their last member.
-local function tidy()
-  local last = redis.call('ZRANGE', ITEMS, -1, -1, 'WITHSCORES')
-  if last[2] then
-    if isinf(last[2]) then
-      redis.call('PERSIST', ITEMS)
-      redis.call('PERSIST', IDLE)
-    else
-      redis.call('PEXPIREAT', ITEMS, last[2])
-      redis.call('PEXPIREAT', IDLE, last[2])
+-- tidy makes the index keys expire with their last member: the records'
+-- indexes unless noItems, the reservations unless noRes. A script that adds,
+-- refreshes or removes members tidies that index; the prelude's purge need
+-- not, as it removes only expired members, never the last one of a set that
+-- lives on.
+local function tidy(noItems, noRes)
+  local last
+  if not noItems then
+    last = redis.call('ZRANGE', ITEMS, -1, -1, 'WITHSCORES')
+    if last[2] then
+      if isinf(last[2]) then
+        redis.call('PERSIST', ITEMS)
+        redis.call('PERSIST', IDLE)
+      else
+        redis.call('PEXPIREAT', ITEMS, last[2])
+        redis.call('PEXPIREAT', IDLE, last[2])
+      end
     end
   end
-  last = redis.call('ZRANGE', RES, -1, -1, 'WITHSCORES')
-  if last[2] then
-    if isinf(last[2]) then redis.call('PERSIST', RES) else redis.call('PEXPIREAT', RES, last[2]) end
+  if not noRes then
+    last = redis.call('ZRANGE', RES, -1, -1, 'WITHSCORES')
+    if last[2] then
+      if isinf(last[2]) then redis.call('PERSIST', RES) else redis.call('PEXPIREAT', RES, last[2]) end
+    end
   end
 end
 
@@ -113,10 +122,11 @@ local function replayed()
   return redis.call('GET', OPKEY)
 end
 
--- done stores the operation's outcome for replayed, then tidies.
+-- done stores the operation's outcome for replayed, then tidies the
+-- records' indexes.
 local function done(outcome)
   if OPKEY ~= '' then redis.call('SET', OPKEY, outcome, 'PX', WINDOW) end
-  tidy()
+  tidy(false, true)
 end
 
 local function fields(id)
@@ -154,7 +164,7 @@ while true do
   local head = redis.call('ZRANGE', IDLE, 0, 0)
   local id = head[1]
   if not id then
-    tidy()
+    tidy(false, true)
     return {}
   end
   redis.call('ZREM', IDLE, id)
@@ -174,7 +184,7 @@ local id, owner, ttl = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local prev = replayed()
 if prev then return tonumber(prev) end
 if not live(id) or not redis.call('ZSCORE', IDLE, id) then
-  tidy()
+  tidy(false, true)
   return 0
 end
 redis.call('ZREM', IDLE, id)
@@ -190,7 +200,10 @@ var putScript = redis.NewScript(prelude + `
 local id, owner, maxIdle, ttl = ARGV[4], ARGV[5], tonumber(ARGV[8]), tonumber(ARGV[9])
 local prev = replayed()
 if prev then return prev end
-if not live(id) then return 'NOTHELD' end
+if not live(id) then
+  tidy(false, true)
+  return 'NOTHELD'
+end
 local cur = redis.call('HGET', BASE .. id, 'o')
 if cur == '' or cur ~= owner then return 'NOTHELD' end
 if maxIdle > 0 and redis.call('ZCARD', IDLE) >= maxIdle then
@@ -217,7 +230,7 @@ for i = 6, #ARGV do
     table.insert(lost, id)
   end
 end
-tidy()
+tidy(false, true)
 return lost
 `)
 
@@ -227,7 +240,7 @@ local id = ARGV[4]
 local prev = replayed()
 if prev then return tonumber(prev) end
 if not live(id) then
-  tidy()
+  tidy(false, true)
   return 0
 end
 drop(id)
@@ -246,13 +259,12 @@ for _, id in ipairs(redis.call('ZRANGE', ITEMS, 0, -1)) do
     for j = 1, 5 do table.insert(out, f[j]) end
   end
 end
-tidy()
+tidy(false, true)
 return out
 `)
 
 // countsScript: reply {idle, inUse, reserved}.
 var countsScript = redis.NewScript(prelude + `
-tidy()
 local idle, all = redis.call('ZCARD', IDLE), redis.call('ZCARD', ITEMS)
 return {idle, all - idle, redis.call('ZCARD', RES)}
 `)
@@ -262,7 +274,6 @@ var reserveScript = redis.NewScript(prelude + `
 local token, target, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 if not redis.call('ZSCORE', RES, token) and
     redis.call('ZCARD', IDLE) + redis.call('ZCARD', RES) >= target then
-  tidy()
   return 0
 end
 if ttl <= 0 then
@@ -270,13 +281,13 @@ if ttl <= 0 then
 else
   redis.call('ZADD', RES, num(now + ttl), token)
 end
-tidy()
+tidy(true, false)
 return 1
 `)
 
 // unreserveScript: ARGV[4] = token.
 var unreserveScript = redis.NewScript(prelude + `
 redis.call('ZREM', RES, ARGV[4])
-tidy()
+tidy(true, false)
 return 1
 `)
