@@ -126,12 +126,13 @@ func TestKeepAliveReportsLoss(t *testing.T) {
 	}
 	lostAfter := time.Since(cut)
 	require.ErrorIs(t, k.Err(), lease.ErrLost)
-	assert.LessOrEqual(t, lostAfter, grace+50*time.Millisecond)
+	// By the local deadline: at most grace after the cut (plus scheduling).
+	assert.LessOrEqual(t, lostAfter, grace+grace/2)
 	// The server dropped the lease within grace of the last heartbeat that
 	// reached it, and not before KeepAlive reported the loss.
 	last, err := peer.Get(ctx, l.ID)
 	if err == nil {
-		assert.True(t, time.Now().Before(last.Deadline().Add(50*time.Millisecond)))
+		assert.True(t, time.Now().Before(last.Deadline().Add(grace/2)), "the server kept the lease past its deadline")
 		require.Eventually(t, func() bool {
 			_, err := peer.Get(ctx, l.ID)
 			return errors.Is(err, lease.ErrExpired)

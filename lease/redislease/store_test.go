@@ -51,7 +51,9 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			return newStore(t, r.NewClient(t), storePrefix(r))
 		},
-		Unit: 150 * time.Millisecond,
+		// Waits keep half a Unit of margin; 250ms absorbs scheduling delays
+		// on a loaded machine.
+		Unit: 250 * time.Millisecond,
 	})
 }
 
