@@ -26,9 +26,9 @@ import "github.com/redis/go-redis/v9"
 var fixedKeys = [...]string{"idle", "items", "res"}
 
 // prelude starts every script: read the server clock, then retire every
-// record and reservation whose expiry has passed, so each script sees only
-// live ones whether or not Redis has reclaimed the keys yet. Each record is
-// retired once, in O(log n).
+// record whose expiry has passed (and, in the scripts that read them, every
+// reservation), so each script sees only live ones whether or not Redis has
+// reclaimed the keys yet. Each record is retired once, in O(log n).
 const prelude = `
 local IDLE, ITEMS, RES = KEYS[1], KEYS[2], KEYS[3]
 local BASE, OPKEY, WINDOW = ARGV[1], ARGV[2], ARGV[3]
@@ -44,7 +44,9 @@ for _, id in ipairs(dead) do
   redis.call('ZREM', IDLE, id)
 end
 if #dead > 0 then redis.call('ZREMRANGEBYSCORE', ITEMS, '-inf', num(now)) end
-redis.call('ZREMRANGEBYSCORE', RES, '-inf', num(now))
+
+-- purgeRes retires expired reservations; the scripts that read them call it.
+local function purgeRes() redis.call('ZREMRANGEBYSCORE', RES, '-inf', num(now)) end
 
 -- drop forgets id everywhere.
 local function drop(id)
@@ -265,6 +267,7 @@ return out
 
 // countsScript: reply {idle, inUse, reserved}.
 var countsScript = redis.NewScript(prelude + `
+purgeRes()
 local idle, all = redis.call('ZCARD', IDLE), redis.call('ZCARD', ITEMS)
 return {idle, all - idle, redis.call('ZCARD', RES)}
 `)
@@ -272,6 +275,7 @@ return {idle, all - idle, redis.call('ZCARD', RES)}
 // reserveScript: ARGV[4..] = token, target, ttl. Reply 1 if reserved.
 var reserveScript = redis.NewScript(prelude + `
 local token, target, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+purgeRes()
 if not redis.call('ZSCORE', RES, token) and
     redis.call('ZCARD', IDLE) + redis.call('ZCARD', RES) >= target then
   return 0
