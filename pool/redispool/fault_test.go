@@ -105,11 +105,20 @@ func checkWrapped(t *testing.T, op string, err error) {
 // records of calls whose every attempt failed have expired and been
 // reconciled, the provider's items and the inventory's records are the
 // same set: nothing leaked.
+//
+// It runs with go-redis's default retries, and with none: the Inventory's
+// own resends (Options.Resends) then settle the calls whose connection
+// broke.
 func TestConnectionKilledPool(t *testing.T) {
+	t.Run("retries=default", func(t *testing.T) { testConnectionKilledPool(t, 0) })
+	t.Run("retries=off", func(t *testing.T) { testConnectionKilledPool(t, -1) })
+}
+
+func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	const workers, load = 4, time.Second
 	r := testenv.OpenRedis(t)
 	prov := newProvider()
-	killed, name := namedClient(t, r, 0)
+	killed, name := namedClient(t, r, maxRetries)
 	invA := newInventory(t, killed, poolPrefix(r))
 	invB := newInventory(t, r.NewClient(t), poolPrefix(r))
 	opts := pool.Options{
