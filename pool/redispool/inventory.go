@@ -38,11 +38,12 @@ type Options struct {
 	// and "gw:{warm}:" gives gw:{warm}:idle, ...
 	Prefix string
 
-	// ReplayWindow is how long the outcome of each state-changing call is
-	// kept (under Prefix, with that ttl), so that a call go-redis resends
-	// after a broken connection lost its reply is answered with the first
-	// outcome instead of acting twice. It must exceed the client's retry
-	// span. Zero means DefaultReplayWindow.
+	// ReplayWindow is how long the outcome of each state-changing call
+	// (Add, Pop, Claim, Put, Remove) is kept, in a small key of its own
+	// under Prefix with that ttl, so that a call resent after a broken
+	// connection lost its reply (by go-redis or by Resends) is answered with
+	// the first outcome instead of acting twice. It must exceed the time a
+	// call spends being resent. Zero means DefaultReplayWindow.
 	ReplayWindow time.Duration
 
 	// Resends is how many times a call whose connection broke (an error
@@ -59,10 +60,10 @@ type Options struct {
 // Inventory is a pool.Inventory on Redis: the idle set and item records of
 // a warm pool that several pool.Pool instances, in several processes, share.
 //
-// Each method is one round trip: a Lua script (EVALSHA, falling back to
-// EVAL when the server does not have it cached) that reads the time from
-// the server's TIME, retires expired records and reservations, and makes
-// its change atomically. So any number of Inventories with the same Prefix
+// Each method is one Lua script (EVALSHA, falling back to EVAL when the
+// server does not have it cached), one round trip unless the connection
+// breaks, that reads the time from the server's TIME, retires expired
+// records and reservations, and makes its change atomically. So any number of Inventories with the same Prefix
 // act as one, and the clients' clocks never matter.
 //
 // Each record is a Redis hash whose key expires with the record (PEXPIREAT
