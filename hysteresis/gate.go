@@ -106,6 +106,7 @@ func (g *Gate) Observe(name string, value float64) error {
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
+	g.catchUp(now)
 	g.apply(i, value, now)
 	g.evaluate(now)
 	deliver := g.claimDelivery()
@@ -127,6 +128,7 @@ func (g *Gate) ObserveAll(values map[string]float64) error {
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
+	g.catchUp(now)
 	for name, v := range values {
 		g.apply(g.index[name], v, now)
 	}
@@ -228,17 +230,23 @@ func (g *Gate) isStale(s *signalState, now time.Time) bool {
 	return g.staleAfter > 0 && now.Sub(s.at) > g.staleAfter
 }
 
-// apply records one sample. A signal that was stale before this sample,
-// whether or not anyone looked at the gate meanwhile, was not calm: the hold
-// restarts. Called with g.mu held.
+// catchUp evaluates the gate at now with the values it had before a new
+// sample, when a hold may have ended or a signal gone stale since the last
+// evaluation, so that the state never depends on whether someone read the
+// gate in between: a sample at or above Recover arriving after the hold
+// ended must not cancel a recovery that already happened, and a signal that
+// went stale must count as not calm. Called with g.mu held.
+func (g *Gate) catchUp(now time.Time) {
+	if int64(now.Sub(g.base)) >= g.due.Load() {
+		g.evaluate(now)
+	}
+}
+
+// apply records one sample. A signal that went stale before it has been
+// marked so by catchUp, which also ended the calm: the hold restarts. Called
+// with g.mu held.
 func (g *Gate) apply(i int, value float64, now time.Time) {
 	s := &g.signals[i]
-	if g.isStale(s, now) {
-		if !s.stale {
-			g.staleEvents++
-		}
-		g.calm = false
-	}
 	s.value, s.at, s.observed, s.stale = value, now, true, false
 	g.samples++
 }

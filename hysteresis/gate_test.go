@@ -418,3 +418,30 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 		assert.Equal(t, changes[len(changes)-1].To, g.State())
 	})
 }
+
+// TestHoldThatElapsedUnreadStillCounts: the hold ended between two samples,
+// while nobody read the gate. The state must not depend on whether someone
+// looked: the gate recovered when the hold ended, and a later sample between
+// Recover and Warn leaves it Normal, exactly as for a gate that was read.
+func TestHoldThatElapsedUnreadStillCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := hysteresis.Options{Hold: time.Minute, StaleAfter: 5 * time.Minute}
+		unread, rec := newGate(t, opts, cpu)
+		read, _ := newGate(t, opts, cpu)
+		for _, g := range []*hysteresis.Gate{unread, read} {
+			observe(t, g, "cpu", 95)
+			observe(t, g, "cpu", 10)
+		}
+		calmFrom := time.Now()
+		time.Sleep(90 * time.Second)
+		assert.False(t, read.Overloaded(), "the hold elapsed")
+		time.Sleep(10 * time.Second)
+		for _, g := range []*hysteresis.Gate{unread, read} {
+			observe(t, g, "cpu", 65) // at or above Recover 60, below Warn 70
+		}
+		assert.Equal(t, hysteresis.Normal, read.State())
+		assert.Equal(t, hysteresis.Normal, unread.State(), "recovered when the hold ended, whether read or not")
+		assert.Equal(t, calmFrom.Add(time.Minute), unread.Since())
+		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
+	})
+}
