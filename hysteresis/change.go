@@ -54,6 +54,14 @@ func (g *Gate) enqueue(c Change) {
 		g.head++
 		g.dropped++
 	}
+	if g.head >= maxPending {
+		// Reuse the room of delivered and dropped changes; appending past
+		// them forever would grow the queue without bound while a callback
+		// is stuck.
+		n := copy(g.pending, g.pending[g.head:])
+		clear(g.pending[n:])
+		g.pending, g.head = g.pending[:n], 0
+	}
 	g.pending = append(g.pending, c)
 }
 

@@ -117,6 +117,7 @@ func TestOnChangeBacklogIsBounded(t *testing.T) {
 		assert.EqualValues(t, 2001-1-256, st.DroppedChanges)
 		assert.Len(t, got, 1+256)
 		assert.Equal(t, hysteresis.Overloaded, got[len(got)-1].To, "the newest are kept")
+		assert.LessOrEqual(t, hysteresis.PendingCap(g), 4*256, "the queue's memory is bounded too")
 	})
 }
 
