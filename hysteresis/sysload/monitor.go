@@ -127,9 +127,14 @@ func (m *Monitor) loop(ctx context.Context, ticker *clock.Ticker) {
 // Step takes one sample and feeds it to the gate: the synchronous form of the
 // Monitor's loop, for tests and for programs that drive their own schedule.
 // On a sampling error it feeds nothing, calls the gate's Check (so that
-// OnChange hears of signals going stale) and returns the error.
+// OnChange hears of signals going stale) and returns the error. A sample cut
+// short because ctx ended (or the Monitor closed) is returned but not counted
+// or reported as a sampling error.
 func (m *Monitor) Step(ctx context.Context) (Load, error) {
 	l, err := m.sampler.Sample(ctx)
+	if err != nil && ctx.Err() != nil {
+		return Load{}, err
+	}
 	if err != nil {
 		m.mu.Lock()
 		m.errs++

@@ -195,3 +195,34 @@ func TestNewMonitorRejectsBadInput(t *testing.T) {
 	_, err = sysload.NewMonitor(nil, gate, sysload.MonitorOptions{})
 	assert.Error(t, err)
 }
+
+// TestMonitorCloseIsNotASamplingError: a sample cut short by Close (or by the
+// caller's context in Step) is not a failure of the sampler: it is neither
+// counted nor reported.
+func TestMonitorCloseIsNotASamplingError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{})
+		require.NoError(t, err)
+		sampling := make(chan struct{}, 1)
+		blocking := sysload.SamplerFunc(func(ctx context.Context) (sysload.Load, error) {
+			sampling <- struct{}{}
+			<-ctx.Done()
+			return sysload.Load{}, context.Cause(ctx)
+		})
+		var errs list[error]
+		m, err := sysload.NewMonitor(blocking, gate, sysload.MonitorOptions{Interval: time.Second, OnError: errs.add})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		<-sampling // the loop is inside Sample
+		require.NoError(t, m.Close())
+
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-sampling; cancel() }()
+		_, err = m.Step(ctx)
+		assert.ErrorIs(t, err, context.Canceled, "Step still returns the cause")
+
+		assert.Empty(t, errs.get())
+		assert.Zero(t, m.Stats().Errors)
+		assert.NoError(t, m.Stats().LastError)
+	})
+}
