@@ -136,18 +136,7 @@ func (m *Monitor) Step(ctx context.Context) (Load, error) {
 		return Load{}, err
 	}
 	if err != nil {
-		m.mu.Lock()
-		m.errs++
-		m.lastErr = err
-		m.mu.Unlock()
-		m.gate.Check()
-		if m.opts.Logger != nil {
-			m.opts.Logger.Warn("sysload: sample failed", slog.Any("error", err))
-		}
-		if m.opts.OnError != nil {
-			m.opts.OnError(err)
-		}
-		return Load{}, err
+		return Load{}, m.failed(err)
 	}
 	values := make(map[string]float64, 3)
 	if m.cpu {
@@ -160,7 +149,7 @@ func (m *Monitor) Step(ctx context.Context) (Load, error) {
 		values[Swap] = float64(l.Swap)
 	}
 	if err := m.gate.ObserveAll(values); err != nil {
-		return l, err // NaN from a custom Sampler
+		return Load{}, m.failed(err) // NaN from a custom Sampler
 	}
 	m.mu.Lock()
 	m.samples++
@@ -170,6 +159,23 @@ func (m *Monitor) Step(ctx context.Context) (Load, error) {
 		m.opts.OnSample(l)
 	}
 	return l, nil
+}
+
+// failed counts and reports a sample that could not be fed to the gate, and
+// lets the gate notice signals going stale. It returns err.
+func (m *Monitor) failed(err error) error {
+	m.mu.Lock()
+	m.errs++
+	m.lastErr = err
+	m.mu.Unlock()
+	m.gate.Check()
+	if m.opts.Logger != nil {
+		m.opts.Logger.Warn("sysload: sample failed", slog.Any("error", err))
+	}
+	if m.opts.OnError != nil {
+		m.opts.OnError(err)
+	}
+	return err
 }
 
 // Stats returns a snapshot of the Monitor's counters.

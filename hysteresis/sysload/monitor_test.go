@@ -3,6 +3,7 @@ package sysload_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -225,4 +226,26 @@ func TestMonitorCloseIsNotASamplingError(t *testing.T) {
 		assert.Zero(t, m.Stats().Errors)
 		assert.NoError(t, m.Stats().LastError)
 	})
+}
+
+// TestMonitorNaNSampleIsAnError: a custom Sampler that returns NaN has failed
+// like one that returns an error: nothing is fed, and the failure is counted
+// and reported.
+func TestMonitorNaNSampleIsAnError(t *testing.T) {
+	gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{})
+	require.NoError(t, err)
+	var errs list[error]
+	m, err := sysload.NewMonitor(&script{steps: []step{load(math.NaN(), 10, 0)}}, gate,
+		sysload.MonitorOptions{Interval: time.Hour, OnError: errs.add})
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Step(context.Background())
+	require.ErrorIs(t, err, hysteresis.ErrInvalidValue)
+	require.Len(t, errs.get(), 1)
+	assert.ErrorIs(t, errs.get()[0], hysteresis.ErrInvalidValue)
+	st := m.Stats()
+	assert.EqualValues(t, 1, st.Errors)
+	assert.Zero(t, st.Samples)
+	assert.ErrorIs(t, st.LastError, hysteresis.ErrInvalidValue)
+	assert.Zero(t, gate.Stats().Samples)
 }
