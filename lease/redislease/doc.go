@@ -31,7 +31,10 @@
 // operation may or may not have taken effect. go-redis retries a command
 // when the connection breaks; a repeated Grant returns the lease the first
 // attempt granted (ids are unique per grant), so a retry never grants twice
-// nor reports a rejection for a grant that took effect.
+// nor reports a rejection for a grant that took effect. A repeated Release
+// reports ErrNotFound for the lease the first attempt released, and a Sweep
+// batch whose reply is lost is never reported; set the client's MaxRetries
+// to -1 to see such calls fail instead.
 //
 // Scripts call TIME before writing, which Redis allows with effects
 // replication: the default since Redis 5 and the only mode since Redis 7.

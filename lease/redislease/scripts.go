@@ -5,8 +5,8 @@ import "github.com/redis/go-redis/v9"
 // The store's keys, in the order every script receives them as KEYS.
 //
 //	leases     HASH  id → record (live, and expired until swept)
-//	deadlines  ZSET  id, score = deadline (µs): the live leases
-//	expired    ZSET  id, score = deadline (µs): expired, not yet swept
+//	deadlines  ZSET  id, score = deadline (ms): the live leases
+//	expired    ZSET  id, score = deadline (ms): expired, not yet swept
 //	holders    ZSET  "<len>:<holder><id>", score 0: the live leases by holder
 //	used       STRING summed cost of the live leases
 //	token      STRING the last fencing token issued (INCR)
@@ -19,15 +19,14 @@ var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "used", 
 // each lease is retired once, in O(log n).
 //
 // A record is "token,cost,created,expires,heartbeat,grace_ns,len(holder),"
-// followed by holder and resource; times are µs since the epoch on the
-// server's clock. Numbers are formatted with %.0f because Lua's default
-// number formatting keeps only 14 digits.
+// followed by holder and resource; times are ms since the epoch on the
+// server's clock. Lua formats numbers with 14 significant digits, exact for
+// these integers, so plain concatenation suffices (string.format would cost
+// more than a Redis call).
 const prelude = `
 local LEASES, DEADLINES, EXPIRED, HOLDERS, USED, TOKEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-
-local function num(x) return string.format('%.0f', x) end
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function decode(rec)
   local tok, cost, cr, ex, hb, gr, hl, p = string.match(rec, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),()')
@@ -37,11 +36,11 @@ local function decode(rec)
 end
 
 local function encode(l)
-  return table.concat({l.tok, l.cost, l.cr, l.ex, l.hb, l.gr, #l.holder}, ',') .. ',' .. l.tail
+  return l.tok .. ',' .. l.cost .. ',' .. l.cr .. ',' .. l.ex .. ',' .. l.hb .. ',' .. l.gr .. ',' .. #l.holder .. ',' .. l.tail
 end
 
 local function deadline(l)
-  local hbd = tonumber(l.hb) + math.ceil(tonumber(l.gr) / 1000)
+  local hbd = tonumber(l.hb) + math.ceil(tonumber(l.gr) / 1000000)
   local ex = tonumber(l.ex)
   if hbd < ex then return hbd end
   return ex
@@ -49,14 +48,14 @@ end
 
 local function member(holder, id) return #holder .. ':' .. holder .. id end
 
-local expiredIDs = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', num(now))
+local expiredIDs = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', now)
 for _, id in ipairs(expiredIDs) do
   local rec = redis.call('HGET', LEASES, id)
   if rec then
     local l = decode(rec)
     redis.call('ZREM', HOLDERS, member(l.holder, id))
     redis.call('DECRBY', USED, l.cost)
-    redis.call('ZADD', EXPIRED, num(deadline(l)), id)
+    redis.call('ZADD', EXPIRED, deadline(l), id)
   end
   redis.call('ZREM', DEADLINES, id)
 end
@@ -70,7 +69,7 @@ end
 `
 
 // grantScript: ARGV = id, holder, resource, budget, onePerHolder (0/1),
-// overloaded (0/1), ttl (µs), grace (ns), costs...
+// overloaded (0/1), ttl (ms), grace (ns), costs...
 //
 // A record already stored under id with the same holder is returned as the
 // grant: ids are unique per call, so that is this very call, repeated by
@@ -100,11 +99,11 @@ for i = 9, #ARGV do
   if c <= avail then cost = c; break end
 end
 if not cost then return {'REJ', 'over_capacity', avail} end
-local l = {tok = num(redis.call('INCR', TOKEN)), cost = num(cost), cr = num(now),
-  ex = num(now + tonumber(ARGV[7])), hb = num(now), gr = ARGV[8], holder = holder, tail = holder .. ARGV[3]}
+local l = {tok = redis.call('INCR', TOKEN), cost = cost, cr = now,
+  ex = now + tonumber(ARGV[7]), hb = now, gr = ARGV[8], holder = holder, tail = holder .. ARGV[3]}
 local rec = encode(l)
 redis.call('HSET', LEASES, id, rec)
-redis.call('ZADD', DEADLINES, num(deadline(l)), id)
+redis.call('ZADD', DEADLINES, deadline(l), id)
 redis.call('ZADD', HOLDERS, 0, member(holder, id))
 redis.call('INCRBY', USED, cost)
 return {'OK', rec}
@@ -115,10 +114,10 @@ var heartbeatScript = redis.NewScript(prelude + `
 local rec, err = find(ARGV[1])
 if not rec then return {err} end
 local l = decode(rec)
-l.hb = num(now)
+l.hb = now
 rec = encode(l)
 redis.call('HSET', LEASES, ARGV[1], rec)
-redis.call('ZADD', DEADLINES, 'XX', num(deadline(l)), ARGV[1])
+redis.call('ZADD', DEADLINES, 'XX', deadline(l), ARGV[1])
 return {'OK', rec}
 `)
 

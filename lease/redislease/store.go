@@ -34,7 +34,7 @@ type Options struct {
 // the same Prefix, in any number of processes, act as one store, and
 // clients' clocks never matter.
 //
-// Times are kept in microseconds. Fencing tokens come from INCR on the
+// Times are kept in milliseconds. Fencing tokens come from INCR on the
 // store's token key, in the same script as the grant, and are never reused.
 //
 // The work of retiring expired leases (moving them out of the live set and
@@ -126,7 +126,7 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	args := make([]any, 0, 8+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		micros(a.TTL), int64(a.Grace))
+		millis(a.TTL), int64(a.Grace))
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -143,18 +143,18 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	return one("grant", a.ID, v)
 }
 
-// maxMicros caps TTLs (about 142 years) so that deadlines stay exact in
-// Lua's float64 numbers.
-const maxMicros = 1 << 52
+// maxMillis caps TTLs (about 1500 years) so that deadlines keep at most
+// 14 digits, which Lua formats exactly.
+const maxMillis = 50_000_000_000_000
 
-// micros returns d in whole microseconds, rounded up (a positive duration
-// stays positive) and capped at maxMicros.
-func micros(d time.Duration) int64 {
-	us := int64(d / time.Microsecond)
-	if d%time.Microsecond != 0 {
-		us++
+// millis returns d in whole milliseconds, rounded up (a positive duration
+// stays positive) and capped at maxMillis.
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
 	}
-	return min(us, maxMicros)
+	return min(ms, maxMillis)
 }
 
 func flag(b bool) int {
@@ -248,7 +248,9 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 }
 
 // Sweep implements lease.Store. It removes expired records oldest deadline
-// first.
+// first. A batch whose reply is lost to a broken connection has been
+// removed but is reported by no Sweep call: expired events are delivered at
+// most once.
 func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
@@ -313,9 +315,9 @@ func parse(id string, v any) (lease.Lease, error) {
 		Resource:    rest[hl:],
 		Cost:        int(n[1]),
 		Token:       uint64(n[0]),
-		CreatedAt:   time.UnixMicro(n[2]),
-		ExpiresAt:   time.UnixMicro(n[3]),
-		HeartbeatAt: time.UnixMicro(n[4]),
+		CreatedAt:   time.UnixMilli(n[2]),
+		ExpiresAt:   time.UnixMilli(n[3]),
+		HeartbeatAt: time.UnixMilli(n[4]),
 		Grace:       time.Duration(n[5]),
 	}, nil
 }

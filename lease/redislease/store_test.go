@@ -189,7 +189,7 @@ func TestGrantRepeatIsIdempotent(t *testing.T) {
 }
 
 // TestRecordsRoundTrip checks holders and resources with the record
-// separator, digits and arbitrary bytes, and sub-microsecond durations.
+// separator, digits and arbitrary bytes, and durations that are not whole milliseconds.
 func TestRecordsRoundTrip(t *testing.T) {
 	r := testenv.OpenRedis(t)
 	s := newStore(t, r.Client, storePrefix(r))
