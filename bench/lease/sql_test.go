@@ -1,8 +1,10 @@
 package lease_test
 
 import (
+	"database/sql"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
@@ -53,6 +55,15 @@ func init() {
 				{"select1", func(b *testing.B) { mySelect1(b, 1) }},
 				{"commit", func(b *testing.B) { myCommits(b, 1) }},
 			},
+		},
+		// The same with interpolateParams=true in the DSN: the driver
+		// sends each statement with its arguments in one round trip
+		// instead of prepare + execute.
+		backend{
+			name:         "mysql-interpolateparams",
+			store:        func(b *testing.B) lease.Store { return myStoreOn(b, interpolatingDB(b)) },
+			grantRelease: []peer{{"select1", func(b *testing.B) { mySelect1On(b, interpolatingDB(b), 2) }}},
+			heartbeat:    []peer{{"select1", func(b *testing.B) { mySelect1On(b, interpolatingDB(b), 1) }}},
 		})
 }
 
@@ -89,9 +100,27 @@ func pgStoreOn(b *testing.B, pool *pgxpool.Pool) lease.Store {
 }
 
 // mysqlStore returns a migrated sqllease store in a fresh database.
-func mysqlStore(b *testing.B) lease.Store {
-	my := testenv.OpenMySQL(b)
-	s, err := sqllease.NewMySQL(my.DB, sqllease.Options{Table: "modal_leases"})
+func mysqlStore(b *testing.B) lease.Store { return myStoreOn(b, testenv.OpenMySQL(b).DB) }
+
+// interpolatingDB returns a handle on a fresh database with
+// interpolateParams=true.
+func interpolatingDB(b *testing.B) *sql.DB {
+	cfg, err := mysql.ParseDSN(testenv.OpenMySQL(b).DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// myStoreOn returns a migrated sqllease store on db.
+func myStoreOn(b *testing.B, db *sql.DB) lease.Store {
+	s, err := sqllease.NewMySQL(db, sqllease.Options{Table: "modal_leases"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,8 +138,9 @@ func pgSelect1On(b *testing.B, pool *pgxpool.Pool, n int) {
 }
 
 // mySelect1 runs n `SELECT 1` per operation on a database/sql handle.
-func mySelect1(b *testing.B, n int) {
-	db := testenv.OpenMySQL(b).DB
+func mySelect1(b *testing.B, n int) { mySelect1On(b, testenv.OpenMySQL(b).DB, n) }
+
+func mySelect1On(b *testing.B, db *sql.DB, n int) {
 	repeat(b, n, func() error { var one int; return db.QueryRowContext(ctx, "SELECT 1").Scan(&one) })
 }
 
