@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,4 +245,54 @@ func TestServerErrorsAreWrapped(t *testing.T) {
 	var re redis.Error
 	require.ErrorAs(t, err, &re)
 	assert.False(t, errors.Is(err, lease.ErrNotFound))
+}
+
+// noScript answers every EVALSHA with NOSCRIPT, as a server that has just
+// restarted (or flushed its script cache) does, and counts the EVALs sent.
+type noScript struct{ evals atomic.Int64 }
+
+func (n *noScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (n *noScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "evalsha":
+			cmd.SetErr(redis.ErrNoScript)
+			return redis.ErrNoScript
+		case "eval":
+			n.evals.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (n *noScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestNoScriptFallsBackToEval checks that every operation works when the
+// server does not have the script cached: EVALSHA fails, EVAL runs it.
+func TestNoScriptFallsBackToEval(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	c := r.NewClient(t)
+	hook := &noScript{}
+	c.AddHook(hook)
+	s := newStore(t, c, storePrefix(r))
+	l, err := s.Grant(ctx, args("alice", 2, time.Minute, time.Minute))
+	require.NoError(t, err)
+	_, err = s.Heartbeat(ctx, l.ID)
+	require.NoError(t, err)
+	_, err = s.Get(ctx, l.ID)
+	require.NoError(t, err)
+	ls, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	u, n, err := s.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{1, 1}, [2]int{u, n})
+	_, err = s.Sweep(ctx, 1)
+	require.NoError(t, err)
+	_, err = s.Release(ctx, l.ID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(7), hook.evals.Load())
 }
