@@ -30,6 +30,9 @@ type Handle[T any] struct {
 	lost     atomic.Bool // the provider no longer lists it: drop on release
 	idx      int         // position in Pool.items, -1 when not there; under Pool.mu
 	err      error       // set only on the error tokens sent to waiters
+	// dispatched marks an item or token sent to a waiter and already
+	// taken off nwait; written before the send, read after the receive.
+	dispatched bool
 }
 
 // Value returns the item.

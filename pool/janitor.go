@@ -135,6 +135,9 @@ func (p *Pool[T]) CheckHealth(ctx context.Context) error {
 		if h == nil {
 			break
 		}
+		if h.dispatched {
+			p.undispatch(h)
+		}
 		if h.err != nil { // a waiter's token: pass it on
 			p.mu.Lock()
 			if !p.offerLocked(h) {

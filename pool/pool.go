@@ -71,9 +71,15 @@ type Pool[T any] struct {
 	// is MaxIdle (MaxSize with a shared Inventory, where it only holds
 	// items on their way to a local waiter). It may also carry error
 	// tokens (Handle.err) for waiters.
-	idle   chan *Handle[T]
-	nwait  atomic.Int64 // Acquire calls waiting on idle
-	closed atomic.Bool  // mirrors closedLocked for the hot path
+	idle chan *Handle[T]
+	// nwait counts the Acquire calls waiting on idle that no item or error
+	// in flight is meant for yet: the demand for creates. An item the pool
+	// sends to a waiter (a create's result, an error) is "dispatched": nwait
+	// drops when it is sent, not when the waiter wakes, so no second create
+	// starts for that waiter meanwhile (Handle.dispatched).
+	nwait   atomic.Int64
+	waiting atomic.Int64 // Acquire calls waiting, for Stats
+	closed  atomic.Bool  // mirrors closedLocked for the hot path
 	// idleLow is the fewest idle items seen since the last Prune: that many
 	// were not needed, whatever their idle times (FIFO rotation keeps every
 	// idle time short).
@@ -222,6 +228,9 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	for {
 		select {
 		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h) // meant for a waiter; it still waits
+			}
 			if h, err, ok := p.take(h); ok {
 				return h, err
 			}
@@ -232,6 +241,13 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 			return h, err
 		}
 	}
+}
+
+// undispatch returns the demand of a dispatched item or error that will not
+// reach a waiter: that waiter still waits.
+func (p *Pool[T]) undispatch(h *Handle[T]) {
+	h.dispatched = false
+	p.nwait.Add(1)
 }
 
 // take turns h, received from p.idle, into the result of an acquire. ok is
@@ -280,6 +296,8 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 		p.mu.Unlock()
 		return nil, ErrClosed, true
 	}
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	nw := p.nwait.Add(1)
 	p.fillLocked()
 	// Like sql.DBStats, count only waits for capacity, not for a create.
@@ -311,7 +329,11 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx)), true
 		}
 	}
-	p.nwait.Add(-1)
+	if h.dispatched {
+		h.dispatched = false // counted when it was sent
+	} else {
+		p.nwait.Add(-1)
+	}
 	if weight != 0 {
 		p.waitNanos.Add((p.monotonic() - start) * weight)
 	}
@@ -326,6 +348,24 @@ func (p *Pool[T]) monotonic() int64 {
 		return nanotime()
 	}
 	return p.clock.Now().UnixNano()
+}
+
+// offerDispatch is offer, dispatching h when a waiter waits: the item is
+// meant for it, and no create should start for it meanwhile.
+func (p *Pool[T]) offerDispatch(h *Handle[T]) bool {
+	for n := p.nwait.Load(); n > 0; n = p.nwait.Load() {
+		if p.nwait.CompareAndSwap(n, n-1) {
+			h.dispatched = true
+			break
+		}
+	}
+	if p.offer(h) {
+		return true
+	}
+	if h.dispatched {
+		p.undispatch(h)
+	}
+	return false
 }
 
 // offer puts h (state idle) into p.idle: to the longest waiter, else to the
@@ -353,6 +393,9 @@ func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 	for {
 		select {
 		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h)
+			}
 			if h, err, ok := p.take(h); ok {
 				return h, err
 			}
@@ -412,16 +455,11 @@ func (p *Pool[T]) expired(h *Handle[T], now time.Time) Reason {
 
 // fillLocked starts the creates needed by the waiters and the warm target,
 // within MaxSize and MaxConcurrentCreates.
-func (p *Pool[T]) fillLocked() { p.fillServedLocked(0) }
-
-// fillServedLocked is fillLocked right after served waiters were handed an
-// item or an error: they still count in nwait until they wake, and must not
-// get a create of their own.
-func (p *Pool[T]) fillServedLocked(served int) {
+func (p *Pool[T]) fillLocked() {
 	if p.closedLocked {
 		return
 	}
-	demand := int(p.nwait.Load()) - served
+	demand := int(p.nwait.Load())
 	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
 		demand += p.opts.MinIdle - idle
 	}
@@ -455,8 +493,8 @@ func (p *Pool[T]) obtain() {
 	if err != nil {
 		p.createFailures++
 		// The error goes to one waiter, if any; else warm creates back off.
-		if p.nwait.Load() > 0 && p.offerLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
-			p.fillServedLocked(1) // other waiters, held back by MaxConcurrentCreates
+		if p.nwait.Load() > 0 && p.dispatchLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
+			p.fillLocked() // other waiters, held back by MaxConcurrentCreates
 		} else if !p.closedLocked && !p.warmPaused {
 			p.pauseWarmLocked()
 		}
@@ -471,13 +509,13 @@ func (p *Pool[T]) obtain() {
 	}
 	p.addItemLocked(h)
 	h.state.Store(stateIdle)
-	waiting := p.nwait.Load() > 0
+	dispatched := !p.closedLocked && !h.lost.Load() && p.nwait.Load() > 0 && p.dispatchLocked(h)
+	if dispatched {
+		p.fillLocked() // other waiters, held back by MaxConcurrentCreates
+	}
 	p.mu.Unlock()
-	p.settle(h)
-	if waiting { // other waiters, held back by MaxConcurrentCreates
-		p.mu.Lock()
-		p.fillServedLocked(1)
-		p.mu.Unlock()
+	if !dispatched {
+		p.settle(h)
 	}
 	if popped {
 		p.kickReplenish()
@@ -486,7 +524,19 @@ func (p *Pool[T]) obtain() {
 	}
 }
 
-// offerLocked is a non-blocking send of an error token to p.idle.
+// dispatchLocked sends h, an item or an error token, to a waiter: nwait
+// drops now, so that no create starts for that waiter meanwhile.
+func (p *Pool[T]) dispatchLocked(h *Handle[T]) bool {
+	p.nwait.Add(-1)
+	h.dispatched = true
+	if p.offerLocked(h) {
+		return true
+	}
+	p.undispatch(h)
+	return false
+}
+
+// offerLocked is a non-blocking send to p.idle.
 func (p *Pool[T]) offerLocked(tok *Handle[T]) bool {
 	select {
 	case p.idle <- tok:
@@ -500,7 +550,7 @@ func (p *Pool[T]) offerLocked(tok *Handle[T]) bool {
 // in p.idle: the longest waiter, else the idle set (local, or the shared
 // Inventory); h is destroyed when closed, lost, or beyond MaxIdle.
 func (p *Pool[T]) settle(h *Handle[T]) {
-	if !p.closed.Load() && !h.lost.Load() && (p.inv == nil || p.nwait.Load() > 0) && p.offer(h) {
+	if !p.closed.Load() && !h.lost.Load() && (p.inv == nil || p.nwait.Load() > 0) && p.offerDispatch(h) {
 		return
 	}
 	p.mu.Lock()
@@ -830,6 +880,9 @@ func (p *Pool[T]) drainClosedLocked() {
 	for {
 		select {
 		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h) // its waiter needs ErrClosed instead
+			}
 			if h.err == nil {
 				p.destroyLocked(h, ReasonShutdown)
 			}
@@ -846,6 +899,9 @@ func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
 	for {
 		select {
 		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h)
+			}
 			if h.err == nil {
 				out = append(out, h)
 			}

@@ -271,6 +271,9 @@ func (p *Pool[T]) createWarm(token string) {
 	if err != nil {
 		p.warn("inventory add", err, "id", h.id)
 	}
+	// A pop between our Put and Unreserve saw the item twice (idle and
+	// reserved) and may have skipped a refill: look again.
+	p.kickReplenish()
 }
 
 // pruneShared refreshes this instance's in-use records and prunes the

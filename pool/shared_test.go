@@ -110,3 +110,80 @@ func TestSharedReconcileRespectsOtherInstances(t *testing.T) {
 		assert.Equal(t, int64(1), a.Stats().Destroyed.Lost)
 	})
 }
+
+// With a shared Inventory the janitors expire and health-check the shared
+// idle set, and an acquire never gets an expired item from it.
+func TestSharedExpiryAndHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inv := pool.NewMemoryInventory(nil)
+		f := newFake()
+		opts := pool.Options{MaxSize: 3, MaxIdle: 4, IdleTimeout: 2 * time.Minute, Inventory: inv,
+			JanitorInterval: 10 * time.Second, HealthCheckInterval: 30 * time.Second}
+		opts.Instance = "a"
+		a := newPool(t, f, opts)
+		opts.Instance = "b"
+		b := newPool(t, f, opts)
+		hs := acquireN(t, a, 3)
+		releaseAll(hs)
+		synctest.Wait()
+		c, err := inv.Counts(ctx)
+		require.NoError(t, err)
+		require.Equal(t, pool.Counts{Idle: 3}, c)
+
+		h, err := b.TryAcquire(ctx) // pops from the shared set
+		require.NoError(t, err)
+		assert.Contains(t, []string{hs[0].ID(), hs[1].ID(), hs[2].ID()}, h.ID())
+		h.Release()
+		f.set(func(f *fakeProv) { f.unhealthy[hs[1].ID()] = true })
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), hs[1].ID())
+		assert.Equal(t, int64(1), a.Stats().Destroyed.Unhealthy+b.Stats().Destroyed.Unhealthy)
+
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		c, err = inv.Counts(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, pool.Counts{}, c, "idle records pruned to zero")
+		assert.Empty(t, f.liveIDs())
+		assert.Equal(t, int64(2), a.Stats().Destroyed.Idle+b.Stats().Destroyed.Idle)
+	})
+}
+
+func TestSharedPopSkipsExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inv := pool.NewMemoryInventory(nil)
+		f := newFake()
+		// Two items another instance left in the shared idle set: w never
+		// used, u used; both created now, with a lifetime of an hour.
+		now := time.Now()
+		for _, r := range []pool.Record{
+			{ID: "w", Data: []byte(`{"id":"w"}`), Created: now, Deadline: now.Add(time.Hour)},
+			{ID: "u", Data: []byte(`{"id":"u"}`), Created: now, Deadline: now.Add(time.Hour), LastUsed: now},
+		} {
+			f.adopt(r.ID, now)
+			require.NoError(t, inv.Add(ctx, r, 0))
+		}
+		b := newPool(t, f, pool.Options{MaxSize: 2, MaxLifetime: time.Hour, WarmTTL: 10 * time.Minute,
+			Inventory: inv, Instance: "b", JanitorInterval: -1})
+		time.Sleep(30 * time.Minute) // w is past WarmTTL
+		h, err := b.Acquire(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, "u", h.ID(), "w was skipped")
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, []string{"u"}, f.liveIDs())
+		assert.Equal(t, int64(1), b.Stats().Destroyed.WarmTTL)
+		time.Sleep(31 * time.Minute) // u is past its lifetime
+		h, err = b.Acquire(ctx)
+		require.NoError(t, err)
+		assert.NotEqual(t, "u", h.ID(), "u was skipped")
+		h.Release()
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "u")
+		assert.Contains(t, f.liveIDs(), h.ID())
+		assert.Equal(t, int64(1), b.Stats().Destroyed.Lifetime)
+	})
+}

@@ -95,7 +95,7 @@ func (p *Pool[T]) Stats() Stats {
 		InUse:          inUse,
 		Creating:       p.creating,
 		Destroying:     p.destroying,
-		Waiting:        int(p.nwait.Load()),
+		Waiting:        int(p.waiting.Load()),
 		CanceledWaits:  p.canceledWaits.Load(),
 		Creates:        p.creates,
 		CreateFailures: p.createFailures,
