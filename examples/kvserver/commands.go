@@ -358,11 +358,8 @@ const (
 func expireCommand(unit time.Duration, relative bool) func(*Server, *client, [][]byte) {
 	return func(s *Server, cl *client, args [][]byte) {
 		name := strings.ToLower(string(args[0]))
-		when, ok := parseInt(args[2])
-		if !ok {
-			cl.w.Error(errNotInteger)
-			return
-		}
+		// Options first, then the time: Redis reports a bad option before
+		// a bad time.
 		flags := 0
 		for _, a := range args[3:] {
 			switch strings.ToLower(string(a)) {
@@ -385,6 +382,11 @@ func expireCommand(unit time.Duration, relative bool) func(*Server, *client, [][
 		}
 		if flags&expireGT != 0 && flags&expireLT != 0 {
 			cl.w.Error("ERR GT and LT options at the same time are not compatible")
+			return
+		}
+		when, ok := parseInt(args[2])
+		if !ok {
+			cl.w.Error(errNotInteger)
 			return
 		}
 		if unit == time.Second {

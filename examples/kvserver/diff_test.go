@@ -131,6 +131,8 @@ func TestDifferential(t *testing.T) {
 		{args: []any{"EXPIRE", k("x"), "10", "GT", "LT"}},
 		{args: []any{"EXPIRE", k("x"), "10", "FOO"}},
 		{args: []any{"EXPIRE", k("x"), "ten"}},
+		{args: []any{"EXPIRE", k("x"), "ten", "FOO"}},
+		{args: []any{"PEXPIREAT", k("x"), "ten", "NX", "XX"}},
 		{args: []any{"EXPIRE", k("x"), "9223372036854775807"}},
 		{args: []any{"EXPIRE", k("x"), "-9223372036854775807"}},
 		{args: []any{"PEXPIRE", k("x"), "9223372036854775807"}},

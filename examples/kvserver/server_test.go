@@ -207,6 +207,9 @@ func TestExpireCommands(t *testing.T) {
 
 	fails(errNotInteger, "EXPIRE", "k", "ten")
 	fails("ERR Unsupported option FOO", "EXPIRE", "k", "10", "FOO")
+	// Redis checks the options before the time.
+	fails("ERR Unsupported option FOO", "EXPIRE", "k", "ten", "FOO")
+	fails("ERR GT and LT options at the same time are not compatible", "PEXPIREAT", "k", "ten", "GT", "LT")
 	fails("ERR NX and XX, GT or LT options at the same time are not compatible", "EXPIRE", "k", "10", "NX", "GT")
 	fails("ERR GT and LT options at the same time are not compatible", "EXPIRE", "k", "10", "GT", "LT")
 	fails(errExpireTime("expire"), "EXPIRE", "k", "9223372036854775807")
