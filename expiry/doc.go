@@ -6,11 +6,13 @@
 // (passive expiry). Keys nobody reads are reclaimed by an [Expirer] (active
 // expiry). Every Options.Interval it samples Options.SampleSize random keys
 // that carry a deadline, deletes the expired ones, and repeats at once while
-// more than Options.Threshold of the sample was expired, which is the
-// algorithm of Redis's expire.c. A cycle stops when it has spent its time
-// budget (Options.Budget of the interval) and resumes on the next tick, so a
-// mass expiry is spread over several cycles and readers never stall: the
-// keyspace lock is held for one small batch at a time.
+// more than Options.Threshold of the recent samples was expired, which is
+// the algorithm of Redis's expire.c. A cycle stops when it has spent its time
+// budget (Options.Budget of the interval); while cycles end on their budget
+// the next one follows after a pause as long as the cycle (Redis's fast
+// cycles play that part), so a mass expiry is spread over several cycles
+// and readers never stall: the keyspace lock is held for one sampled key at
+// a time.
 //
 // Sampling costs O(1) per sampled key. [Map] keeps the keys that carry a
 // deadline in a dense slice per shard and takes each sampled key from the

@@ -287,3 +287,30 @@ func TestCycleIsNotStoppedByOneLuckyRound(t *testing.T) {
 		assert.Greater(t, r.Expired, 40_000)
 	})
 }
+
+// TestCatchUp: cycles that end on their budget are followed by more after a
+// short pause, until the backlog is gone, well before the next tick; with
+// NoCatchUp one cycle runs per tick.
+func TestCatchUp(t *testing.T) {
+	for _, noCatchUp := range []bool{false, true} {
+		t.Run(fmt.Sprint("NoCatchUp=", noCatchUp), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newMap[int](t, expiry.Options{MaxRounds: 50, NoCatchUp: noCatchUp}) // ≤ 1000 keys a cycle
+				for i := range 10_000 {
+					require.NoError(t, m.SetWithTTL(fmt.Sprint(i), i, 500*time.Millisecond))
+				}
+				time.Sleep(1100 * time.Millisecond) // one tick, at 1 s
+				synctest.Wait()
+				st := m.Stats()
+				if noCatchUp {
+					assert.Equal(t, uint64(1), st.Cycles)
+					assert.Equal(t, 9_000, st.Keys)
+					return
+				}
+				assert.Equal(t, 0, st.Keys, "the backlog is gone before the next tick")
+				assert.GreaterOrEqual(t, st.Cycles, uint64(10))
+				assert.Equal(t, st.Cycles-1, st.BudgetHits, "every cycle but the last hit its budget")
+			})
+		})
+	}
+}

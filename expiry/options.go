@@ -43,6 +43,14 @@ type Options struct {
 	// Manual disables the background goroutine: nothing expires actively
 	// unless Cycle is called. Passive expiry still applies.
 	Manual bool
+	// NoCatchUp keeps the background goroutine to one cycle per Interval
+	// even when cycles end on their budget. By default such a cycle is
+	// followed by another after a pause as long as itself (at least 1 ms),
+	// until one ends below the threshold: during a mass expiry active
+	// expiry then uses up to half a processor instead of Budget of one,
+	// still one small batch at a time, as Redis adds fast cycles while its
+	// stale estimate is high.
+	NoCatchUp bool
 	// Clock is the time source; nil means real time. Deadlines are kept as
 	// offsets from the clock's reading at construction, so real time is
 	// immune to wall-clock jumps.
