@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -32,30 +33,63 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:6380", "TCP address to listen on")
-	redis7 := flag.Bool("redis7", false, "start from Redis 7's expiry tuning (100ms, 20 keys, 10%, 25% budget)")
-	interval := flag.Duration("interval", 0, "active expiry period (default 1s, or 100ms with -redis7)")
-	sample := flag.Int("sample", 0, "keys with a deadline sampled per round (default 20)")
-	threshold := flag.Float64("threshold", 0, "repeat a round at once while more than this share was expired (default 0.25, or 0.10 with -redis7)")
-	budget := flag.Float64("budget", 0, "share of the interval one expiry cycle may run (default 0.25)")
-	maxBulk := flag.Int64("max-bulk-len", DefaultMaxBulkLen, "largest accepted bulk string in bytes (Redis proto-max-bulk-len)")
-	maxArgs := flag.Int("max-args", DefaultMaxArgs, "largest accepted number of arguments of one command")
-	maxClients := flag.Int("max-clients", DefaultMaxClients, "most open connections (Redis maxclients)")
-	verbose := flag.Bool("v", false, "log protocol errors of clients")
-	flag.Parse()
+	addr, cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		err = fmt.Errorf("kvserver: %w", err)
+	} else {
+		err = run(ctx, ln, cfg, cfg.Logger)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags turns the command line into the listen address and the
+// server's configuration. Bad values are checked by New; parseFlags refuses
+// what New cannot see (stray arguments).
+func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
+	fs := flag.NewFlagSet("kvserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:6380", "TCP address to listen on")
+	redis7 := fs.Bool("redis7", false, "start from Redis 7's expiry tuning (100ms, 20 keys, 10%, 25% budget)")
+	interval := fs.Duration("interval", 0, "active expiry period (default 1s, or 100ms with -redis7)")
+	sample := fs.Int("sample", 0, "keys with a deadline sampled per round (default 20)")
+	threshold := fs.Float64("threshold", 0, "repeat a round at once while more than this share was expired (default 0.25, or 0.10 with -redis7)")
+	budget := fs.Float64("budget", 0, "share of the interval one expiry cycle may run (default 0.25)")
+	maxBulk := fs.Int64("max-bulk-len", DefaultMaxBulkLen, "largest accepted bulk string in bytes (Redis proto-max-bulk-len)")
+	maxArgs := fs.Int("max-args", DefaultMaxArgs, "largest accepted number of arguments of one command")
+	maxClients := fs.Int("max-clients", DefaultMaxClients, "most open connections (Redis maxclients)")
+	verbose := fs.Bool("v", false, "log protocol errors of clients")
+	if err := fs.Parse(args); err != nil {
+		return "", Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return "", Config{}, fmt.Errorf("kvserver: unexpected argument %q", fs.Arg(0))
+	}
 
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	var opts expiry.Options
 	if *redis7 {
 		opts = expiry.Redis7Options()
 	}
 	// Explicit flags override the preset.
-	flag.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "interval":
 			opts.Interval = *interval
@@ -68,23 +102,12 @@ func main() {
 		}
 	})
 	opts.Logger = log
-	cfg := Config{
+	return *addr, Config{
 		Limits:     Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
 		MaxClients: *maxClients,
 		Expiry:     opts,
 		Logger:     log,
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ln, err := net.Listen("tcp", *addr)
-	if err == nil {
-		err = run(ctx, ln, cfg, log)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kvserver:", err)
-		os.Exit(1)
-	}
+	}, nil
 }
 
 // run serves on ln until ctx ends, then shuts the server down.

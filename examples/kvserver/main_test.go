@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
+	"io"
 	"log/slog"
 	"net"
 	"testing"
@@ -45,4 +47,37 @@ func TestRunRejectsBadOptions(t *testing.T) {
 	require.NoError(t, err)
 	err = run(t.Context(), ln, Config{Expiry: expiry.Options{Threshold: 2}}, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "Threshold")
+}
+
+// TestBadFlagsAreRefused: a negative limit or a stray argument is an error
+// naming what is wrong, never silently the default; the message carries the
+// package prefix once.
+func TestBadFlagsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-max-clients", "-5"}, "kvserver: MaxClients (-5) is negative"},
+		{[]string{"-max-bulk-len", "-1"}, "kvserver: Limits.MaxBulkLen (-1) is negative"},
+		{[]string{"-max-args", "-2"}, "kvserver: Limits.MaxArgs (-2) is negative"},
+		{[]string{"-sample", "-1"}, "kvserver: expiry: SampleSize (-1) is negative"},
+		{[]string{"6380"}, `kvserver: unexpected argument "6380"`},
+	} {
+		_, cfg, err := parseFlags(tc.args, io.Discard)
+		if err == nil {
+			var srv *Server
+			srv, err = New(cfg)
+			if err == nil {
+				_ = srv.Close()
+			}
+		}
+		require.EqualError(t, err, tc.want, "%q", tc.args)
+	}
+	_, _, err := parseFlags([]string{"-h"}, io.Discard)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	addr, cfg, err := parseFlags([]string{"-addr", ":1", "-redis7", "-sample", "5"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, ":1", addr)
+	require.Equal(t, expiry.Redis7Options().Interval, cfg.Expiry.Interval, "the preset")
+	require.Equal(t, 5, cfg.Expiry.SampleSize, "a flag overrides the preset")
 }

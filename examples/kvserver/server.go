@@ -51,14 +51,29 @@ type Server struct {
 }
 
 // New returns a Server with an empty keyspace whose active expiry runs
-// with cfg.Expiry. Close stops it.
+// with cfg.Expiry. Close stops it. A negative limit is an error that names
+// the field.
 func New(cfg Config) (*Server, error) {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxClients", int64(cfg.MaxClients)},
+		{"Limits.MaxBulkLen", cfg.Limits.MaxBulkLen},
+		{"Limits.MaxArgs", int64(cfg.Limits.MaxArgs)},
+		{"Limits.MaxInline", int64(cfg.Limits.MaxInline)},
+		{"Limits.MaxQueryLen", cfg.Limits.MaxQueryLen},
+	} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("kvserver: %s (%d) is negative", f.name, f.v)
+		}
+	}
 	db, err := expiry.NewMap[string, string](cfg.Expiry)
 	if err != nil {
 		return nil, fmt.Errorf("kvserver: %w", err)
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	if cfg.MaxClients <= 0 {
+	if cfg.MaxClients == 0 {
 		cfg.MaxClients = DefaultMaxClients
 	}
 	log := cfg.Logger
