@@ -20,6 +20,10 @@ import (
 // Times are read and written as microseconds since the epoch and stored as
 // UTC DATETIME(6), taken from UTC_TIMESTAMP(6): the DSN's parseTime and loc
 // and the session time_zone do not matter.
+//
+// Every operation is a few statements with arguments; with the driver's
+// default each is a prepare and an execute round trip. interpolateParams=true
+// in the DSN sends each in one, about halving the time of a grant.
 type MySQL struct {
 	db *sql.DB
 	n  names
