@@ -4,10 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ttlkit/ttlkit/lease"
 )
+
+// validText checks the strings of a for what a database column cannot
+// hold: invalid UTF-8 and NUL bytes (PostgreSQL text rejects NUL, MySQL
+// utf8mb4 rejects invalid UTF-8), and lengths above limit bytes (0: none).
+func validText(a lease.GrantArgs, limit int) error {
+	for _, f := range []struct{ name, v string }{{"ID", a.ID}, {"Holder", a.Holder}, {"Resource", a.Resource}} {
+		switch {
+		case !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0:
+			return fmt.Errorf("%w: %s is not valid UTF-8 text", lease.ErrInvalid, f.name)
+		case limit > 0 && len(f.v) > limit:
+			return fmt.Errorf("%w: %s longer than %d bytes", lease.ErrInvalid, f.name, limit)
+		}
+	}
+	return nil
+}
 
 // decide applies the grant rule of lease.Store to what the transaction read
 // at now: used units of live leases and the id of the holder's live lease

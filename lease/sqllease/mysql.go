@@ -184,10 +184,8 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	for _, f := range []struct{ name, v string }{{"ID", a.ID}, {"Holder", a.Holder}, {"Resource", a.Resource}} {
-		if len(f.v) > maxMyField {
-			return lease.Lease{}, fmt.Errorf("%w: %s longer than %d bytes", lease.ErrInvalid, f.name, maxMyField)
-		}
+	if err := validText(a, maxMyField); err != nil {
+		return lease.Lease{}, err
 	}
 	var l lease.Lease
 	err := s.inTx(ctx, "grant", func(tx *sql.Tx) error {

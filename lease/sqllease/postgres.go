@@ -135,6 +135,9 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
+	if err := validText(a, 0); err != nil {
+		return lease.Lease{}, err
+	}
 	if err := checkCtx(ctx, "postgres", "grant"); err != nil {
 		return lease.Lease{}, err
 	}
