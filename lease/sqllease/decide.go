@@ -8,6 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -75,6 +78,9 @@ func graceMicros(g time.Duration) time.Duration {
 // wrap wraps a database error of operation op. If ctx has ended, the
 // context's error is wrapped too, so callers can tell a cancellation.
 func wrap(ctx context.Context, dialect, op string, err error) error {
+	if missingTable(err) {
+		err = fmt.Errorf("%w: %w", ErrNotMigrated, err)
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		if cause := context.Cause(ctx); cause != cerr {
 			return fmt.Errorf("sqllease: %s: %s: %w: %w: %w", dialect, op, cerr, cause, err)
@@ -96,9 +102,16 @@ func checkCtx(ctx context.Context, dialect, op string) error {
 	return fmt.Errorf("sqllease: %s: %s: %w", dialect, op, ctx.Err())
 }
 
-// ErrNotMigrated is wrapped by the error of a grant on a store whose state
-// row does not exist: Migrate has not run on this database.
-var ErrNotMigrated = errors.New("sqllease: not migrated (state row missing): run Migrate")
+// ErrNotMigrated is wrapped by the error of an operation on a store whose
+// tables or state row do not exist: Migrate has not run on this database.
+var ErrNotMigrated = errors.New("sqllease: not migrated: run Migrate")
+
+// missingTable reports whether err is the server's "no such table".
+func missingTable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	return errors.As(err, &pe) && pe.Code == "42P01" || errors.As(err, &me) && me.Number == 1146
+}
 
 // notFoundOrExpired returns the error for a call on id that found no live
 // row: ErrExpired if the record is present, ErrNotFound if not.

@@ -113,7 +113,9 @@ VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + my
 	token BIGINT UNSIGNED NOT NULL DEFAULT 0,
 	PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-			`INSERT IGNORE INTO ` + st + ` (name) VALUES (?)`,
+			// A state row created while leases exist (say, deleted by
+			// hand) resumes the counter above their tokens.
+			`INSERT IGNORE INTO ` + st + ` (name, token) SELECT ?, COALESCE(MAX(token), 0) FROM ` + t,
 		},
 	}
 	return &MySQL{db: db, n: n, q: q}, nil

@@ -71,12 +71,14 @@ func TestInvalidNamesRejected(t *testing.T) {
 // to grant before, is idempotent, creates what exists says, and two lease
 // tables sharing one state table keep separate budgets and tokens.
 func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists func(name string) bool,
-	a, b sqllease.Options, objects []string) {
+	exec func(query string) error, a, b sqllease.Options, objects []string) {
 	s := newStore(a)
 	args := lease.GrantArgs{ID: lease.NewID(), Holder: "h", Costs: []int{2}, TTL: time.Minute, Grace: time.Minute, Budget: 2}
 	_, err := s.Grant(ctx, args)
-	require.Error(t, err)
+	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	assert.False(t, errors.Is(err, lease.ErrInvalid))
+	_, err = s.Heartbeat(ctx, "x")
+	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	for range 3 {
 		require.NoError(t, s.Migrate(ctx))
 	}
@@ -99,6 +101,22 @@ func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists 
 	args.ID, args.Holder = lease.NewID(), "other"
 	_, err = s.Grant(ctx, args)
 	assert.ErrorIs(t, err, lease.ErrOverCapacity)
+
+	// Without its state row a store refuses to grant, and Migrate puts
+	// the row back with the counter above the tokens in the table.
+	require.NoError(t, exec("DELETE FROM lease_state WHERE name = '"+b.Table+"'"))
+	args.ID = lease.NewID()
+	_, err = s2.Grant(ctx, args)
+	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
+	require.NoError(t, s2.Migrate(ctx))
+	_, err = s2.Get(ctx, l2.ID)
+	assert.NoError(t, err)
+	args.ID, args.Costs = lease.NewID(), []int{1}
+	args.Holder = "third"
+	args.Budget = 5
+	l3, err := s2.Grant(ctx, args)
+	require.NoError(t, err)
+	assert.Greater(t, l3.Token, l2.Token)
 }
 
 func TestPostgresMigrate(t *testing.T) {
@@ -117,6 +135,7 @@ func TestPostgresMigrate(t *testing.T) {
 				pg.Schema, name).Scan(&n))
 			return n == 1
 		},
+		func(q string) error { _, err := pg.Pool.Exec(ctx, q); return err },
 		sqllease.Options{Table: qualified, StateTable: "lease_state"},
 		sqllease.Options{Table: "other_leases", StateTable: "lease_state"},
 		[]string{"Modal_Leases", "Modal_Leases_deadline_idx", "Modal_Leases_holder_idx", "lease_state"})
@@ -142,6 +161,7 @@ func TestMySQLMigrate(t *testing.T) {
 			require.NoError(t, my.DB.QueryRow(q, args...).Scan(&n))
 			return n == 1
 		},
+		func(q string) error { _, err := my.DB.ExecContext(ctx, q); return err },
 		sqllease.Options{Table: qualified, StateTable: "lease_state"},
 		sqllease.Options{Table: "other_leases", StateTable: "lease_state"},
 		[]string{"Modal_Leases", "Modal_Leases:Modal_Leases_deadline_idx", "Modal_Leases:Modal_Leases_holder_idx", "lease_state"})

@@ -120,7 +120,10 @@ func (s *Postgres) Migrate(ctx context.Context) error {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+quote(s.n.state, `"`)+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, s.n.key)
+		// A state row created while leases exist (say, deleted by hand)
+		// resumes the counter above their tokens.
+		_, err := tx.Exec(ctx, `INSERT INTO `+quote(s.n.state, `"`)+` (name, token)
+SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (name) DO NOTHING`, s.n.key)
 		return err
 	})
 	if err != nil {
