@@ -43,8 +43,8 @@ type Inventory interface {
 	// set (at the back, if the store keeps an order); otherwise it is
 	// registered as in use by rec.Owner. Add fails with an error wrapping
 	// ErrExists, and changes nothing, if a live record with rec.ID exists.
-	// Add does not look at the idle limit: the Pool calls Put or Reserve
-	// first when that matters.
+	// Add does not look at the idle limit: the Pool adds a new item as in
+	// use by itself and then offers it to the idle set with Put.
 	Add(ctx context.Context, rec Record, ttl time.Duration) error
 
 	// Pop atomically takes one idle item out of the idle set, registers it
