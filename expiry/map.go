@@ -434,9 +434,7 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 			empty++
 			continue
 		}
-		s.mu.Lock()
 		sm, x := s.sampleOne(t, onExpired)
-		s.mu.Unlock()
 		if !sm {
 			empty++
 			continue

@@ -151,23 +151,45 @@ func (s *shard[K, V]) expireAll(now int64, expired func(K, entry[V])) (sampled, 
 
 // sampleOne examines one random key with a deadline, dropping up to a few
 // stale slots on the way, and deletes it if expired at now. It reports
-// whether it examined a key and whether it deleted it. Caller holds mu.
+// whether it examined a key and whether it deleted it. It takes mu itself:
+// the slot and the key's entry are read under the read lock (the part that
+// misses the cache), and the write lock is taken only to drop a stale slot
+// or delete an expired key, after checking that the slot did not change,
+// so readers of the shard are blocked for as short a time as possible.
 func (s *shard[K, V]) sampleOne(now int64, expired func(K, entry[V])) (sampled, deleted bool) {
 	for range 4 {
+		s.mu.RLock()
 		if len(s.dl) == 0 {
+			s.mu.RUnlock()
 			return false, false
 		}
 		i := rand.IntN(len(s.dl))
+		sl := s.dl[i]
 		e, ok := s.lookup(i)
-		if !ok {
-			s.removeSlot(i)
-			continue
-		}
-		if e.deadline > now {
+		s.mu.RUnlock()
+		if ok && e.deadline > now {
 			return true, false
 		}
-		expired(s.dl[i].key, e)
+
+		s.mu.Lock()
+		if i >= len(s.dl) || s.dl[i] != sl {
+			// Changed since: sample again.
+			s.mu.Unlock()
+			continue
+		}
+		e, ok = s.lookup(i)
+		switch {
+		case !ok:
+			s.removeSlot(i)
+			s.mu.Unlock()
+			continue
+		case e.deadline > now:
+			s.mu.Unlock()
+			return true, false
+		}
+		expired(sl.key, e)
 		s.expireSlot(i)
+		s.mu.Unlock()
 		return true, true
 	}
 	return false, false
