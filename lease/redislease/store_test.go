@@ -296,3 +296,51 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(7), hook.evals.Load())
 }
+
+// TestHolderIndex exercises the holder index with several leases per holder
+// (the rule off for their grants): releases and expiry take out exactly
+// the right entry, and the rule sees the holder free only when none is
+// left.
+func TestHolderIndex(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	s := newStore(t, r.Client, storePrefix(r))
+	grant := func(grace time.Duration) lease.Lease {
+		a := args("alice", 10, time.Minute, grace)
+		a.OnePerHolder = false
+		l, err := s.Grant(ctx, a)
+		require.NoError(t, err)
+		return l
+	}
+	existing := func() string {
+		t.Helper()
+		_, err := s.Grant(ctx, args("alice", 10, time.Minute, time.Minute))
+		var re *lease.RejectedError
+		if errors.As(err, &re) && re.Reason == lease.HolderHasLease {
+			return re.Existing
+		}
+		require.NoError(t, err, "want HolderHasLease or a grant")
+		return ""
+	}
+	short := grant(100 * time.Millisecond)
+	a, b, c := grant(time.Minute), grant(time.Minute), grant(time.Minute)
+	assert.Contains(t, []string{short.ID, a.ID, b.ID, c.ID}, existing())
+	_, err := s.Release(ctx, b.ID)
+	require.NoError(t, err)
+	assert.Contains(t, []string{short.ID, a.ID, c.ID}, existing())
+	time.Sleep(150 * time.Millisecond) // short expires
+	assert.Contains(t, []string{a.ID, c.ID}, existing())
+	_, err = s.Release(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, c.ID, existing())
+	_, err = s.Release(ctx, c.ID)
+	require.NoError(t, err)
+	free := existing() // granted now: the holder had nothing left
+	assert.Empty(t, free)
+	u, n, err := s.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{1, 1}, [2]int{u, n})
+	swept, err := s.Sweep(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, swept, 1)
+	assert.Equal(t, short.ID, swept[0].ID)
+}
