@@ -3,6 +3,8 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,4 +138,58 @@ func TestSlowOnEventDoesNotBlock(t *testing.T) {
 		defer cancel()
 		require.NoError(t, p.Close(ctx))
 	})
+}
+
+// Close under load: acquirers racing with Close all end with ErrClosed,
+// every handle comes back, and every item is destroyed exactly once.
+func TestCloseUnderLoad(t *testing.T) {
+	t.Run("local", func(t *testing.T) { testCloseUnderLoad(t, nil) })
+	t.Run("shared", func(t *testing.T) { testCloseUnderLoad(t, pool.NewMemoryInventory(nil)) })
+}
+
+func testCloseUnderLoad(t *testing.T, inv pool.Inventory) {
+	f := newFake()
+	p, err := pool.New[box](f, pool.Options{MaxSize: 6, MinIdle: 2, Inventory: inv})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for i := range 200 {
+		wg.Go(func() {
+			ctx := context.Background()
+			if i%2 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Second)
+				defer cancel()
+			}
+			for {
+				h, err := p.Acquire(ctx)
+				if err != nil {
+					if !errors.Is(err, pool.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("Acquire: %v", err)
+					}
+					return
+				}
+				served.Add(1)
+				h.Release()
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Close(ctx))
+	wg.Wait()
+	assert.Positive(t, served.Load())
+	c := f.counts()
+	if inv == nil {
+		assert.Equal(t, 0, c.live, "every item destroyed")
+	} else {
+		n, err := inv.Counts(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, pool.Counts{Idle: c.live}, n, "every item left is in the shared idle set")
+	}
+	assert.Equal(t, 0, c.bad, "none destroyed twice")
+	s := p.Stats()
+	assert.Equal(t, 0, s.Size)
+	assert.Equal(t, 0, s.Waiting)
 }

@@ -13,6 +13,7 @@ const (
 	stateReturning        // being put back into a shared Inventory
 	stateGone             // being destroyed or forgotten
 	stateForced           // destroyed by Close while still handed out
+	stateSettling         // released, on its way back (to a waiter, idle or destroy)
 )
 
 // Handle is an item handed out by Acquire. Exactly one of Release or
@@ -49,7 +50,9 @@ func (h *Handle[T]) CreatedAt() time.Time { return time.Unix(0, h.created) }
 // instead. After Close has destroyed the item (its context ended first),
 // Release does nothing.
 func (h *Handle[T]) Release() {
-	if !h.state.CompareAndSwap(stateInUse, stateIdle) {
+	// Settling, not idle: until the item is back in the idle set (or
+	// destroyed), Close must keep waiting for it.
+	if !h.state.CompareAndSwap(stateInUse, stateSettling) {
 		h.misuse()
 		return
 	}

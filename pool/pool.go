@@ -380,6 +380,7 @@ func (p *Pool[T]) offer(h *Handle[T]) bool {
 		// Close may have drained p.idle before h arrived.
 		p.mu.Lock()
 		p.drainClosedLocked()
+		p.checkDrainedLocked()
 		p.mu.Unlock()
 	}
 	return true
@@ -903,6 +904,7 @@ func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
 				p.undispatch(h)
 			}
 			if h.err == nil {
+				h.state.Store(stateIdle) // a release may have left it settling
 				out = append(out, h)
 			}
 		default:
@@ -931,7 +933,7 @@ func (p *Pool[T]) checkDrainedLocked() {
 	default:
 	}
 	for _, h := range p.items {
-		if h.state.Load() == stateInUse {
+		if st := h.state.Load(); st == stateInUse || st == stateSettling || st == stateReturning {
 			return
 		}
 	}
