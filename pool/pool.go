@@ -862,7 +862,20 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("pool: close: %d items still in use destroyed: %w", n, context.Cause(ctx)))
 		}
 	}
-	p.wg.Wait()
+	// Wait for every create and destroy, and for stragglers: an Acquire
+	// that took an item from the idle set just before Close drained it
+	// finds the pool closed and destroys the item itself.
+	for {
+		p.wg.Wait()
+		p.mu.Lock()
+		p.drainClosedLocked()
+		n := len(p.items) + p.creating + p.destroying
+		p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
 	if p.stopEvents != nil {
 		close(p.stopEvents)
 		p.dispatchWG.Wait()
