@@ -92,7 +92,8 @@ func measureReclaim(im impl, w workload, limit time.Duration) (reclaim time.Dura
 	panic("unreachable")
 }
 
-// BenchmarkExpiryPause inserts keys that all expire at the same instant,
+// BenchmarkExpiryPause inserts keys that all expire at the same instant
+// (ttl after the insertion ends),
 // plus live keys without expiry that two reader goroutines Get in a loop
 // while the mass expiry is reclaimed. It reports the longest single Get
 // (max-get-us), its 99.99th percentile (p9999-get-us) and the time from the
@@ -133,13 +134,28 @@ func measurePause(im impl, w, live workload, ttl, limit time.Duration) pauseResu
 	for i, k := range live.keys {
 		c.Set(k, len(w.keys)+i, live.ttls[i])
 	}
-	// Insert in well under the TTL, so that all deadlines fall within a
-	// few hundred milliseconds of each other.
+	// All keys get the same deadline: ttl after the insertion ends. The
+	// first 1 % is inserted with a long TTL to time the insertion, the
+	// rest with the TTL left until the deadline, then the first 1 % again.
+	// ttls (otter's TTL table) follows each Set.
 	start := time.Now()
-	for i, k := range w.keys {
-		c.Set(k, i, w.ttls[i])
+	calib := len(w.keys) / 100
+	for i, k := range w.keys[:calib] {
+		ttls[i] = time.Hour
+		c.Set(k, i, time.Hour)
 	}
-	deadline := start.Add(ttl + time.Since(start))
+	deadline := start.Add(time.Since(start)*100*3/2 + ttl)
+	set := func(i int, k string) {
+		d := max(time.Until(deadline), time.Millisecond)
+		ttls[i] = d
+		c.Set(k, i, d)
+	}
+	for i, k := range w.keys[calib:] {
+		set(calib+i, k)
+	}
+	for i, k := range w.keys[:calib] {
+		set(i, k)
+	}
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
