@@ -21,6 +21,10 @@ const (
 	EventRuleError
 	// EventWake: a Runner called Wake with Count ids; Err is what it returned.
 	EventWake
+	// EventRuleSkipped: a Runner did not apply Rule, a SinceLastActivity
+	// rule, because activity read from the Buffer could not be merged into
+	// the Store (Err); see Runner.Tick.
+	EventRuleSkipped
 )
 
 // String returns the kind's name, as "flush".
@@ -36,6 +40,8 @@ func (k EventKind) String() string {
 		return "rule_error"
 	case EventWake:
 		return "wake"
+	case EventRuleSkipped:
+		return "rule_skipped"
 	}
 	return "unknown"
 }
@@ -51,7 +57,7 @@ type Event struct {
 	At time.Time
 	// ID is the entity (EventExpire).
 	ID string
-	// Rule is the rule's name (EventExpire, EventRuleError).
+	// Rule is the rule's name (EventExpire, EventRuleError, EventRuleSkipped).
 	Rule string
 	// Then is the desired state the rule set (EventExpire).
 	Then string

@@ -30,8 +30,8 @@ type RunnerOptions struct {
 	Clock clock.Clock
 	// Logger receives tick failures. Nil means no logging.
 	Logger *slog.Logger
-	// OnEvent, if set, receives EventSync, EventExpire, EventRuleError and
-	// EventWake. See Event.
+	// OnEvent, if set, receives EventSync, EventExpire, EventRuleError,
+	// EventRuleSkipped and EventWake. See Event.
 	OnEvent func(Event)
 }
 
@@ -74,6 +74,9 @@ type TickResult struct {
 	Synced int
 	// Expired lists the entities the rules changed, in rule order.
 	Expired []Expiry
+	// Skipped names the rules not applied because activity read from the
+	// Buffer could not be merged into the Store (see Tick).
+	Skipped []string
 	// Duration is how long the tick took.
 	Duration time.Duration
 }
@@ -159,8 +162,12 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 // A failing step does not stop the later ones: when the buffer is
 // unreachable or lost (a restarted Redis), the Store, the source of truth,
 // still decides with the activity it has, and what stays buffered is synced
-// on a later tick. Tick returns what it did and all the errors joined.
-// Concurrent calls run one after the other.
+// on a later tick. But when activity was read from the buffer and could not
+// be merged into the Store, the Store's LastActivityAt is known to be stale,
+// so the rules measured from it (SinceLastActivity) are skipped for this
+// tick, rather than expire an entity whose only recent activity is still
+// buffered; the other rules run. Tick returns what it did and all the
+// errors joined. Concurrent calls run one after the other.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -170,18 +177,25 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		errs []error
 	)
 
-	synced, err := r.sync(ctx)
+	synced, stale, syncErr := r.sync(ctx)
 	res.Synced = synced
-	if r.buffer != nil && (synced > 0 || err != nil) {
-		r.emit(Event{Kind: EventSync, Count: synced, Err: err})
+	if r.buffer != nil && (synced > 0 || syncErr != nil) {
+		r.emit(Event{Kind: EventSync, Count: synced, Err: syncErr})
 	}
-	if err != nil {
-		errs = append(errs, err)
+	if syncErr != nil {
+		errs = append(errs, syncErr)
 	}
 
 	perRule := make([]int, len(r.rules))
 	ruleErr := make([]bool, len(r.rules))
+	ruleSkip := make([]bool, len(r.rules))
 	for i, rule := range r.rules {
+		if stale && rule.Since == SinceLastActivity {
+			ruleSkip[i] = true
+			res.Skipped = append(res.Skipped, rule.String())
+			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Err: syncErr})
+			continue
+		}
 		ids, err := r.store.Apply(ctx, rule)
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
@@ -214,7 +228,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	st := &r.stats
 	st.Ticks++
 	st.Synced += uint64(synced)
-	if err != nil {
+	if syncErr != nil {
 		st.SyncErrors++
 	}
 	for i := range r.rules {
@@ -223,6 +237,9 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		if ruleErr[i] {
 			st.Rules[i].Errors++
 			st.RuleErrors++
+		}
+		if ruleSkip[i] {
+			st.Rules[i].Skipped++
 		}
 	}
 	if wakeErr != nil {
@@ -235,37 +252,40 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 }
 
 // sync drains the buffer into the store and returns how many activities it
-// merged. An entry updated between Peek and Remove stays buffered for the
-// next tick; merging it twice is harmless (greater wins).
-func (r *Runner) sync(ctx context.Context) (int, error) {
+// merged, and whether activity it read could not be merged (the store's
+// LastActivityAt is then stale). An entry updated between Peek and Remove
+// stays buffered for the next tick; merging it twice is harmless (greater
+// wins).
+func (r *Runner) sync(ctx context.Context) (synced int, stale bool, err error) {
 	if r.buffer == nil {
-		return 0, nil
+		return 0, false, nil
 	}
-	synced := 0
 	for {
 		if err := context.Cause(ctx); err != nil {
-			return synced, fmt.Errorf("ttl: sync: %w", err)
+			return synced, false, fmt.Errorf("ttl: sync: %w", err)
 		}
 		batch, err := r.buffer.Peek(ctx, r.batchSize)
 		if err != nil {
-			return synced, fmt.Errorf("ttl: sync: read buffer: %w", err)
+			return synced, false, fmt.Errorf("ttl: sync: read buffer: %w", err)
 		}
 		if len(batch) == 0 {
-			return synced, nil
+			return synced, false, nil
 		}
 		if err := r.store.MergeActivity(ctx, batch); err != nil {
-			return synced, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err)
+			return synced, true, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err)
 		}
 		synced += len(batch)
 		removed, err := r.buffer.Remove(ctx, batch)
 		if err != nil {
-			return synced, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err)
+			// The batch is in the store; leaving it buffered only means
+			// merging it again next tick.
+			return synced, false, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err)
 		}
 		// A short batch was the last one. When nothing could be removed,
 		// every entry changed since Peek: leave them to the next tick
 		// rather than chase a busy buffer.
 		if len(batch) < r.batchSize || removed == 0 {
-			return synced, nil
+			return synced, false, nil
 		}
 	}
 }
@@ -297,6 +317,9 @@ type RuleStats struct {
 	Expired uint64
 	// Errors is the number of failed applications.
 	Errors uint64
+	// Skipped is the number of ticks that did not apply the rule because
+	// buffered activity could not be merged into the Store (see Tick).
+	Skipped uint64
 }
 
 // RunnerStats is a snapshot of a Runner's counters.

@@ -447,3 +447,86 @@ func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 		assert.Equal(t, uint64(2), s.RuleErrors, "both rules saw the cancellation")
 	})
 }
+
+// mergeFailStore fails MergeActivity while down is set.
+type mergeFailStore struct {
+	ttl.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *mergeFailStore) setDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+func (s *mergeFailStore) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return errDown
+	}
+	return s.Store.MergeActivity(ctx, acts)
+}
+
+// TestRunnerSkipsActivityRulesWhenMergeFails: when buffered activity was
+// read but could not be merged into the store, the store's LastActivityAt
+// is known to be stale, so the tick skips the rules that measure from it
+// (an active entity must not be sent to STANDBY); rules on other
+// timestamps still run. When the buffer itself is unreachable nothing was
+// read and the store decides, as TestRunnerBufferLostOrDown shows.
+func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := &mergeFailStore{Store: mem}
+		buf := ttl.NewMemoryBuffer()
+		var events []ttl.Event
+		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+			Buffer: buf, Interval: time.Hour, OnEvent: func(e ttl.Event) { events = append(events, e) }})
+		defer r.Close()
+		old := time.Now().Add(-11 * time.Minute)
+		create(t, mem, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
+		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: time.Now().Add(-31 * time.Minute)})
+		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: time.Now()}}))
+
+		st.setDown(true)
+		res, err := r.Tick(ctx)
+		require.ErrorIs(t, err, errDown)
+		assert.Zero(t, res.Synced)
+		assert.Equal(t, []ttl.Expiry{{ID: "standby", Rule: "archive", Then: "ARCHIVED"}}, res.Expired)
+		assert.Equal(t, []string{"standby"}, res.Skipped)
+		assert.Empty(t, get(t, mem, "active").DesiredState, "activity still buffered: not idle")
+		assert.Equal(t, 1, buf.Len())
+		s := r.Stats()
+		assert.Equal(t, []ttl.RuleStats{{Name: "standby", Skipped: 1}, {Name: "archive", Expired: 1}}, s.Rules)
+		var skipped []string
+		for _, e := range events {
+			if e.Kind == ttl.EventRuleSkipped {
+				skipped = append(skipped, e.Rule)
+				assert.ErrorIs(t, e.Err, errDown)
+			}
+		}
+		assert.Equal(t, []string{"standby"}, skipped)
+
+		// The store is back: the activity is synced and the entity stays.
+		st.setDown(false)
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, res.Synced)
+		assert.Empty(t, res.Expired)
+		assert.Empty(t, res.Skipped)
+		assert.Equal(t, time.Now(), get(t, mem, "active").LastActivityAt)
+
+		// A failing merge with nothing buffered skips nothing: the store
+		// has everything there is to know.
+		st.setDown(true)
+		time.Sleep(11 * time.Minute)
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, res.Skipped)
+		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+	})
+}
