@@ -410,7 +410,9 @@ func step(s state, in input, out output) []any {
 			}
 			ns := s.clone()
 			switch in.kind {
-			case opHeartbeat:
+			case opHeartbeat, opGet:
+				// Untimed, a Get may reveal a heartbeat time that an
+				// ambiguous heartbeat set; later reads must not go back.
 				ns.leases[i] = want
 			case opRelease:
 				ns.leases = slices.Delete(ns.leases, i, i+1)

@@ -178,3 +178,25 @@ func (failing) Grant(context.Context, lease.GrantArgs) (lease.Lease, error) {
 func (failing) Get(context.Context, string) (lease.Lease, error) {
 	return lease.Lease{}, errors.New("connection reset")
 }
+
+// A heartbeat time that a Get revealed after an ambiguous heartbeat is
+// adopted: a later List may show it (or a later one), never the old one.
+func TestModelGetAdoptsHeartbeatUntimed(t *testing.T) {
+	t0 := time.Date(2025, 12, 31, 10, 0, 0, 0, time.UTC)
+	a := args("a", 3, 2)
+	l := lease.Lease{ID: a.ID, Holder: "a", Cost: 2, Token: 1, CreatedAt: t0, HeartbeatAt: t0,
+		ExpiresAt: t0.Add(a.TTL), Grace: a.Grace}
+	s := state{leases: []lease.Lease{l}, maxToken: 1}
+	after := step(s, input{kind: opHeartbeat, id: l.ID}, output{outcome: ambiguous})
+	require.Len(t, after, 2)
+	moved := l
+	moved.HeartbeatAt = t0.Add(time.Second)
+	for _, st := range after {
+		got := step(st.(state), input{kind: opGet, id: l.ID}, output{lease: moved})
+		require.Len(t, got, 1)
+		ns := got[0].(state)
+		assert.Len(t, step(ns, input{kind: opList}, output{leases: []lease.Lease{moved}}), 1)
+		assert.Empty(t, step(ns, input{kind: opList}, output{leases: []lease.Lease{l}}), "heartbeat time went back")
+		assert.Empty(t, step(ns, input{kind: opGet, id: l.ID}, output{lease: l}), "heartbeat time went back")
+	}
+}
