@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"strings"
@@ -88,4 +89,27 @@ func TestMaxClients(t *testing.T) {
 		n, _ := io.ReadFull(c, buf)
 		return string(buf[:n]) == "+PONG\r\n"
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestClientThatNeverReadsStallsNoOne: a client that pipelines GETs of a
+// large value and never reads its replies fills the TCP buffers. Only its
+// own connection may stall: replies are written outside the keyspace lock,
+// so a writer behind it, and readers behind that writer, carry on.
+func TestClientThatNeverReadsStallsNoOne(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	ctx := testContext(t)
+	c := newClient(t, addr)
+	big := strings.Repeat("v", 1<<20)
+	require.NoError(t, c.Set(ctx, "big", big, 0).Err())
+
+	hog := dialRaw(t, addr)
+	req := strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 200) // 200 MB of replies
+	go func() { _, _ = hog.c.Write([]byte(req)) }()
+	time.Sleep(200 * time.Millisecond) // the hog's replies back up
+
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	require.NoError(t, c.Set(short, "k", "v", 0).Err(), "a SET behind the stalled client")
+	other := newClient(t, addr)
+	require.Equal(t, "v", other.Get(short, "k").Val(), "a GET behind that SET")
 }

@@ -19,6 +19,14 @@ const (
 	DefaultMaxQueryLen = 1 << 30
 )
 
+// flushAt is how many bytes of replies a pipeline buffers before the server
+// sends them, and maxIdleReplyBuffer the most reply buffer a connection
+// keeps between flushes.
+const (
+	flushAt            = 16 << 10
+	maxIdleReplyBuffer = 64 << 10
+)
+
 // allocChunk is the most that the parser allocates ahead of data that has
 // actually arrived: a declared length never buys more than this up front.
 const allocChunk = 64 << 10
@@ -376,19 +384,32 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(u), true
 }
 
-// Writer encodes RESP2 replies into a buffer that the server flushes.
+// Writer encodes RESP2 replies into a memory buffer and sends them to its
+// io.Writer only on Flush. Encoding never does I/O, so a command handler
+// that holds the keyspace lock never waits for a client that does not read
+// its replies: the server flushes after releasing the lock.
 type Writer struct {
-	bw  *bufio.Writer
+	bw  bytes.Buffer
+	w   io.Writer
 	num [24]byte
 }
 
 // NewWriter returns a Writer that buffers replies for w.
 func NewWriter(w io.Writer) *Writer {
-	return &Writer{bw: bufio.NewWriterSize(w, 16<<10)}
+	return &Writer{w: w}
 }
 
+// Buffered returns the number of bytes of replies not yet flushed.
+func (w *Writer) Buffered() int { return w.bw.Len() }
+
 // Flush sends the buffered replies.
-func (w *Writer) Flush() error { return w.bw.Flush() }
+func (w *Writer) Flush() error {
+	_, err := w.bw.WriteTo(w.w)
+	if w.bw.Cap() > maxIdleReplyBuffer {
+		w.bw = bytes.Buffer{} // do not keep a large reply's room per connection
+	}
+	return err
+}
 
 // Simple writes a status reply such as +OK.
 func (w *Writer) Simple(s string) {

@@ -251,8 +251,10 @@ func (s *Server) serveConn(c net.Conn) {
 		s.commands.Add(1)
 		s.dispatch(cl, args)
 		// Flush once the pipeline is drained, so that a batch of commands
-		// gets its replies in one write.
-		if cl.quit || cl.r.Buffered() == 0 {
+		// gets its replies in one write, or once enough replies are
+		// waiting. dispatch has released the keyspace lock by now, so a
+		// client that does not read stalls only its own connection.
+		if cl.quit || cl.r.Buffered() == 0 || cl.w.Buffered() >= flushAt {
 			if err := cl.w.Flush(); err != nil {
 				return
 			}
