@@ -34,13 +34,12 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 		}
 		j = 2
 	}
-	name, setName := "", false
+	name, setName, user, auth := "", false, "", false
 	for ; j < len(args); j++ {
 		more := len(args) - 1 - j
 		switch opt := string(args[j]); {
 		case strings.EqualFold(opt, "auth") && more >= 2:
-			// No password is configured: like Redis's default user with
-			// nopass, any credentials are accepted.
+			user, auth = string(args[j+1]), true
 			j += 2
 		case strings.EqualFold(opt, "setname") && more >= 1:
 			j++
@@ -53,6 +52,12 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 			cl.w.Error("ERR Syntax error in HELLO option '" + opt + "'")
 			return
 		}
+	}
+	// No password is configured: as with Redis's default user with nopass,
+	// the default user gets in with any password, and no other user exists.
+	if auth && user != "default" {
+		cl.w.Error(errWrongPass)
+		return
 	}
 	if setName {
 		cl.name = name
@@ -85,7 +90,11 @@ func validName(name string) bool {
 	return true
 }
 
-// errNoPassword is Redis's answer to AUTH when no password is set.
+// errWrongPass is Redis's answer to credentials of a user that does not
+// exist.
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// errNoPassword is Redis's answer to AUTH <password> when no password is set.
 const errNoPassword = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 
 // cmdAuth answers AUTH as Redis does when no password is configured: the
@@ -99,7 +108,7 @@ func cmdAuth(s *Server, cl *client, args [][]byte) {
 	case string(args[1]) == "default":
 		cl.w.Simple("OK")
 	default:
-		cl.w.Error("WRONGPASS invalid username-password pair or user is disabled.")
+		cl.w.Error(errWrongPass)
 	}
 }
 

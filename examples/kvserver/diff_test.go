@@ -168,6 +168,7 @@ func TestDifferential(t *testing.T) {
 		{args: []any{"COMMAND", "NOSUCH"}},
 		{args: []any{"HELLO", "4"}},
 		{args: []any{"HELLO", "x"}},
+		{args: []any{"HELLO", "2", "AUTH", "bob", "pw"}},
 		{args: []any{"AUTH", "secret"}},
 		{args: []any{"DBSIZE", "x"}},
 		{args: []any{"PERSIST"}},

@@ -61,6 +61,12 @@ func TestHello(t *testing.T) {
 	assert.EqualError(t, c.Do(ctx, "HELLO", "3").Err(), "NOPROTO unsupported protocol version")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "x").Err(), "ERR Protocol version is not an integer or out of range")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "SETNAME").Err(), "ERR Syntax error in HELLO option 'SETNAME'")
+	// No password is set: the default user gets in with any password, no
+	// other user exists; a refused HELLO changes nothing.
+	assert.NoError(t, c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything").Err())
+	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "AUTH", "bob", "pw", "SETNAME", "bob").Err(),
+		"WRONGPASS invalid username-password pair or user is disabled.")
+	assert.Equal(t, "hi", c.ClientGetName(ctx).Val())
 	assert.NoError(t, c.Do(ctx, "CLIENT", "SETINFO", "lib-name", "go-redis").Err())
 	assert.EqualError(t, c.Do(ctx, "CLIENT", "SETINFO", "lib-colour", "red").Err(), "ERR Unrecognized option 'lib-colour'")
 	assert.EqualError(t, c.Do(ctx, "CLIENT", "SETNAME", "a b").Err(),
