@@ -32,6 +32,23 @@ func validText(a lease.GrantArgs, limit int) error {
 // decide applies the grant rule of lease.Store to what the transaction read
 // at now: used units of live leases and the id of the holder's live lease
 // ("" if none). It returns the cost to grant, or the rejection.
+// errRepeat marks a Grant whose ID the table already holds for the same
+// holder: a repeat of a grant that took effect, answered with the stored
+// lease (see lease.Store.Grant). It never leaves the package.
+var errRepeat = errors.New("sqllease: repeated grant")
+
+// repeated tells, from the holder stored under a.ID ("" if no row), whether
+// the grant is a repeat; the ID stored for another holder is ErrInvalid.
+func repeated(a lease.GrantArgs, stored string) (bool, error) {
+	switch stored {
+	case "":
+		return false, nil
+	case a.Holder:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: duplicate ID %s", lease.ErrInvalid, a.ID)
+}
+
 func decide(a lease.GrantArgs, used int, existing string) (int, error) {
 	available := max(a.Budget-used, 0)
 	switch {

@@ -80,7 +80,8 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 		// after the lock wait.
 		read: `SELECT ` + us("n.now") + `,
 	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
-	COALESCE((SELECT id FROM ` + t + ` WHERE holder = ? AND deadline > n.now ORDER BY token LIMIT 1), '')
+	COALESCE((SELECT id FROM ` + t + ` WHERE holder = ? AND deadline > n.now ORDER BY token LIMIT 1), ''),
+	COALESCE((SELECT holder FROM ` + t + ` WHERE id = ?), '')
 FROM (SELECT UTC_TIMESTAMP(6) AS now) n`,
 		insert: `INSERT INTO ` + t + ` (id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline)
 VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + myTime + `)`,
@@ -207,9 +208,19 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		var (
 			nowUS, used int64
 			existing    string
+			stored      string
 		)
-		if err := tx.QueryRowContext(ctx, s.q.read, a.Holder).Scan(&nowUS, &used, &existing); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q.read, a.Holder, a.ID).Scan(&nowUS, &used, &existing, &stored); err != nil {
 			return err
+		}
+		if again, err := repeated(a, stored); err != nil {
+			return err
+		} else if again {
+			// Read under the state row lock: no release commits meanwhile.
+			if l, _, err = scanMy(tx.QueryRowContext(ctx, s.q.get, a.ID), &nowUS); err != nil {
+				return err
+			}
+			return errRepeat // roll back the token bump
 		}
 		cost, err := decide(a, int(used), existing)
 		if err != nil {
@@ -221,6 +232,9 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 			deadline(l).UnixMicro())
 		return err
 	})
+	if errors.Is(err, errRepeat) {
+		return l, nil
+	}
 	if err != nil {
 		return lease.Lease{}, err
 	}

@@ -57,7 +57,8 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 		// the lock wait, not at transaction start.
 		read: `SELECT n.now,
 	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
-	COALESCE((SELECT id FROM ` + t + ` WHERE holder = $1 AND deadline > n.now ORDER BY token LIMIT 1), '')
+	COALESCE((SELECT id FROM ` + t + ` WHERE holder = $1 AND deadline > n.now ORDER BY token LIMIT 1), ''),
+	COALESCE((SELECT holder FROM ` + t + ` WHERE id = $2), '')
 FROM (SELECT clock_timestamp() AS now) n`,
 		insert: `INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		// GREATEST keeps HeartbeatAt from moving back when two heartbeats
@@ -157,16 +158,29 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 		now      time.Time
 		used     int64
 		existing string
+		stored   string
 	)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.q.lock, s.n.key).QueryRow(func(r pgx.Row) error { return r.Scan(&token) })
-	b.Queue(s.q.read, a.Holder).QueryRow(func(r pgx.Row) error { return r.Scan(&now, &used, &existing) })
+	b.Queue(s.q.read, a.Holder, a.ID).QueryRow(func(r pgx.Row) error { return r.Scan(&now, &used, &existing, &stored) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
 		}
 		return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+	}
+	if again, err := repeated(a, stored); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return lease.Lease{}, err
+	} else if again {
+		// Read under the state row lock: no release commits meanwhile.
+		l, err := scanPG(conn.QueryRow(ctx, s.q.get, a.ID), new(bool))
+		if err != nil {
+			return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+		}
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return l, nil
 	}
 	cost, rej := decide(a, int(used), existing)
 	if rej != nil {
