@@ -73,6 +73,12 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.retire()
+	if r, dup := s.records[a.ID]; dup {
+		if r.l.Holder != a.Holder {
+			return Lease{}, fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
+		}
+		return r.l, nil // a repeat of that grant (see Store.Grant)
+	}
 	available := max(a.Budget-s.used, 0)
 	if a.Overloaded {
 		return Lease{}, &RejectedError{Reason: Overloaded, Available: available}
@@ -91,9 +97,6 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 	}
 	if cost == 0 {
 		return Lease{}, &RejectedError{Reason: OverCapacity, Available: available}
-	}
-	if _, dup := s.records[a.ID]; dup {
-		return Lease{}, fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
 	}
 	s.token++
 	r := recordPool.Get().(*record)

@@ -59,7 +59,16 @@ type Store interface {
 	// expiry or sweep; the first is ≥ 1).
 	//
 	// Grant first calls a.Validate and returns its error, wrapping
-	// ErrInvalid, without storing anything. It may assume a.ID is unique.
+	// ErrInvalid, without storing anything.
+	//
+	// Grant is idempotent per ID. Every decision gets a fresh a.ID (NewID),
+	// so a Grant whose a.ID names a record the store still holds (live, or
+	// expired and not yet swept) is a repeat of a grant that took effect,
+	// typically a client retrying after a lost reply. With the same Holder
+	// it returns that lease as stored, before and without any decision, and
+	// changes nothing. With another Holder it returns an error wrapping
+	// ErrInvalid and changes nothing. Once the record is released or swept,
+	// the ID is unknown again.
 	Grant(ctx context.Context, a GrantArgs) (Lease, error)
 
 	// Heartbeat sets HeartbeatAt of the lease id to now if the lease is

@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"DecisionOrder", testDecisionOrder},
 		{"OnePerHolderOff", testOnePerHolderOff},
 		{"FallbackCosts", testFallbackCosts},
+		{"RepeatedGrantIsIdempotent", testRepeatedGrant},
 		{"BudgetPerCall", testBudgetPerCall},
 		{"FencingTokens", testFencingTokens},
 		{"BadInputStoresNothing", testBadInput},
@@ -244,6 +245,40 @@ func testGrantFields(t *testing.T, e *env) {
 	}
 	sameLease(t, "List[0]", ls[0], l)
 	e.usage(t, 2, 1)
+}
+
+// testRepeatedGrant: a Grant repeated with the same ID (a retry after a lost
+// reply) returns the stored lease without a new decision; the same ID for
+// another holder is invalid.
+func testRepeatedGrant(t *testing.T, e *env) {
+	a := e.args("alice", 2, 2)
+	l := e.grant(t, a)
+	// The budget is full and alice holds a lease: a new decision would
+	// reject either way.
+	for _, onePerHolder := range []bool{true, false} {
+		a.OnePerHolder = onePerHolder
+		again, err := e.s.Grant(e.ctx, a)
+		if err != nil {
+			t.Fatalf("repeated Grant (OnePerHolder %v): %v", onePerHolder, err)
+		}
+		sameLease(t, "repeated Grant", again, l)
+	}
+	e.usage(t, 2, 1)
+	b := a
+	b.Holder = "bob"
+	if _, err := e.s.Grant(e.ctx, b); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("Grant of alice's ID to bob: error = %v, want ErrInvalid", err)
+	}
+	e.usage(t, 2, 1)
+	if ls := e.list(t); len(ls) != 1 || ls[0].Holder != "alice" {
+		t.Errorf("List = %v, want alice's lease alone", ls)
+	}
+	if _, err := e.s.Release(e.ctx, l.ID); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if n := e.grant(t, e.args("carol", 2, 2)); n.Token <= l.Token {
+		t.Errorf("token after a repeated grant = %d, want > %d", n.Token, l.Token)
+	}
 }
 
 func testDecisionOrder(t *testing.T, e *env) {
