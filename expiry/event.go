@@ -83,18 +83,17 @@ func (q *events[K, V]) send(ev Event[K, V]) {
 }
 
 func (q *events[K, V]) set(f func(Event[K, V])) {
-	if f == nil {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f == nil || q.closed {
 		q.fn.Store(nil)
 		return
 	}
 	q.fn.Store(&f)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.started || q.closed {
-		return
+	if !q.started {
+		q.started = true
+		go q.run()
 	}
-	q.started = true
-	go q.run()
 }
 
 func (q *events[K, V]) run() {

@@ -229,7 +229,9 @@ func TestCloseStopsEverything(t *testing.T) {
 		assert.Equal(t, cycles, m.Stats().Cycles)
 		_, ok := m.Get("b")
 		assert.False(t, ok)
+		m.OnExpire(func(ev expiry.Event[string, int]) { got <- ev }) // no effect now
 		assert.Equal(t, 1, m.Cycle().Expired)
+		synctest.Wait()
 		assert.Len(t, got, 1, "no events after Close")
 	})
 }
