@@ -112,20 +112,21 @@ func TestMigrate(t *testing.T) {
 	assert.ErrorIs(t, err, ttl.ErrNotFound, "the two tables are separate")
 }
 
-// TestApplyUsesIndex: every rule's UPDATE finds its phase through an index,
-// and the merge of a batch looks rows up by primary key.
+// TestApplyUsesIndex: every rule's UPDATE, the statement Apply really runs,
+// finds its phase through an index rather than scanning the table, and the
+// merge of a small batch looks rows up by primary key.
 func TestApplyUsesIndex(t *testing.T) {
 	ctx := context.Background()
 	pg := testenv.OpenPostgres(t)
-	newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
+	s := newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
 	_, err := pg.Pool.Exec(ctx, `INSERT INTO ws (id, phase, last_activity_at, phase_changed_at)
 SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(), now() FROM generate_series(1, 20000) i`)
 	require.NoError(t, err)
 	_, err = pg.Pool.Exec(ctx, `ANALYZE ws`)
 	require.NoError(t, err)
-	explain := func(q string) string {
+	explain := func(q string, args ...any) string {
 		t.Helper()
-		rows, err := pg.Pool.Query(ctx, `EXPLAIN (FORMAT TEXT) `+q)
+		rows, err := pg.Pool.Query(ctx, `EXPLAIN (FORMAT TEXT) `+q, args...)
 		require.NoError(t, err)
 		var plan []string
 		for rows.Next() {
@@ -136,16 +137,18 @@ SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(
 		require.NoError(t, rows.Err())
 		return strings.Join(plan, "\n")
 	}
-	for col, index := range map[string]string{
-		"last_activity_at": "ws_", // either index serves the phase
-		"phase_changed_at": "ws_phase_changed_at",
-		"created_at":       "ws_created_at",
+	for since, index := range map[ttl.Since]string{
+		ttl.SinceLastActivity: "ws_", // either index serves the phase
+		ttl.SincePhaseChanged: "ws_phase_changed_at",
+		ttl.SinceCreated:      "ws_created_at",
 	} {
-		plan := explain(`SELECT id FROM ws WHERE phase = 'RUNNING' AND operation = '' AND deleted_at IS NULL
-  AND desired_state <> 'STANDBY' AND ` + col + ` < now() - make_interval(secs => 600)`)
-		assert.Contains(t, plan, "Index", "rule on %s: %s", col, plan)
-		assert.Contains(t, plan, index, "rule on %s: %s", col, plan)
+		plan := explain(s.ApplySQL(since), "STANDBY", "RUNNING", 600.0)
+		assert.Contains(t, plan, "Index", "rule on %s: %s", since, plan)
+		assert.Contains(t, plan, index, "rule on %s: %s", since, plan)
+		assert.NotContains(t, plan, "Seq Scan", "rule on %s: %s", since, plan)
 	}
+	plan := explain(s.MergeSQL(), []string{"ws-1", "ws-2"}, []time.Time{time.Now(), time.Now()})
+	assert.Contains(t, plan, "ws_pkey", "merge: %s", plan)
 }
 
 // TestMergeOutOfOrder: batches from several runners, late and out of order,
