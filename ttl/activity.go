@@ -20,6 +20,8 @@ type Activity struct {
 // greatest time it has seen, so batches that arrive late or out of order
 // never move an entity's activity backwards.
 type Sink interface {
+	// Add merges acts, greater wins. On error the Tracker keeps acts and
+	// sends them again with its next flush.
 	Add(ctx context.Context, acts []Activity) error
 }
 

@@ -15,7 +15,11 @@
 //
 // Runner.Tick then applies the Rules in order, each as one conditional update
 // in the Store using the Store's own clock, and calls Wake with the ids whose
-// DesiredState changed, so that a controller acts on them.
+// DesiredState changed, so that a controller acts on them. When activity
+// read from the Buffer cannot be written to the Store, the tick skips the
+// rules measured from LastActivityAt, which the Store then knows to be
+// stale; when the Buffer itself is unreachable or lost, the Store decides
+// with what it has.
 //
 // Backends implement Buffer and Store and prove it with the conformance
 // suites in ttl/ttltest. MemoryBuffer and MemoryStore are the in-process
