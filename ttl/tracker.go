@@ -210,10 +210,22 @@ func (t *Tracker) Record(id string) {
 }
 
 // RecordAt notes that entity id was active at at. A time older than the one
-// buffered for id changes nothing.
+// buffered for id changes nothing. A time that Unix nanoseconds in an int64
+// cannot hold (before 1678 or after 2262), such as the zero Time, is
+// ignored: it would wrap around to an unrelated date, possibly one far in
+// the future that keeps the entity active for good.
 func (t *Tracker) RecordAt(id string, at time.Time) {
+	if at.Before(minTime) || at.After(maxTime) {
+		return
+	}
 	t.record(id, at.UnixNano())
 }
+
+// minTime and maxTime bound the times RecordAt accepts.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
 
 func (t *Tracker) record(id string, now int64) {
 	now = timeOf(now)

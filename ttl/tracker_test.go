@@ -143,6 +143,24 @@ func TestTrackerOutOfOrderNeverMovesBack(t *testing.T) {
 	assertTimes(t, map[string]time.Time{"a": t0.Add(2 * time.Second)}, contents(t, buf))
 }
 
+// TestTrackerRecordAtOutOfRange: a time int64 nanoseconds cannot hold
+// would wrap around (the year 1600 to 2184) and pin the entity active; it
+// is ignored.
+func TestTrackerRecordAtOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	buf := ttl.NewMemoryBuffer()
+	tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
+	defer tr.Close(ctx)
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	tr.RecordAt("a", t0)
+	tr.RecordAt("a", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
+	tr.RecordAt("a", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
+	tr.RecordAt("b", time.Time{})
+	tr.RecordAt("b", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, tr.Flush(ctx))
+	assertTimes(t, map[string]time.Time{"a": t0}, contents(t, buf))
+}
+
 // failingSink fails every Add while failing is set, and otherwise passes
 // batches to a MemoryBuffer.
 type failingSink struct {
