@@ -242,7 +242,8 @@ func (l *Listener) report(ctx context.Context, err error) {
 
 // Close stops listening, waits for the goroutine (and a call of fn in
 // progress) to end and closes the connection. It is idempotent and returns
-// nil.
+// nil. Calling it from fn deadlocks: fn runs on the goroutine Close waits
+// for.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.cancel()
