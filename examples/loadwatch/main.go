@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -80,6 +81,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.duration < 0 {
 		return c, fmt.Errorf("-for (%v) is negative", c.duration)
+	}
+	// Check the thresholds in the flags' units (swap in MiB), so that an
+	// error quotes the values as they were typed, not in bytes.
+	typed := slices.Clone(c.signals)
+	typed[2].Warn, typed[2].Trip, typed[2].Recover = swapWarn, swapTrip, swapRecover
+	if _, err := hysteresis.New(typed, hysteresis.Options{Hold: c.hold}); err != nil {
+		return c, err
 	}
 	swap.Warn, swap.Trip, swap.Recover = swapWarn*sysload.MiB, swapTrip*sysload.MiB, swapRecover*sysload.MiB
 	return c, nil

@@ -96,7 +96,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		"extra":           `unexpected argument "extra"`,
 		"-cpu-recover 90": `hysteresis: signal "cpu": Recover (90) above Trip (85)`,
 		"-hold -1s":       "hysteresis: Hold (-1s) is negative",
-		"-swap-warn 200":  `hysteresis: signal "swap": Warn (209715200) above Trip (104857600)`,
+		"-swap-warn 200":  `hysteresis: signal "swap": Warn (200) above Trip (100)`, // MiB, as typed
+		"-swap-recover 0": `hysteresis: signal "swap": Recover is missing (0)`,
 		"-nope":           "flag provided but not defined: -nope",
 	} {
 		var errOut bytes.Buffer
