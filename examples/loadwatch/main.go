@@ -166,9 +166,9 @@ func where(cgroupDir string) string {
 func explain(c hysteresis.Change, hold time.Duration) string {
 	switch c.Reason {
 	case hysteresis.ReasonTrip:
-		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), value(c.Signal, c.Threshold))
+		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
 	case hysteresis.ReasonWarn:
-		return fmt.Sprintf("%s %s reached warn %s", c.Signal, value(c.Signal, c.Value), value(c.Signal, c.Threshold))
+		return fmt.Sprintf("%s %s reached warn %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
 	case hysteresis.ReasonRecovered:
 		return fmt.Sprintf("every signal stayed below recover for %v", hold)
 	case hysteresis.ReasonCalm:
@@ -179,9 +179,19 @@ func explain(c hysteresis.Change, hold time.Duration) string {
 	return string(c.Reason)
 }
 
+// value formats a sample, to one decimal.
 func value(signal string, v float64) string {
 	if signal == sysload.Swap {
 		return fmt.Sprintf("%.1f MiB", v/sysload.MiB)
 	}
 	return fmt.Sprintf("%.1f%%", v)
+}
+
+// threshold formats a threshold as it was given, without rounding it away
+// (a trip at 0.0002 % must not read "0.0%").
+func threshold(signal string, v float64) string {
+	if signal == sysload.Swap {
+		return fmt.Sprintf("%g MiB", v/sysload.MiB)
+	}
+	return fmt.Sprintf("%g%%", v)
 }

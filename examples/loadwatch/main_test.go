@@ -70,7 +70,7 @@ func TestRunPrintsStateChanges(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 		require.Len(t, lines, 2+1+3+1, out.String())
 		assert.Regexp(t, changeLine, lines[2])
-		assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3}  \*\*\* normal -> overloaded: memory \d+\.\d% reached trip 0\.0% \*\*\*$`, lines[2])
+		assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3}  \*\*\* normal -> overloaded: memory \d+\.\d% reached trip 0\.0002% \*\*\*$`, lines[2])
 		for _, l := range lines[3:6] {
 			assert.Regexp(t, sampleLine, l)
 			assert.True(t, strings.HasSuffix(l, "  overloaded"), l)
