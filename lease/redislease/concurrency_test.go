@@ -221,6 +221,16 @@ func TestManagersWithExpiry(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// The workers release most of their leases; two more that nobody
+	// heartbeats make sure some expire, whatever the machine's speed.
+	time.Sleep(100 * time.Millisecond) // past every grace
+	for i := range 2 {
+		l, err := ms[i].Grant(ctx, lease.Request{Holder: fmt.Sprint("abandoned", i), Cost: 1})
+		require.NoError(t, err)
+		mu.Lock()
+		granted[l.ID] = l
+		mu.Unlock()
+	}
 	time.Sleep(450 * time.Millisecond) // past every ExpiresAt
 	for _, m := range ms {
 		_, err := m.Sweep(ctx)
