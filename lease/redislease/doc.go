@@ -32,9 +32,11 @@
 // when the connection breaks; a repeated Grant returns the lease the first
 // attempt granted (ids are unique per grant), so a retry never grants twice
 // nor reports a rejection for a grant that took effect. A repeated Release
-// reports ErrNotFound for the lease the first attempt released, and a Sweep
-// batch whose reply is lost is never reported; set the client's MaxRetries
-// to -1 to see such calls fail instead.
+// or Sweep returns the reply of the attempt that took effect, which it kept
+// for a minute in a receipt key named by a per-call nonce. A Sweep batch is
+// lost (never reported, its expired events missing) only when every attempt
+// of the call fails; set the client's MaxRetries to -1 to see such calls
+// fail at once instead.
 //
 // Scripts call TIME before writing, which Redis allows with effects
 // replication: the default since Redis 5 and the only mode since Redis 7.

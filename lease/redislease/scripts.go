@@ -10,6 +10,13 @@ import "github.com/redis/go-redis/v9"
 //	holders    ZSET  "<len>:<holder><id>", score 0: the live leases by holder
 //	used       STRING summed cost of the live leases
 //	token      STRING the last fencing token issued (INCR)
+//
+// Release and Sweep get a seventh key, KEYS[7]: the receipt of that call,
+// "receipt:<nonce>" under the same prefix, with a fresh nonce per call. A
+// call that took effect leaves its reply there for receiptTTL, so that the
+// same call repeated by the client after its reply was lost (go-redis
+// resends the same command, nonce included) returns that reply instead of
+// ErrNotFound or an empty batch. Another call never sees it.
 var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "used", "token"}
 
 // prelude starts every script: it reads the server clock, and retires the
@@ -121,8 +128,10 @@ redis.call('ZADD', DEADLINES, 'XX', deadline(l), ARGV[1])
 return {'OK', rec}
 `)
 
-// releaseScript: ARGV = id.
+// releaseScript: KEYS[7] = receipt, ARGV = id, receipt TTL (ms).
 var releaseScript = redis.NewScript(prelude + `
+local done = redis.call('GET', KEYS[7])
+if done then return {'OK', done} end
 local rec, err = find(ARGV[1])
 if not rec then return {err} end
 local l = decode(rec)
@@ -130,6 +139,7 @@ redis.call('HDEL', LEASES, ARGV[1])
 redis.call('ZREM', DEADLINES, ARGV[1])
 redis.call('ZREM', HOLDERS, member(l.holder, ARGV[1]))
 redis.call('DECRBY', USED, l.cost)
+redis.call('SET', KEYS[7], rec, 'PX', ARGV[2])
 return {'OK', rec}
 `)
 
@@ -162,10 +172,17 @@ var usageScript = redis.NewScript(prelude + `
 return {'OK', tonumber(redis.call('GET', USED) or '0'), redis.call('ZCARD', DEADLINES)}
 `)
 
-// sweepScript: ARGV = limit. It removes up to limit expired records, oldest
-// deadline first, and returns 'OK' then their id, record pairs. Removal and
-// reply are one script, so concurrent sweepers never return one lease twice.
+// sweepScript: KEYS[7] = receipt, ARGV = limit, receipt TTL (ms). It
+// removes up to limit expired records, oldest deadline first, and returns
+// 'OK' then their id, record pairs. Removal and reply are one script, so
+// concurrent sweepers never return one lease twice; a non-empty batch is
+// also kept in the receipt (a list) for a repeat of the same call.
 var sweepScript = redis.NewScript(prelude + `
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  local out = redis.call('LRANGE', KEYS[7], 0, -1)
+  table.insert(out, 1, 'OK')
+  return out
+end
 local ids = redis.call('ZRANGE', EXPIRED, 0, tonumber(ARGV[1]) - 1)
 local out = {'OK'}
 for _, id in ipairs(ids) do
@@ -177,5 +194,9 @@ for _, id in ipairs(ids) do
   end
   redis.call('ZREM', EXPIRED, id)
 end
+for i = 2, #out, 512 do
+  redis.call('RPUSH', KEYS[7], unpack(out, i, math.min(i + 511, #out)))
+end
+if #out > 1 then redis.call('PEXPIRE', KEYS[7], ARGV[2]) end
 return out
 `)

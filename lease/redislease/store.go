@@ -45,6 +45,18 @@ type Options struct {
 type Store struct {
 	client redis.UniversalClient
 	keys   []string
+	base   string // the prefix every key name is appended to
+}
+
+// receiptTTL is how long a Release or Sweep keeps its reply for a repeat
+// of the same call (see keyNames): longer than go-redis's retries of one
+// command take with its default timeouts and backoff.
+const receiptTTL = time.Minute
+
+// receipt returns the keys of a Release or Sweep call: the store's keys and
+// a receipt key with a fresh nonce.
+func (s *Store) receipt() []string {
+	return append(s.keys[:len(s.keys):len(s.keys)], s.base+"receipt:"+lease.NewID())
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -66,7 +78,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
-	return &Store{client: client, keys: keys}, nil
+	return &Store{client: client, keys: keys, base: base}, nil
 }
 
 // hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
@@ -82,15 +94,23 @@ func hasHashTag(key string) bool {
 
 // Keys returns the names of the Redis keys the store uses. Deleting them
 // deletes every lease and resets the fencing token; do that only when no
-// Manager uses the store.
+// Manager uses the store. Besides these, each Release and each Sweep that
+// removed something leaves a receipt key (the same prefix, then
+// "receipt:<nonce>") that expires after a minute.
 func (s *Store) Keys() []string { return slices.Clone(s.keys) }
 
-// run runs script and checks its status: the first element of the reply.
+// run runs script on the store's keys and checks its status: the first
+// element of the reply.
 func (s *Store) run(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
+	return s.runKeys(ctx, op, script, s.keys, args...)
+}
+
+// runKeys is run with the given keys.
+func (s *Store) runKeys(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("redislease: %s: %w", op, context.Cause(ctx))
 	}
-	v, err := script.Run(ctx, s.client, s.keys, args...).Slice()
+	v, err := script.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			// Report the caller's cancellation, keeping the cause.
@@ -190,12 +210,12 @@ func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 
 // Release implements lease.Store.
 //
-// A Release whose reply was lost to a broken connection may be repeated by
-// the client (go-redis retries on network errors); the repeat then reports
-// ErrNotFound although the first attempt released the lease. Either way the
-// lease is released.
+// A Release whose reply was lost to a broken connection and that go-redis
+// repeats (it retries on network errors) returns the released lease: the
+// first attempt left a receipt that the repeat finds. A later, separate
+// Release of the same id reports ErrNotFound.
 func (s *Store) Release(ctx context.Context, id string) (lease.Lease, error) {
-	v, err := s.run(ctx, "release", releaseScript, id)
+	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds())
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -248,14 +268,15 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 }
 
 // Sweep implements lease.Store. It removes expired records oldest deadline
-// first. A batch whose reply is lost to a broken connection has been
-// removed but is reported by no Sweep call: expired events are delivered at
-// most once.
+// first. A batch whose reply was lost to a broken connection is returned to
+// go-redis's repeat of the call (the first attempt left a receipt). Only
+// when every attempt of a call fails (or MaxRetries is -1) is a batch that
+// was removed reported by no Sweep call: expired events are then lost.
 func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
 	}
-	v, err := s.run(ctx, "sweep", sweepScript, limit)
+	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package redislease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,14 @@ func TestKeysUnderPrefix(t *testing.T) {
 	tagged := newStore(t, r.Client, storePrefix(r))
 	// The wrapped form: "{<prefix>}:...", which testenv does not clean up.
 	plain := newStore(t, r.Client, strings.TrimSuffix(r.Prefix, ":")+"-plain")
-	t.Cleanup(func() { r.Client.Del(context.Background(), plain.Keys()...) })
+	t.Cleanup(func() {
+		bg := context.Background()
+		r.Client.Del(bg, plain.Keys()...)
+		iter := r.Client.Scan(bg, 0, "{"+strings.TrimSuffix(r.Prefix, ":")+"-plain}:receipt:*", 100).Iterator()
+		for iter.Next(bg) {
+			r.Client.Del(bg, iter.Val())
+		}
+	})
 
 	for _, s := range []*redislease.Store{tagged, plain} {
 		l, err := s.Grant(ctx, args("alice", 10, time.Minute, 50*time.Millisecond))
@@ -138,7 +146,8 @@ func TestKeysUnderPrefix(t *testing.T) {
 		assert.Equal(t, strings.TrimSuffix(r.Prefix, ":")+"-plain", slot(k), k)
 	}
 
-	// Sweeping and releasing everything leaves only the counters.
+	// Sweeping and releasing everything leaves the counters and the two
+	// calls' receipts, which expire.
 	for _, s := range []*redislease.Store{tagged, plain} {
 		swept, err := s.Sweep(ctx, 10)
 		require.NoError(t, err)
@@ -151,7 +160,22 @@ func TestKeysUnderPrefix(t *testing.T) {
 	}
 	keys, err = r.Keys(ctx)
 	require.NoError(t, err)
+	var receipts []string
+	keys = slices.DeleteFunc(keys, func(k string) bool {
+		if strings.HasPrefix(k, storePrefix(r)+"receipt:") {
+			receipts = append(receipts, k)
+			return true
+		}
+		return false
+	})
 	assert.ElementsMatch(t, []string{storePrefix(r) + "used", storePrefix(r) + "token"}, keys)
+	assert.Len(t, receipts, 2)
+	for _, k := range receipts {
+		ttl, err := r.Client.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.True(t, ttl > 0 && ttl <= time.Minute, "receipt %s expires in %v", k, ttl)
+		assert.Equal(t, "lease", slot(k), k)
+	}
 }
 
 func args(holder string, budget int, ttl, grace time.Duration, costs ...int) lease.GrantArgs {
