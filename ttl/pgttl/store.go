@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -178,14 +180,24 @@ func scanEntity(row pgx.Row) (ttl.Entity, error) {
 	return e, nil
 }
 
+// storable reports whether a text column can hold v: PostgreSQL text is
+// valid UTF-8 without NUL bytes.
+func storable(v string) bool {
+	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
+}
+
 // Create inserts e (see ttl.Store.Create); a zero CreatedAt is the server's
-// now(). Times are stored with microsecond precision.
+// now(). Times are stored with microsecond precision. ID, Phase,
+// DesiredState and Operation must be valid UTF-8 without NUL bytes, as
+// PostgreSQL text requires, else Create fails with ttl.ErrInvalid.
 func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 	switch {
 	case e.ID == "":
 		return ttl.Entity{}, fmt.Errorf("pgttl: create: ID is empty: %w", ttl.ErrInvalid)
 	case e.Phase == "":
 		return ttl.Entity{}, fmt.Errorf("pgttl: create %q: Phase is empty: %w", e.ID, ttl.ErrInvalid)
+	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
+		return ttl.Entity{}, fmt.Errorf("pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes: %w", e.ID, ttl.ErrInvalid)
 	}
 	got, err := scanEntity(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, e.Operation,
 		tsArg(e.LastActivityAt), tsArg(e.PhaseChangedAt), tsArg(e.CreatedAt), tsArg(e.DeletedAt)))
@@ -201,6 +213,9 @@ func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 // Get returns the entity with the given id, deleted or not, or an error
 // wrapping ttl.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
+	if !storable(id) {
+		return ttl.Entity{}, fmt.Errorf("pgttl: get %q: %w", id, ttl.ErrNotFound)
+	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, s.selectSQL, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -214,6 +229,12 @@ func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
 // Update applies u as one compare-and-set UPDATE ... WHERE id = $1 AND
 // operation = $expect (see ttl.Store.Update).
 func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity, error) {
+	if !storable(id) {
+		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, ttl.ErrNotFound)
+	}
+	if !storable(u.ExpectOperation) || !storable(u.Operation) || !storable(u.Phase) || !storable(u.DesiredState) {
+		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: Operation, Phase and DesiredState must be UTF-8 without NUL bytes: %w", id, ttl.ErrInvalid)
+	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, s.updateSQL, id, u.ExpectOperation, u.Operation,
 		u.Phase, u.DesiredState, u.Delete))
 	if err == nil {
@@ -242,12 +263,15 @@ const maxDeadlockRetries = 5
 // MergeActivity merges acts with one UPDATE ... FROM unnest(...) that sets
 // last_activity_at = GREATEST(last_activity_at, at) (see
 // ttl.Store.MergeActivity). Repeated ids are reduced to their greatest time
-// first, so the statement touches each row at most once.
+// first, so the statement touches each row at most once. An id no row can
+// have (not UTF-8, or holding a NUL byte) is ignored like any unknown id,
+// rather than failing the batch, and with it every later sync of the
+// activity buffered beside it.
 func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
-	if len(acts) == 0 {
+	ids, ats := dedupe(acts)
+	if len(ids) == 0 {
 		return nil
 	}
-	ids, ats := dedupe(acts)
 	var err error
 	for range maxDeadlockRetries {
 		if _, err = s.pool.Exec(ctx, s.mergeSQL, ids, ats); !isDeadlock(err) {
@@ -260,10 +284,10 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 	return nil
 }
 
-// dedupe returns the distinct ids of acts, sorted, with each id's greatest
-// time.
+// dedupe returns the distinct storable ids of acts, sorted, with each id's
+// greatest time.
 func dedupe(acts []ttl.Activity) ([]string, []time.Time) {
-	sorted := slices.Clone(acts)
+	sorted := slices.DeleteFunc(slices.Clone(acts), func(a ttl.Activity) bool { return !storable(a.ID) })
 	slices.SortFunc(sorted, func(a, b ttl.Activity) int {
 		if c := cmp.Compare(a.ID, b.ID); c != 0 {
 			return c

@@ -193,3 +193,35 @@ func TestCancelledContext(t *testing.T) {
 	_, err = s.Get(context.Background(), "a")
 	assert.ErrorIs(t, err, ttl.ErrNotFound)
 }
+
+// TestMergeIgnoresIDsNoRowCanHave: an id PostgreSQL text cannot hold (a NUL
+// byte, invalid UTF-8), say from a hostile request path, matches no row, so
+// MergeActivity ignores it like any unknown id instead of failing the whole
+// batch on every tick, which would keep the rest of the batch out of the
+// store for good. Create rejects such an id as invalid.
+func TestMergeIgnoresIDsNoRowCanHave(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	s := newStore(t, pg.Pool, pgttl.Options{})
+	now := serverNow(t, pg.Pool)
+	_, err := s.Create(ctx, ttl.Entity{ID: "ws-1", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
+	require.NoError(t, err)
+	at := now.Truncate(time.Millisecond)
+	require.NoError(t, s.MergeActivity(ctx, []ttl.Activity{
+		{ID: "ws-\x00", At: at}, {ID: "ws-1", At: at}, {ID: "ws-\xff", At: at},
+	}))
+	e, err := s.Get(ctx, "ws-1")
+	require.NoError(t, err)
+	assert.True(t, e.LastActivityAt.Equal(at), "ws-1 at %v, want %v", e.LastActivityAt, at)
+
+	for _, id := range []string{"ws-\x00", "ws-\xff"} {
+		_, err = s.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING"})
+		assert.ErrorIs(t, err, ttl.ErrInvalid, "id %q", id)
+		_, err = s.Get(ctx, id)
+		assert.ErrorIs(t, err, ttl.ErrNotFound, "id %q", id)
+		_, err = s.Update(ctx, id, ttl.Update{Phase: "STANDBY"})
+		assert.ErrorIs(t, err, ttl.ErrNotFound, "id %q", id)
+	}
+	_, err = s.Update(ctx, "ws-1", ttl.Update{Phase: "STAND\x00BY"})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+}
