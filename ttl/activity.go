@@ -33,7 +33,9 @@ func (f SinkFunc) Add(ctx context.Context, acts []Activity) error { return f(ctx
 
 // ToStore returns a Sink that merges activity straight into s with
 // Store.MergeActivity, for a Tracker that writes to the source of truth
-// without a Buffer in between.
+// without a Buffer in between. A flush the store refuses stays in the
+// Tracker, which the Runner cannot see: its idle rules then judge by the
+// store's older activity, so prefer a Buffer when the store may be down.
 func ToStore(s Store) Sink {
 	return SinkFunc(s.MergeActivity)
 }

@@ -23,7 +23,9 @@ type RunnerOptions struct {
 	BatchSize int
 	// Wake, if set, is called at the end of a tick with the ids whose
 	// DesiredState the rules changed, when there are any, so that the
-	// controller acts on them now rather than at its next reconcile.
+	// controller acts on them now rather than at its next reconcile. A
+	// failed Wake is not retried (the rules will not fire again for those
+	// ids), so the controller must still reconcile periodically.
 	Wake func(ctx context.Context, ids []string) error
 	// Clock is the time source of the loop and of Stats. Nil means real
 	// time. Expiry itself is decided by the Store's clock.
