@@ -112,9 +112,13 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
 	}
-	if r.TTL < 0 || r.Grace < 0 {
+	if r.TTL < 0 {
 		m.stats.invalid.Add(1)
-		return Lease{}, fmt.Errorf("%w: negative TTL (%v) or Grace (%v)", ErrInvalid, r.TTL, r.Grace)
+		return Lease{}, fmt.Errorf("%w: TTL (%v) < 0", ErrInvalid, r.TTL)
+	}
+	if r.Grace < 0 {
+		m.stats.invalid.Add(1)
+		return Lease{}, fmt.Errorf("%w: Grace (%v) < 0", ErrInvalid, r.Grace)
 	}
 	a := GrantArgs{
 		ID: NewID(), Holder: r.Holder, Resource: r.Resource,

@@ -404,3 +404,17 @@ func TestCancelledCallerIsNotAStoreError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, u.Leases)
 }
+
+// TestNegativeDurationsNamed: a negative TTL or Grace names its field.
+func TestNegativeDurationsNamed(t *testing.T) {
+	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1, TTL: -time.Second})
+	require.ErrorIs(t, err, lease.ErrInvalid)
+	assert.Contains(t, err.Error(), "TTL (-1s)")
+	assert.NotContains(t, err.Error(), "Grace")
+	_, err = m.Grant(ctx, lease.Request{Holder: "u", Cost: 1, Grace: -time.Second})
+	require.ErrorIs(t, err, lease.ErrInvalid)
+	assert.Contains(t, err.Error(), "Grace (-1s)")
+	assert.NotContains(t, err.Error(), "TTL")
+	assert.Equal(t, uint64(2), m.Stats().Invalid)
+}
