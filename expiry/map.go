@@ -353,25 +353,33 @@ func (m *Map[K, V]) Len() int {
 }
 
 // Range calls f for each live key and its value until f returns false.
-// Expired keys are skipped. f runs without any lock held, so it may call
-// the Map's methods; keys changed during Range may or may not be seen.
+// Expired keys are skipped and deleted (passive expiry, as Redis SCAN
+// does), so that Len no longer counts them. f runs without any lock held,
+// so it may call the Map's methods; keys changed during Range may or may
+// not be seen.
 func (m *Map[K, V]) Range(f func(K, V) bool) {
 	type kv struct {
 		k K
 		v V
 	}
 	var buf []kv
+	var dead []K
 	for i := range m.shards {
 		s := &m.shards[i]
-		buf = buf[:0]
+		buf, dead = buf[:0], dead[:0]
 		s.mu.RLock()
 		now := m.now()
 		for k, e := range s.m {
 			if e.deadline > now {
 				buf = append(buf, kv{k, e.val})
+			} else {
+				dead = append(dead, k)
 			}
 		}
 		s.mu.RUnlock()
+		for _, k := range dead {
+			m.expirePassive(s, k, now)
+		}
 		for _, p := range buf {
 			if !f(p.k, p.v) {
 				return

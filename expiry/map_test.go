@@ -2,6 +2,7 @@ package expiry_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"testing/synctest"
@@ -210,5 +211,28 @@ func TestRangeAndClear(t *testing.T) {
 		assert.Equal(t, 0, m.Stats().KeysWithDeadline)
 		_, ok := m.Get("a")
 		assert.False(t, ok)
+	})
+}
+
+// TestRangeDeletesExpiredKeys: keys Range finds expired are deleted (and
+// reported as passive expiry), so Len stops counting them.
+func TestRangeDeletesExpiredKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		m.Set("a", 1)
+		for i := range 3 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("t", i), i, time.Second))
+		}
+		time.Sleep(time.Second)
+		require.Equal(t, 4, m.Len(), "not found yet")
+
+		n := 0
+		m.Range(func(string, int) bool { n++; return true })
+		assert.Equal(t, 1, n)
+		assert.Equal(t, 1, m.Len(), "Range found them expired")
+		st := m.Stats()
+		assert.Equal(t, uint64(3), st.ExpiredPassive)
+		assert.Equal(t, 0, st.KeysWithDeadline)
+		require.NoError(t, m.CheckInvariants())
 	})
 }
