@@ -268,7 +268,7 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 			m.emit(Event{Kind: Expired, Lease: l})
 		}
 		if err != nil {
-			m.stats.storeErrors.Add(1)
+			m.countFailure(err, nil)
 			return n, err
 		}
 		if len(ls) < m.opts.SweepBatch {

@@ -418,3 +418,14 @@ func TestNegativeDurationsNamed(t *testing.T) {
 	assert.NotContains(t, err.Error(), "TTL")
 	assert.Equal(t, uint64(2), m.Stats().Invalid)
 }
+
+// TestSweepCancelledIsNoStoreError: the caller's cancellation is not a store
+// error, in Sweep as in every other method.
+func TestSweepCancelledIsNoStoreError(t *testing.T) {
+	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	c, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := m.Sweep(c)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, m.Stats().StoreErrors)
+}
