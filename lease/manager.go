@@ -56,6 +56,11 @@ type Manager struct {
 	wg         sync.WaitGroup
 	cancel     context.CancelFunc // cancels the sweep loop's context
 
+	// evMu orders emit with Close: an event emitted once evClosed is set
+	// is counted as dropped instead of queued after the final drain.
+	evMu     sync.RWMutex
+	evClosed bool
+
 	stats counters
 }
 
@@ -286,8 +291,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 // becomes ErrClosed) and, after delivering the events already queued, the
 // event goroutine, and waits for them. Leases stay in the store: they belong
 // to their holders and end by release or expiry. Close waits for an OnEvent
-// call in progress to return. It is idempotent; after it every method returns
-// ErrClosed.
+// call in progress to return. Events of calls still in flight when Close
+// runs are counted in Stats.EventsDropped. It is idempotent; after it every
+// method returns ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -296,8 +302,11 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	close(m.closing)
 	m.mu.Unlock()
+	m.evMu.Lock()
+	m.evClosed = true
+	m.evMu.Unlock()
+	close(m.closing)
 	m.cancel()
 	m.wg.Wait()
 	return nil
@@ -344,6 +353,13 @@ func (m *Manager) emit(e Event) {
 		return
 	}
 	e.Time = m.clock.Now()
+	m.evMu.RLock()
+	defer m.evMu.RUnlock()
+	if m.evClosed {
+		// A call that began before Close: the final drain may be over.
+		m.stats.eventsDropped.Add(1)
+		return
+	}
 	select {
 	case m.events <- e:
 	default:

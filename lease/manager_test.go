@@ -419,6 +419,39 @@ func TestNegativeDurationsNamed(t *testing.T) {
 	assert.Equal(t, uint64(2), m.Stats().Invalid)
 }
 
+// blockingGrant holds Grant calls until release is closed.
+type blockingGrant struct {
+	lease.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingGrant) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.Grant(ctx, a)
+}
+
+// TestEventAfterCloseIsCounted: a Grant in flight when Close runs emits its
+// event after the final drain; it is counted as dropped, not lost silently.
+func TestEventAfterCloseIsCounted(t *testing.T) {
+	s := &blockingGrant{Store: lease.NewMemoryStore(nil), entered: make(chan struct{}), release: make(chan struct{})}
+	var got atomic.Int32
+	m, err := lease.New(3, lease.Options{Store: s, ManualSweep: true, OnEvent: func(lease.Event) { got.Add(1) }})
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() {
+		_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		done <- err
+	}()
+	<-s.entered
+	require.NoError(t, m.Close())
+	close(s.release)
+	require.NoError(t, <-done)
+	assert.Zero(t, got.Load())
+	assert.Equal(t, uint64(1), m.Stats().EventsDropped)
+}
+
 // TestSweepCancelledIsNoStoreError: the caller's cancellation is not a store
 // error, in Sweep as in every other method.
 func TestSweepCancelledIsNoStoreError(t *testing.T) {
