@@ -131,9 +131,16 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 		if !sent.Before(deadline) {
 			return k.lost(last, capped)
 		}
+		// The heartbeat ends at the local deadline, or when the Manager
+		// closes, whatever the store does.
 		hctx, cancel := c.WithDeadline(ctx, deadline)
+		unhook := context.AfterFunc(k.m.ctx, cancel)
 		rem, err := k.m.Heartbeat(hctx, k.id)
+		unhook()
 		cancel()
+		if err != nil && k.m.isClosed() {
+			return ErrClosed
+		}
 		switch {
 		case err == nil:
 			deadline, capped, last = sent.Add(rem), rem < k.grace, nil

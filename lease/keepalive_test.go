@@ -196,3 +196,24 @@ func TestCloseStopsKeepAlives(t *testing.T) {
 		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
 	})
 }
+
+// TestCloseCutsHangingHeartbeat: Close does not wait for a KeepAlive's
+// heartbeat that hangs in the store until the local deadline.
+func TestCloseCutsHangingHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &faulty{Store: lease.NewMemoryStore(nil)}
+		m, err := lease.New(3, lease.Options{Store: f, ManualSweep: true})
+		require.NoError(t, err)
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		k := m.KeepAlive(ctx, l, 10*time.Second)
+		time.Sleep(time.Second)
+		f.mode.Store(1)
+		time.Sleep(10 * time.Second) // the second heartbeat hangs
+		synctest.Wait()
+		start := time.Now()
+		require.NoError(t, m.Close())
+		assert.Zero(t, time.Since(start), "Close waited for the store")
+		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
+	})
+}

@@ -54,7 +54,8 @@ type Manager struct {
 	nKeep      atomic.Int32  // len(keepAlives), read without mu
 	closing    chan struct{} // closed by Close
 	wg         sync.WaitGroup
-	cancel     context.CancelFunc // cancels the sweep loop's context
+	ctx        context.Context    // the Manager's own calls: the sweep loop, KeepAlive heartbeats
+	cancel     context.CancelFunc // cancels ctx, in Close
 
 	// evMu orders emit with Close: an event emitted once evClosed is set
 	// is counted as dropped instead of queued after the final drain.
@@ -78,7 +79,7 @@ func New(budget int, opts Options) (*Manager, error) {
 		closing:    make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
+	m.ctx, m.cancel = ctx, cancel
 	if o.OnEvent != nil {
 		m.events = make(chan Event, o.EventQueue)
 		m.wg.Go(m.deliver)
@@ -290,8 +291,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 // Close stops the sweep loop, every KeepAlive of this Manager (their Err
 // becomes ErrClosed) and, after delivering the events already queued, the
 // event goroutine, and waits for them. Leases stay in the store: they belong
-// to their holders and end by release or expiry. Close waits for an OnEvent
-// call in progress to return. Events of calls still in flight when Close
+// to their holders and end by release or expiry. Close cancels the store
+// calls of the sweep loop and the KeepAlives, so a hanging store does not
+// hold it up, and waits for an OnEvent call in progress to return. Events of calls still in flight when Close
 // runs are counted in Stats.EventsDropped. It is idempotent; after it every
 // method returns ErrClosed.
 func (m *Manager) Close() error {
