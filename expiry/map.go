@@ -142,13 +142,19 @@ func (m *Map[K, V]) expiredLocked(s *shard[K, V], k K, e entry[V]) bool {
 	return true
 }
 
-// expirePassive deletes k if it is still expired at now.
-func (m *Map[K, V]) expirePassive(s *shard[K, V], k K, now int64) {
+// expirePassive is the slow path of a read that found k expired: under the
+// write lock it deletes k if k is still expired, and otherwise returns k's
+// entry, which a Set, Expire or Persist changed after the read. The clock
+// is read again here: the caller's reading may predate that change, and
+// deciding on it would report a key missing that never was.
+func (m *Map[K, V]) expirePassive(s *shard[K, V], k K) (entry[V], bool) {
 	s.mu.Lock()
-	if e, ok := s.m[k]; ok && e.deadline <= now {
-		m.expire(s, k, e, Passive)
+	defer s.mu.Unlock()
+	e, ok := s.m[k]
+	if !ok || m.expiredLocked(s, k, e) {
+		return entry[V]{}, false
 	}
-	s.mu.Unlock()
+	return e, true
 }
 
 // Get returns the value of k. An expired key is deleted and reported
@@ -158,12 +164,8 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 	s.mu.RLock()
 	e, ok := s.m[k]
 	s.mu.RUnlock()
-	if ok && e.deadline != noDeadline {
-		if now := m.now(); e.deadline <= now {
-			m.expirePassive(s, k, now)
-			var zero V
-			return zero, false
-		}
+	if ok && e.deadline != noDeadline && e.deadline <= m.now() {
+		e, ok = m.expirePassive(s, k)
 	}
 	return e.val, ok
 }
@@ -244,14 +246,12 @@ func (m *Map[K, V]) deadline(k K) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	d := e.deadline
-	if d != noDeadline {
-		if now := m.now(); d <= now {
-			m.expirePassive(s, k, now)
+	if e.deadline != noDeadline && e.deadline <= m.now() {
+		if e, ok = m.expirePassive(s, k); !ok {
 			return 0, false
 		}
 	}
-	return d, true
+	return e.deadline, true
 }
 
 // TTL returns the time k has left, NoDeadline if k exists without a
@@ -378,7 +378,7 @@ func (m *Map[K, V]) Range(f func(K, V) bool) {
 		}
 		s.mu.RUnlock()
 		for _, k := range dead {
-			m.expirePassive(s, k, now)
+			m.expirePassive(s, k)
 		}
 		for _, p := range buf {
 			if !f(p.k, p.v) {

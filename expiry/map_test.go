@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -235,4 +236,57 @@ func TestRangeDeletesExpiredKeys(t *testing.T) {
 		assert.Equal(t, 0, st.KeysWithDeadline)
 		require.NoError(t, m.CheckInvariants())
 	})
+}
+
+// hookClock is a clock.Mock whose next Now runs hook first, to change the
+// Map between a read and its clock reading.
+type hookClock struct {
+	*clock.Mock
+	hook func()
+}
+
+func (c *hookClock) Now() time.Time {
+	if h := c.hook; h != nil {
+		c.hook = nil
+		h()
+	}
+	return c.Mock.Now()
+}
+
+// TestReadRacingAnExtension: a Get or TTL that read a key just before a
+// Persist or Expire saved it, and reads the clock just after its old
+// deadline, must not report the key missing: it never was.
+func TestReadRacingAnExtension(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		extend func(m *expiry.Map[string, int]) bool
+		ttl    time.Duration
+	}{
+		{"Persist", func(m *expiry.Map[string, int]) bool { return m.Persist("k") }, expiry.NoDeadline},
+		{"Expire", func(m *expiry.Map[string, int]) bool {
+			ok, err := m.Expire("k", time.Minute)
+			return ok && err == nil
+		}, time.Minute - time.Second},
+	} {
+		for _, read := range []string{"Get", "TTL"} {
+			t.Run(tc.name+"/"+read, func(t *testing.T) {
+				clk := &hookClock{Mock: clock.NewMock()}
+				m := newMap[int](t, expiry.Options{Manual: true, Clock: clk})
+				require.NoError(t, m.SetWithTTL("k", 1, time.Second))
+				clk.hook = func() {
+					require.True(t, tc.extend(m), "the key was live")
+					clk.Add(time.Second) // the old deadline passes
+				}
+				if read == "Get" {
+					v, ok := m.Get("k")
+					assert.True(t, ok)
+					assert.Equal(t, 1, v)
+				} else {
+					assert.Equal(t, tc.ttl, m.TTL("k"))
+				}
+				assert.Zero(t, m.Stats().ExpiredPassive)
+				assert.Equal(t, 1, m.Len())
+			})
+		}
+	}
 }
