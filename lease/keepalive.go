@@ -37,18 +37,23 @@ type KeepAlive struct {
 
 // KeepAlive starts heartbeating l every interval (0 means l.Grace / 3) until
 // the lease is lost, released through m, m is closed, ctx ends or Stop is
-// called. The first heartbeat is sent at once, so the local deadline starts
-// from a measured send time; until it returns, the lease is trusted for what
-// l had left at its HeartbeatAt, counted from the call, so start a KeepAlive
-// right after Grant (or Heartbeat) returns l.
+// called. The first heartbeat is sent at once. Until it returns, the lease
+// is trusted for what l had left at its HeartbeatAt, counted from when m
+// sent the Grant that returned l; for a Lease from elsewhere (Get, List, a
+// Store), counted from the KeepAlive call, so start one right after the
+// call that returned l.
 func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration) *KeepAlive {
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
 	}
 	k := &KeepAlive{m: m, id: l.ID, grace: l.Grace, interval: interval, stop: make(chan struct{}), done: make(chan struct{})}
 	// Until the first heartbeat returns, trust the lease for what the grant
-	// (or the caller's last heartbeat) left, counted from now.
-	deadline := m.clock.Now().Add(l.Remaining(l.HeartbeatAt))
+	// left, counted from when it was sent (the store granted it no earlier).
+	start := l.sent
+	if start.IsZero() {
+		start = m.clock.Now()
+	}
+	deadline := start.Add(l.Remaining(l.HeartbeatAt))
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

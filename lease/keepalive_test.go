@@ -217,3 +217,23 @@ func TestCloseCutsHangingHeartbeat(t *testing.T) {
 		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
 	})
 }
+
+// TestKeepAliveStartedLate: a KeepAlive started long after the Grant, with
+// the store hanging, reports the loss when the grant's grace ends, not a
+// grace after its own start.
+func TestKeepAliveStartedLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &faulty{Store: lease.NewMemoryStore(nil)}
+		m := seedManager(t, f)
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		time.Sleep(40 * time.Second)
+		f.mode.Store(1)
+		k := m.KeepAlive(ctx, l, 10*time.Second)
+		<-k.Done()
+		assert.Equal(t, 45*time.Second, time.Since(l.CreatedAt))
+		assert.ErrorIs(t, k.Err(), lease.ErrLost)
+		_, err = f.Store.Get(ctx, l.ID)
+		assert.ErrorIs(t, err, lease.ErrExpired, "the store agrees")
+	})
+}

@@ -15,6 +15,11 @@ import (
 // every successful heartbeat moves forward. It is live while the current time
 // (the store's clock) is before both; from the first instant at or after
 // either one it is expired, and nothing brings it back.
+//
+// A Lease returned by Manager.Grant also remembers, unexported, when the
+// Manager sent the grant, which KeepAlive starts its local deadline from.
+// Compare Leases by their fields (ID, Token...), not with == or
+// reflect.DeepEqual.
 type Lease struct {
 	// ID identifies the lease. It is random and unguessable (see NewID), so
 	// it can be handed to a browser as a capability.
@@ -42,6 +47,10 @@ type Lease struct {
 	HeartbeatAt time.Time
 	// Grace is how long the lease stays live after HeartbeatAt.
 	Grace time.Duration
+
+	// sent is when the Manager sent the call that returned the lease
+	// (Manager clock); zero for a Lease from anywhere else.
+	sent time.Time
 }
 
 // HeartbeatDeadline returns HeartbeatAt + Grace: the lease expires then

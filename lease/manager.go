@@ -150,6 +150,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if m.opts.Gate != nil {
 		a.Overloaded = m.opts.Gate.Overloaded()
 	}
+	sent := m.clock.Now()
 	l, err := m.store.Grant(ctx, a)
 	if err != nil {
 		var re *RejectedError
@@ -171,6 +172,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		}
 		return Lease{}, err
 	}
+	l.sent = sent
 	m.stats.granted.Add(1)
 	m.emit(Event{Kind: Granted, Lease: l})
 	return l, nil
@@ -293,9 +295,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 // event goroutine, and waits for them. Leases stay in the store: they belong
 // to their holders and end by release or expiry. Close cancels the store
 // calls of the sweep loop and the KeepAlives, so a hanging store does not
-// hold it up, and waits for an OnEvent call in progress to return. Events of calls still in flight when Close
-// runs are counted in Stats.EventsDropped. It is idempotent; after it every
-// method returns ErrClosed.
+// hold it up, and waits for an OnEvent call in progress to return. Events of
+// calls still in flight when Close runs are counted in Stats.EventsDropped.
+// It is idempotent; after it every method returns ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
