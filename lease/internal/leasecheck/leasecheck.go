@@ -143,6 +143,7 @@ func (r *recorder) record(in input, call func() (output, error)) {
 	r.h.mu.Unlock()
 }
 
+// Grant implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Grant(ctx context.Context, a lease.GrantArgs) (l lease.Lease, err error) {
 	a.Costs = slices.Clone(a.Costs)
 	r.record(input{kind: opGrant, args: a}, func() (output, error) {
@@ -152,6 +153,7 @@ func (r *recorder) Grant(ctx context.Context, a lease.GrantArgs) (l lease.Lease,
 	return l, err
 }
 
+// Heartbeat implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Heartbeat(ctx context.Context, id string) (l lease.Lease, err error) {
 	r.record(input{kind: opHeartbeat, id: id}, func() (output, error) {
 		l, err = r.s.Heartbeat(ctx, id)
@@ -160,6 +162,7 @@ func (r *recorder) Heartbeat(ctx context.Context, id string) (l lease.Lease, err
 	return l, err
 }
 
+// Release implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Release(ctx context.Context, id string) (l lease.Lease, err error) {
 	r.record(input{kind: opRelease, id: id}, func() (output, error) {
 		l, err = r.s.Release(ctx, id)
@@ -168,6 +171,7 @@ func (r *recorder) Release(ctx context.Context, id string) (l lease.Lease, err e
 	return l, err
 }
 
+// Get implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Get(ctx context.Context, id string) (l lease.Lease, err error) {
 	r.record(input{kind: opGet, id: id}, func() (output, error) {
 		l, err = r.s.Get(ctx, id)
@@ -176,6 +180,7 @@ func (r *recorder) Get(ctx context.Context, id string) (l lease.Lease, err error
 	return l, err
 }
 
+// List implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) List(ctx context.Context) (ls []lease.Lease, err error) {
 	r.record(input{kind: opList}, func() (output, error) {
 		ls, err = r.s.List(ctx)
@@ -184,6 +189,7 @@ func (r *recorder) List(ctx context.Context) (ls []lease.Lease, err error) {
 	return ls, err
 }
 
+// Usage implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Usage(ctx context.Context) (units, n int, err error) {
 	r.record(input{kind: opUsage}, func() (output, error) {
 		units, n, err = r.s.Usage(ctx)
@@ -192,6 +198,7 @@ func (r *recorder) Usage(ctx context.Context) (units, n int, err error) {
 	return units, n, err
 }
 
+// Sweep implements lease.Store: it calls the wrapped store and records the call.
 func (r *recorder) Sweep(ctx context.Context, limit int) (ls []lease.Lease, err error) {
 	r.record(input{kind: opSweep, limit: limit}, func() (output, error) {
 		ls, err = r.s.Sweep(ctx, limit)
