@@ -23,7 +23,7 @@
 // deletion never has to find or fix up a position.
 //
 // Like Redis, active expiry bounds stale keys statistically: a cycle stops
-// once a round finds at most Threshold expired, so up to about that share
+// once its last rounds find at most Threshold expired, so up to about that share
 // of the keys with a deadline may be expired but not yet deleted, and no
 // read ever returns one. Stats.StaleEstimate tracks it.
 //

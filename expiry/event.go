@@ -33,9 +33,9 @@ func (r Reason) String() string {
 
 // Event describes one expired key, as delivered to an OnExpire callback.
 type Event[K comparable, V any] struct {
-	Key      K
-	Value    V
-	Reason   Reason
+	Key      K         // the expired key
+	Value    V         // its value when it was deleted
+	Reason   Reason    // how it was found expired
 	Deadline time.Time // the deadline that passed
 }
 

@@ -462,7 +462,8 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 // behind and the queue is full, events are dropped and counted in
 // Stats.EventsDropped rather than slowing expiry or readers down. Keys
 // removed by Delete, Clear or a past ExpireAt are not expiry events.
-// After Close, OnExpire has no effect.
+// After Close, OnExpire has no effect. f must not call Close, which waits
+// for f to return.
 func (m *Map[K, V]) OnExpire(f func(Event[K, V])) { m.ev.set(f) }
 
 // Cycle runs one active-expiry cycle now.

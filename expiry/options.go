@@ -28,9 +28,10 @@ type Options struct {
 	// Default 20.
 	SampleSize int
 	// Threshold: a cycle samples another round at once while the expired
-	// share of the last round is above Threshold. Default 0.25; it must be
-	// in [0, 1), and 0 means the default (use a tiny value such as 1e-9 to
-	// repeat while any sampled key was expired).
+	// share of the keys sampled by its last rounds (up to 8, so that one
+	// lucky 20-key round does not end a mass expiry) is above Threshold.
+	// Default 0.25; it must be in [0, 1), and 0 means the default (use a
+	// tiny value such as 1e-9 to repeat while any sampled key was expired).
 	Threshold float64
 	// Budget is the share of Interval one cycle may run (Redis uses 25 % of
 	// its CPU time). A cycle that spends it stops and counts a budget hit;
