@@ -410,12 +410,7 @@ func (m *Map[K, V]) Clear() {
 // deadline it examines them all.
 func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
-	onExpired := func(k K, e entry[V]) {
-		m.expiredActive.Add(1)
-		if m.ev.enabled() {
-			m.ev.send(Event[K, V]{Key: k, Value: e.val, Reason: Active, Deadline: m.base.Add(time.Duration(e.deadline))})
-		}
-	}
+	onExpired := func(k K, e entry[V]) { m.report(k, e, Active) }
 	total := int64(0)
 	for i := range m.shards {
 		total += m.shards[i].n.Load()
