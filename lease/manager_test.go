@@ -462,3 +462,20 @@ func TestSweepCancelledIsNoStoreError(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Zero(t, m.Stats().StoreErrors)
 }
+
+// TestStatsGaugesExactInMemory: with the MemoryStore the gauges need no
+// Sweep or Usage call first.
+func TestStatsGaugesExactInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, 10, lease.Options{ManualSweep: true, Grace: time.Minute})
+		_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 2})
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 3, Grace: time.Second})
+		require.NoError(t, err)
+		st := m.Stats()
+		assert.Equal(t, [2]int{2, 5}, [2]int{st.ActiveLeases, st.UnitsInUse})
+		time.Sleep(time.Second) // v's lease expires; no sweep runs
+		st = m.Stats()
+		assert.Equal(t, [2]int{1, 2}, [2]int{st.ActiveLeases, st.UnitsInUse})
+	})
+}

@@ -1,6 +1,9 @@
 package lease
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Stats is a snapshot of a Manager's counters and gauges. Counters count
 // this Manager's calls only; with a shared store, other Managers have their
@@ -19,8 +22,9 @@ type Stats struct {
 	StoreErrors                                                      uint64 // store calls that failed other than by a rule or the caller's context
 	EventsDropped                                                    uint64 // events dropped because the queue was full
 
-	// Gauges for the whole store, as of the last Sweep or Usage call (so at
-	// most SweepInterval old while the background loop runs).
+	// Gauges for the whole store: exact with a *MemoryStore; with any
+	// other store (a round trip away) as of the last Sweep or Usage call,
+	// so at most SweepInterval old while the background loop runs.
 	ActiveLeases int
 	UnitsInUse   int
 	Budget       int
@@ -38,6 +42,12 @@ type counters struct {
 // Stats returns a snapshot of the Manager's counters and gauges.
 func (m *Manager) Stats() Stats {
 	c := &m.stats
+	if ms, ok := m.store.(*MemoryStore); ok {
+		if units, n, err := ms.Usage(context.Background()); err == nil {
+			c.unitsInUse.Store(int64(units))
+			c.activeLeases.Store(int64(n))
+		}
+	}
 	return Stats{
 		Granted:                c.granted.Load(),
 		RejectedOverloaded:     c.rejOverloaded.Load(),
