@@ -109,3 +109,25 @@ func TestStaleSlotsStayBounded(t *testing.T) {
 		assert.Equal(t, 0, m.Stats().KeysWithDeadline)
 	})
 }
+
+// TestSampleIsFullDespiteStaleSlots: with as many stale slots as valid ones
+// (half the keys lost their deadline), a round still examines n keys; it
+// used to end at the first four stale slots in a row, and a round that
+// examined none ended the cycle as if no key had a deadline.
+func TestSampleIsFullDespiteStaleSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+		for i := range 2000 {
+			require.NoError(t, m.SetWithTTL(strconv.Itoa(i), i, time.Hour))
+		}
+		for i := 0; i < 2000; i += 2 {
+			require.True(t, m.Persist(strconv.Itoa(i)))
+		}
+		for r := range 200 {
+			s, x := m.ExpireSample(time.Now(), 20)
+			require.Equal(t, 20, s, "round %d", r)
+			require.Zero(t, x)
+		}
+		require.NoError(t, m.CheckInvariants())
+	})
+}

@@ -429,20 +429,24 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 		}
 		return sampled, expired
 	}
-	// An odd stride visits every shard once per len(m.shards) steps.
+	// An odd stride visits every shard once per len(m.shards) steps. The
+	// round ends early only after two passes' worth of shards in a row
+	// were empty or met only stale slots (each such miss drops up to 4),
+	// so that fewer than n keys examined means, as Keyspace requires, that
+	// the keys with a deadline are gone (deleted meanwhile).
 	idx, stride := rand.Uint64(), rand.Uint64()|1
-	for empty := uint64(0); sampled < n && empty <= m.mask; idx += stride {
+	for misses := uint64(0); sampled < n && misses < 2*(m.mask+1)+8; idx += stride {
 		s := &m.shards[idx&m.mask]
 		if s.n.Load() == 0 {
-			empty++
+			misses++
 			continue
 		}
 		sm, x := s.sampleOne(t, onExpired)
 		if !sm {
-			empty++
+			misses++
 			continue
 		}
-		empty = 0
+		misses = 0
 		sampled++
 		if x {
 			expired++
