@@ -19,9 +19,11 @@ type Keyspace interface {
 	// random (uniformly enough that long-lived keys cannot hide expired
 	// ones), and deletes each whose deadline is at or before now, checking
 	// the deadline again under the store's own lock. It returns how many
-	// keys it examined and how many it deleted; sampled is 0 only when no
-	// key carries a deadline. It should hold its lock for this one batch
-	// only, so that readers are never stalled for long.
+	// keys it examined and how many it deleted. It examines fewer than n
+	// keys only when it examined every key that carries a deadline (0 when
+	// none does): the cycle then knows nothing expired is left and stops.
+	// It should hold its lock for this one batch only, so that readers are
+	// never stalled for long.
 	ExpireSample(now time.Time, n int) (sampled, expired int)
 }
 
@@ -183,8 +185,8 @@ const window = 8
 
 // Cycle runs one active-expiry cycle now and returns what it did: rounds
 // of SampleSize keys, repeated while more than Threshold of the keys
-// sampled by the last rounds (up to 8) was expired, until a round finds
-// no key with a deadline or the budget is spent.
+// sampled by the last rounds (up to 8) was expired, until a round examines
+// fewer than SampleSize keys (all there were) or the budget is spent.
 func (e *Expirer) Cycle() CycleResult {
 	e.cycleMu.Lock()
 	defer e.cycleMu.Unlock()
@@ -208,7 +210,9 @@ func (e *Expirer) Cycle() CycleResult {
 		r.Rounds++
 		r.Sampled += s
 		r.Expired += x
-		if s == 0 {
+		if s < e.opts.SampleSize {
+			// Every key with a deadline was examined and the expired
+			// ones deleted: none is left to find.
 			lastRatio = 0
 			break
 		}

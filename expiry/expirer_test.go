@@ -357,3 +357,22 @@ func TestCatchUp(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallKeyspaceCycle: when fewer keys carry a deadline than a round
+// samples, one round examines them all and deletes the expired ones, so
+// the cycle stops there and nothing stale is left to estimate. It used to
+// run more rounds over the survivors and report their share as stale.
+func TestSmallKeyspaceCycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		for i := range 5 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("short:", i), i, time.Second))
+			require.NoError(t, m.SetWithTTL(fmt.Sprint("long:", i), i, time.Hour))
+		}
+		time.Sleep(time.Second)
+		r := m.Cycle()
+		assert.Equal(t, expiry.CycleResult{Rounds: 1, Sampled: 10, Expired: 5}, r)
+		assert.Zero(t, m.Stats().StaleEstimate)
+		assert.Equal(t, 5, m.Len())
+	})
+}
