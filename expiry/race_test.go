@@ -21,9 +21,11 @@ type val struct {
 	deadline time.Time // zero: none
 }
 
-// TestConcurrentUse runs Set/Get/Delete/TTL/Expire/Persist/Range/Clear and
-// active expiry (background and by hand) at once, in real time with TTLs of
-// a few milliseconds; run it under -race.
+// TestConcurrentUse runs Set/SetWithDeadline/Get/Delete/TTL/ExpireAt/
+// Range/Stats/Clear and active expiry (background and by hand) at once, in
+// real time with TTLs of a few milliseconds; run it under -race. Persist and
+// Expire are left out: they would make a value outlive the deadline it
+// carries, which is how the test catches an expired value being returned.
 func TestConcurrentUse(t *testing.T) {
 	m, err := expiry.NewMap[string, val](expiry.Options{Interval: time.Millisecond, Shards: 4})
 	require.NoError(t, err)
