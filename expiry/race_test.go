@@ -24,8 +24,9 @@ type val struct {
 // TestConcurrentUse runs Set/SetWithDeadline/Get/Delete/TTL/ExpireAt/
 // Range/Stats/Clear and active expiry (background and by hand) at once, in
 // real time with TTLs of a few milliseconds; run it under -race. Persist and
-// Expire are left out: they would make a value outlive the deadline it
-// carries, which is how the test catches an expired value being returned.
+// Expire run on keys of their own, whose values carry no deadline: they
+// make a value outlive the deadline it was stored with, which is how the
+// test catches an expired value being returned for the other keys.
 func TestConcurrentUse(t *testing.T) {
 	m, err := expiry.NewMap[string, val](expiry.Options{Interval: time.Millisecond, Shards: 4})
 	require.NoError(t, err)
@@ -33,9 +34,12 @@ func TestConcurrentUse(t *testing.T) {
 	var events atomic.Int64
 	m.OnExpire(func(expiry.Event[string, val]) { events.Add(1) })
 
-	keys := make([]string, 64)
+	keys, pkeys := make([]string, 64), make([]string, 16)
 	for i := range keys {
 		keys[i] = fmt.Sprint("k", i)
+	}
+	for i := range pkeys {
+		pkeys[i] = fmt.Sprint("p", i)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -57,7 +61,22 @@ func TestConcurrentUse(t *testing.T) {
 				default:
 				}
 				k := keys[r.IntN(len(keys))]
-				switch r.IntN(10) {
+				pk := pkeys[r.IntN(len(pkeys))]
+				ms := time.Duration(1+r.IntN(3)) * time.Millisecond
+				switch r.IntN(12) {
+				case 10:
+					if err := m.SetWithTTL(pk, val{key: pk}, ms); err != nil {
+						t.Error(err)
+					}
+				case 11:
+					if r.IntN(2) == 0 {
+						m.Persist(pk)
+					} else if _, err := m.Expire(pk, ms); err != nil {
+						t.Error(err)
+					}
+					if v, ok := m.Get(pk); ok {
+						check(pk, v, time.Now())
+					}
 				case 0:
 					m.Set(k, val{key: k})
 				case 1, 2:
