@@ -53,6 +53,8 @@ func TestPostgresHeartbeatCommitsAcrossDeadline(t *testing.T) {
 	// A plain read does not wait for the heartbeat (documented).
 	_, err = s.Get(ctx, l.ID)
 	t.Logf("Get between the deadline and the heartbeat's commit: %v", err)
+	_, err = s.Heartbeat(ctx, l.ID)
+	t.Logf("Heartbeat between the deadline and the heartbeat's commit: %v", err)
 	time.Sleep(time.Until(granted.Add(4500 * time.Millisecond)))
 	require.False(t, hbDone.Load(), "the heartbeat committed before the grant: the machine is too slow for this test")
 	_, err = s.Grant(ctx, args("b"))

@@ -29,16 +29,17 @@
 // Get, List and Usage are plain reads that do not wait for writes in
 // flight. A heartbeat reads the clock, checks deadline > now and commits a
 // moment later (its statements plus the commit's log flush). If the lease's
-// deadline passes within that moment, a read between the deadline and the
-// commit sees the lease expired, and a read after the commit sees it live
-// again, with a HeartbeatAt before the deadline. Decisions are not
+// deadline passes within that moment, a call between the deadline and the
+// commit sees the lease expired (Get, and another Heartbeat or Release of
+// it, return ErrExpired; List and Usage leave it out), and a call after the
+// commit sees it live again, with a HeartbeatAt before the deadline. Decisions are not
 // affected: heartbeats and releases hold a share lock on the state row
 // until they commit, every grant holds that row exclusively, so a grant
 // counts the lease as the heartbeat left it; and a sweep skips a row a
 // heartbeat has locked, while a heartbeat waiting for a sweep that locked
 // the row first fails with ErrNotFound. So the sweep's expired event is
-// final, whereas ErrExpired from Get (and a lease missing from List or
-// Usage) is final only once the deadline is a commit's duration past.
+// final, whereas ErrExpired (and a lease missing from List or Usage) is
+// final only once the deadline is a commit's duration past.
 // Heartbeats sent well before the deadline, as KeepAlive sends them, never
 // meet this.
 //
