@@ -297,9 +297,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 // calls of the sweep loop and the KeepAlives, so a hanging store does not
 // hold it up (a Sweep it cuts short may have removed leases on the server
 // that it then never reports), and waits for an OnEvent call in progress to
-// return. Events of
-// calls still in flight when Close runs are counted in Stats.EventsDropped.
-// It is idempotent; after it every method returns ErrClosed.
+// return. Events of calls still in flight when Close runs are counted in
+// Stats.EventsDropped. It is idempotent; after it every method returns
+// ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
