@@ -222,13 +222,13 @@ func (p *Pool[T]) Cleanup(ctx context.Context) error {
 }
 
 func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
-	listStart := p.clock.Now()
-	listed, err := p.lister.List(ctx)
-	if err != nil {
-		return fmt.Errorf("pool: list: %w", err)
-	}
+	// What the pool knows is read before the provider's list. An item is
+	// destroyed before it is forgotten (its record removed, its ID out of
+	// p.gone), so an item destroyed meanwhile is either known here or no
+	// longer listed: never a listed unknown, destroyed a second time.
 	known := map[string]bool{}
 	var recs []Record
+	var err error
 	if p.inv != nil {
 		if recs, err = p.inv.Records(ctx); err != nil {
 			return fmt.Errorf("pool: inventory records: %w", err)
@@ -236,6 +236,14 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		for _, r := range recs {
 			known[r.ID] = true
 		}
+	}
+	p.mu.Lock()
+	p.knownLocked(known)
+	p.mu.Unlock()
+	listStart := p.clock.Now()
+	listed, err := p.lister.List(ctx)
+	if err != nil {
+		return fmt.Errorf("pool: list: %w", err)
 	}
 	now := p.clock.Now()
 	listedIDs := make(map[string]bool, len(listed))
@@ -245,12 +253,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	for _, h := range p.items {
-		known[h.id] = true
-	}
-	for id := range p.gone {
-		known[id] = true
-	}
+	p.knownLocked(known) // and items created meanwhile
 	if p.firstSeen == nil {
 		p.firstSeen = map[string]time.Time{}
 	}
@@ -338,6 +341,9 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 				errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
 			}
 		}
+		p.mu.Lock()
+		p.forgetGoneLocked(l.ID)
+		p.mu.Unlock()
 		p.afterDestroy(l.ID, ReasonOrphan, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pool: destroy orphan %s: %w", l.ID, err))
@@ -356,18 +362,33 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 // first, and the creator's Add fails if the orphan was claimed, so the
 // creator never uses an item being destroyed). Locally, the pool's own items
 // are checked once more.
-func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) bool {
+//
+// A claimed orphan is in p.gone until it is destroyed, so that a Reconcile
+// running at the same time leaves it alone.
+func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) (claimed bool) {
 	p.mu.Lock()
+	if p.gone[l.ID] > 0 {
+		p.mu.Unlock()
+		return false
+	}
 	for _, h := range p.items {
 		if h.id == l.ID {
 			p.mu.Unlock()
 			return false
 		}
 	}
+	p.goneLocked(l.ID)
 	p.mu.Unlock()
 	if p.inv == nil {
 		return true
 	}
+	defer func() {
+		if !claimed {
+			p.mu.Lock()
+			p.forgetGoneLocked(l.ID)
+			p.mu.Unlock()
+		}
+	}()
 	data, err := p.codec.Encode(l.Value)
 	if err != nil {
 		*errs = append(*errs, fmt.Errorf("pool: encode orphan %s: %w", l.ID, err))
@@ -386,4 +407,17 @@ func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, e
 		return false
 	}
 	return true
+}
+
+// knownLocked adds the IDs of this instance's items, and of those being
+// destroyed, to known.
+func (p *Pool[T]) knownLocked(known map[string]bool) {
+	for _, h := range p.items {
+		if h.id != "" {
+			known[h.id] = true
+		}
+	}
+	for id := range p.gone {
+		known[id] = true
+	}
 }

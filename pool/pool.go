@@ -596,6 +596,7 @@ func (p *Pool[T]) pauseWarmLocked() {
 // wraps the result in a Handle (not yet in p.items). With a shared
 // Inventory the item is registered as in use by this instance.
 func (p *Pool[T]) createItem() (*Handle[T], error) {
+	started := p.clock.Now()
 	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
 		// Create returned after its caller gave up: nobody owns v.
 		p.wg.Add(1)
@@ -606,13 +607,20 @@ func (p *Pool[T]) createItem() (*Handle[T], error) {
 	}
 	h := p.newHandle(v, p.clock.Now())
 	if p.inv != nil {
-		if err := p.addShared(h); err != nil {
-			if errors.Is(err, ErrExists) {
-				// Another instance claimed it as an orphan meanwhile: the
-				// record is theirs, and so is the destroy; ours is a no-op
-				// for a provider that treats a gone item as destroyed.
-				h.id = ""
-			}
+		rec, err := p.record(h, p.opts.Instance)
+		out := addUnknown
+		if err == nil {
+			out, err = p.addRecord(rec, started)
+		}
+		switch out {
+		case addDone:
+		case addTaken:
+			// Another instance claimed it as an orphan meanwhile: the
+			// record is theirs, and so is the destroy.
+			return nil, err
+		default:
+			// Not recorded as far as anyone knows, and never idle: only
+			// this instance can have it.
 			p.mu.Lock()
 			p.destroyingLocked(h)
 			p.mu.Unlock()
@@ -668,12 +676,24 @@ func (p *Pool[T]) destroyLocked(h *Handle[T], reason Reason) {
 func (p *Pool[T]) destroyingLocked(h *Handle[T]) {
 	p.destroying++
 	if h.id != "" {
-		if p.gone == nil {
-			p.gone = map[string]int{}
-		}
-		p.gone[h.id]++
+		p.goneLocked(h.id)
 	}
 	p.wg.Add(1)
+}
+
+// goneLocked marks id as being destroyed: Reconcile still knows it.
+func (p *Pool[T]) goneLocked(id string) {
+	if p.gone == nil {
+		p.gone = map[string]int{}
+	}
+	p.gone[id]++
+}
+
+// forgetGoneLocked ends a goneLocked.
+func (p *Pool[T]) forgetGoneLocked(id string) {
+	if p.gone[id]--; p.gone[id] <= 0 {
+		delete(p.gone, id)
+	}
 }
 
 func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
@@ -689,9 +709,7 @@ func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
 	p.mu.Lock()
 	p.destroying--
 	if h.id != "" {
-		if p.gone[h.id]--; p.gone[h.id] <= 0 {
-			delete(p.gone, h.id)
-		}
+		p.forgetGoneLocked(h.id)
 	}
 	p.countDestroyLocked(reason, err)
 	p.fillLocked()

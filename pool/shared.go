@@ -61,17 +61,140 @@ func (p *Pool[T]) fromRecord(r Record) (*Handle[T], error) {
 	return h, nil
 }
 
-func (p *Pool[T]) addShared(h *Handle[T]) error {
-	rec, err := p.record(h, p.opts.Instance)
-	if err != nil {
-		return err
+// resolveAttempts bounds the calls made for one item when the Inventory
+// fails: an error may mean that the call went through and only its reply
+// was lost, so the Pool asks where the record stands before it acts.
+const resolveAttempts = 3
+
+// addOutcome is what became of the record of a new item.
+type addOutcome int
+
+const (
+	addDone    addOutcome = iota // recorded as in use by this instance
+	addTaken                     // another instance claimed it (as an orphan) and destroys it
+	addUnknown                   // no answer: not idle anywhere, so this instance destroys it
+)
+
+// addRecord records rec, a new item this instance holds, as in use by this
+// instance. When Add fails it finds out with Touch whether the call went
+// through (the record is then this instance's) and else adds again. An
+// item created more than OrphanGracePeriod before it was recorded may have
+// been taken as an orphan by some Reconcile meanwhile, destroyed, and its
+// claim removed before this Add landed: it is kept only if the provider
+// still lists it.
+func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
+	var errs []error
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := p.ioContext()
+		err := p.inv.Add(ctx, rec, p.heldTTL())
+		if err == nil {
+			cancel()
+			if len(errs) > 0 {
+				p.warn("inventory add retried", errors.Join(errs...), "id", rec.ID)
+			}
+			return p.checkLate(rec, started)
+		}
+		errs = append(errs, fmt.Errorf("pool: inventory add: %w", err))
+		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
+		cancel()
+		switch {
+		case terr == nil && len(lost) == 0: // it went through
+			p.warn("inventory add went through", errors.Join(errs...), "id", rec.ID)
+			return p.checkLate(rec, started)
+		case terr == nil && errors.Is(err, ErrExists):
+			return addTaken, errors.Join(errs...)
+		case terr != nil:
+			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", terr))
+		}
+		if attempt == resolveAttempts {
+			return addUnknown, errors.Join(errs...)
+		}
+	}
+}
+
+// checkLate keeps rec, just recorded as this instance's, unless it was
+// recorded too late to be safe from Reconcile and the provider no longer
+// lists it.
+func (p *Pool[T]) checkLate(rec Record, started time.Time) (addOutcome, error) {
+	if p.lister == nil || p.clock.Since(started) < p.opts.OrphanGracePeriod {
+		return addDone, nil
 	}
 	ctx, cancel := p.ioContext()
 	defer cancel()
-	if err := p.inv.Add(ctx, rec, p.heldTTL()); err != nil {
-		return fmt.Errorf("pool: inventory add: %w", err)
+	listed, err := p.lister.List(ctx)
+	if err != nil {
+		// Unknown: destroying it is safe, its record is this instance's.
+		return addUnknown, fmt.Errorf("pool: list after a late inventory add: %w", err)
 	}
-	return nil
+	for _, l := range listed {
+		if l.ID == rec.ID {
+			return addDone, nil
+		}
+	}
+	if _, err := p.inv.Remove(ctx, rec.ID); err != nil {
+		p.warn("inventory remove", err, "id", rec.ID)
+	}
+	return addTaken, fmt.Errorf("pool: item %s destroyed as an orphan before it was recorded: %w", rec.ID, ErrExists)
+}
+
+// putOutcome is what became of an item offered to the shared idle set.
+type putOutcome int
+
+const (
+	putDone    putOutcome = iota // in the shared idle set
+	putFull                      // refused at MaxIdle: still this instance's
+	putHeld                      // Put failed; the record is still this instance's in use
+	putNotHeld                   // ErrNotHeld: the record had expired or was taken
+	putGone                      // the record is no longer this instance's (the Put went through) or nobody knows: never destroy it here
+)
+
+// putRecord offers rec, held in use by this instance, to the shared idle
+// set. When Put fails the call may have gone through, and the item may
+// already be in another instance's hands: putRecord asks with Touch and
+// puts again only while the record is still this instance's in use. When
+// it cannot find out, the item is left to its record's ttl and Reconcile.
+func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
+	var errs []error
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := p.ioContext()
+		ok, err := p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
+		if err == nil {
+			cancel()
+			if len(errs) > 0 {
+				p.warn("inventory put retried", errors.Join(errs...), "id", rec.ID)
+			}
+			if !ok {
+				return putFull, nil
+			}
+			return putDone, nil
+		}
+		errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
+		if errors.Is(err, ErrNotHeld) {
+			cancel()
+			if attempt == 1 {
+				return putNotHeld, errors.Join(errs...)
+			}
+			// An earlier attempt went through after all.
+			p.warn("inventory put went through", errors.Join(errs...), "id", rec.ID)
+			return putGone, nil
+		}
+		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
+		cancel()
+		if terr == nil && len(lost) > 0 {
+			// It went through (or the record was taken care of elsewhere).
+			p.warn("inventory put went through", errors.Join(errs...), "id", rec.ID)
+			return putGone, nil
+		}
+		if terr != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", terr))
+		}
+		if attempt == resolveAttempts {
+			if terr != nil {
+				return putGone, errors.Join(errs...)
+			}
+			return putHeld, errors.Join(errs...)
+		}
+	}
 }
 
 // destroyClaimed destroys h, which this instance holds in the Inventory but
@@ -109,29 +232,30 @@ func (p *Pool[T]) popShared(ctx context.Context) (*Handle[T], error) {
 }
 
 // putShared returns h (state returning, in p.items) to the shared idle set,
-// or destroys it when the set is full or the record was lost.
+// or destroys it when the set is full or the record was lost. An item whose
+// record may have reached the idle set is never destroyed here.
 func (p *Pool[T]) putShared(h *Handle[T]) {
 	rec, err := p.record(h, p.opts.Instance)
-	ok := false
+	out := putHeld
 	if err == nil {
-		ctx, cancel := p.ioContext()
-		ok, err = p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
-		cancel()
+		out, err = p.putRecord(rec)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case err == nil && ok:
+	switch out {
+	case putDone, putGone:
 		p.removeItemLocked(h)
 		h.state.Store(stateGone) // the fleet's now; a later pop makes a new Handle
 		p.fillLocked()
-	case err == nil:
+	case putFull:
 		p.destroyLocked(h, ReasonIdle)
 	default:
-		p.warn("inventory put", err, "id", h.id)
 		p.destroyLocked(h, ReasonLost)
 	}
 	p.checkDrainedLocked()
+	if err != nil {
+		p.warn("inventory put", err, "id", h.id)
+	}
 }
 
 // kickReplenish runs replenishShared in the background, once at a time,
@@ -216,25 +340,22 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 // token.
 func (p *Pool[T]) createWarm(token string) {
 	defer p.wg.Done()
+	started := p.clock.Now()
 	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
 		p.wg.Add(1)
 		go p.destroyValue(v, ReasonOrphan)
 	})
 	var h *Handle[T]
-	overflow := false
+	added, put := addUnknown, putHeld
 	if err == nil {
 		// Recorded as ours first, then offered to the idle set with Put, so
 		// that MaxIdle holds even when releases fill the set meanwhile.
 		h = p.newHandle(v, p.clock.Now())
 		var rec Record
 		if rec, err = p.record(h, p.opts.Instance); err == nil {
-			ctx, cancel := p.ioContext()
-			if err = p.inv.Add(ctx, rec, p.heldTTL()); err == nil {
-				var ok bool
-				ok, err = p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
-				overflow = err == nil && !ok
+			if added, err = p.addRecord(rec, started); added == addDone {
+				put, err = p.putRecord(rec)
 			}
-			cancel()
 		}
 	}
 	ctx, cancel := p.ioContext()
@@ -258,18 +379,22 @@ func (p *Pool[T]) createWarm(token string) {
 	p.creates++
 	p.backoff = 0
 	switch {
-	case err != nil: // created, but not recorded: nobody else can use it
+	case added == addTaken: // another instance destroys it
+	case added == addUnknown: // created, but not recorded: nobody else can use it
 		p.addItemLocked(h)
 		p.destroyLocked(h, ReasonEvicted)
-	case overflow:
+	case put == putFull:
 		p.addItemLocked(h)
 		p.destroyLocked(h, ReasonIdle)
+	case put == putHeld || put == putNotHeld:
+		p.addItemLocked(h)
+		p.destroyLocked(h, ReasonLost)
 	}
 	p.fillLocked()
 	p.mu.Unlock()
 	p.emit(EventCreated, "", h.id, nil)
 	if err != nil {
-		p.warn("inventory add", err, "id", h.id)
+		p.warn("inventory", err, "id", h.id)
 	}
 	// A pop between our Put and Unreserve saw the item twice (idle and
 	// reserved) and may have skipped a refill: look again.
@@ -390,11 +515,12 @@ func (p *Pool[T]) checkShared(ctx context.Context) error {
 		}
 		back := r
 		back.Owner = p.opts.Instance
-		ok, err = p.inv.Put(ctx, back, p.opts.MaxIdle, p.idleTTL())
+		out, err := p.putRecord(back)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
+			errs = append(errs, err)
 		}
-		if err != nil || !ok { // refilled meanwhile beyond MaxIdle, or lost
+		switch out {
+		case putFull, putHeld, putNotHeld: // refilled meanwhile beyond MaxIdle, or lost
 			p.destroyClaimed(h, ReasonIdle)
 		}
 	}
