@@ -37,7 +37,9 @@ func TestNewMapValidatesOptions(t *testing.T) {
 		{expiry.Options{Budget: 1.5}, "Budget"},
 		{expiry.Options{MaxRounds: -1}, "MaxRounds"},
 		{expiry.Options{EventQueue: -1}, "EventQueue"},
+		{expiry.Options{EventQueue: 1 << 40}, "EventQueue"},
 		{expiry.Options{Shards: -1}, "Shards"},
+		{expiry.Options{Shards: 1 << 17}, "Shards"},
 	} {
 		_, err := expiry.NewMap[string, int](tc.opts)
 		require.Error(t, err, "%+v", tc.opts)

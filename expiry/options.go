@@ -63,12 +63,17 @@ type Options struct {
 	// EventQueue is the capacity of the queue that carries expiry events to
 	// the OnExpire callback (Map only). When the queue is full the event is
 	// dropped and counted in Stats.EventsDropped: expiry never waits for a
-	// slow callback. Default 1024.
+	// slow callback. Default 1024, at most 1<<20 (the queue is allocated
+	// up front).
 	EventQueue int
 	// Shards is the number of shards of a Map, rounded up to a power of
 	// two. Default 16 × GOMAXPROCS, at least 64.
 	Shards int
 }
+
+// maxEventQueue bounds Options.EventQueue: the queue is allocated whole
+// by NewMap, and a larger one would fail there instead of in validation.
+const maxEventQueue = 1 << 20
 
 // Redis7Options returns the tuning of Redis 7's active expiry at its default
 // effort: a cycle every 100 ms (hz 10), 20 keys per sample, repeat while more
@@ -99,6 +104,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("expiry: MaxRounds (%d) is negative", o.MaxRounds)
 	case o.EventQueue < 0:
 		return o, fmt.Errorf("expiry: EventQueue (%d) is negative", o.EventQueue)
+	case o.EventQueue > maxEventQueue:
+		return o, fmt.Errorf("expiry: EventQueue (%d) is above %d", o.EventQueue, maxEventQueue)
 	case o.Shards < 0:
 		return o, fmt.Errorf("expiry: Shards (%d) is negative", o.Shards)
 	case o.Shards > 1<<16:
