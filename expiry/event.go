@@ -123,11 +123,16 @@ func (q *events[K, V]) deliver(ev Event[K, V]) {
 	}
 }
 
-// close stops the worker after it delivered the queued events, and waits.
+// close stops the worker after it delivered the queued events, and waits;
+// so does every later call.
 func (q *events[K, V]) close() {
 	q.mu.Lock()
 	if q.closed {
+		started := q.started
 		q.mu.Unlock()
+		if started {
+			<-q.done
+		}
 		return
 	}
 	q.closed = true

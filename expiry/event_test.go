@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,5 +77,32 @@ func TestOnExpireNilRemovesCallback(t *testing.T) {
 		synctest.Wait()
 		assert.Zero(t, n)
 		assert.Zero(t, m.Stats().EventsDelivered)
+	})
+}
+
+// TestCloseWaitsInEveryCaller: a second Close, while the first waits for
+// the OnExpire worker, waits too instead of returning with the worker
+// still running.
+func TestCloseWaitsInEveryCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		release := make(chan struct{})
+		m.OnExpire(func(expiry.Event[string, int]) { <-release })
+		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
+		time.Sleep(time.Second)
+		_, ok := m.Get("k") // queues an event; the callback blocks
+		require.False(t, ok)
+
+		var first, second atomic.Bool
+		go func() { m.Close(); first.Store(true) }()
+		synctest.Wait()
+		go func() { m.Close(); second.Store(true) }()
+		synctest.Wait()
+		assert.False(t, first.Load(), "the worker is still in the callback")
+		assert.False(t, second.Load(), "the second Close returned before the worker stopped")
+		close(release)
+		synctest.Wait()
+		assert.True(t, first.Load())
+		assert.True(t, second.Load())
 	})
 }

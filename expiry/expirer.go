@@ -149,12 +149,16 @@ func (e *Expirer) loop(t *clock.Ticker) {
 }
 
 // Close stops the background goroutine, interrupting a running cycle
-// between two rounds, and waits for it. It is idempotent and always
-// returns nil. Cycle still works after Close.
+// between two rounds, and waits for it. It is idempotent (every call
+// waits) and always returns nil. Cycle still works after Close.
 func (e *Expirer) Close() error {
 	e.lifeMu.Lock()
 	if e.closed {
+		started := e.started
 		e.lifeMu.Unlock()
+		if started {
+			<-e.done
+		}
 		return nil
 	}
 	e.closed = true

@@ -3,6 +3,7 @@ package expiry_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -374,5 +375,35 @@ func TestSmallKeyspaceCycle(t *testing.T) {
 		assert.Equal(t, expiry.CycleResult{Rounds: 1, Sampled: 10, Expired: 5}, r)
 		assert.Zero(t, m.Stats().StaleEstimate)
 		assert.Equal(t, 5, m.Len())
+	})
+}
+
+// blockingKeyspace blocks every sample round until release is closed.
+type blockingKeyspace struct{ release chan struct{} }
+
+func (k blockingKeyspace) ExpireSample(time.Time, int) (int, int) { <-k.release; return 0, 0 }
+
+// TestExpirerCloseWaitsInEveryCaller: a second Close, while the first
+// waits for a running cycle, waits too.
+func TestExpirerCloseWaitsInEveryCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ks := blockingKeyspace{make(chan struct{})}
+		e, err := expiry.NewExpirer(ks, expiry.Options{})
+		require.NoError(t, err)
+		require.NoError(t, e.Start())
+		time.Sleep(expiry.DefaultInterval) // a cycle starts and blocks
+		synctest.Wait()
+
+		var first, second atomic.Bool
+		go func() { e.Close(); first.Store(true) }()
+		synctest.Wait()
+		go func() { e.Close(); second.Store(true) }()
+		synctest.Wait()
+		assert.False(t, first.Load(), "the cycle is still running")
+		assert.False(t, second.Load(), "the second Close returned before the loop stopped")
+		close(ks.release)
+		synctest.Wait()
+		assert.True(t, first.Load())
+		assert.True(t, second.Load())
 	})
 }

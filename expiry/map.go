@@ -470,7 +470,7 @@ func (m *Map[K, V]) Cycle() CycleResult { return m.exp.Cycle() }
 
 // Close stops the active expirer and the OnExpire worker (after it has
 // delivered the events already queued) and waits for both. It is
-// idempotent and returns nil.
+// idempotent, every call waits, and it returns nil.
 func (m *Map[K, V]) Close() error {
 	err := m.exp.Close()
 	m.ev.close()
