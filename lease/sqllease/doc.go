@@ -24,24 +24,21 @@
 // of a grant that took effect and returns the stored lease without a new
 // decision (see lease.Store.Grant).
 //
-// # Reads at a deadline
+// # Calls at a deadline
 //
-// Get, List and Usage are plain reads that do not wait for writes in
-// flight. A heartbeat reads the clock, checks deadline > now and commits a
-// moment later (its statements plus the commit's log flush). If the lease's
-// deadline passes within that moment, a call between the deadline and the
-// commit sees the lease expired (Get, and another Heartbeat or Release of
-// it, return ErrExpired; List and Usage leave it out), and a call after the
-// commit sees it live again, with a HeartbeatAt before the deadline. Decisions are not
-// affected: heartbeats and releases hold a share lock on the state row
-// until they commit, every grant holds that row exclusively, so a grant
-// counts the lease as the heartbeat left it; and a sweep skips a row a
-// heartbeat has locked, while a heartbeat waiting for a sweep that locked
-// the row first fails with ErrNotFound. So the sweep's expired event is
-// final, whereas ErrExpired (and a lease missing from List or Usage) is
-// final only once the deadline is a commit's duration past.
-// Heartbeats sent well before the deadline, as KeepAlive sends them, never
-// meet this.
+// A heartbeat reads the clock after taking a share lock on the state row,
+// checks deadline > now, and commits a moment later (its statements plus
+// the commit's log flush). A lease whose deadline passes within that moment
+// must not be seen expired before the commit and live after it. Grants hold
+// the state row exclusively, so they wait for the heartbeat and count the
+// lease. Get, List, Usage, Heartbeat and Release are plain reads or
+// row-level writes that would not wait; whenever one of them meets an
+// expired-looking row, it decides again in a transaction that holds the
+// state row exclusively, after every heartbeat and release in flight has
+// committed. Expired rows remain only until the next sweep, so this slower
+// path (a grant's cost) is taken only between a deadline and the next
+// sweep. Sweeps skip rows a heartbeat has locked; a heartbeat waiting for a
+// sweep that locked the row first fails with ErrNotFound.
 //
 // Times are stored with microsecond precision (timestamptz, DATETIME(6) in
 // UTC). The MySQL store reads and writes times as microseconds since the

@@ -33,7 +33,7 @@ type MySQL struct {
 var _ lease.Store = (*MySQL)(nil)
 
 type myQueries struct {
-	lock, share, read, insert             string
+	lock, share, excl, read, insert       string
 	lockRow, heartbeat, release, get      string
 	list, usage, sweepSelect, sweepDelete string
 	migrate                               []string
@@ -75,6 +75,9 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 		lock: `UPDATE ` + st + ` SET token = LAST_INSERT_ID(token + 1) WHERE name = ?`,
 		// Heartbeats and releases hold this (see lockLive).
 		share: `SELECT 1 FROM ` + st + ` WHERE name = ? LOCK IN SHARE MODE`,
+		// A call that met an expired-looking row holds this (see
+		// settled): it waits for every heartbeat and release in flight.
+		excl: `SELECT 1 FROM ` + st + ` WHERE name = ? FOR UPDATE`,
 		// Run after the lock in READ COMMITTED, so it sees every grant
 		// committed before; UTC_TIMESTAMP(6) is this statement's time,
 		// after the lock wait.
@@ -85,12 +88,15 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 FROM (SELECT UTC_TIMESTAMP(6) AS now) n`,
 		insert: `INSERT INTO ` + t + ` (id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline)
 VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + myTime + `)`,
-		lockRow:     `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ? FOR UPDATE`,
-		heartbeat:   `UPDATE ` + t + ` SET heartbeat_at = ` + myTime + `, deadline = ` + myTime + ` WHERE id = ?`,
-		release:     `DELETE FROM ` + t + ` WHERE id = ?`,
-		get:         `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ?`,
-		list:        `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline > UTC_TIMESTAMP(6) ORDER BY token`,
-		usage:       `SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM ` + t + ` WHERE deadline > UTC_TIMESTAMP(6)`,
+		lockRow:   `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ? FOR UPDATE`,
+		heartbeat: `UPDATE ` + t + ` SET heartbeat_at = ` + myTime + `, deadline = ` + myTime + ` WHERE id = ?`,
+		release:   `DELETE FROM ` + t + ` WHERE id = ?`,
+		get:       `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ?`,
+		// List and Usage also tell whether an expired row was there.
+		list: `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` ORDER BY token`,
+		usage: `SELECT COALESCE(SUM(CASE WHEN l.deadline > n.now THEN l.cost END), 0),
+	COALESCE(SUM(l.deadline > n.now), 0), COALESCE(SUM(l.deadline <= n.now), 0)
+FROM ` + t + ` l CROSS JOIN (SELECT UTC_TIMESTAMP(6) AS now) n`,
 		sweepSelect: `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline <= UTC_TIMESTAMP(6) ORDER BY deadline LIMIT ? FOR UPDATE SKIP LOCKED`,
 		sweepDelete: `DELETE FROM ` + t + ` WHERE id IN `,
 		migrate: []string{
@@ -249,9 +255,16 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 // Without it a heartbeat that read its time just before a lease's deadline
 // could commit after a grant had counted that lease as expired, and overfill
 // the budget.
-func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string) (lease.Lease, time.Time, error) {
+//
+// With exclusive set it takes the state row exclusively instead (see
+// settled), for a second look at a lease that looked expired.
+func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
-	if err := tx.QueryRowContext(ctx, s.q.share, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	lock := s.q.share
+	if exclusive {
+		lock = s.q.excl
+	}
+	if err := tx.QueryRowContext(ctx, lock, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return lease.Lease{}, time.Time{}, err
 	}
 	l, dl, err := scanMy(tx.QueryRowContext(ctx, s.q.lockRow, id), &nowUS)
@@ -268,11 +281,21 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string) (lease.Leas
 	return l, now, nil
 }
 
-// Heartbeat implements lease.Store in one transaction.
+// Heartbeat implements lease.Store in one transaction, and a second one,
+// holding the state row exclusively, if the lease looked expired (see
+// settled).
 func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+	l, err := s.heartbeat(ctx, id, false)
+	if errors.Is(err, lease.ErrExpired) {
+		l, err = s.heartbeat(ctx, id, true)
+	}
+	return l, err
+}
+
+func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
-		cur, now, err := s.lockLive(ctx, tx, id)
+		cur, now, err := s.lockLive(ctx, tx, id, exclusive)
 		if err != nil {
 			return err
 		}
@@ -290,11 +313,21 @@ func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 	return l, nil
 }
 
-// Release implements lease.Store in one transaction.
+// Release implements lease.Store in one transaction, and a second one,
+// holding the state row exclusively, if the lease looked expired (see
+// settled).
 func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
+	l, err := s.release(ctx, id, false)
+	if errors.Is(err, lease.ErrExpired) {
+		l, err = s.release(ctx, id, true)
+	}
+	return l, err
+}
+
+func (s *MySQL) release(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
-		cur, _, err := s.lockLive(ctx, tx, id)
+		cur, _, err := s.lockLive(ctx, tx, id, exclusive)
 		if err != nil {
 			return err
 		}
@@ -308,13 +341,41 @@ func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
 	return l, nil
 }
 
-// Get implements lease.Store in one statement.
+// settled runs fn in a transaction that holds the state row exclusively,
+// so no heartbeat, release or grant is in flight and none starts before it
+// commits. A call that meets an expired-looking row decides through it: a
+// heartbeat reads its time after its share lock and commits a moment later,
+// and a lease whose deadline falls in that moment must not be seen expired
+// first and live after. Rows are expired for good once a sweep has them,
+// so this path is taken only between a deadline and the next sweep.
+func (s *MySQL) settled(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.inTx(ctx, op, func(tx *sql.Tx) error {
+		var one int64
+		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// Get implements lease.Store in one statement, or, for a lease that looks
+// expired, in a transaction that waits for writes in flight (see settled).
 func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "get"); err != nil {
 		return lease.Lease{}, err
 	}
 	var nowUS int64
 	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
+	if err == nil && !dl.After(time.UnixMicro(nowUS)) {
+		err = s.settled(ctx, "get", func(tx *sql.Tx) error {
+			var err error
+			l, dl, err = scanMy(tx.QueryRowContext(ctx, s.q.get, id), &nowUS)
+			return err
+		})
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return lease.Lease{}, err
+		}
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return lease.Lease{}, notFoundOrExpired(false, id)
@@ -326,30 +387,72 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	return l, nil
 }
 
-// List implements lease.Store in one statement.
+// List implements lease.Store in one statement, or, when an expired row is
+// still there, in a transaction that waits for writes in flight (see
+// settled).
 func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "list"); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.q.list)
+	out, expired, err := s.list(ctx, s.db)
 	if err != nil {
 		return nil, wrap(ctx, "mysql", "list", err)
 	}
-	out, err := collectMy(rows)
-	if err != nil {
-		return nil, wrap(ctx, "mysql", "list", err)
+	if expired {
+		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
+			var err error
+			out, _, err = s.list(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
-// Usage implements lease.Store in one statement.
+// list returns the live leases and whether any expired row was there.
+func (s *MySQL) list(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (out []lease.Lease, expired bool, err error) {
+	rows, err := q.QueryContext(ctx, s.q.list)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var nowUS int64
+		l, dl, err := scanMy(rows, &nowUS)
+		if err != nil {
+			return nil, false, err
+		}
+		if !dl.After(time.UnixMicro(nowUS)) {
+			expired = true
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, expired, rows.Err()
+}
+
+// Usage implements lease.Store in one statement, or, when an expired row
+// is still there, in a transaction that waits for writes in flight (see
+// settled).
 func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "mysql", "usage"); err != nil {
 		return 0, 0, err
 	}
-	var u, n int64
-	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n); err != nil {
+	var u, n, expired int64
+	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
 		return 0, 0, wrap(ctx, "mysql", "usage", err)
+	}
+	if expired > 0 {
+		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired)
+		})
+		if err != nil {
+			return 0, 0, err
+		}
 	}
 	return int(u), int(n), nil
 }

@@ -25,7 +25,7 @@ var _ lease.Store = (*Postgres)(nil)
 
 // pgQueries are the statements of one store, built once from its names.
 type pgQueries struct {
-	lock, share, read, insert        string
+	lock, share, excl, read, insert  string
 	heartbeat, release, present, get string
 	list, usage, sweep               string
 	migrate                          []string
@@ -52,6 +52,9 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 		lock: `UPDATE ` + st + ` SET token = token + 1 WHERE name = $1 RETURNING token`,
 		// Heartbeats and releases hold this (see change).
 		share: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR SHARE`,
+		// A call that met an expired-looking row holds this (see
+		// settled): it waits for every heartbeat and release in flight.
+		excl: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR UPDATE`,
 		// A statement after the lock: in READ COMMITTED it sees every
 		// grant committed before, and clock_timestamp() is read after
 		// the lock wait, not at transaction start.
@@ -72,8 +75,11 @@ RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_a
 		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() RETURNING ` + pgCols,
 		present: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE id = $1)`,
 		get:     `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
-		list:    `SELECT ` + pgCols + ` FROM ` + t + ` WHERE deadline > (SELECT clock_timestamp()) ORDER BY token`,
-		usage:   `SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM ` + t + ` WHERE deadline > (SELECT clock_timestamp())`,
+		// List and Usage also tell whether an expired row was there.
+		list: `SELECT ` + pgCols + `, deadline > n.now FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n ORDER BY token`,
+		usage: `SELECT COALESCE(SUM(cost) FILTER (WHERE deadline > n.now), 0), COUNT(*) FILTER (WHERE deadline > n.now),
+	COUNT(*) FILTER (WHERE deadline <= n.now)
+FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n`,
 		// SKIP LOCKED: a row another sweeper holds is its to return; a
 		// row it already deleted is gone when the lock is granted.
 		sweep: `DELETE FROM ` + t + ` WHERE id IN (
@@ -261,19 +267,67 @@ func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Leas
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return lease.Lease{}, s.abort(ctx, conn, op, err)
 	}
+	if !found && present {
+		// Expired, or a heartbeat sent before the deadline has not
+		// committed yet: decide once every write in flight is done.
+		conn.Release()
+		err := s.settled(ctx, op, func(tx pgx.Tx) error {
+			var err error
+			l, err = scanPG(tx.QueryRow(ctx, query, id))
+			found = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = tx.QueryRow(ctx, s.q.present, id).Scan(&present)
+			}
+			return err
+		})
+		if err != nil {
+			return lease.Lease{}, err
+		}
+	}
 	if !found {
 		return lease.Lease{}, notFoundOrExpired(present, id)
 	}
 	return l, nil
 }
 
-// Get implements lease.Store.
+// settled runs fn in a transaction that holds the state row exclusively,
+// so no heartbeat, release or grant is in flight and none starts before
+// it commits. A read that meets an expired-looking row decides through
+// it: a heartbeat reads its time after its share lock and commits a moment
+// later, and a lease whose deadline falls in that moment must not be seen
+// expired first and live after. Rows are expired for good once a sweep has
+// them, so this path is taken only between a deadline and the next sweep.
+func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.excl, s.n.key); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	if err != nil && !isRuleError(err) {
+		return wrap(ctx, "postgres", op, err)
+	}
+	return err
+}
+
+// Get implements lease.Store in one statement, or, for a lease that looks
+// expired, in a transaction that waits for writes in flight (see settled).
 func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "get"); err != nil {
 		return lease.Lease{}, err
 	}
 	var live bool
 	l, err := scanPG(s.pool.QueryRow(ctx, s.q.get, id), &live)
+	if err == nil && !live {
+		err = s.settled(ctx, "get", func(tx pgx.Tx) error {
+			var err error
+			l, err = scanPG(tx.QueryRow(ctx, s.q.get, id), &live)
+			return err
+		})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return lease.Lease{}, err
+		}
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return lease.Lease{}, notFoundOrExpired(false, id)
@@ -285,19 +339,72 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	return l, nil
 }
 
-// List implements lease.Store in one statement.
+// List implements lease.Store in one statement, or, when an expired row is
+// still there, in a transaction that waits for writes in flight (see
+// settled).
 func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
-	return s.many(ctx, "list", s.q.list)
+	if err := checkCtx(ctx, "postgres", "list"); err != nil {
+		return nil, err
+	}
+	out, expired, err := s.list(ctx, s.pool)
+	if err != nil {
+		return nil, wrap(ctx, "postgres", "list", err)
+	}
+	if expired {
+		err = s.settled(ctx, "list", func(tx pgx.Tx) error {
+			var err error
+			out, _, err = s.list(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
-// Usage implements lease.Store in one statement.
+// list returns the live leases and whether any expired row was there.
+func (s *Postgres) list(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) (out []lease.Lease, expired bool, err error) {
+	rows, err := q.Query(ctx, s.q.list)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var live bool
+		l, err := scanPG(rows, &live)
+		if err != nil {
+			return nil, false, err
+		}
+		if !live {
+			expired = true
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, expired, rows.Err()
+}
+
+// Usage implements lease.Store in one statement, or, when an expired row
+// is still there, in a transaction that waits for writes in flight (see
+// settled).
 func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "postgres", "usage"); err != nil {
 		return 0, 0, err
 	}
-	var u, n int64
-	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n); err != nil {
+	var u, n, expired int64
+	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
 		return 0, 0, wrap(ctx, "postgres", "usage", err)
+	}
+	if expired > 0 {
+		err := s.settled(ctx, "usage", func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, s.q.usage).Scan(&u, &n, &expired)
+		})
+		if err != nil {
+			return 0, 0, err
+		}
 	}
 	return int(u), int(n), nil
 }
