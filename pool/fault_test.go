@@ -25,9 +25,9 @@ var errLostReply = errors.New("connection reset: reply lost")
 // through (a call still in flight).
 type lossyInv struct {
 	pool.Inventory
-	mu                                 sync.Mutex
-	putLost, putFail, addLost, addFail int
-	addGate                            chan struct{}
+	mu                                            sync.Mutex
+	putLost, putFail, addLost, addFail, touchFail int
+	addGate                                       chan struct{}
 }
 
 func (l *lossyInv) set(fn func(l *lossyInv)) {
@@ -55,6 +55,13 @@ func (l *lossyInv) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl ti
 		return false, errLostReply
 	}
 	return ok, err
+}
+
+func (l *lossyInv) Touch(ctx context.Context, owner string, ids []string, ttl time.Duration) ([]string, error) {
+	if l.take(&l.touchFail) {
+		return nil, errLostReply
+	}
+	return l.Inventory.Touch(ctx, owner, ids, ttl)
 }
 
 func (l *lossyInv) Add(ctx context.Context, rec pool.Record, ttl time.Duration) error {
@@ -192,6 +199,57 @@ func TestSharedReleasePutFails(t *testing.T) {
 				assert.Zero(t, f.counts().bad)
 				assert.Equal(t, 1, f.counts().creates)
 				assert.Zero(t, a.Stats().Destroyed.Lost)
+			})
+		})
+	}
+}
+
+// A release whose Put keeps failing: while the Inventory says the record is
+// still this instance's, the item is destroyed (nobody else can have it);
+// when it cannot say, the item is left to its record's ttl and to
+// Reconcile, which destroys it as an orphan once the record expired.
+func TestSharedReleasePutKeepsFailing(t *testing.T) {
+	for _, touchFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("touch_fails=%v", touchFails), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				mem := pool.NewMemoryInventory(nil)
+				lossy := &lossyInv{Inventory: mem}
+				f := newFake()
+				g := guard(f, mem)
+				opts := pool.Options{MaxSize: 2, JanitorInterval: -1, OrphanGracePeriod: time.Minute, Inventory: lossy, Instance: "a"}
+				a := newPool(t, g, opts)
+				opts.Inventory, opts.Instance = mem, "b"
+				b := newPool(t, g, opts)
+				h, err := a.Acquire(ctx)
+				require.NoError(t, err)
+				id := h.ID()
+				lossy.set(func(l *lossyInv) {
+					l.putFail = 3
+					if touchFails {
+						l.touchFail = 3
+					}
+				})
+				h.Release()
+				synctest.Wait()
+				assert.Empty(t, g.problemList())
+				if !touchFails {
+					assert.Empty(t, f.liveIDs())
+					assert.Equal(t, int64(1), a.Stats().Destroyed.Lost)
+					_, recorded := recordOf(t, mem, id)
+					assert.False(t, recorded)
+					return
+				}
+				assert.Equal(t, []string{id}, f.liveIDs(), "not destroyed: its record may be idle")
+				r, ok := recordOf(t, mem, id)
+				require.True(t, ok)
+				assert.Equal(t, "a", r.Owner)
+				assert.Zero(t, a.Stats().Size, "forgotten by a")
+				time.Sleep(91 * time.Second) // the in-use record expires
+				require.NoError(t, b.Reconcile(ctx))
+				assert.Empty(t, f.liveIDs())
+				assert.Equal(t, int64(1), b.Stats().Orphans)
+				assert.Zero(t, f.counts().bad)
 			})
 		})
 	}

@@ -82,13 +82,15 @@ const (
 // been taken as an orphan by some Reconcile meanwhile, destroyed, and its
 // claim removed before this Add landed: it is kept only if the provider
 // still lists it.
+//
+// The whole exchange is bounded by one DestroyTimeout.
 func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
+	ctx, cancel := p.ioContext()
+	defer cancel()
 	var errs []error
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := p.ioContext()
 		err := p.inv.Add(ctx, rec, p.heldTTL())
 		if err == nil {
-			cancel()
 			if len(errs) > 0 {
 				p.warn("inventory add retried", errors.Join(errs...), "id", rec.ID)
 			}
@@ -96,7 +98,6 @@ func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
 		}
 		errs = append(errs, fmt.Errorf("pool: inventory add: %w", err))
 		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
-		cancel()
 		switch {
 		case terr == nil && len(lost) == 0: // it went through
 			p.warn("inventory add went through", errors.Join(errs...), "id", rec.ID)
@@ -106,7 +107,7 @@ func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
 		case terr != nil:
 			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", terr))
 		}
-		if attempt == resolveAttempts {
+		if attempt == resolveAttempts || ctx.Err() != nil {
 			return addUnknown, errors.Join(errs...)
 		}
 	}
@@ -153,13 +154,15 @@ const (
 // already be in another instance's hands: putRecord asks with Touch and
 // puts again only while the record is still this instance's in use. When
 // it cannot find out, the item is left to its record's ttl and Reconcile.
+//
+// The whole exchange is bounded by one DestroyTimeout (Release waits for it).
 func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
+	ctx, cancel := p.ioContext()
+	defer cancel()
 	var errs []error
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := p.ioContext()
 		ok, err := p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
 		if err == nil {
-			cancel()
 			if len(errs) > 0 {
 				p.warn("inventory put retried", errors.Join(errs...), "id", rec.ID)
 			}
@@ -170,7 +173,6 @@ func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
 		}
 		errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
 		if errors.Is(err, ErrNotHeld) {
-			cancel()
 			if attempt == 1 {
 				return putNotHeld, errors.Join(errs...)
 			}
@@ -179,7 +181,6 @@ func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
 			return putGone, nil
 		}
 		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
-		cancel()
 		if terr == nil && len(lost) > 0 {
 			// It went through (or the record was taken care of elsewhere).
 			p.warn("inventory put went through", errors.Join(errs...), "id", rec.ID)
@@ -188,7 +189,7 @@ func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
 		if terr != nil {
 			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", terr))
 		}
-		if attempt == resolveAttempts {
+		if attempt == resolveAttempts || ctx.Err() != nil {
 			if terr != nil {
 				return putGone, errors.Join(errs...)
 			}
