@@ -362,6 +362,7 @@ func TestReconcileSparesItemDestroyedMeanwhile(t *testing.T) {
 					}
 				})
 				require.NoError(t, r.Reconcile(ctx))
+				time.Sleep(2 * time.Second)
 				synctest.Wait()
 				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
 				assert.Zero(t, r.Stats().Orphans)
@@ -443,6 +444,48 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 				assert.NotEqual(t, id, h.ID())
 				assert.Contains(t, f.liveIDs(), h.ID())
 				h.Release()
+			})
+		})
+	}
+}
+
+// An item whose Create returned after CreateTimeout is destroyed by its
+// pool; a Reconcile meanwhile (locally, or on another instance) does not
+// take it for an orphan and destroy it a second time.
+func TestLateCreateDestroyedOnce(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				f := newFake()
+				var inv pool.Inventory
+				if shared {
+					inv = pool.NewMemoryInventory(nil)
+				}
+				g := guard(f, inv)
+				hang := make(chan struct{})
+				f.hang = hang
+				opts := pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second, JanitorInterval: -1,
+					OrphanGracePeriod: time.Millisecond, Inventory: inv, Instance: "a"}
+				a := newPool(t, g, opts)
+				r := a
+				if shared {
+					opts.Instance = "b"
+					r = newPool(t, g, opts)
+				}
+				_, err := a.Acquire(ctx)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				f.set(func(f *fakeProv) { f.hang = nil })
+				g.set(func(g *guarded) { g.onDestroy = func(box) { time.Sleep(time.Second) } })
+				close(hang) // the late item is being destroyed for a second
+				time.Sleep(10 * time.Millisecond)
+				require.Len(t, f.liveIDs(), 1)
+				require.NoError(t, r.Reconcile(ctx))
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
+				assert.Zero(t, r.Stats().Orphans)
+				assert.Equal(t, int64(1), a.Stats().Destroyed.Orphan)
 			})
 		})
 	}

@@ -717,19 +717,66 @@ func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
 	p.afterDestroy(h.id, reason, err)
 }
 
-// destroyValue destroys an item the pool never held (an orphan, or a late
-// create); it does not count against capacity.
+// destroyValue destroys an item the pool never held (a create that
+// returned after its timeout); it does not count against capacity. Like an
+// orphan it is claimed first, so that no Reconcile destroys it again: it is
+// known locally until destroyed, and recorded as this instance's in a
+// shared Inventory (where another instance may have claimed it first).
 func (p *Pool[T]) destroyValue(v T, reason Reason) {
 	defer p.wg.Done()
-	err := p.callDestroy(v)
 	id := ""
 	if p.ider != nil {
 		id = p.ider.ID(v)
 	}
+	if id != "" {
+		p.mu.Lock()
+		p.goneLocked(id)
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			p.forgetGoneLocked(id)
+			p.mu.Unlock()
+		}()
+		if p.inv != nil {
+			claimed, err := p.claimValue(id, v)
+			if err != nil {
+				p.warn("inventory add", err, "id", id)
+			}
+			if !claimed {
+				return // another instance destroys it
+			}
+			defer func() {
+				ctx, cancel := p.ioContext()
+				if _, err := p.inv.Remove(ctx, id); err != nil {
+					p.warn("inventory remove", err, "id", id)
+				}
+				cancel()
+			}()
+		}
+	}
+	err := p.callDestroy(v)
 	p.mu.Lock()
 	p.countDestroyLocked(reason, err)
 	p.mu.Unlock()
 	p.afterDestroy(id, reason, err)
+}
+
+// claimValue records v, unknown to every instance, as this instance's
+// before it is destroyed. It reports false when another instance recorded
+// it first. An Add that failed otherwise cannot have left the record idle,
+// so v is destroyed anyway.
+func (p *Pool[T]) claimValue(id string, v T) (bool, error) {
+	data, err := p.codec.Encode(v)
+	if err != nil {
+		return true, fmt.Errorf("pool: encode: %w", err)
+	}
+	ctx, cancel := p.ioContext()
+	defer cancel()
+	err = p.inv.Add(ctx, Record{ID: id, Owner: p.opts.Instance, Data: data, Created: p.clock.Now()}, p.heldTTL())
+	if errors.Is(err, ErrExists) {
+		return false, nil
+	}
+	return true, err
 }
 
 func (p *Pool[T]) callDestroy(v T) error {
