@@ -182,3 +182,35 @@ func TestMySQLDatabaseIsolatedAndDropped(t *testing.T) {
 		"SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", database).Scan(&n))
 	assert.Zero(t, n, "database survived the test")
 }
+
+func TestRedisKillClientsKillsOnlyNamed(t *testing.T) {
+	ctx := context.Background()
+	r := OpenRedis(t)
+	c, name := r.NamedClient(t, "victim", -1)
+	require.NoError(t, c.Ping(ctx).Err())
+	n, err := r.KillClients(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.NoError(t, r.Client.Ping(ctx).Err(), "the admin connection survives")
+	n, err = r.KillClients(ctx, name)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the named connection is gone")
+	require.NoError(t, c.Ping(ctx).Err(), "the client reconnects")
+	n, err = r.KillClients(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "its new connection carries the name too")
+}
+
+func TestPostgresTerminateEndsOnlyNamed(t *testing.T) {
+	ctx := context.Background()
+	p := OpenPostgres(t)
+	pool := p.NamedPool(t, "ttlkit_victim_"+p.Schema, nil)
+	require.NoError(t, pool.Ping(ctx))
+	var path string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW search_path").Scan(&path))
+	assert.Equal(t, p.Schema, path)
+	n, err := p.Terminate(ctx, "ttlkit_victim_"+p.Schema)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.NoError(t, p.Pool.Ping(ctx), "the test's own pool survives")
+}

@@ -1,7 +1,6 @@
 package redislease_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,52 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/lease"
 )
-
-// namedClient returns a client of its own to r's server whose connections
-// carry a unique CLIENT SETNAME, so that a test can find and kill exactly
-// its connections.
-func namedClient(t *testing.T, r *testenv.Redis, maxRetries int) (*redis.Client, string) {
-	o := *r.Client.Options()
-	o.ClientName = strings.TrimSuffix(r.Prefix, ":") + "-store"
-	o.MaxRetries = maxRetries
-	c := redis.NewClient(&o)
-	t.Cleanup(func() { _ = c.Close() })
-	return c, o.ClientName
-}
-
-// killClients kills the connections named name (and no others) and returns
-// how many it killed.
-func killClients(ctx context.Context, admin *redis.Client, name string) (int, error) {
-	list, err := admin.ClientList(ctx).Result()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for line := range strings.SplitSeq(list, "\n") {
-		var id, nm string
-		for f := range strings.FieldsSeq(line) {
-			if v, ok := strings.CutPrefix(f, "id="); ok {
-				id = v
-			} else if v, ok := strings.CutPrefix(f, "name="); ok {
-				nm = v
-			}
-		}
-		if id == "" || nm != name {
-			continue
-		}
-		if err := admin.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err == nil {
-			n++
-		}
-	}
-	return n, nil
-}
 
 // TestConnectionKilled kills the store's connections (CLIENT KILL, found by
 // their client name) again and again while 8 goroutines grant, heartbeat
@@ -74,7 +33,7 @@ func TestConnectionKilled(t *testing.T) {
 func testConnectionKilled(t *testing.T, maxRetries int) {
 	const workers, ops, budget = 8, 150, 1000
 	r := testenv.OpenRedis(t)
-	c, name := namedClient(t, r, maxRetries)
+	c, name := r.NamedClient(t, "store", maxRetries)
 	m := newManager(t, budget, lease.Options{
 		Store: newStore(t, c, storePrefix(r)),
 		TTL:   10 * time.Minute, Grace: 10 * time.Minute, SweepInterval: 10 * time.Millisecond,
@@ -97,7 +56,7 @@ func testConnectionKilled(t *testing.T, maxRetries int) {
 				return
 			case <-time.After(15 * time.Millisecond):
 			}
-			n, err := killClients(ctx, r.Client, name)
+			n, err := r.KillClients(ctx, name)
 			if err != nil {
 				t.Errorf("killing clients: %v", err)
 				return

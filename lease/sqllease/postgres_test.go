@@ -67,17 +67,9 @@ func TestPostgresBackendTerminated(t *testing.T) {
 	opts := sqllease.Options{Table: "modal_leases"}
 	var stores []lease.Store
 	for range 3 {
-		cfg, err := pgxpool.ParseConfig(pg.URL())
-		require.NoError(t, err)
-		cfg.ConnConfig.RuntimeParams["application_name"] = app
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		stores = append(stores, newPG(t, pool, opts))
+		stores = append(stores, newPG(t, pg.NamedPool(t, app, nil), opts))
 	}
 	proveFault(t, stores, 100*time.Millisecond, 150, func() (int, error) {
-		var n int
-		err := pg.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n)
-		return n, err
+		return pg.Terminate(ctx, app)
 	})
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,48 +19,9 @@ import (
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
 
-// namedClient returns a client of its own to r's server whose connections
-// carry a unique CLIENT SETNAME, so that a test can find and kill exactly
-// its connections.
-func namedClient(t *testing.T, r *testenv.Redis, maxRetries int) (*redis.Client, string) {
-	o := *r.Client.Options()
-	o.ClientName = strings.TrimSuffix(r.Prefix, ":") + "-pool"
-	o.MaxRetries = maxRetries
-	c := redis.NewClient(&o)
-	t.Cleanup(func() { _ = c.Close() })
-	return c, o.ClientName
-}
-
-// killClients kills the connections named name (and no others) and returns
-// how many it killed.
-func killClients(ctx context.Context, admin *redis.Client, name string) (int, error) {
-	list, err := admin.ClientList(ctx).Result()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for line := range strings.SplitSeq(list, "\n") {
-		var id, nm string
-		for f := range strings.FieldsSeq(line) {
-			if v, ok := strings.CutPrefix(f, "id="); ok {
-				id = v
-			} else if v, ok := strings.CutPrefix(f, "name="); ok {
-				nm = v
-			}
-		}
-		if id == "" || nm != name {
-			continue
-		}
-		if err := admin.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err == nil {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // killer kills the connections named name every 15 ms until stop is
 // closed, and returns how many it killed.
-func killer(t *testing.T, admin *redis.Client, name string, stop <-chan struct{}) func() int64 {
+func killer(t *testing.T, r *testenv.Redis, name string, stop <-chan struct{}) func() int64 {
 	var kills atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -71,7 +31,7 @@ func killer(t *testing.T, admin *redis.Client, name string, stop <-chan struct{}
 				return
 			case <-time.After(15 * time.Millisecond):
 			}
-			n, err := killClients(ctx, admin, name)
+			n, err := r.KillClients(ctx, name)
 			if err != nil {
 				t.Errorf("killing clients: %v", err)
 				return
@@ -118,7 +78,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	const workers, load = 4, time.Second
 	r := testenv.OpenRedis(t)
 	prov := newProvider()
-	killed, name := namedClient(t, r, maxRetries)
+	killed, name := r.NamedClient(t, "pool", maxRetries)
 	invA := newInventory(t, killed, poolPrefix(r))
 	invB := newInventory(t, r.NewClient(t), poolPrefix(r))
 	opts := pool.Options{
@@ -143,7 +103,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	defer closeAll(t, pools)
 
 	stop := make(chan struct{})
-	kills := killer(t, r.Client, name, stop)
+	kills := killer(t, r, name, stop)
 	var wg sync.WaitGroup
 	var acquired, failed atomic.Int64
 	for i, p := range pools {
@@ -229,7 +189,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 func TestConnectionKilledNoRetries(t *testing.T) {
 	const workers, items, load = 6, 20, 700 * time.Millisecond
 	r := testenv.OpenRedis(t)
-	c, name := namedClient(t, r, -1)
+	c, name := r.NamedClient(t, "pool", -1)
 	inv, err := redispool.New(c, redispool.Options{Prefix: poolPrefix(r), Resends: -1})
 	require.NoError(t, err)
 	check := newInventory(t, r.NewClient(t), poolPrefix(r))
@@ -240,7 +200,7 @@ func TestConnectionKilledNoRetries(t *testing.T) {
 	held := map[string]string{}
 	var errs atomic.Int64
 	stop := make(chan struct{})
-	kills := killer(t, r.Client, name, stop)
+	kills := killer(t, r, name, stop)
 	var wg sync.WaitGroup
 	for w := range workers {
 		owner := fmt.Sprintf("w%d", w)

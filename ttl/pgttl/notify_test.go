@@ -159,7 +159,7 @@ func TestListenerReconnects(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer l.Close()
-	require.Equal(t, 1, terminate(t, pg.Pool, app))
+	require.Equal(t, 1, terminate(t, pg, app))
 	c.waitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
 	errMu.Lock()
 	require.NotEmpty(t, errors)
@@ -178,23 +178,18 @@ func TestListenerReconnects(t *testing.T) {
 // fails instead of being replaced silently.
 func poolWithAppName(t *testing.T, pg *testenv.Postgres, app string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pg.URL())
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.NamedPool(t, app, func(cfg *pgxpool.Config) {
+		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	})
 	require.NoError(t, pool.Ping(context.Background()))
 	return pool
 }
 
 // terminate ends the server backends of application app and returns how
 // many there were.
-func terminate(t *testing.T, admin *pgxpool.Pool, app string) int {
+func terminate(t *testing.T, pg *testenv.Postgres, app string) int {
 	t.Helper()
-	var n int
-	require.NoError(t, admin.QueryRow(context.Background(),
-		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+	n, err := pg.Terminate(context.Background(), app)
+	require.NoError(t, err)
 	return n
 }

@@ -192,7 +192,7 @@ func TestPipelinePostgresTerminated(t *testing.T) {
 	p.tracker.Record("ws-active")
 	require.NoError(t, p.tracker.Flush(ctx))
 
-	require.Positive(t, terminate(t, p.pg.Pool, app))
+	require.Positive(t, terminate(t, p.pg, app))
 	res1, err := p.runner.Tick(ctx)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "pgttl: merge 1 activities")
