@@ -37,6 +37,10 @@ type Options struct {
 type Buffer struct {
 	client redis.UniversalClient
 	key    string
+
+	// beforeExec, if set (tests only), runs in Remove between the
+	// comparison and the EXEC that deletes.
+	beforeExec func()
 }
 
 var _ ttl.Buffer = (*Buffer)(nil)
@@ -142,8 +146,9 @@ func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
 	return out, nil
 }
 
-// removeScript deletes every member whose score still equals the one given
-// for it and returns how many it deleted. ARGV holds the n members, then
+// removeScript is Remove's fallback when a write refused its EXEC: it
+// deletes every member whose score still equals the one given for it and
+// returns how many it deleted. ARGV holds the n members, then
 // their n scores, so that members pass to ZMSCORE and ZREM straight from
 // ARGV, in chunks below Lua's unpack limit, without building tables; in the
 // common case where nothing changed since Peek, a chunk costs one ZMSCORE
@@ -173,9 +178,19 @@ end
 return n
 `)
 
-// Remove deletes, in one atomic Lua call (Redis 6.2 or later, as for ZADD GT), every entry of acts whose score
-// still equals Score(At), and reports how many it deleted. An entry that an
-// Add made newer since Peek, or that is gone, is left alone.
+// Remove deletes, atomically, every entry of acts whose score still equals
+// Score(At), and reports how many it deleted. An entry that an Add made
+// newer since Peek, or that is gone, is left alone. Redis 6.2 or later is
+// required (ZMSCORE, as ZADD GT).
+//
+// Remove reads the current scores with ZMSCORE under WATCH, compares them
+// in the client and deletes the unchanged members with ZREM in MULTI/EXEC:
+// EXEC runs only if no other client wrote the key since the WATCH, so the
+// comparison still holds when the members go. If an Add did write the key
+// in between, EXEC does nothing and Remove runs the same comparison in one
+// Lua script instead, which nothing can interleave with. Either way it is
+// one atomic compare-and-remove; the first way costs the server less than
+// a script that receives every member and score as arguments.
 func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
 	if len(acts) == 0 {
 		return 0, nil
@@ -183,16 +198,69 @@ func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
 	if err := context.Cause(ctx); err != nil {
 		return 0, fmt.Errorf("redisttl: remove: %w", err)
 	}
+	n, err := b.removeWatched(ctx, acts)
+	if errors.Is(err, redis.TxFailedErr) {
+		n, err = b.removeScripted(ctx, acts)
+	}
+	if err != nil {
+		return 0, wrap(ctx, "remove", err)
+	}
+	return n, nil
+}
+
+// removeWatched is Remove's optimistic path: WATCH, ZMSCORE, compare,
+// MULTI ZREM EXEC. It returns redis.TxFailedErr if the key was written
+// between the WATCH and the EXEC, having deleted nothing.
+func (b *Buffer) removeWatched(ctx context.Context, acts []ttl.Activity) (int, error) {
+	members := make([]string, len(acts))
+	for i, a := range acts {
+		members[i] = a.ID
+	}
+	n := 0
+	err := b.client.Watch(ctx, func(tx *redis.Tx) error {
+		have, err := tx.ZMScore(ctx, b.key, members...).Result()
+		if err != nil {
+			return err
+		}
+		if len(have) != len(acts) {
+			return fmt.Errorf("zmscore returned %d scores for %d members", len(have), len(acts))
+		}
+		dels := make([]any, 0, len(acts))
+		for i, a := range acts {
+			// A missing member reads as 0; deleting it is a no-op that
+			// ZREM does not count, so a time at the epoch needs no care.
+			if have[i] == float64(Score(a.At)) {
+				dels = append(dels, a.ID)
+			}
+		}
+		if b.beforeExec != nil {
+			b.beforeExec()
+		}
+		if len(dels) == 0 {
+			return nil
+		}
+		var zrem *redis.IntCmd
+		if _, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			zrem = p.ZRem(ctx, b.key, dels...)
+			return nil
+		}); err != nil {
+			return err
+		}
+		n = int(zrem.Val())
+		return nil
+	}, b.key)
+	return n, err
+}
+
+// removeScripted is Remove's fallback: the whole compare-and-remove in one
+// Lua call.
+func (b *Buffer) removeScripted(ctx context.Context, acts []ttl.Activity) (int, error) {
 	args := make([]any, 2*len(acts))
 	for i, a := range acts {
 		args[i] = a.ID
 		args[len(acts)+i] = strconv.FormatInt(Score(a.At), 10)
 	}
-	n, err := removeScript.Run(ctx, b.client, []string{b.key}, args...).Int()
-	if err != nil {
-		return 0, wrap(ctx, "remove", err)
-	}
-	return n, nil
+	return removeScript.Run(ctx, b.client, []string{b.key}, args...).Int()
 }
 
 // Len returns the number of buffered ids (ZCARD).

@@ -232,30 +232,72 @@ func TestServerErrorWrapped(t *testing.T) {
 	assert.ErrorContains(t, err, "redisttl: remove:")
 }
 
-// TestRemoveLargeBatch crosses the script's chunk boundaries: only the
-// members changed since Peek stay.
+// TestRemoveLargeBatch: only the members changed since Peek stay, whether
+// the changes land before Remove reads the scores (path=watch) or between
+// that read and the EXEC (path=script: EXEC is refused and the Lua script,
+// whose chunk boundaries 5001 members cross, decides).
 func TestRemoveLargeBatch(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "path=watch", true: "path=script"}[late], func(t *testing.T) {
+			ctx := context.Background()
+			b, r := newBuffer(t)
+			proxy, err := redisttl.New(r.NewClient(t), redisttl.Options{Prefix: r.Prefix})
+			require.NoError(t, err)
+			t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+			const n = 5001
+			acts := make([]ttl.Activity, n)
+			for i := range acts {
+				acts[i] = ttl.Activity{ID: fmt.Sprint("ws-", i), At: t0.Add(time.Duration(i) * time.Millisecond)}
+			}
+			require.NoError(t, b.Add(ctx, acts))
+			peeked, err := b.Peek(ctx, n)
+			require.NoError(t, err)
+			require.Len(t, peeked, n)
+			var newer []ttl.Activity
+			for i := 0; i < n; i += 7 {
+				newer = append(newer, ttl.Activity{ID: acts[i].ID, At: acts[i].At.Add(time.Millisecond)})
+			}
+			hooked := 0
+			if late {
+				redisttl.SetBeforeExec(b, func() {
+					hooked++
+					require.NoError(t, proxy.Add(ctx, newer))
+				})
+			} else {
+				require.NoError(t, proxy.Add(ctx, newer))
+			}
+			removed, err := b.Remove(ctx, peeked)
+			require.NoError(t, err)
+			assert.Equal(t, n-len(newer), removed)
+			left, err := b.Peek(ctx, n)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, newer, left)
+			if late {
+				assert.Equal(t, 1, hooked, "the script path does not read the scores under WATCH")
+			}
+		})
+	}
+}
+
+// TestRemoveWriteBeforeExec: an activity that another instance adds after
+// Remove has compared the scores but before it deletes survives, and Remove
+// still reports the entries it deleted.
+func TestRemoveWriteBeforeExec(t *testing.T) {
 	ctx := context.Background()
-	b, _ := newBuffer(t)
+	b, r := newBuffer(t)
+	proxy, err := redisttl.New(r.NewClient(t), redisttl.Options{Prefix: r.Prefix})
+	require.NoError(t, err)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
-	const n = 5001
-	acts := make([]ttl.Activity, n)
-	for i := range acts {
-		acts[i] = ttl.Activity{ID: fmt.Sprint("ws-", i), At: t0.Add(time.Duration(i) * time.Millisecond)}
-	}
-	require.NoError(t, b.Add(ctx, acts))
-	peeked, err := b.Peek(ctx, n)
+	require.NoError(t, b.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}}))
+	peeked, err := b.Peek(ctx, 10)
 	require.NoError(t, err)
-	require.Len(t, peeked, n)
-	var newer []ttl.Activity
-	for i := 0; i < n; i += 7 {
-		newer = append(newer, ttl.Activity{ID: acts[i].ID, At: acts[i].At.Add(time.Millisecond)})
-	}
-	require.NoError(t, b.Add(ctx, newer))
-	removed, err := b.Remove(ctx, peeked)
+	require.Len(t, peeked, 2)
+	newer := ttl.Activity{ID: "ws-1", At: t0.Add(time.Second)}
+	redisttl.SetBeforeExec(b, func() { require.NoError(t, proxy.Add(ctx, []ttl.Activity{newer})) })
+	n, err := b.Remove(ctx, peeked)
 	require.NoError(t, err)
-	assert.Equal(t, n-len(newer), removed)
-	left, err := b.Peek(ctx, n)
+	assert.Equal(t, 1, n, "only ws-2 is unchanged")
+	left, err := b.Peek(ctx, 10)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, newer, left)
+	assert.Equal(t, []ttl.Activity{newer}, left)
 }

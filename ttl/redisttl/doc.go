@@ -5,10 +5,15 @@
 // Every member is an entity id; its score is the entity's latest activity
 // time in Unix milliseconds, which a float64 score holds exactly. Add is
 // ZADD GT, so a late or out-of-order batch never moves a time back. Peek is
-// ZRANGE WITHSCORES (oldest first). Remove is one Lua script per batch that
-// deletes a member only if its score is still the one Peek returned: an
-// activity that lands between Peek and Remove survives to the next tick,
-// where the seed's ZRANGE, UPDATE, ZREM would lose it.
+// ZRANGE WITHSCORES (oldest first). Remove deletes a member only if its
+// score is still the one Peek returned: an activity that lands between Peek
+// and Remove survives to the next tick, where the seed's ZRANGE, UPDATE,
+// ZREM would lose it. Remove reads the scores with ZMSCORE under WATCH and
+// deletes the unchanged members with ZREM in MULTI/EXEC; when an Add writes
+// the key in between, the EXEC is refused and one Lua script does the same
+// compare-and-remove instead. Several Runners may drain the same key: a
+// Remove that comes late, after another Runner drained the batch and newer
+// activity arrived, compares with the newer scores and leaves them.
 //
 // Redis is only a write buffer: losing the key (a restarted server without
 // persistence) loses at most the activity of one sync interval, and the
