@@ -164,7 +164,9 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 			case OverCapacity:
 				m.stats.rejCapacity.Add(1)
 			}
-			m.emit(Event{Kind: Rejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
+			if m.events != nil {
+				m.emit(Event{Kind: Rejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
+			}
 		case errors.Is(err, ErrInvalid):
 			m.stats.invalid.Add(1)
 		default:
@@ -174,7 +176,9 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	}
 	l.sent = sent
 	m.stats.granted.Add(1)
-	m.emit(Event{Kind: Granted, Lease: l})
+	if m.events != nil {
+		m.emit(Event{Kind: Granted, Lease: l})
+	}
 	return l, nil
 }
 
@@ -192,7 +196,9 @@ func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, erro
 		return 0, err
 	}
 	m.stats.heartbeats.Add(1)
-	m.emit(Event{Kind: Heartbeat, Lease: l})
+	if m.events != nil {
+		m.emit(Event{Kind: Heartbeat, Lease: l})
+	}
 	return l.Remaining(l.HeartbeatAt), nil
 }
 
@@ -213,7 +219,9 @@ func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
 		return Lease{}, err
 	}
 	m.stats.released.Add(1)
-	m.emit(Event{Kind: Released, Lease: l})
+	if m.events != nil {
+		m.emit(Event{Kind: Released, Lease: l})
+	}
 	return l, nil
 }
 
@@ -273,7 +281,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 			if l.Lapsed() {
 				m.stats.expiredLapsed.Add(1)
 			}
-			m.emit(Event{Kind: Expired, Lease: l})
+			if m.events != nil {
+				m.emit(Event{Kind: Expired, Lease: l})
+			}
 		}
 		if err != nil {
 			m.countFailure(err, nil)
@@ -353,11 +363,10 @@ func (m *Manager) countFailure(err error, rule interface{ Add(uint64) uint64 }) 
 	}
 }
 
-// emit queues e for OnEvent without ever blocking.
+// emit queues e for OnEvent without ever blocking. Callers check
+// m.events != nil first, so that without OnEvent no Event (a copy of the
+// Lease) is even built on the hot path.
 func (m *Manager) emit(e Event) {
-	if m.events == nil {
-		return
-	}
 	e.Time = m.clock.Now()
 	m.evMu.RLock()
 	defer m.evMu.RUnlock()
