@@ -41,6 +41,7 @@ type Usage struct {
 // or many, may share one Store: every decision is the store's.
 type Manager struct {
 	store  Store
+	mem    *MemoryStore // store, when it is one: Grant calls it directly
 	budget int
 	opts   Options
 	clock  clock.Clock
@@ -78,6 +79,7 @@ func New(budget int, opts Options) (*Manager, error) {
 		keepAlives: make(map[*KeepAlive]struct{}),
 		closing:    make(chan struct{}),
 	}
+	m.mem, _ = o.Store.(*MemoryStore)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ctx, m.cancel = ctx, cancel
 	if o.OnEvent != nil {
@@ -137,21 +139,20 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if a.Grace == 0 {
 		a.Grace = m.opts.Grace
 	}
-	if len(r.Fallback) == 0 {
-		a.Costs = []int{r.Cost}
+	var l Lease
+	var err error
+	if m.mem != nil {
+		l, err = m.grantMemory(ctx, a, r.Cost, r.Fallback)
 	} else {
 		a.Costs = make([]int, 0, 1+len(r.Fallback))
 		a.Costs = append(append(a.Costs, r.Cost), r.Fallback...)
+		if err = m.admit(&a); err == nil {
+			sent := m.clock.Now()
+			if l, err = m.store.Grant(ctx, a); err == nil {
+				l.sent = sent
+			}
+		}
 	}
-	if err := a.Validate(); err != nil {
-		m.stats.invalid.Add(1)
-		return Lease{}, err
-	}
-	if m.opts.Gate != nil {
-		a.Overloaded = m.opts.Gate.Overloaded()
-	}
-	sent := m.clock.Now()
-	l, err := m.store.Grant(ctx, a)
 	if err != nil {
 		var re *RejectedError
 		switch {
@@ -174,12 +175,44 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		}
 		return Lease{}, err
 	}
-	l.sent = sent
 	m.stats.granted.Add(1)
 	if m.events != nil {
 		m.emit(Event{Kind: Granted, Lease: l})
 	}
 	return l, nil
+}
+
+// admit validates a and, if it is valid, asks the Gate. Grant counts the
+// error in Stats.Invalid like a store's ErrInvalid.
+func (m *Manager) admit(a *GrantArgs) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if m.opts.Gate != nil {
+		a.Overloaded = m.opts.Gate.Overloaded()
+	}
+	return nil
+}
+
+// grantMemory is Grant on the Manager's *MemoryStore, called directly
+// rather than through the Store interface, so that a is validated once
+// (here, not again in MemoryStore.Grant) and the costs stay on the stack:
+// they are kept out of a, which the store keeps parts of.
+func (m *Manager) grantMemory(ctx context.Context, a GrantArgs, cost int, fallback []int) (Lease, error) {
+	var buf [4]int
+	costs := append(append(buf[:0], cost), fallback...)
+	v := a
+	v.Costs = costs
+	if err := m.admit(&v); err != nil {
+		return Lease{}, err
+	}
+	a.Overloaded = v.Overloaded
+	sent := m.clock.Now()
+	l, err := m.mem.grant(ctx, a, costs)
+	if err == nil {
+		l.sent = sent
+	}
+	return l, err
 }
 
 // Heartbeat records a heartbeat for lease id and returns how long the lease

@@ -67,6 +67,12 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 	if err := a.Validate(); err != nil {
 		return Lease{}, err
 	}
+	return s.grant(ctx, a, a.Costs)
+}
+
+// grant is Grant on valid args, with the costs apart from a (a.Costs is
+// ignored): the Manager validates the args itself and calls it directly.
+func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Lease, error) {
 	if err := ctxErr(ctx); err != nil {
 		return Lease{}, err
 	}
@@ -89,7 +95,7 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 		}
 	}
 	cost := 0
-	for _, c := range a.Costs {
+	for _, c := range costs {
 		if c <= available {
 			cost = c
 			break
