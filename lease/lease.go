@@ -49,7 +49,9 @@ type Lease struct {
 	Grace time.Duration
 
 	// sent is when the Manager sent the call that returned the lease
-	// (Manager clock); zero for a Lease from anywhere else.
+	// (Manager clock); zero for a Lease from anywhere else. With a
+	// MemoryStore on the Manager's time source it is CreatedAt, which
+	// that clock read after the call began and where the deadlines start.
 	sent time.Time
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +41,15 @@ type Usage struct {
 // sweep loop, and reports events and stats. Several Managers, in one process
 // or many, may share one Store: every decision is the store's.
 type Manager struct {
-	store  Store
-	mem    *MemoryStore // store, when it is one: Grant calls it directly
-	budget int
-	opts   Options
-	clock  clock.Clock
-	log    *slog.Logger
+	store Store
+	mem   *MemoryStore // store, when it is one: Grant calls it directly
+	// memClock: mem reads the Manager's time source, so a lease's
+	// CreatedAt is a Manager clock reading taken no earlier than the call.
+	memClock bool
+	budget   int
+	opts     Options
+	clock    clock.Clock
+	log      *slog.Logger
 
 	events chan Event // nil without OnEvent
 
@@ -79,7 +83,9 @@ func New(budget int, opts Options) (*Manager, error) {
 		keepAlives: make(map[*KeepAlive]struct{}),
 		closing:    make(chan struct{}),
 	}
-	m.mem, _ = o.Store.(*MemoryStore)
+	if m.mem, _ = o.Store.(*MemoryStore); m.mem != nil {
+		m.memClock = sameClock(m.mem.clock, o.Clock)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ctx, m.cancel = ctx, cancel
 	if o.OnEvent != nil {
@@ -207,12 +213,32 @@ func (m *Manager) grantMemory(ctx context.Context, a GrantArgs, cost int, fallba
 		return Lease{}, err
 	}
 	a.Overloaded = v.Overloaded
+	if m.memClock {
+		// The store reads the same clock after this point, and its
+		// CreatedAt is where the lease's deadlines count from: it serves
+		// as the send time without a clock read of our own.
+		l, err := m.mem.grant(ctx, a, costs)
+		if err == nil {
+			l.sent = l.CreatedAt
+		}
+		return l, err
+	}
 	sent := m.clock.Now()
 	l, err := m.mem.grant(ctx, a, costs)
 	if err == nil {
 		l.sent = sent
 	}
 	return l, err
+}
+
+// realClock is the type of clock.New()'s clock: every value of it reads
+// the same time source.
+var realClock = reflect.TypeOf(clock.New())
+
+// sameClock reports whether a and b read the same time source: the same
+// clock, or both the real one.
+func sameClock(a, b clock.Clock) bool {
+	return a == b || reflect.TypeOf(a) == realClock && reflect.TypeOf(b) == realClock
 }
 
 // Heartbeat records a heartbeat for lease id and returns how long the lease
