@@ -29,6 +29,7 @@ type MemoryStore struct {
 	retired  []*record          // expired, not yet swept; FIFO
 	used     int                // summed cost of live leases
 	token    uint64             // last issued fencing token
+	spare    []*record          // cleared records for reuse, at most maxSpare
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -89,10 +90,9 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Leas
 	if a.Overloaded {
 		return Lease{}, &RejectedError{Reason: Overloaded, Available: available}
 	}
-	if a.OnePerHolder {
-		if h := s.byHolder[a.Holder]; h != nil {
-			return Lease{}, &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
-		}
+	h := s.byHolder[a.Holder] // the holder's newest live lease, if any
+	if a.OnePerHolder && h != nil {
+		return Lease{}, &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
 	}
 	cost := 0
 	for _, c := range costs {
@@ -105,16 +105,22 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Leas
 		return Lease{}, &RejectedError{Reason: OverCapacity, Available: available}
 	}
 	s.token++
-	r := recordPool.Get().(*record)
-	*r = record{l: Lease{
+	r := s.alloc()
+	exp := now.Add(a.TTL)
+	r.l = Lease{
 		ID: a.ID, Holder: a.Holder, Resource: a.Resource, Cost: cost, Token: s.token,
-		CreatedAt: now, ExpiresAt: now.Add(a.TTL), HeartbeatAt: now, Grace: a.Grace,
-	}}
-	r.deadline = r.l.Deadline()
+		CreatedAt: now, ExpiresAt: exp, HeartbeatAt: now, Grace: a.Grace,
+	}
+	// Deadline(), computed from the parts at hand.
+	if hb := now.Add(a.Grace); hb.Before(exp) {
+		r.deadline = hb
+	} else {
+		r.deadline = exp
+	}
 	s.records[a.ID] = r
 	s.used += cost
 	s.push(r)
-	if h := s.byHolder[a.Holder]; h != nil {
+	if h != nil {
 		r.next, h.prev = h, r
 	}
 	s.byHolder[a.Holder] = r
@@ -157,7 +163,7 @@ func (s *MemoryStore) Release(ctx context.Context, id string) (Lease, error) {
 	s.unlink(r)
 	delete(s.records, id)
 	l := r.l
-	free(r)
+	s.free(r)
 	return l, nil
 }
 
@@ -230,7 +236,7 @@ func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
 	for i, r := range s.retired[:n] {
 		out[i] = r.l
 		delete(s.records, r.l.ID)
-		free(r)
+		s.free(r)
 	}
 	clear(s.retired[:n])
 	s.retired = s.retired[n:]
@@ -240,14 +246,29 @@ func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
 	return out, nil
 }
 
-// recordPool recycles the records of released and swept leases: a grant
-// then allocates only its id, which matters on the grant/release hot path.
-var recordPool = sync.Pool{New: func() any { return new(record) }}
+// alloc returns a zeroed record, recycled if one is free. Callers hold s.mu.
+func (s *MemoryStore) alloc() *record {
+	if n := len(s.spare); n > 0 {
+		r := s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+		return r
+	}
+	return new(record)
+}
 
-// free returns r, no longer referenced by the store, to the pool.
-func free(r *record) {
+// maxSpare bounds the records kept for reuse.
+const maxSpare = 64
+
+// free clears r, no longer referenced by the store, and keeps it for reuse
+// while fewer than maxSpare are kept: released and swept records are
+// recycled under s.mu, so a grant then allocates no record. Callers hold
+// s.mu.
+func (s *MemoryStore) free(r *record) {
 	*r = record{}
-	recordPool.Put(r)
+	if len(s.spare) < maxSpare {
+		s.spare = append(s.spare, r)
+	}
 }
 
 // find returns the live record id, or ErrExpired or ErrNotFound.
