@@ -2,7 +2,6 @@ package lease
 
 import (
 	crand "crypto/rand"
-	"encoding/hex"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -91,11 +90,17 @@ func (l Lease) Remaining(now time.Time) time.Duration {
 // crypto/rand, so ids are unguessable. A pool of generators makes it a few
 // times cheaper than reading crypto/rand for every id.
 func NewID() string {
-	var b [16]byte
 	g := idSources.Get().(*rand.ChaCha8)
-	_, _ = g.Read(b[:]) // ChaCha8.Read never returns an error.
+	hi, lo := g.Uint64(), g.Uint64()
 	idSources.Put(g)
-	return hex.EncodeToString(b[:])
+	// Hex-encode into a stack array: the string is the one allocation.
+	const digits = "0123456789abcdef"
+	var b [32]byte
+	for i := 15; i >= 0; i-- {
+		b[i], b[16+i] = digits[hi&15], digits[lo&15]
+		hi, lo = hi>>4, lo>>4
+	}
+	return string(b[:])
 }
 
 var idSources = sync.Pool{New: func() any {
