@@ -148,7 +148,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	var l Lease
 	var err error
 	if m.mem != nil {
-		l, err = m.grantMemory(ctx, a, r.Cost, r.Fallback)
+		err = m.grantMemory(ctx, a, r.Cost, r.Fallback, &l)
 	} else {
 		a.Costs = make([]int, 0, 1+len(r.Fallback))
 		a.Costs = append(append(a.Costs, r.Cost), r.Fallback...)
@@ -202,33 +202,34 @@ func (m *Manager) admit(a *GrantArgs) error {
 
 // grantMemory is Grant on the Manager's *MemoryStore, called directly
 // rather than through the Store interface, so that a is validated once
-// (here, not again in MemoryStore.Grant) and the costs stay on the stack:
-// they are kept out of a, which the store keeps parts of.
-func (m *Manager) grantMemory(ctx context.Context, a GrantArgs, cost int, fallback []int) (Lease, error) {
+// (here, not again in MemoryStore.Grant), the costs stay on the stack
+// (they are kept out of a, which the store keeps parts of) and the lease is
+// written once, into *l.
+func (m *Manager) grantMemory(ctx context.Context, a GrantArgs, cost int, fallback []int, l *Lease) error {
 	var buf [4]int
 	costs := append(append(buf[:0], cost), fallback...)
 	v := a
 	v.Costs = costs
 	if err := m.admit(&v); err != nil {
-		return Lease{}, err
+		return err
 	}
 	a.Overloaded = v.Overloaded
 	if m.memClock {
 		// The store reads the same clock after this point, and its
 		// CreatedAt is where the lease's deadlines count from: it serves
 		// as the send time without a clock read of our own.
-		l, err := m.mem.grant(ctx, a, costs)
-		if err == nil {
-			l.sent = l.CreatedAt
+		if err := m.mem.grant(ctx, a, costs, l); err != nil {
+			return err
 		}
-		return l, err
+		l.sent = l.CreatedAt
+		return nil
 	}
 	sent := m.clock.Now()
-	l, err := m.mem.grant(ctx, a, costs)
-	if err == nil {
-		l.sent = sent
+	if err := m.mem.grant(ctx, a, costs, l); err != nil {
+		return err
 	}
-	return l, err
+	l.sent = sent
+	return nil
 }
 
 // realClock is the type of clock.New()'s clock: every value of it reads

@@ -68,31 +68,35 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 	if err := a.Validate(); err != nil {
 		return Lease{}, err
 	}
-	return s.grant(ctx, a, a.Costs)
+	var l Lease
+	err := s.grant(ctx, a, a.Costs, &l)
+	return l, err
 }
 
 // grant is Grant on valid args, with the costs apart from a (a.Costs is
-// ignored): the Manager validates the args itself and calls it directly.
-func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Lease, error) {
+// ignored), storing the lease in *out: the Manager validates the args
+// itself and calls it directly.
+func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
-		return Lease{}, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.retire()
 	if r, dup := s.records[a.ID]; dup {
 		if r.l.Holder != a.Holder {
-			return Lease{}, fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
+			return fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
 		}
-		return r.l, nil // a repeat of that grant (see Store.Grant)
+		*out = r.l
+		return nil // a repeat of that grant (see Store.Grant)
 	}
 	available := max(a.Budget-s.used, 0)
 	if a.Overloaded {
-		return Lease{}, &RejectedError{Reason: Overloaded, Available: available}
+		return &RejectedError{Reason: Overloaded, Available: available}
 	}
 	h := s.byHolder[a.Holder] // the holder's newest live lease, if any
 	if a.OnePerHolder && h != nil {
-		return Lease{}, &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
+		return &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
 	}
 	cost := 0
 	for _, c := range costs {
@@ -102,7 +106,7 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Leas
 		}
 	}
 	if cost == 0 {
-		return Lease{}, &RejectedError{Reason: OverCapacity, Available: available}
+		return &RejectedError{Reason: OverCapacity, Available: available}
 	}
 	s.token++
 	r := s.alloc()
@@ -124,7 +128,8 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int) (Leas
 		r.next, h.prev = h, r
 	}
 	s.byHolder[a.Holder] = r
-	return r.l, nil
+	*out = r.l
+	return nil
 }
 
 // Heartbeat implements Store.
