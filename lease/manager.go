@@ -250,7 +250,13 @@ func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, erro
 	if m.isClosed() {
 		return 0, ErrClosed
 	}
-	l, err := m.store.Heartbeat(ctx, id)
+	var l Lease
+	var err error
+	if m.mem != nil {
+		err = m.mem.heartbeat(ctx, id, &l)
+	} else {
+		l, err = m.store.Heartbeat(ctx, id)
+	}
 	if err != nil {
 		m.countFailure(err, &m.stats.heartbeatsFailed)
 		return 0, err
@@ -273,7 +279,13 @@ func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
 	// Stop KeepAlives first, so none reports as lost the lease its owner
 	// is releasing.
 	m.releasedKeepAlives(id)
-	l, err := m.store.Release(ctx, id)
+	var l Lease
+	var err error
+	if m.mem != nil {
+		err = m.mem.release(ctx, id, &l)
+	} else {
+		l, err = m.store.Release(ctx, id)
+	}
 	if err != nil {
 		m.countFailure(err, nil)
 		return Lease{}, err

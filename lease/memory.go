@@ -134,42 +134,64 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 
 // Heartbeat implements Store.
 func (s *MemoryStore) Heartbeat(ctx context.Context, id string) (Lease, error) {
+	var l Lease
+	err := s.heartbeat(ctx, id, &l)
+	return l, err
+}
+
+// heartbeat is Heartbeat storing the lease in *out, which the Manager calls
+// directly.
+func (s *MemoryStore) heartbeat(ctx context.Context, id string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
-		return Lease{}, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.retire()
 	r, err := s.find(id)
 	if err != nil {
-		return Lease{}, err
+		return err
 	}
 	r.l.HeartbeatAt = now
-	r.deadline = r.l.Deadline()
+	// Deadline(), computed from the parts at hand.
+	if hb := now.Add(r.l.Grace); hb.Before(r.l.ExpiresAt) {
+		r.deadline = hb
+	} else {
+		r.deadline = r.l.ExpiresAt
+	}
 	// The deadline only moves later, unless an injected clock went back.
 	s.down(r.heap)
 	s.up(r.heap)
-	return r.l, nil
+	*out = r.l
+	return nil
 }
 
 // Release implements Store.
 func (s *MemoryStore) Release(ctx context.Context, id string) (Lease, error) {
+	var l Lease
+	err := s.release(ctx, id, &l)
+	return l, err
+}
+
+// release is Release storing the lease in *out, which the Manager calls
+// directly.
+func (s *MemoryStore) release(ctx context.Context, id string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
-		return Lease{}, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retire()
 	r, err := s.find(id)
 	if err != nil {
-		return Lease{}, err
+		return err
 	}
 	s.remove(r.heap)
 	s.unlink(r)
 	delete(s.records, id)
-	l := r.l
+	*out = r.l
 	s.free(r)
-	return l, nil
+	return nil
 }
 
 // Get implements Store.
