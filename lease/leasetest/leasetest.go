@@ -503,29 +503,35 @@ func testCanceledContext(t *testing.T, e *env) {
 	e.usage(t, 1, 1)
 }
 
+// testHeartbeat keeps 1.5 units or more of margin wherever a delay could
+// make a live lease look expired (a loaded server can stretch the two round
+// trips between the heartbeat's stamp and the Get's clock read well past
+// half a unit); the expired check errs the safe way.
 func testHeartbeat(t *testing.T, e *env) {
 	a := e.args("alice", 5, 2)
-	a.Grace = 2 * e.u
+	a.Grace = 4 * e.u
 	l := e.grant(t, a)
-	e.wait(t, 1)
+	e.wait(t, 2)
 	h, err := e.s.Heartbeat(e.ctx, l.ID)
 	if err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
-	if d := h.HeartbeatAt.Sub(l.HeartbeatAt); d < e.u-tolerance {
-		t.Errorf("HeartbeatAt moved by %v, want ≥ %v", d, e.u)
+	if d := h.HeartbeatAt.Sub(l.HeartbeatAt); d < 2*e.u-tolerance {
+		t.Errorf("HeartbeatAt moved by %v, want ≥ %v", d, 2*e.u)
 	}
 	want := l
 	want.HeartbeatAt = h.HeartbeatAt
 	sameLease(t, "Heartbeat", h, want) // only HeartbeatAt changed
-	e.wait(t, 1.5)                     // 1.5 units after the heartbeat: live
+	// 2.5 units after the heartbeat, 4.5 or more after the grant: past the
+	// first heartbeat deadline (4), so only the heartbeat keeps it live.
+	e.wait(t, 2.5)
 	g, err := e.s.Get(e.ctx, l.ID)
 	if err != nil {
-		t.Fatalf("Get 1.5 units after heartbeat (grace 2): %v", err)
+		t.Fatalf("Get 2.5 units after heartbeat (grace 4): %v", err)
 	}
 	sameLease(t, "Get", g, h)
 	e.usage(t, 2, 1)
-	e.wait(t, 1) // 2.5 units after the heartbeat: expired by grace
+	e.wait(t, 2) // 4.5 units after the heartbeat: expired by grace
 	e.gone(t, l.ID, lease.ErrExpired)
 	e.gone(t, l.ID, lease.ErrExpired) // still expired: nothing resurrected it
 	e.usage(t, 0, 0)
