@@ -91,15 +91,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 		HealthCheckInterval: -1,
 		DestroyTimeout:      2 * time.Second,
 	}
-	var pools []*pool.Pool[box]
-	for i, inv := range []*redispool.Inventory{invA, invB} {
-		o := opts
-		o.Inventory, o.Instance = inv, fmt.Sprintf("gw-%d", i)
-		o.OnEvent = prov.onEvent(o.Instance)
-		p, err := pool.New[box](prov, o)
-		require.NoError(t, err)
-		pools = append(pools, p)
-	}
+	pools := startPools(t, prov, []*redispool.Inventory{invA, invB}, opts)
 	defer closeAll(t, pools)
 
 	stop := make(chan struct{})

@@ -24,17 +24,24 @@ const minIdle, maxIdle = 2, 4
 func newFleet(t *testing.T, r *testenv.Redis, prov *provider, n int, opts pool.Options) ([]*pool.Pool[box], []*redispool.Inventory) {
 	t.Helper()
 	invs := openViews(t, r, n)
-	pools := make([]*pool.Pool[box], n)
-	for i := range pools {
+	return startPools(t, prov, invs, opts), invs
+}
+
+// startPools starts one pool instance "gw-<i>" on prov per inventory, with
+// opts and prov's event recorder. Close is the caller's.
+func startPools(t *testing.T, prov *provider, invs []*redispool.Inventory, opts pool.Options) []*pool.Pool[box] {
+	t.Helper()
+	pools := make([]*pool.Pool[box], len(invs))
+	for i, inv := range invs {
 		o := opts
-		o.Inventory = invs[i]
+		o.Inventory = inv
 		o.Instance = fmt.Sprintf("gw-%d", i)
 		o.OnEvent = prov.onEvent(o.Instance)
 		p, err := pool.New[box](prov, o)
 		require.NoError(t, err)
 		pools[i] = p
 	}
-	return pools, invs
+	return pools
 }
 
 func closeAll(t *testing.T, pools []*pool.Pool[box]) {
