@@ -1,0 +1,55 @@
+// Package errs holds the error helpers every ttlkit package shares: invalid
+// options and arguments, and backend errors wrapped with the operation and
+// the caller's cancellation.
+package errs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// invalid is an error whose message is exactly what the caller wrote (it
+// names the field or argument and its value) and that matches the package's
+// ErrInvalid sentinel.
+type invalid struct {
+	msg      string
+	sentinel error
+}
+
+func (e *invalid) Error() string { return e.msg }
+func (e *invalid) Unwrap() error { return e.sentinel }
+
+// Invalid returns an error with the formatted message that matches sentinel
+// with errors.Is. The message should start with the package name and name
+// the field or argument the user set: "pool: MinIdle (5) > MaxSize (2)".
+// An argument of format that is an error is not wrapped; use %v for it.
+func Invalid(sentinel error, format string, args ...any) error {
+	return &invalid{msg: fmt.Sprintf(format, args...), sentinel: sentinel}
+}
+
+// Wrap prefixes a backend error with the package and operation:
+// "redisttl: peek: <err>". When ctx has ended, context.Cause(ctx) is wrapped
+// too and reported first, so callers can tell their own cancellation from a
+// backend failure with errors.Is. A nil err stays nil.
+func Wrap(ctx context.Context, pkg, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		if !errors.Is(err, cause) {
+			return fmt.Errorf("%s: %s: %w: %w", pkg, op, cause, err)
+		}
+	}
+	return fmt.Errorf("%s: %s: %w", pkg, op, err)
+}
+
+// Canceled returns a wrapped context.Cause(ctx) if ctx has ended, else nil:
+// a call checks it first so that a dead context sends nothing.
+func Canceled(ctx context.Context, pkg, op string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", pkg, op, context.Cause(ctx))
+}

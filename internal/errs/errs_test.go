@@ -1,0 +1,46 @@
+package errs
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+var errInvalid = errors.New("pkg: invalid argument")
+
+func TestInvalid(t *testing.T) {
+	err := Invalid(errInvalid, "pkg: MinIdle (%d) > MaxSize (%d)", 5, 2)
+	if err.Error() != "pkg: MinIdle (5) > MaxSize (2)" {
+		t.Errorf("message %q", err)
+	}
+	if !errors.Is(err, errInvalid) {
+		t.Error("does not match its sentinel")
+	}
+}
+
+func TestWrap(t *testing.T) {
+	backend := errors.New("connection reset")
+	if Wrap(context.Background(), "pkg", "op", nil) != nil {
+		t.Error("Wrap(nil) is not nil")
+	}
+	err := Wrap(context.Background(), "pkg", "op", backend)
+	if err.Error() != "pkg: op: connection reset" || !errors.Is(err, backend) {
+		t.Errorf("Wrap = %v", err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("shutting down")
+	cancel(stop)
+	err = Wrap(ctx, "pkg", "op", backend)
+	if !errors.Is(err, stop) || !errors.Is(err, backend) {
+		t.Errorf("Wrap on a cancelled ctx = %v, want both the cause and the backend error", err)
+	}
+	if errors.Is(Wrap(context.Background(), "pkg", "op", backend), context.Canceled) {
+		t.Error("a live ctx's error matches context.Canceled")
+	}
+	if err := Canceled(ctx, "pkg", "op"); !errors.Is(err, stop) {
+		t.Errorf("Canceled = %v", err)
+	}
+	if Canceled(context.Background(), "pkg", "op") != nil {
+		t.Error("Canceled on a live ctx is not nil")
+	}
+}
