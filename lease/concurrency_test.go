@@ -118,7 +118,7 @@ func TestConcurrentGrantsNeverOversubscribe(t *testing.T) {
 					l, err := m.Grant(ctx, lease.Request{Holder: fmt.Sprint("u", w), Cost: 2, Fallback: []int{1}})
 					if err != nil {
 						var re *lease.RejectedError
-						if !errors.As(err, &re) || re.Reason != lease.OverCapacity {
+						if !errors.As(err, &re) || re.Reason != lease.ReasonOverCapacity {
 							t.Errorf("Grant: %v", err)
 						}
 						continue

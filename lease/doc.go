@@ -4,8 +4,8 @@
 // units. A lease lives until its absolute ExpiresAt or until its heartbeat
 // grace runs out, whichever comes first; heartbeats move only the latter.
 // Grant is one atomic decision in the Store, in this order: the admission gate
-// (Overloaded), one live lease per holder (HolderHasLease), then the budget
-// (OverCapacity). Rejections are *RejectedError values that match
+// (ReasonOverloaded), one live lease per holder (ReasonHolderHasLease), then the
+// budget (ReasonOverCapacity). Rejections are *RejectedError values that match
 // ErrOverloaded, ErrHolderHasLease and ErrOverCapacity with errors.Is. A
 // request may list fallback costs (main stream 2 units, else sub stream 1),
 // and every grant carries a fencing token that only grows.

@@ -19,40 +19,42 @@ var (
 	// stored when it is returned.
 	ErrInvalid = errors.New("lease: invalid request")
 
-	// ErrOverloaded matches a *RejectedError whose Reason is Overloaded.
+	// ErrOverloaded matches a *RejectedError whose Reason is
+	// ReasonOverloaded.
 	ErrOverloaded = errors.New("lease: rejected: overloaded")
 	// ErrHolderHasLease matches a *RejectedError whose Reason is
-	// HolderHasLease.
+	// ReasonHolderHasLease.
 	ErrHolderHasLease = errors.New("lease: rejected: holder already has a lease")
-	// ErrOverCapacity matches a *RejectedError whose Reason is OverCapacity.
+	// ErrOverCapacity matches a *RejectedError whose Reason is
+	// ReasonOverCapacity.
 	ErrOverCapacity = errors.New("lease: rejected: over capacity")
 )
 
-// Reason says why a grant was rejected. The values are stable strings,
-// suitable for an API error code.
+// Reason says why a grant was refused. The values are stable lower_snake
+// strings, usable as an API error code or a metric label.
 type Reason string
 
 // The rejection reasons, in the order a grant checks them.
 const (
-	// Overloaded: the admission gate reported overload (seed 003's
-	// SYSTEM_OVERLOAD).
-	Overloaded Reason = "overloaded"
-	// HolderHasLease: one lease per holder is on and the holder already has
-	// a live lease (USER_ALREADY_HAS_MODAL).
-	HolderHasLease Reason = "holder_has_lease"
-	// OverCapacity: no requested cost fits in the budget left
+	// ReasonOverloaded: the admission gate reported overload (a camera
+	// admission server's SYSTEM_OVERLOAD).
+	ReasonOverloaded Reason = "overloaded"
+	// ReasonHolderHasLease: one lease per holder is on and the holder
+	// already has a live lease (USER_ALREADY_HAS_MODAL).
+	ReasonHolderHasLease Reason = "holder_has_lease"
+	// ReasonOverCapacity: no requested cost fits in the budget left
 	// (OVER_CAPACITY).
-	OverCapacity Reason = "over_capacity"
+	ReasonOverCapacity Reason = "over_capacity"
 )
 
 // sentinel returns the sentinel error the reason matches.
 func (r Reason) sentinel() error {
 	switch r {
-	case Overloaded:
+	case ReasonOverloaded:
 		return ErrOverloaded
-	case HolderHasLease:
+	case ReasonHolderHasLease:
 		return ErrHolderHasLease
-	case OverCapacity:
+	case ReasonOverCapacity:
 		return ErrOverCapacity
 	}
 	return nil
@@ -68,18 +70,18 @@ type RejectedError struct {
 	// moment of the decision, whatever the reason.
 	Available int
 	// Existing is the id of the holder's live lease when Reason is
-	// HolderHasLease, else empty.
+	// ReasonHolderHasLease, else empty.
 	Existing string
 }
 
 // Error implements error.
 func (e *RejectedError) Error() string {
 	switch e.Reason {
-	case HolderHasLease:
+	case ReasonHolderHasLease:
 		return fmt.Sprintf("lease: rejected: holder already has lease %s", e.Existing)
-	case OverCapacity:
+	case ReasonOverCapacity:
 		return fmt.Sprintf("lease: rejected: over capacity (%d units available)", e.Available)
-	case Overloaded:
+	case ReasonOverloaded:
 		return "lease: rejected: overloaded"
 	}
 	return fmt.Sprintf("lease: rejected: %s", string(e.Reason))

@@ -5,37 +5,39 @@ import (
 	"time"
 )
 
-// EventKind says what happened to a lease.
+// EventKind says what happened to a lease. The zero value is no kind.
 type EventKind int
 
 // The event kinds.
 const (
-	// Granted: a lease was granted.
-	Granted EventKind = iota + 1
-	// Rejected: a grant was refused; Event.Reason says why and Event.Lease
-	// holds only the request's Holder and Resource.
-	Rejected
-	// Heartbeat: a heartbeat succeeded.
-	Heartbeat
-	// Released: the lease was released.
-	Released
-	// Expired: a sweep reclaimed an expired lease. Each expired lease gives
-	// exactly one Expired event among all Managers sharing the store.
-	Expired
+	// EventGranted: a lease was granted.
+	EventGranted EventKind = iota + 1
+	// EventRejected: a grant was refused; Event.Reason says why and
+	// Event.Lease holds only the request's Holder and Resource.
+	EventRejected
+	// EventHeartbeat: a heartbeat succeeded.
+	EventHeartbeat
+	// EventReleased: the lease was released.
+	EventReleased
+	// EventExpired: a sweep reclaimed an expired lease. Each expired lease
+	// gives exactly one EventExpired among all Managers sharing the store.
+	EventExpired
 )
 
-// String returns the kind in lower case ("granted", ...).
+// String returns a stable lower_snake name ("granted", "rejected",
+// "heartbeat", "released", "expired"), usable as a log field or metric
+// label, and "EventKind(N)" for an unknown kind.
 func (k EventKind) String() string {
 	switch k {
-	case Granted:
+	case EventGranted:
 		return "granted"
-	case Rejected:
+	case EventRejected:
 		return "rejected"
-	case Heartbeat:
+	case EventHeartbeat:
 		return "heartbeat"
-	case Released:
+	case EventReleased:
 		return "released"
-	case Expired:
+	case EventExpired:
 		return "expired"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
@@ -43,12 +45,13 @@ func (k EventKind) String() string {
 
 // Event is one lifecycle event, as delivered to Options.OnEvent.
 type Event struct {
+	// Kind says what happened.
 	Kind EventKind
-	// Lease is the lease as the store returned it (for Expired, as it was
-	// when it expired).
+	// Lease is the lease as the store returned it (for EventExpired, as it
+	// was when it expired).
 	Lease Lease
-	// Reason is the rejection reason for Rejected events, else empty.
+	// Reason is why the grant was refused, for EventRejected; else empty.
 	Reason Reason
-	// Time is when the Manager observed the event (Manager clock).
+	// Time is when the Manager observed the event, on its Options.Clock.
 	Time time.Time
 }

@@ -117,8 +117,8 @@ func (m *Manager) isClosed() bool {
 }
 
 // Grant asks the store for a lease. The decision is one atomic step in the
-// store, in this order: the Gate (Overloaded), one live lease per holder
-// (HolderHasLease), the budget (OverCapacity); a refusal is a
+// store, in this order: the Gate (ReasonOverloaded), one live lease per
+// holder (ReasonHolderHasLease), the budget (ReasonOverCapacity); a refusal is a
 // *RejectedError. Bad input (empty holder, a cost ≤ 0 or above the budget,
 // negative TTL or Grace) returns an error wrapping ErrInvalid and stores
 // nothing.
@@ -164,15 +164,15 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		switch {
 		case errors.As(err, &re):
 			switch re.Reason {
-			case Overloaded:
+			case ReasonOverloaded:
 				m.stats.rejOverloaded.Add(1)
-			case HolderHasLease:
+			case ReasonHolderHasLease:
 				m.stats.rejHolder.Add(1)
-			case OverCapacity:
+			case ReasonOverCapacity:
 				m.stats.rejCapacity.Add(1)
 			}
 			if m.events != nil {
-				m.emit(Event{Kind: Rejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
+				m.emit(Event{Kind: EventRejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
 			}
 		case errors.Is(err, ErrInvalid):
 			m.stats.invalid.Add(1)
@@ -183,7 +183,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	}
 	m.stats.granted.Add(1)
 	if m.events != nil {
-		m.emit(Event{Kind: Granted, Lease: l})
+		m.emit(Event{Kind: EventGranted, Lease: l})
 	}
 	return l, nil
 }
@@ -263,7 +263,7 @@ func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, erro
 	}
 	m.stats.heartbeats.Add(1)
 	if m.events != nil {
-		m.emit(Event{Kind: Heartbeat, Lease: l})
+		m.emit(Event{Kind: EventHeartbeat, Lease: l})
 	}
 	return l.Remaining(l.HeartbeatAt), nil
 }
@@ -292,7 +292,7 @@ func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
 	}
 	m.stats.released.Add(1)
 	if m.events != nil {
-		m.emit(Event{Kind: Released, Lease: l})
+		m.emit(Event{Kind: EventReleased, Lease: l})
 	}
 	return l, nil
 }
@@ -336,7 +336,7 @@ func (m *Manager) Usage(ctx context.Context) (Usage, error) {
 	return Usage{Units: units, Leases: n, Budget: m.budget, Available: max(m.budget-units, 0)}, nil
 }
 
-// Sweep reclaims the records of expired leases, fires one Expired event per
+// Sweep reclaims the records of expired leases, fires one EventExpired per
 // lease, refreshes the Stats gauges and returns how many it reclaimed. The
 // background loop calls it every SweepInterval. Expired leases are absent for
 // every read and for the budget whether or not Sweep has run.
@@ -354,7 +354,7 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 				m.stats.expiredLapsed.Add(1)
 			}
 			if m.events != nil {
-				m.emit(Event{Kind: Expired, Lease: l})
+				m.emit(Event{Kind: EventExpired, Lease: l})
 			}
 		}
 		if err != nil {

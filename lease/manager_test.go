@@ -113,7 +113,7 @@ func TestSeed003(t *testing.T) {
 		assert.Equal(t, 0, re.Available)
 		_, err = m.Grant(ctx, main("a"))
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, lease.HolderHasLease, re.Reason)
+		assert.Equal(t, lease.ReasonHolderHasLease, re.Reason)
 		assert.Equal(t, leases[0].ID, re.Existing)
 		g.over.Store(true)
 		_, err = m.Grant(ctx, main("a"))

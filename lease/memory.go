@@ -92,11 +92,11 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 	}
 	available := max(a.Budget-s.used, 0)
 	if a.Overloaded {
-		return &RejectedError{Reason: Overloaded, Available: available}
+		return &RejectedError{Reason: ReasonOverloaded, Available: available}
 	}
 	h := s.byHolder[a.Holder] // the holder's newest live lease, if any
 	if a.OnePerHolder && h != nil {
-		return &RejectedError{Reason: HolderHasLease, Available: available, Existing: h.l.ID}
+		return &RejectedError{Reason: ReasonHolderHasLease, Available: available, Existing: h.l.ID}
 	}
 	cost := 0
 	for _, c := range costs {
@@ -106,7 +106,7 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 		}
 	}
 	if cost == 0 {
-		return &RejectedError{Reason: OverCapacity, Available: available}
+		return &RejectedError{Reason: ReasonOverCapacity, Available: available}
 	}
 	s.token++
 	r := s.alloc()

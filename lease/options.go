@@ -50,7 +50,7 @@ type Options struct {
 	// which is on by default.
 	AllowMultiplePerHolder bool
 	// Gate, if set, is asked before every grant; while it reports
-	// Overloaded, grants are rejected with reason Overloaded.
+	// Overloaded, grants are rejected with ReasonOverloaded.
 	Gate Gate
 	// Clock is the Manager's time source: the sweep ticker and KeepAlive's
 	// local deadlines. Nil means real time. Lease decisions use the store's

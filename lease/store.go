@@ -45,11 +45,11 @@ type Store interface {
 	// store's current time now. Let used be the summed Cost of the leases
 	// live at now and available = a.Budget − used. In this order:
 	//
-	//  1. a.Overloaded → *RejectedError{Reason: Overloaded}.
+	//  1. a.Overloaded → *RejectedError{Reason: ReasonOverloaded}.
 	//  2. a.OnePerHolder and a.Holder has a lease live at now →
-	//     *RejectedError{Reason: HolderHasLease, Existing: that lease's ID}.
+	//     *RejectedError{Reason: ReasonHolderHasLease, Existing: that lease's ID}.
 	//  3. The first cost in a.Costs with cost ≤ available is granted; if
-	//     none fits → *RejectedError{Reason: OverCapacity}.
+	//     none fits → *RejectedError{Reason: ReasonOverCapacity}.
 	//
 	// Every *RejectedError carries Available = available at now (never
 	// negative). A granted lease has ID a.ID, Holder, Resource, the chosen

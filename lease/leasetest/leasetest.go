@@ -152,8 +152,8 @@ func rejected(t *testing.T, err error, reason lease.Reason, available int, exist
 			re.Reason, re.Available, re.Existing, reason, available, existing)
 	}
 	for r, s := range map[lease.Reason]error{
-		lease.Overloaded: lease.ErrOverloaded, lease.HolderHasLease: lease.ErrHolderHasLease,
-		lease.OverCapacity: lease.ErrOverCapacity,
+		lease.ReasonOverloaded: lease.ErrOverloaded, lease.ReasonHolderHasLease: lease.ErrHolderHasLease,
+		lease.ReasonOverCapacity: lease.ErrOverCapacity,
 	} {
 		if errors.Is(err, s) != (r == reason) {
 			t.Errorf("errors.Is(%v, %v) = %v", err, s, !(r == reason))
@@ -289,15 +289,15 @@ func testDecisionOrder(t *testing.T, e *env) {
 	r := e.args("alice", budget, 1)
 	r.Overloaded = true
 	_, err := e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.Overloaded, 0, "")
+	rejected(t, err, lease.ReasonOverloaded, 0, "")
 
 	// Holder and budget fail: the holder rule decides.
 	_, err = e.s.Grant(e.ctx, e.args("alice", budget, 1))
-	rejected(t, err, lease.HolderHasLease, 0, a.ID)
+	rejected(t, err, lease.ReasonHolderHasLease, 0, a.ID)
 
 	// Only the budget fails.
 	_, err = e.s.Grant(e.ctx, e.args("bob", budget, 1))
-	rejected(t, err, lease.OverCapacity, 0, "")
+	rejected(t, err, lease.ReasonOverCapacity, 0, "")
 
 	// Overloaded with budget to spare still reports what is available.
 	if _, err := e.s.Release(e.ctx, a.ID); err != nil {
@@ -306,12 +306,12 @@ func testDecisionOrder(t *testing.T, e *env) {
 	r = e.args("bob", budget, 1)
 	r.Overloaded = true
 	_, err = e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.Overloaded, 3, "")
+	rejected(t, err, lease.ReasonOverloaded, 3, "")
 	b := e.grant(t, e.args("bob", budget, 1))
 	_, err = e.s.Grant(e.ctx, e.args("bob", budget, 1))
-	rejected(t, err, lease.HolderHasLease, 2, b.ID)
+	rejected(t, err, lease.ReasonHolderHasLease, 2, b.ID)
 	_, err = e.s.Grant(e.ctx, e.args("carol", budget, 3))
-	rejected(t, err, lease.OverCapacity, 2, "")
+	rejected(t, err, lease.ReasonOverCapacity, 2, "")
 	e.usage(t, 1, 1)
 }
 
@@ -323,12 +323,12 @@ func testOnePerHolderOff(t *testing.T, e *env) {
 	e.grant(t, a)
 	a.ID = lease.NewID()
 	_, err := e.s.Grant(e.ctx, a)
-	rejected(t, err, lease.OverCapacity, 0, "")
+	rejected(t, err, lease.ReasonOverCapacity, 0, "")
 	e.usage(t, 4, 2)
 	// With the rule on again, the holder's live leases count.
 	_, err = e.s.Grant(e.ctx, e.args("alice", 4, 1))
 	var re *lease.RejectedError
-	if !errors.As(err, &re) || re.Reason != lease.HolderHasLease || re.Existing == "" {
+	if !errors.As(err, &re) || re.Reason != lease.ReasonHolderHasLease || re.Existing == "" {
 		t.Errorf("error = %v, want HolderHasLease naming one of alice's leases", err)
 	}
 }
@@ -344,7 +344,7 @@ func testFallbackCosts(t *testing.T, e *env) {
 		t.Errorf("second grant cost %d, want the fallback 1", y.Cost)
 	}
 	_, err := e.s.Grant(e.ctx, e.args("z", budget, 2, 1))
-	rejected(t, err, lease.OverCapacity, 0, "")
+	rejected(t, err, lease.ReasonOverCapacity, 0, "")
 	if _, err := e.s.Release(e.ctx, y.ID); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -362,13 +362,13 @@ func testFallbackCosts(t *testing.T, e *env) {
 func testBudgetPerCall(t *testing.T, e *env) {
 	a := e.grant(t, e.args("a", 10, 4))
 	_, err := e.s.Grant(e.ctx, e.args("b", 3, 1))
-	rejected(t, err, lease.OverCapacity, 0, "")
+	rejected(t, err, lease.ReasonOverCapacity, 0, "")
 	r := e.args("b", 3, 1)
 	r.Overloaded = true
 	_, err = e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.Overloaded, 0, "")
+	rejected(t, err, lease.ReasonOverloaded, 0, "")
 	_, err = e.s.Grant(e.ctx, e.args("a", 3, 1))
-	rejected(t, err, lease.HolderHasLease, 0, a.ID)
+	rejected(t, err, lease.ReasonHolderHasLease, 0, a.ID)
 	e.grant(t, e.args("b", 6, 2))
 	e.usage(t, 6, 2)
 }
@@ -691,7 +691,7 @@ func testConcurrentGrants(t *testing.T, e *env) {
 				}
 				tokens[l.Token] = true
 				mu.Unlock()
-			case errors.As(err, &re) && re.Reason == lease.OverCapacity:
+			case errors.As(err, &re) && re.Reason == lease.ReasonOverCapacity:
 				// Cost 1 did not fit: nothing was left at that moment.
 				if re.Available != 0 {
 					t.Errorf("OverCapacity with %d available for cost 1", re.Available)
@@ -729,7 +729,7 @@ func testConcurrentSameHolder(t *testing.T, e *env) {
 			switch {
 			case err == nil:
 				winners = append(winners, l.ID)
-			case errors.As(err, &re) && re.Reason == lease.HolderHasLease:
+			case errors.As(err, &re) && re.Reason == lease.ReasonHolderHasLease:
 				existing = append(existing, re.Existing)
 			default:
 				t.Errorf("Grant: %v", err)

@@ -160,7 +160,7 @@ func TestManagersWithExpiry(t *testing.T) {
 			Store: newStore(t, c, storePrefix(r)),
 			TTL:   400 * time.Millisecond, Grace: 60 * time.Millisecond, SweepInterval: 15 * time.Millisecond,
 			OnEvent: func(e lease.Event) {
-				if e.Kind == lease.Expired {
+				if e.Kind == lease.EventExpired {
 					mu.Lock()
 					expired[e.Lease.ID]++
 					mu.Unlock()

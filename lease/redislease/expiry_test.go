@@ -32,7 +32,7 @@ func TestAbandonedHolderLosesLease(t *testing.T) {
 	other := newManager(t, 2, lease.Options{
 		Store: newStore(t, r.NewClient(t), storePrefix(r)), Grace: grace, SweepInterval: 20 * time.Millisecond,
 		OnEvent: func(e lease.Event) {
-			if e.Kind == lease.Expired {
+			if e.Kind == lease.EventExpired {
 				mu.Lock()
 				expired = append(expired, e.Lease)
 				mu.Unlock()

@@ -339,7 +339,7 @@ func TestHolderIndex(t *testing.T) {
 		t.Helper()
 		_, err := s.Grant(ctx, args("alice", 10, time.Minute, time.Minute))
 		var re *lease.RejectedError
-		if errors.As(err, &re) && re.Reason == lease.HolderHasLease {
+		if errors.As(err, &re) && re.Reason == lease.ReasonHolderHasLease {
 			return re.Existing
 		}
 		require.NoError(t, err, "want HolderHasLease or a grant")

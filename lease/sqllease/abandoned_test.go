@@ -26,7 +26,7 @@ func testAbandoned(t *testing.T, s lease.Store) {
 	m, err := lease.New(3, lease.Options{
 		Store: s, TTL: time.Minute, Grace: grace, ManualSweep: true,
 		OnEvent: func(e lease.Event) {
-			if e.Kind == lease.Expired {
+			if e.Kind == lease.EventExpired {
 				mu.Lock()
 				expired = append(expired, e.Lease.ID)
 				mu.Unlock()

@@ -532,9 +532,9 @@ func stepGrant(s state, in input, out output) []any {
 	cost := 0
 	switch {
 	case a.Overloaded:
-		reason = lease.Overloaded
+		reason = lease.ReasonOverloaded
 	case a.OnePerHolder && (len(holderLeases) > 0 || holderPhantom):
-		reason = lease.HolderHasLease
+		reason = lease.ReasonHolderHasLease
 	default:
 		for _, c := range a.Costs {
 			if c <= available {
@@ -543,7 +543,7 @@ func stepGrant(s state, in input, out output) []any {
 			}
 		}
 		if cost == 0 {
-			reason = lease.OverCapacity
+			reason = lease.ReasonOverCapacity
 		}
 	}
 	switch out.outcome {
@@ -552,7 +552,7 @@ func stepGrant(s state, in input, out output) []any {
 		if r.Reason != reason || r.Available != available {
 			return nil
 		}
-		if reason == lease.HolderHasLease {
+		if reason == lease.ReasonHolderHasLease {
 			if _, known := s.find(r.Existing); !slices.Contains(holderLeases, r.Existing) && (known || !holderPhantom) {
 				return nil
 			}
