@@ -31,7 +31,7 @@ func TestGrantSendTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := New(10, Options{Store: NewMemoryStore(tc.store), Clock: mc, ManualSweep: true})
 			require.NoError(t, err)
-			defer func() { require.NoError(t, m.Close()) }()
+			defer func() { require.NoError(t, m.Close(context.Background())) }()
 			l, err := m.Grant(context.Background(), Request{Holder: "h", Cost: 1})
 			require.NoError(t, err)
 			assert.True(t, l.CreatedAt.Equal(tc.store.Now()), "CreatedAt %v", l.CreatedAt)

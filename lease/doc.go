@@ -22,7 +22,7 @@
 // KeepAlive heartbeats a lease in the background and reports its loss as soon
 // as its own conservative deadline passes, without waiting for the server.
 //
-// Files: lease.go (the Lease type), store.go (the Store contract),
-// memory.go (MemoryStore), manager.go (Manager), options.go, keepalive.go,
-// event.go, stats.go and errors.go.
+// Files: lease.go (the Lease type), store.go (the Store contract), memory.go
+// (MemoryStore), manager.go (Manager), sweep.go (Sweep and its loop),
+// keepalive.go, options.go, event.go, stats.go and errors.go.
 package lease

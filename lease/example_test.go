@@ -16,7 +16,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 
 	req := lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
 	l, err := m.Grant(ctx, req)
@@ -54,7 +54,7 @@ func Example() {
 func ExampleManager_KeepAlive() {
 	ctx := context.Background()
 	m, _ := lease.New(10, lease.Options{})
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 	l, _ := m.Grant(ctx, lease.Request{Holder: "worker-1", Cost: 1})
 
 	k := m.KeepAlive(ctx, l, 0) // every Grace/3

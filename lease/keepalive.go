@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -23,20 +22,26 @@ var ErrLost = errors.New("lease: lost")
 // running at the same rate); the KeepAlive gives up first and never claims a
 // lease the store has already dropped. A heartbeat still in flight at the
 // deadline is abandoned.
+//
+// A KeepAlive runs on a goroutine of its own until the lease is lost or it
+// is stopped (Close, a Release through the Manager, the Manager's Close, the
+// end of its context).
 type KeepAlive struct {
 	m        *Manager
 	id       string
 	grace    time.Duration
 	interval time.Duration
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
-	err  error // set before done is closed
+	// stop ends when the KeepAlive is told to stop; it also cancels a
+	// heartbeat in flight.
+	stop    context.Context
+	stopNow context.CancelFunc
+	done    chan struct{}
+	err     error // set before done is closed
 }
 
 // KeepAlive starts heartbeating l every interval (0 means l.Grace / 3) until
-// the lease is lost, released through m, m is closed, ctx ends or Stop is
+// the lease is lost, released through m, m is closed, ctx ends or Close is
 // called. The first heartbeat is sent at once. Until it returns, the lease
 // is trusted for what l had left at its HeartbeatAt, counted from when m
 // sent the Grant that returned l; for a Lease from elsewhere (Get, List, a
@@ -46,7 +51,8 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
 	}
-	k := &KeepAlive{m: m, id: l.ID, grace: l.Grace, interval: interval, stop: make(chan struct{}), done: make(chan struct{})}
+	k := &KeepAlive{m: m, id: l.ID, grace: l.Grace, interval: interval, done: make(chan struct{})}
+	k.stop, k.stopNow = context.WithCancel(context.Background())
 	// Until the first heartbeat returns, trust the lease for what the grant
 	// left, counted from when it was sent (the store granted it no earlier).
 	start := l.sent
@@ -81,8 +87,8 @@ func (k *KeepAlive) ID() string { return k.id }
 // Done is closed when the KeepAlive stops, for whatever reason.
 func (k *KeepAlive) Done() <-chan struct{} { return k.done }
 
-// Err returns nil while the KeepAlive runs and after Stop or a Release of the
-// lease through the Manager; an error matching ErrLost (and wrapping the
+// Err returns nil while the KeepAlive runs and after Close or a Release of
+// the lease through the Manager; an error matching ErrLost (and wrapping the
 // cause, such as ErrExpired) if the lease was lost; ErrClosed if the Manager
 // was closed; the context's error if ctx ended.
 func (k *KeepAlive) Err() error {
@@ -94,18 +100,26 @@ func (k *KeepAlive) Err() error {
 	}
 }
 
-// Stop stops heartbeating, leaving the lease to expire unless released, and
-// waits for the KeepAlive's goroutine. It is idempotent.
-func (k *KeepAlive) Stop() {
+// Close stops heartbeating, leaving the lease to expire unless released:
+// it cancels a heartbeat in flight and waits for the KeepAlive's goroutine
+// until ctx ends; then it returns an error that wraps context.Cause(ctx).
+// Err stays nil unless the lease was lost before. Close is idempotent: a
+// later call waits the same way and returns nil once the goroutine has
+// stopped.
+func (k *KeepAlive) Close(ctx context.Context) error {
 	k.signal()
-	<-k.done
+	select {
+	case <-k.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("lease: close KeepAlive of %s: heartbeat still running: %w", k.id, context.Cause(ctx))
+	}
 }
 
-func (k *KeepAlive) signal() {
-	k.once.Do(func() { close(k.stop) })
-}
+func (k *KeepAlive) signal() { k.stopNow() }
 
 func (k *KeepAlive) finish(err error) {
+	k.stopNow() // release the stop context
 	k.err = err
 	close(k.done)
 }
@@ -122,7 +136,7 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 	)
 	for {
 		select {
-		case <-k.stop:
+		case <-k.stop.Done():
 			return nil
 		case <-k.m.closing:
 			return ErrClosed
@@ -136,15 +150,20 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 		if !sent.Before(deadline) {
 			return k.lost(last, capped)
 		}
-		// The heartbeat ends at the local deadline, or when the Manager
-		// closes, whatever the store does.
+		// The heartbeat ends at the local deadline, when the KeepAlive is
+		// stopped or when the Manager closes, whatever the store does.
 		hctx, cancel := c.WithDeadline(ctx, deadline)
-		unhook := context.AfterFunc(k.m.ctx, cancel)
+		unhookManager := context.AfterFunc(k.m.ctx, cancel)
+		unhookStop := context.AfterFunc(k.stop, cancel)
 		rem, err := k.m.Heartbeat(hctx, k.id)
-		unhook()
+		unhookStop()
+		unhookManager()
 		cancel()
 		if err != nil && k.m.isClosed() {
 			return ErrClosed
+		}
+		if err != nil && k.stop.Err() != nil {
+			return nil // stopped or released meanwhile
 		}
 		switch {
 		case err == nil:
@@ -153,11 +172,6 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 			next.Reset(k.interval)
 			continue
 		case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound):
-			select {
-			case <-k.stop: // stopped or released meanwhile
-				return nil
-			default:
-			}
 			return fmt.Errorf("%w: %w", ErrLost, err)
 		case errors.Is(err, ErrClosed):
 			return ErrClosed

@@ -36,13 +36,15 @@ func (f *faulty) Heartbeat(ctx context.Context, id string) (lease.Lease, error) 
 	return f.Store.Heartbeat(ctx, id)
 }
 
-func seedManager(t *testing.T, s lease.Store) *lease.Manager {
+// newCamerasManager returns a Manager as a camera admission server runs it:
+// 35 units, the default TTL and grace, sweeps by hand.
+func newCamerasManager(t *testing.T, s lease.Store) *lease.Manager {
 	return newManager(t, 35, lease.Options{Store: s, ManualSweep: true})
 }
 
 func TestKeepAliveUntilExpiresAt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := seedManager(t, nil)
+		m := newCamerasManager(t, nil)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 2})
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 30*time.Second)
@@ -62,13 +64,13 @@ func TestKeepAliveUntilExpiresAt(t *testing.T) {
 // is gone after the grace and its units come back.
 func TestAbandonedTab(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := seedManager(t, nil)
+		m := newCamerasManager(t, nil)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 35})
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 30*time.Second)
 		time.Sleep(100 * time.Second)
-		k.Stop()
-		k.Stop()
+		require.NoError(t, k.Close(ctx))
+		require.NoError(t, k.Close(ctx))
 		require.NoError(t, k.Err())
 		stopped := time.Now()
 		last := stopped.Add(-10 * time.Second) // heartbeats at 0, 30, 60, 90 s
@@ -85,7 +87,7 @@ func TestAbandonedTab(t *testing.T) {
 
 func TestKeepAliveStopsOnRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := seedManager(t, nil)
+		m := newCamerasManager(t, nil)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 0)
@@ -102,7 +104,7 @@ func TestKeepAliveStopsOnRelease(t *testing.T) {
 func TestKeepAliveLostElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := lease.NewMemoryStore(nil)
-		m1, m2 := seedManager(t, s), seedManager(t, s)
+		m1, m2 := newCamerasManager(t, s), newCamerasManager(t, s)
 		l, err := m1.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		k := m1.KeepAlive(ctx, l, 15*time.Second)
@@ -122,7 +124,7 @@ func TestKeepAliveLostElsewhere(t *testing.T) {
 func TestKeepAliveLocalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &faulty{Store: lease.NewMemoryStore(nil)}
-		m := seedManager(t, f)
+		m := newCamerasManager(t, f)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 30*time.Second)
@@ -141,7 +143,7 @@ func TestKeepAliveLocalDeadline(t *testing.T) {
 func TestKeepAliveRetriesStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &faulty{Store: lease.NewMemoryStore(nil)}
-		m := seedManager(t, f)
+		m := newCamerasManager(t, f)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 30*time.Second)
@@ -167,7 +169,7 @@ func TestKeepAliveRetriesStoreErrors(t *testing.T) {
 
 func TestKeepAliveContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := seedManager(t, nil)
+		m := newCamerasManager(t, nil)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		c, cancel := context.WithCancel(ctx)
@@ -187,7 +189,7 @@ func TestCloseStopsKeepAlives(t *testing.T) {
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 0)
 		time.Sleep(time.Minute)
-		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(ctx))
 		select {
 		case <-k.Done():
 		default:
@@ -212,7 +214,7 @@ func TestCloseCutsHangingHeartbeat(t *testing.T) {
 		time.Sleep(10 * time.Second) // the second heartbeat hangs
 		synctest.Wait()
 		start := time.Now()
-		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(ctx))
 		assert.Zero(t, time.Since(start), "Close waited for the store")
 		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
 	})
@@ -224,7 +226,7 @@ func TestCloseCutsHangingHeartbeat(t *testing.T) {
 func TestKeepAliveStartedLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &faulty{Store: lease.NewMemoryStore(nil)}
-		m := seedManager(t, f)
+		m := newCamerasManager(t, f)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		time.Sleep(40 * time.Second)
@@ -236,4 +238,57 @@ func TestKeepAliveStartedLate(t *testing.T) {
 		_, err = f.Store.Get(ctx, l.ID)
 		assert.ErrorIs(t, err, lease.ErrExpired, "the store agrees")
 	})
+}
+
+// TestKeepAliveCloseCutsHeartbeat: Close cancels a heartbeat hanging in the
+// store instead of waiting for the local deadline, and leaves Err nil.
+func TestKeepAliveCloseCutsHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &faulty{Store: lease.NewMemoryStore(nil)}
+		m := newCamerasManager(t, f)
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		f.mode.Store(1)
+		k := m.KeepAlive(ctx, l, 10*time.Second)
+		synctest.Wait() // the first heartbeat hangs
+		start := time.Now()
+		require.NoError(t, k.Close(ctx))
+		assert.Zero(t, time.Since(start), "Close waited for the store")
+		assert.NoError(t, k.Err())
+		_, err = m.Get(ctx, l.ID)
+		require.NoError(t, err, "the lease stays until its grace ends")
+	})
+}
+
+// TestKeepAliveCloseCtx: a KeepAlive whose goroutine cannot stop (its
+// Manager's store ignores cancellation) makes Close return the ctx's cause.
+func TestKeepAliveCloseCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stuckHeartbeat{Store: lease.NewMemoryStore(nil), release: make(chan struct{})}
+		m := newCamerasManager(t, s)
+		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		k := m.KeepAlive(ctx, l, 0)
+		synctest.Wait()
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err = k.Close(c)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), l.ID)
+		close(s.release)
+		require.NoError(t, k.Close(ctx))
+		assert.NoError(t, k.Err())
+	})
+}
+
+// stuckHeartbeat is a store whose Heartbeat ignores its context until
+// release is closed.
+type stuckHeartbeat struct {
+	lease.Store
+	release chan struct{}
+}
+
+func (s *stuckHeartbeat) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+	<-s.release
+	return s.Store.Heartbeat(ctx, id)
 }

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Request asks a Manager for a lease.
@@ -22,8 +26,9 @@ type Request struct {
 	// Cost is the preferred cost in budget units, 1..budget.
 	Cost int
 	// Fallback lists cheaper costs to take, in order, when Cost does not
-	// fit (seed 003: Cost 2 for the main stream, Fallback [1] for the sub
-	// stream). The granted Lease.Cost says which one was taken.
+	// fit (a camera admission server asks Cost 2 for the main stream with
+	// Fallback [1] for the sub stream). The granted Lease.Cost says which one
+	// was taken.
 	Fallback []int
 	// TTL and Grace override the Manager's defaults when > 0.
 	TTL, Grace time.Duration
@@ -51,7 +56,7 @@ type Manager struct {
 	clock    clock.Clock
 	log      *slog.Logger
 
-	events chan Event // nil without OnEvent
+	events *event.Queue[Event] // nil without OnEvent
 
 	mu         sync.Mutex
 	closed     bool
@@ -59,11 +64,14 @@ type Manager struct {
 	nKeep      atomic.Int32  // len(keepAlives), read without mu
 	closing    chan struct{} // closed by Close
 	wg         sync.WaitGroup
+	stopped    chan struct{}      // closed once wg is done, after Close
+	sweepDone  chan struct{}      // closed when the sweep loop returns; nil with ManualSweep
 	ctx        context.Context    // the Manager's own calls: the sweep loop, KeepAlive heartbeats
 	cancel     context.CancelFunc // cancels ctx, in Close
 
-	// evMu orders emit with Close: an event emitted once evClosed is set
-	// is counted as dropped instead of queued after the final drain.
+	// evMu orders emit with the event queue's Close: an event emitted once
+	// evClosed is set is counted as dropped instead of being sent to a
+	// closed queue.
 	evMu     sync.RWMutex
 	evClosed bool
 
@@ -71,8 +79,9 @@ type Manager struct {
 }
 
 // New returns a Manager that grants leases from a budget of budget units
-// (seed 003: 35). It starts the sweep loop and, with Options.OnEvent, the
-// event goroutine; Close stops them.
+// (a camera admission server: 35). It starts the sweep loop and, with
+// Options.OnEvent, the event goroutine; Close stops them. A budget ≤ 0 or a
+// bad option returns an error matching ErrInvalid that names it.
 func New(budget int, opts Options) (*Manager, error) {
 	o, err := opts.resolve(budget)
 	if err != nil {
@@ -82,21 +91,23 @@ func New(budget int, opts Options) (*Manager, error) {
 		store: o.Store, budget: budget, opts: o, clock: o.Clock, log: o.Logger,
 		keepAlives: make(map[*KeepAlive]struct{}),
 		closing:    make(chan struct{}),
+		stopped:    make(chan struct{}),
 	}
 	if m.mem, _ = o.Store.(*MemoryStore); m.mem != nil {
 		m.memClock = sameClock(m.mem.clock, o.Clock)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ctx, m.cancel = ctx, cancel
-	if o.OnEvent != nil {
-		m.events = make(chan Event, o.EventQueue)
-		m.wg.Go(m.deliver)
-	}
+	m.events = event.New(o.OnEvent, o.EventQueue, o.Logger, "lease")
 	if !o.ManualSweep {
 		// The ticker starts now, not when the goroutine first runs, so the
 		// sweep schedule counts from New (which a mock clock relies on).
 		t := m.clock.Ticker(o.SweepInterval)
-		m.wg.Go(func() { m.sweepLoop(ctx, t) })
+		m.sweepDone = make(chan struct{})
+		m.wg.Go(func() {
+			defer close(m.sweepDone)
+			m.sweepLoop(ctx, t)
+		})
 	}
 	return m, nil
 }
@@ -120,19 +131,19 @@ func (m *Manager) isClosed() bool {
 // store, in this order: the Gate (ReasonOverloaded), one live lease per
 // holder (ReasonHolderHasLease), the budget (ReasonOverCapacity); a refusal is a
 // *RejectedError. Bad input (empty holder, a cost ≤ 0 or above the budget,
-// negative TTL or Grace) returns an error wrapping ErrInvalid and stores
-// nothing.
+// negative TTL or Grace) returns an error matching ErrInvalid that names the
+// field, and stores nothing. After Close it returns ErrClosed.
 func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
 	}
 	if r.TTL < 0 {
 		m.stats.invalid.Add(1)
-		return Lease{}, fmt.Errorf("%w: TTL (%v) < 0", ErrInvalid, r.TTL)
+		return Lease{}, errs.Invalid(ErrInvalid, "lease: Request.TTL (%v) must not be negative", r.TTL)
 	}
 	if r.Grace < 0 {
 		m.stats.invalid.Add(1)
-		return Lease{}, fmt.Errorf("%w: Grace (%v) < 0", ErrInvalid, r.Grace)
+		return Lease{}, errs.Invalid(ErrInvalid, "lease: Request.Grace (%v) must not be negative", r.Grace)
 	}
 	a := GrantArgs{
 		ID: NewID(), Holder: r.Holder, Resource: r.Resource,
@@ -171,7 +182,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 			case ReasonOverCapacity:
 				m.stats.rejCapacity.Add(1)
 			}
-			if m.events != nil {
+			if m.events.Enabled() {
 				m.emit(Event{Kind: EventRejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
 			}
 		case errors.Is(err, ErrInvalid):
@@ -182,7 +193,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		return Lease{}, err
 	}
 	m.stats.granted.Add(1)
-	if m.events != nil {
+	if m.events.Enabled() {
 		m.emit(Event{Kind: EventGranted, Lease: l})
 	}
 	return l, nil
@@ -245,7 +256,7 @@ func sameClock(a, b clock.Clock) bool {
 // Heartbeat records a heartbeat for lease id and returns how long the lease
 // now stays live without another one: min(Grace, time left to ExpiresAt),
 // by the store's clock. A lease that is expired (ErrExpired) or unknown
-// (ErrNotFound) stays so.
+// (ErrNotFound) stays so. After Close it returns ErrClosed.
 func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, error) {
 	if m.isClosed() {
 		return 0, ErrClosed
@@ -262,7 +273,7 @@ func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, erro
 		return 0, err
 	}
 	m.stats.heartbeats.Add(1)
-	if m.events != nil {
+	if m.events.Enabled() {
 		m.emit(Event{Kind: EventHeartbeat, Lease: l})
 	}
 	return l.Remaining(l.HeartbeatAt), nil
@@ -271,7 +282,7 @@ func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, erro
 // Release ends lease id at once and returns its units to the budget. It
 // first stops the lease's KeepAlives of this Manager (with a nil Err),
 // whatever the outcome. An expired lease returns ErrExpired and is left for
-// the sweep to report.
+// the sweep to report. After Close it returns ErrClosed.
 func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
@@ -291,17 +302,15 @@ func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
 		return Lease{}, err
 	}
 	m.stats.released.Add(1)
-	if m.events != nil {
+	if m.events.Enabled() {
 		m.emit(Event{Kind: EventReleased, Lease: l})
 	}
 	return l, nil
 }
 
-// Get returns the live lease id, or ErrExpired or ErrNotFound.
+// Get returns the live lease id, or ErrExpired or ErrNotFound. It keeps
+// working after Close: the leases stay in the store.
 func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
-	if m.isClosed() {
-		return Lease{}, ErrClosed
-	}
 	l, err := m.store.Get(ctx, id)
 	if err != nil {
 		m.countFailure(err, nil)
@@ -309,11 +318,9 @@ func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
 	return l, err
 }
 
-// List returns the live leases, oldest grant first.
+// List returns the live leases, oldest grant first. It keeps working after
+// Close.
 func (m *Manager) List(ctx context.Context) ([]Lease, error) {
-	if m.isClosed() {
-		return nil, ErrClosed
-	}
 	ls, err := m.store.List(ctx)
 	if err != nil {
 		m.countFailure(err, nil)
@@ -322,10 +329,8 @@ func (m *Manager) List(ctx context.Context) ([]Lease, error) {
 }
 
 // Usage returns the units and number of live leases and the budget left.
+// It keeps working after Close.
 func (m *Manager) Usage(ctx context.Context) (Usage, error) {
-	if m.isClosed() {
-		return Usage{}, ErrClosed
-	}
 	units, n, err := m.store.Usage(ctx)
 	if err != nil {
 		m.countFailure(err, nil)
@@ -336,88 +341,64 @@ func (m *Manager) Usage(ctx context.Context) (Usage, error) {
 	return Usage{Units: units, Leases: n, Budget: m.budget, Available: max(m.budget-units, 0)}, nil
 }
 
-// Sweep reclaims the records of expired leases, fires one EventExpired per
-// lease, refreshes the Stats gauges and returns how many it reclaimed. The
-// background loop calls it every SweepInterval. Expired leases are absent for
-// every read and for the budget whether or not Sweep has run.
-func (m *Manager) Sweep(ctx context.Context) (int, error) {
-	if m.isClosed() {
-		return 0, ErrClosed
-	}
-	n := 0
-	for {
-		ls, err := m.store.Sweep(ctx, m.opts.SweepBatch)
-		n += len(ls)
-		m.stats.expired.Add(uint64(len(ls)))
-		for _, l := range ls {
-			if l.Lapsed() {
-				m.stats.expiredLapsed.Add(1)
-			}
-			if m.events != nil {
-				m.emit(Event{Kind: EventExpired, Lease: l})
-			}
-		}
-		if err != nil {
-			m.countFailure(err, nil)
-			return n, err
-		}
-		if len(ls) < m.opts.SweepBatch {
-			break
-		}
-	}
-	m.stats.sweeps.Add(1)
-	if _, err := m.Usage(ctx); err != nil {
-		return n, err
-	}
-	return n, nil
-}
-
-// Close stops the sweep loop, every KeepAlive of this Manager (their Err
-// becomes ErrClosed) and, after delivering the events already queued, the
-// event goroutine, and waits for them. Leases stay in the store: they belong
-// to their holders and end by release or expiry. Close cancels the store
-// calls of the sweep loop and the KeepAlives, so a hanging store does not
-// hold it up (a Sweep it cuts short may have removed leases on the server
-// that it then never reports), and waits for an OnEvent call in progress to
-// return. Events of calls still in flight when Close runs are counted in
-// Stats.EventsDropped. It is idempotent; after it every method returns
-// ErrClosed.
-func (m *Manager) Close() error {
+// Close stops the Manager: the sweep loop, every KeepAlive of this Manager
+// (their Err becomes ErrClosed) and, after delivering the events already
+// queued, the event goroutine. It waits for them until ctx ends; then it
+// returns an error that wraps context.Cause(ctx) and says what is still
+// running. Close cancels the store calls of the sweep loop and the
+// KeepAlives, so a hanging store does not hold it up (a sweep it cuts short
+// may have removed leases on the server that it then never reports); an
+// OnEvent call in progress is waited for.
+//
+// Leases stay in the store: they belong to their holders and end by release
+// or expiry. After Close, Grant, Heartbeat, Release, Sweep and KeepAlive
+// return ErrClosed; Get, List, Usage and Stats keep working. Events of calls
+// still in flight when Close runs are counted in Stats.EventsDropped.
+//
+// Close is idempotent: a later call waits the same way and returns nil once
+// everything has stopped.
+func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		m.wg.Wait()
-		return nil
+	if !m.closed {
+		m.closed = true
+		close(m.closing)
+		m.cancel()
+		go func() {
+			m.wg.Wait()
+			close(m.stopped)
+		}()
 	}
-	m.closed = true
 	m.mu.Unlock()
+	select {
+	case <-m.stopped:
+	case <-ctx.Done():
+		return fmt.Errorf("lease: close: %s still running: %w", m.running(), context.Cause(ctx))
+	}
+	// Nothing of the Manager's own emits any more; calls still in flight
+	// count their events as dropped from here on.
 	m.evMu.Lock()
 	m.evClosed = true
 	m.evMu.Unlock()
-	close(m.closing)
-	m.cancel()
-	m.wg.Wait()
-	return nil
+	return m.events.Close(ctx)
 }
 
-func (m *Manager) sweepLoop(ctx context.Context, t *clock.Ticker) {
-	defer t.Stop()
-	for {
+// running names the goroutines Close is still waiting for.
+func (m *Manager) running() string {
+	var parts []string
+	if m.sweepDone != nil {
 		select {
-		case <-m.closing:
-			return
-		case <-t.C:
-			n, err := m.Sweep(ctx)
-			switch {
-			case err != nil && !m.isClosed():
-				if m.log != nil {
-					m.log.Warn("lease: sweep", "err", err, "expired", n)
-				}
-			case n > 0 && m.log != nil:
-				m.log.Debug("lease: sweep", "expired", n)
-			}
+		case <-m.sweepDone:
+		default:
+			parts = append(parts, "the sweep loop")
 		}
 	}
+	if n := m.nKeep.Load(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d KeepAlives", n))
+	}
+	if len(parts) == 0 {
+		return "a KeepAlive"
+	}
+	return strings.Join(parts, " and ")
 }
 
 // countFailure counts a failed store call: a rule outcome (expired,
@@ -436,41 +417,16 @@ func (m *Manager) countFailure(err error, rule interface{ Add(uint64) uint64 }) 
 }
 
 // emit queues e for OnEvent without ever blocking. Callers check
-// m.events != nil first, so that without OnEvent no Event (a copy of the
+// m.events.Enabled() first, so that without OnEvent no Event (a copy of the
 // Lease) is even built on the hot path.
 func (m *Manager) emit(e Event) {
 	e.Time = m.clock.Now()
 	m.evMu.RLock()
 	defer m.evMu.RUnlock()
 	if m.evClosed {
-		// A call that began before Close: the final drain may be over.
-		m.stats.eventsDropped.Add(1)
+		// A call that began before Close: the queue is closed.
+		m.stats.eventsLate.Add(1)
 		return
 	}
-	select {
-	case m.events <- e:
-	default:
-		if m.stats.eventsDropped.Add(1) == 1 && m.log != nil {
-			m.log.Warn("lease: event queue full, dropping events", "kind", e.Kind.String())
-		}
-	}
-}
-
-// deliver runs OnEvent for queued events until Close, then drains the queue.
-func (m *Manager) deliver() {
-	for {
-		select {
-		case e := <-m.events:
-			m.opts.OnEvent(e)
-		case <-m.closing:
-			for {
-				select {
-				case e := <-m.events:
-					m.opts.OnEvent(e)
-				default:
-					return
-				}
-			}
-		}
-	}
+	m.events.Send(e)
 }

@@ -53,7 +53,7 @@ func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
 	t.Helper()
 	m, err := lease.New(budget, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
+	t.Cleanup(func() { _ = m.Close(ctx) })
 	return m
 }
 
@@ -221,9 +221,9 @@ func TestHeartbeatNeverPastExpiresAt(t *testing.T) {
 		require.ErrorIs(t, err, lease.ErrExpired)
 		g, err := m.Get(ctx, l.ID)
 		require.ErrorIs(t, err, lease.ErrExpired, "not resurrected: %+v", g)
-		n, err := m.Sweep(ctx)
+		r, err := m.Sweep(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, 2, n)
+		assert.Equal(t, lease.SweepResult{Expired: 2, Lapsed: 1, Batches: 1}, r)
 		st := m.Stats()
 		assert.Equal(t, uint64(2), st.Expired)
 		assert.Equal(t, uint64(1), st.ExpiredLapsed, "the first missed its heartbeat, the second reached ExpiresAt")
@@ -287,9 +287,9 @@ func TestEventsInOrderAndOffLock(t *testing.T) {
 		_, err = m.Grant(ctx, lease.Request{Holder: "c", Cost: 1})
 		require.NoError(t, err)
 		time.Sleep(5 * time.Second)
-		n, err := m.Sweep(ctx)
+		r, err := m.Sweep(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, 1, n)
+		assert.Equal(t, 1, r.Expired)
 		synctest.Wait()
 		assert.Equal(t, []string{"granted", "rejected:over_capacity", "heartbeat", "released", "granted", "expired"}, rec.kinds())
 		rec.mu.Lock()
@@ -323,8 +323,8 @@ func TestCloseIdempotentAndErrClosed(t *testing.T) {
 		require.NoError(t, err)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
-		require.NoError(t, m.Close())
-		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(ctx))
+		require.NoError(t, m.Close(ctx))
 		assert.Equal(t, []string{"granted"}, rec.kinds(), "queued events are delivered before Close returns")
 		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 1})
 		assert.ErrorIs(t, err, lease.ErrClosed)
@@ -332,12 +332,18 @@ func TestCloseIdempotentAndErrClosed(t *testing.T) {
 		assert.ErrorIs(t, err, lease.ErrClosed)
 		_, err = m.Release(ctx, l.ID)
 		assert.ErrorIs(t, err, lease.ErrClosed)
-		_, err = m.Get(ctx, l.ID)
-		assert.ErrorIs(t, err, lease.ErrClosed)
-		_, err = m.List(ctx)
-		assert.ErrorIs(t, err, lease.ErrClosed)
-		_, err = m.Usage(ctx)
-		assert.ErrorIs(t, err, lease.ErrClosed)
+		// Reads of state keep working: the lease stays in the store.
+		g, err := m.Get(ctx, l.ID)
+		require.NoError(t, err)
+		assert.Equal(t, l.ID, g.ID)
+		ls, err := m.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		assert.Equal(t, l.ID, ls[0].ID)
+		u, err := m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Usage{Units: 1, Leases: 1, Budget: 3, Available: 2}, u)
+		assert.Equal(t, 1, m.Stats().ActiveLeases)
 		_, err = m.Sweep(ctx)
 		assert.ErrorIs(t, err, lease.ErrClosed)
 		k := m.KeepAlive(ctx, l, time.Second)
@@ -445,7 +451,7 @@ func TestEventAfterCloseIsCounted(t *testing.T) {
 		done <- err
 	}()
 	<-s.entered
-	require.NoError(t, m.Close())
+	require.NoError(t, m.Close(ctx))
 	close(s.release)
 	require.NoError(t, <-done)
 	assert.Zero(t, got.Load())
@@ -478,4 +484,83 @@ func TestStatsGaugesExactInMemory(t *testing.T) {
 		st = m.Stats()
 		assert.Equal(t, [2]int{1, 2}, [2]int{st.ActiveLeases, st.UnitsInUse})
 	})
+}
+
+// TestCloseWaitsForCallbackUntilCtx: Close waits for an OnEvent call in
+// progress until its ctx ends, says what still runs and wraps the cause; a
+// later Close returns nil once the callback has returned.
+func TestCloseWaitsForCallbackUntilCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var delivered atomic.Int32
+		m, err := lease.New(3, lease.Options{ManualSweep: true, OnEvent: func(lease.Event) {
+			<-release
+			delivered.Add(1)
+		}})
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 1})
+		require.NoError(t, err)
+		synctest.Wait() // the first event is in the callback
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err = m.Close(c)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "event callback still running")
+		_, err = m.Grant(ctx, lease.Request{Holder: "w", Cost: 1})
+		require.ErrorIs(t, err, lease.ErrClosed, "closed for new work although Close timed out")
+		close(release)
+		require.NoError(t, m.Close(ctx))
+		assert.Equal(t, int32(2), delivered.Load(), "the queued event is delivered")
+		assert.Zero(t, m.Stats().EventsDropped)
+	})
+}
+
+// stuckSweep is a store whose Sweep ignores its context until release is
+// closed.
+type stuckSweep struct {
+	lease.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stuckSweep) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.Sweep(ctx, limit)
+}
+
+// TestCloseNamesTheSweepLoop: a sweep stuck in a store that ignores
+// cancellation holds Close until its ctx ends, and the error says so.
+func TestCloseNamesTheSweepLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stuckSweep{Store: lease.NewMemoryStore(nil), entered: make(chan struct{}), release: make(chan struct{})}
+		m, err := lease.New(3, lease.Options{Store: s, SweepInterval: time.Second})
+		require.NoError(t, err)
+		<-s.entered // the loop's first sweep
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err = m.Close(c)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "the sweep loop still running")
+		close(s.release)
+		require.NoError(t, m.Close(ctx))
+		require.NoError(t, m.Close(ctx), "idempotent")
+	})
+}
+
+func TestEventKindString(t *testing.T) {
+	for k, want := range map[lease.EventKind]string{
+		lease.EventGranted: "granted", lease.EventRejected: "rejected", lease.EventHeartbeat: "heartbeat",
+		lease.EventReleased: "released", lease.EventExpired: "expired", 0: "EventKind(0)", 99: "EventKind(99)",
+	} {
+		assert.Equal(t, want, k.String())
+	}
+	for r, want := range map[lease.Reason]string{
+		lease.ReasonOverloaded: "overloaded", lease.ReasonHolderHasLease: "holder_has_lease",
+		lease.ReasonOverCapacity: "over_capacity",
+	} {
+		assert.Equal(t, want, string(r))
+	}
 }

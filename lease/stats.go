@@ -20,7 +20,7 @@ type Stats struct {
 	ExpiredLapsed                                                    uint64 // of which ended by missing heartbeats (Lease.Lapsed)
 	Sweeps                                                           uint64 // Sweep calls completed
 	StoreErrors                                                      uint64 // store calls that failed other than by a rule or the caller's context
-	EventsDropped                                                    uint64 // events dropped because the queue was full
+	EventsDropped                                                    uint64 // events dropped: the queue was full, or Close had ended it
 
 	// Gauges for the whole store: exact with a *MemoryStore; with any
 	// other store (a round trip away) as of the last Sweep or Usage call,
@@ -35,7 +35,7 @@ type counters struct {
 	granted, rejOverloaded, rejHolder, rejCapacity, invalid atomic.Uint64
 	heartbeats, heartbeatsFailed, released, expired, sweeps atomic.Uint64
 	expiredLapsed                                           atomic.Uint64
-	storeErrors, eventsDropped                              atomic.Uint64
+	storeErrors, eventsLate                                 atomic.Uint64
 	activeLeases, unitsInUse                                atomic.Int64
 }
 
@@ -61,7 +61,7 @@ func (m *Manager) Stats() Stats {
 		ExpiredLapsed:          c.expiredLapsed.Load(),
 		Sweeps:                 c.sweeps.Load(),
 		StoreErrors:            c.storeErrors.Load(),
-		EventsDropped:          c.eventsDropped.Load(),
+		EventsDropped:          m.events.Dropped() + c.eventsLate.Load(),
 		ActiveLeases:           int(c.activeLeases.Load()),
 		UnitsInUse:             int(c.unitsInUse.Load()),
 		Budget:                 m.budget,

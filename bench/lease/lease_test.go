@@ -63,7 +63,7 @@ func newManager(b *testing.B, s lease.Store) *lease.Manager {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = m.Close() })
+	b.Cleanup(func() { _ = m.Close(ctx) })
 	return m
 }
 

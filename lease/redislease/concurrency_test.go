@@ -26,7 +26,7 @@ func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
 	t.Helper()
 	m, err := lease.New(budget, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
+	t.Cleanup(func() { _ = m.Close(ctx) })
 	return m
 }
 
@@ -115,7 +115,7 @@ func TestManagersHistoryLinearizable(t *testing.T) {
 	}
 	wg.Wait()
 	for _, m := range ms {
-		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(ctx))
 	}
 	var granted, rejected uint64
 	for _, m := range ms {
@@ -235,7 +235,7 @@ func TestManagersWithExpiry(t *testing.T) {
 	for _, m := range ms {
 		_, err := m.Sweep(ctx)
 		require.NoError(t, err)
-		require.NoError(t, m.Close()) // delivers the queued events
+		require.NoError(t, m.Close(ctx)) // delivers the queued events
 	}
 	u, n, err := newStore(t, r.Client, storePrefix(r)).Usage(ctx)
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 
 	l, err := m.Grant(ctx, lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}})
 	var re *lease.RejectedError
@@ -45,7 +45,7 @@ func Example() {
 	// The browser's heartbeat endpoint calls m.Heartbeat(ctx, l.ID); a
 	// server-side holder can let KeepAlive do it.
 	k := m.KeepAlive(ctx, l, 15*time.Second)
-	defer k.Stop()
+	defer func() { _ = k.Close(ctx) }()
 	if _, err := m.Release(ctx, l.ID); err != nil {
 		log.Print(err)
 	}

@@ -61,7 +61,7 @@ func TestAbandonedHolderLosesLease(t *testing.T) {
 		defer mu.Unlock()
 		return len(expired) > 0
 	}, 3*time.Second, 10*time.Millisecond, "no sweep reported the abandoned lease")
-	require.NoError(t, other.Close())
+	require.NoError(t, other.Close(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, expired, 1)

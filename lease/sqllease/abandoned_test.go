@@ -34,12 +34,12 @@ func testAbandoned(t *testing.T, s lease.Store) {
 		},
 	})
 	require.NoError(t, err)
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 
 	kept, err := m.Grant(ctx, lease.Request{Holder: "watching", Cost: 1})
 	require.NoError(t, err)
 	ka := m.KeepAlive(ctx, kept, grace/4)
-	defer ka.Stop()
+	defer func() { _ = ka.Close(ctx) }()
 	tab, err := m.Grant(ctx, lease.Request{Holder: "abandoned-tab", Cost: 2})
 	require.NoError(t, err)
 	_, err = m.Grant(ctx, lease.Request{Holder: "newcomer", Cost: 2, Fallback: []int{1}})
@@ -67,9 +67,9 @@ func testAbandoned(t *testing.T, s lease.Store) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, l.Cost)
 
-	n, err := m.Sweep(ctx)
+	r, err := m.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	assert.Equal(t, 1, r.Expired)
 	_, err = m.Get(ctx, tab.ID)
 	assert.ErrorIs(t, err, lease.ErrNotFound)
 	select {
@@ -79,7 +79,7 @@ func testAbandoned(t *testing.T, s lease.Store) {
 	}
 	_, err = m.Get(ctx, kept.ID)
 	assert.NoError(t, err, "the holder that kept heartbeating still has its lease")
-	require.NoError(t, m.Close()) // delivers the queued events
+	require.NoError(t, m.Close(ctx)) // delivers the queued events
 	assert.Equal(t, []string{tab.ID}, expired)
 }
 

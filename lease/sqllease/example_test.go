@@ -33,7 +33,7 @@ func ExampleNewPostgres() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 	l, err := m.Grant(ctx, lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}})
 	if err != nil {
 		log.Fatal(err) // a *lease.RejectedError says why
@@ -62,7 +62,7 @@ func ExampleNewMySQL() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Close()
+	defer func() { _ = m.Close(ctx) }()
 }
 
 // Table names are validated identifiers (optionally schema-qualified):

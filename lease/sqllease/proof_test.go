@@ -34,7 +34,7 @@ func newManagers(t *testing.T, h *leasecheck.History, stores []lease.Store) []*l
 			Store: h.Store(i, s), TTL: 10 * time.Minute, Grace: 10 * time.Minute, ManualSweep: true, SweepBatch: 3,
 		})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = m.Close() })
+		t.Cleanup(func() { _ = m.Close(ctx) })
 		ms = append(ms, m)
 	}
 	return ms
