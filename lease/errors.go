@@ -12,12 +12,14 @@ var (
 	// ErrExpired is returned for a lease that is expired but not yet swept.
 	// Once a sweep has removed it, the same call returns ErrNotFound.
 	ErrExpired = errors.New("lease: expired")
-	// ErrClosed is returned by a Manager after Close.
+	// ErrClosed is returned by the calls of a Manager that would start new
+	// work after Close.
 	ErrClosed = errors.New("lease: closed")
-	// ErrInvalid is wrapped by every error about bad input (empty holder,
-	// cost ≤ 0 or above the whole budget, TTL ≤ 0, grace ≤ 0). Nothing is
-	// stored when it is returned.
-	ErrInvalid = errors.New("lease: invalid request")
+	// ErrInvalid is matched by every error about a bad option or argument
+	// (a budget ≤ 0, an empty holder, a cost ≤ 0 or above the whole budget,
+	// a TTL or grace ≤ 0): the error names the field or argument and its
+	// value. Nothing is stored when it is returned.
+	ErrInvalid = errors.New("lease: invalid argument")
 
 	// ErrOverloaded matches a *RejectedError whose Reason is
 	// ReasonOverloaded.

@@ -72,7 +72,7 @@ func TestNewValidates(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m, err := lease.New(c.budget, c.o)
-			require.Error(t, err)
+			require.ErrorIs(t, err, lease.ErrInvalid)
 			assert.Nil(t, m)
 			assert.Contains(t, err.Error(), c.field)
 		})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // MemoryStore is the in-memory Store: one mutex, a map of records, a
@@ -85,7 +87,7 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 	now := s.retire()
 	if r, dup := s.records[a.ID]; dup {
 		if r.l.Holder != a.Holder {
-			return fmt.Errorf("%w: duplicate ID %s", ErrInvalid, a.ID)
+			return errs.Invalid(ErrInvalid, "lease: ID %s is another holder's lease", a.ID)
 		}
 		*out = r.l
 		return nil // a repeat of that grant (see Store.Grant)
@@ -250,7 +252,7 @@ func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
 		return nil, err
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", ErrInvalid, limit)
+		return nil, errs.Invalid(ErrInvalid, "lease: sweep limit (%d) must be > 0", limit)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,8 +2,9 @@ package lease
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Store keeps leases and makes every decision about them atomically. It is
@@ -58,7 +59,7 @@ type Store interface {
 	// store has issued before (tokens are never reused, even after release,
 	// expiry or sweep; the first is ≥ 1).
 	//
-	// Grant first calls a.Validate and returns its error, wrapping
+	// Grant first calls a.Validate and returns its error, matching
 	// ErrInvalid, without storing anything.
 	//
 	// Grant is idempotent per ID. Every decision gets a fresh a.ID (NewID),
@@ -66,7 +67,7 @@ type Store interface {
 	// expired and not yet swept) is a repeat of a grant that took effect,
 	// typically a client retrying after a lost reply. With the same Holder
 	// it returns that lease as stored, before and without any decision, and
-	// changes nothing. With another Holder it returns an error wrapping
+	// changes nothing. With another Holder it returns an error matching
 	// ErrInvalid and changes nothing. Once the record is released or swept,
 	// the ID is unknown again.
 	Grant(ctx context.Context, a GrantArgs) (Lease, error)
@@ -109,8 +110,8 @@ type GrantArgs struct {
 	ID string
 	// Holder and Resource are copied into the lease. Holder is required.
 	Holder, Resource string
-	// Costs are the acceptable costs, most preferred first (seed 003: main
-	// = 2, then sub = 1). Each must be in 1..Budget.
+	// Costs are the acceptable costs, most preferred first (a camera's main
+	// stream = 2, then its sub stream = 1). Each must be in 1..Budget.
 	Costs []int
 	// TTL sets ExpiresAt = now + TTL; Grace is the heartbeat grace. Both > 0.
 	TTL, Grace time.Duration
@@ -125,26 +126,26 @@ type GrantArgs struct {
 	Overloaded bool
 }
 
-// Validate checks a for bad input and returns an error wrapping ErrInvalid
-// that names the bad field, or nil.
+// Validate checks a for bad input and returns an error matching ErrInvalid
+// that names the bad field and its value, or nil.
 func (a GrantArgs) Validate() error {
 	switch {
 	case a.ID == "":
-		return fmt.Errorf("%w: empty ID", ErrInvalid)
+		return errs.Invalid(ErrInvalid, "lease: ID is empty")
 	case a.Holder == "":
-		return fmt.Errorf("%w: empty Holder", ErrInvalid)
+		return errs.Invalid(ErrInvalid, "lease: Holder is empty")
 	case a.Budget <= 0:
-		return fmt.Errorf("%w: Budget (%d) ≤ 0", ErrInvalid, a.Budget)
+		return errs.Invalid(ErrInvalid, "lease: Budget (%d) must be > 0", a.Budget)
 	case len(a.Costs) == 0:
-		return fmt.Errorf("%w: no Costs", ErrInvalid)
+		return errs.Invalid(ErrInvalid, "lease: Costs is empty")
 	case a.TTL <= 0:
-		return fmt.Errorf("%w: TTL (%v) ≤ 0", ErrInvalid, a.TTL)
+		return errs.Invalid(ErrInvalid, "lease: TTL (%v) must be > 0", a.TTL)
 	case a.Grace <= 0:
-		return fmt.Errorf("%w: Grace (%v) ≤ 0", ErrInvalid, a.Grace)
+		return errs.Invalid(ErrInvalid, "lease: Grace (%v) must be > 0", a.Grace)
 	}
 	for _, c := range a.Costs {
 		if c <= 0 || c > a.Budget {
-			return fmt.Errorf("%w: Cost (%d) not in 1..Budget (%d)", ErrInvalid, c, a.Budget)
+			return errs.Invalid(ErrInvalid, "lease: Cost (%d) must be in 1..Budget (%d)", c, a.Budget)
 		}
 	}
 	return nil
