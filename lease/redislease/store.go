@@ -11,8 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/lease"
 )
+
+// ErrInvalid is matched by the error of New for a bad option or argument;
+// the error names it. (Bad grant arguments match lease.ErrInvalid, as the
+// lease.Store contract says.)
+var ErrInvalid = errors.New("redislease: invalid argument")
 
 // Options configure a Store.
 type Options struct {
@@ -21,9 +28,11 @@ type Options struct {
 	// leases, budget and fencing tokens.
 	//
 	// Every key is in one Redis Cluster hash slot: if Prefix contains a
-	// hash tag ("{...}") the keys are Prefix + name, else "{" + Prefix +
-	// "}:" + name. So "cams" gives {cams}:leases, {cams}:deadlines, ...
-	// and "app:{cams}:" gives app:{cams}:leases, ...
+	// hash tag ("{...}" with at least one byte inside) the keys are Prefix +
+	// name, else "{" + Prefix + "}:" + name. So "cams" gives
+	// {cams}:leases, {cams}:deadlines, ... and "app:{cams}:" gives
+	// app:{cams}:leases, ... A Prefix without a hash tag must not contain
+	// "}" (it would end the added tag early): New refuses it.
 	Prefix string
 }
 
@@ -62,34 +71,21 @@ func (s *Store) receipt() []string {
 var _ lease.Store = (*Store)(nil)
 
 // New returns a Store that keeps its leases in Redis through client, under
-// opts.Prefix. It does not contact the server.
+// opts.Prefix. It does not contact the server. A nil client or a bad Prefix
+// returns an error matching ErrInvalid.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("redislease: client is nil")
+		return nil, errs.Invalid(ErrInvalid, "redislease: client is nil")
 	}
-	if opts.Prefix == "" {
-		return nil, errors.New("redislease: Prefix is empty")
-	}
-	base := opts.Prefix
-	if !hasHashTag(base) {
-		base = "{" + base + "}:"
+	base, err := rediskey.Base("redislease", opts.Prefix)
+	if err != nil {
+		return nil, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	keys := make([]string, len(keyNames))
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
 	return &Store{client: client, keys: keys, base: base}, nil
-}
-
-// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
-// followed later by a "}" with at least one byte between them.
-func hasHashTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	return j > 0
 }
 
 // Keys returns the names of the Redis keys the store uses. Deleting them
@@ -107,16 +103,12 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, args .
 
 // runKeys is run with the given keys.
 func (s *Store) runKeys(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]any, error) {
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("redislease: %s: %w", op, context.Cause(ctx))
+	if err := errs.Canceled(ctx, "redislease", op); err != nil {
+		return nil, err
 	}
 	v, err := script.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			// Report the caller's cancellation, keeping the cause.
-			return nil, fmt.Errorf("redislease: %s: %w: %w", op, context.Cause(ctx), err)
-		}
-		return nil, fmt.Errorf("redislease: %s: %w", op, err)
+		return nil, errs.Wrap(ctx, "redislease", op, err)
 	}
 	if len(v) == 0 {
 		return nil, fmt.Errorf("redislease: %s: empty reply", op)
@@ -158,7 +150,7 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	case "REJ":
 		return lease.Lease{}, rejection(v)
 	case "DUP":
-		return lease.Lease{}, fmt.Errorf("%w: duplicate ID %s", lease.ErrInvalid, a.ID)
+		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
 	}
 	return one("grant", a.ID, v)
 }
@@ -274,7 +266,7 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 // was removed reported by no Sweep call: expired events are then lost.
 func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
 	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds())
 	if err != nil {

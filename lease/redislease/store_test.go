@@ -63,10 +63,10 @@ func TestNewValidates(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
 	_, err := redislease.New(c, redislease.Options{})
-	require.Error(t, err)
+	require.ErrorIs(t, err, redislease.ErrInvalid)
 	assert.Contains(t, err.Error(), "Prefix")
 	_, err = redislease.New(nil, redislease.Options{Prefix: "x"})
-	require.Error(t, err)
+	require.ErrorIs(t, err, redislease.ErrInvalid)
 	assert.Contains(t, err.Error(), "client")
 }
 
@@ -76,7 +76,6 @@ func TestKeysAreHashTagged(t *testing.T) {
 	for prefix, want := range map[string]string{
 		"cams":         "{cams}:leases",
 		"app:{cams}:":  "app:{cams}:leases",
-		"a{}b":         "{a{}b}:leases", // "{}" is no hash tag
 		"{x}":          "{x}leases",
 		"ttl{kit}cams": "ttl{kit}camsleases",
 	} {
@@ -86,6 +85,13 @@ func TestKeysAreHashTagged(t *testing.T) {
 		for _, k := range keys {
 			assert.Equal(t, slot(keys[0]), slot(k), "key %q of prefix %q", k, prefix)
 		}
+	}
+	// "{}" is no hash tag, so "a{}b" would be wrapped as "{a{}b}:", whose
+	// tag is "a{", not the prefix; a prefix with an early "}" likewise.
+	for _, prefix := range []string{"a{}b", "}x", "a}b"} {
+		_, err := redislease.New(c, redislease.Options{Prefix: prefix})
+		require.ErrorIs(t, err, redislease.ErrInvalid, "prefix %q", prefix)
+		assert.Contains(t, err.Error(), "Prefix", "prefix %q", prefix)
 	}
 }
 

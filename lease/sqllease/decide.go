@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -21,9 +22,9 @@ func validText(a lease.GrantArgs, limit int) error {
 	for _, f := range []struct{ name, v string }{{"ID", a.ID}, {"Holder", a.Holder}, {"Resource", a.Resource}} {
 		switch {
 		case !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0:
-			return fmt.Errorf("%w: %s is not valid UTF-8 text", lease.ErrInvalid, f.name)
+			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%q) is not valid UTF-8 text without NUL bytes", f.name, f.v)
 		case limit > 0 && len(f.v) > limit:
-			return fmt.Errorf("%w: %s longer than %d bytes", lease.ErrInvalid, f.name, limit)
+			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%d bytes) is longer than %d bytes", f.name, len(f.v), limit)
 		}
 	}
 	return nil
@@ -46,7 +47,7 @@ func repeated(a lease.GrantArgs, stored string) (bool, error) {
 	case a.Holder:
 		return true, nil
 	}
-	return false, fmt.Errorf("%w: duplicate ID %s", lease.ErrInvalid, a.ID)
+	return false, errs.Invalid(lease.ErrInvalid, "sqllease: ID %s is another holder's lease", a.ID)
 }
 
 func decide(a lease.GrantArgs, used int, existing string) (int, error) {
@@ -92,36 +93,32 @@ func graceMicros(g time.Duration) time.Duration {
 	return (g + time.Microsecond - 1) / time.Microsecond
 }
 
-// wrap wraps a database error of operation op. If ctx has ended, the
-// context's error is wrapped too, so callers can tell a cancellation.
+// wrap wraps a database error of operation op of dialect with errs.Wrap
+// ("sqllease: postgres: grant: ..."), marking a missing table or state row
+// with ErrNotMigrated.
 func wrap(ctx context.Context, dialect, op string, err error) error {
 	if missingTable(err) {
 		err = fmt.Errorf("%w: %w", ErrNotMigrated, err)
 	}
-	if cerr := ctx.Err(); cerr != nil {
-		if cause := context.Cause(ctx); cause != cerr {
-			return fmt.Errorf("sqllease: %s: %s: %w: %w: %w", dialect, op, cerr, cause, err)
-		}
-		return fmt.Errorf("sqllease: %s: %s: %w: %w", dialect, op, cerr, err)
-	}
-	return fmt.Errorf("sqllease: %s: %s: %w", dialect, op, err)
+	return errs.Wrap(ctx, "sqllease", dialect+": "+op, err)
 }
 
-// checkCtx returns a wrapped context error if ctx has already ended, so
-// that a call with a dead context sends nothing.
+// checkCtx returns a wrapped context.Cause(ctx) if ctx has already ended,
+// so that a call with a dead context sends nothing.
 func checkCtx(ctx context.Context, dialect, op string) error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause := context.Cause(ctx); cause != ctx.Err() {
-		return fmt.Errorf("sqllease: %s: %s: %w: %w", dialect, op, ctx.Err(), cause)
-	}
-	return fmt.Errorf("sqllease: %s: %s: %w", dialect, op, ctx.Err())
+	return errs.Canceled(ctx, "sqllease", dialect+": "+op)
 }
 
-// ErrNotMigrated is wrapped by the error of an operation on a store whose
-// tables or state row do not exist: Migrate has not run on this database.
-var ErrNotMigrated = errors.New("sqllease: not migrated: run Migrate")
+var (
+	// ErrNotMigrated is wrapped by the error of an operation on a store
+	// whose tables or state row do not exist: Migrate has not run on this
+	// database.
+	ErrNotMigrated = errors.New("sqllease: not migrated: run Migrate")
+	// ErrInvalid is matched by the error of NewPostgres or NewMySQL for a
+	// bad option or argument; the error names it. (Bad grant arguments
+	// match lease.ErrInvalid, as the lease.Store contract says.)
+	ErrInvalid = errors.New("sqllease: invalid argument")
+)
 
 // missingTable reports whether err is the server's "no such table".
 func missingTable(err error) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -61,7 +62,7 @@ const maxMyField = 255
 // any instance) to create the tables.
 func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 	if db == nil {
-		return nil, errors.New("sqllease: nil db")
+		return nil, errs.Invalid(ErrInvalid, "sqllease: db is nil")
 	}
 	n, err := opts.resolve()
 	if err != nil {
@@ -462,7 +463,7 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 // return), delete them, commit.
 func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
 	var out []lease.Lease
 	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {

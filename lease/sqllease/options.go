@@ -1,25 +1,31 @@
 package sqllease
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // DefaultTable is the lease table used when Options.Table is empty.
 const DefaultTable = "ttlkit_leases"
 
-// Options configure a store. The zero value means the defaults.
+// DefaultStateSuffix follows Table in the state table's name when
+// Options.StateTable is empty.
+const DefaultStateSuffix = "_state"
+
+// Options configure a store. The zero value means the defaults; a bad name
+// makes NewPostgres and NewMySQL return an error matching ErrInvalid.
 type Options struct {
 	// Table is the lease table: an identifier of letters, digits and
 	// underscores (at most 48, so that index names derived from it fit),
 	// optionally qualified by a schema or database ("ops.modal_leases").
-	// Default "ttlkit_leases".
+	// Empty means DefaultTable.
 	Table string
 	// StateTable holds the per-store row that grants lock and that counts
 	// fencing tokens: an identifier as Table, at most 63 characters.
 	// Several lease tables may share one state table: each has its own
-	// row, keyed by Table. Default Table + "_state".
+	// row, keyed by Table. Empty means Table + DefaultStateSuffix.
 	StateTable string
 }
 
@@ -53,16 +59,16 @@ func (o Options) resolve() (names, error) {
 		n.table = DefaultTable
 	}
 	if !validName(n.table, 48) {
-		return n, fmt.Errorf("sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
+		return n, errs.Invalid(ErrInvalid, "sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	if n.state == "" {
-		n.state = n.table + "_state"
+		n.state = n.table + DefaultStateSuffix
 	}
 	if !validName(n.state, 63) {
-		return n, fmt.Errorf("sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
+		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
 	}
 	if n.state == n.table {
-		return n, fmt.Errorf("sqllease: StateTable %q is the same as Table", o.StateTable)
+		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is the same as Table", o.StateTable)
 	}
 	n.base = n.table[strings.LastIndexByte(n.table, '.')+1:]
 	n.key = n.table

@@ -52,7 +52,7 @@ func TestInvalidNamesRejected(t *testing.T) {
 	for name, newStore := range open {
 		for _, c := range bad {
 			err := newStore(c.opts)
-			if assert.Error(t, err, "%s %+v", name, c.opts) {
+			if assert.ErrorIs(t, err, sqllease.ErrInvalid, "%s %+v", name, c.opts) {
 				assert.Contains(t, err.Error(), c.field+" ", "%s %+v", name, c.opts)
 			}
 		}
@@ -62,9 +62,9 @@ func TestInvalidNamesRejected(t *testing.T) {
 		}
 	}
 	_, err = sqllease.NewPostgres(nil, sqllease.Options{})
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, sqllease.ErrInvalid)
 	_, err = sqllease.NewMySQL(nil, sqllease.Options{})
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, sqllease.ErrInvalid)
 }
 
 // testMigrate checks Migrate on two stores over custom names: it refuses

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -39,7 +40,7 @@ const pgCols = "id, holder, resource, cost, token, created_at, expires_at, heart
 // from any instance) to create the tables.
 func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	if pool == nil {
-		return nil, errors.New("sqllease: nil pool")
+		return nil, errs.Invalid(ErrInvalid, "sqllease: pool is nil")
 	}
 	n, err := opts.resolve()
 	if err != nil {
@@ -413,7 +414,7 @@ func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 // FOR UPDATE SKIP LOCKED, RETURNING them).
 func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("%w: sweep limit (%d) ≤ 0", lease.ErrInvalid, limit)
+		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
 	return s.many(ctx, "sweep", s.q.sweep, limit)
 }
