@@ -17,6 +17,7 @@ import (
 func TestMemoryStoreConformance(t *testing.T) {
 	leasetest.Run(t, leasetest.Harness{
 		New:  func(t *testing.T) lease.Store { return lease.NewMemoryStore(nil) },
+		Peer: func(t *testing.T, s lease.Store) lease.Store { return s },
 		Unit: time.Second,
 		Wrap: func(t *testing.T, body func(t *testing.T)) { synctest.Test(t, body) },
 	})

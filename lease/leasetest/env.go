@@ -1,0 +1,154 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ttlkit/ttlkit/lease"
+)
+
+// tolerance is how far two store times may differ from an exact sum because
+// the store rounds to its precision (1 ms or finer).
+const tolerance = 2 * time.Millisecond
+
+// env is one subtest's store and helpers.
+type env struct {
+	h   Harness
+	s   lease.Store
+	u   time.Duration
+	ctx context.Context
+}
+
+func (e *env) wait(t *testing.T, units float64) {
+	t.Helper()
+	e.h.Wait(t, time.Duration(units*float64(e.u)))
+}
+
+// args returns valid GrantArgs with a fresh id: TTL 10 units, grace 10 units.
+func (e *env) args(holder string, budget int, costs ...int) lease.GrantArgs {
+	return lease.GrantArgs{
+		ID: lease.NewID(), Holder: holder, Resource: "res-" + holder,
+		Costs: costs, TTL: 10 * e.u, Grace: 10 * e.u,
+		Budget: budget, OnePerHolder: true,
+	}
+}
+
+func (e *env) grant(t *testing.T, a lease.GrantArgs) lease.Lease {
+	t.Helper()
+	l, err := e.s.Grant(e.ctx, a)
+	if err != nil {
+		t.Fatalf("Grant(holder %q, costs %v, budget %d): %v", a.Holder, a.Costs, a.Budget, err)
+	}
+	return l
+}
+
+// rejected checks that err is a *RejectedError with the given fields and
+// that errors.Is matches exactly the right sentinel.
+func rejected(t *testing.T, err error, reason lease.Reason, available int, existing string) {
+	t.Helper()
+	var re *lease.RejectedError
+	if !errors.As(err, &re) {
+		t.Errorf("error = %v, want *lease.RejectedError %s", err, reason)
+		return
+	}
+	if re.Reason != reason || re.Available != available || re.Existing != existing {
+		t.Errorf("rejection = {%s, Available %d, Existing %q}, want {%s, Available %d, Existing %q}",
+			re.Reason, re.Available, re.Existing, reason, available, existing)
+	}
+	for r, s := range map[lease.Reason]error{
+		lease.ReasonOverloaded: lease.ErrOverloaded, lease.ReasonHolderHasLease: lease.ErrHolderHasLease,
+		lease.ReasonOverCapacity: lease.ErrOverCapacity,
+	} {
+		if errors.Is(err, s) != (r == reason) {
+			t.Errorf("errors.Is(%v, %v) = %v", err, s, !(r == reason))
+		}
+	}
+}
+
+func (e *env) usage(t *testing.T, wantUnits, wantLeases int) {
+	t.Helper()
+	u, n, err := e.s.Usage(e.ctx)
+	if err != nil {
+		t.Fatalf("Usage: %v", err)
+	}
+	if u != wantUnits || n != wantLeases {
+		t.Errorf("Usage = %d units, %d leases; want %d, %d", u, n, wantUnits, wantLeases)
+	}
+}
+
+func (e *env) list(t *testing.T) []lease.Lease {
+	t.Helper()
+	ls, err := e.s.List(e.ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	return ls
+}
+
+func ids(ls []lease.Lease) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.ID
+	}
+	return out
+}
+
+// gone checks that get, heartbeat and release of id all fail with want.
+func (e *env) gone(t *testing.T, id string, want error) {
+	t.Helper()
+	if _, err := e.s.Get(e.ctx, id); !errors.Is(err, want) {
+		t.Errorf("Get(%s) error = %v, want %v", id, err, want)
+	}
+	if _, err := e.s.Heartbeat(e.ctx, id); !errors.Is(err, want) {
+		t.Errorf("Heartbeat(%s) error = %v, want %v", id, err, want)
+	}
+	if _, err := e.s.Release(e.ctx, id); !errors.Is(err, want) {
+		t.Errorf("Release(%s) error = %v, want %v", id, err, want)
+	}
+}
+
+func near(a, b time.Time) bool {
+	d := a.Sub(b)
+	return d <= tolerance && d >= -tolerance
+}
+
+func sameLease(t *testing.T, what string, got, want lease.Lease) {
+	t.Helper()
+	if got.ID != want.ID || got.Holder != want.Holder || got.Resource != want.Resource ||
+		got.Cost != want.Cost || got.Token != want.Token || got.Grace != want.Grace ||
+		!got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
+		!got.HeartbeatAt.Equal(want.HeartbeatAt) {
+		t.Errorf("%s = %+v, want %+v", what, got, want)
+	}
+}
+
+// stores returns the subtest's store and up to two peers.
+func (e *env) stores(t *testing.T) []lease.Store {
+	out := []lease.Store{e.s}
+	if e.h.Peer != nil {
+		out = append(out, e.h.Peer(t, e.s), e.h.Peer(t, e.s))
+	}
+	return out
+}
+
+// checkSnapshot checks one List result: within budget, one lease per holder,
+// tokens ascending.
+func checkSnapshot(t *testing.T, ls []lease.Lease, budget int) {
+	t.Helper()
+	sum, seen := 0, map[string]bool{}
+	for i, l := range ls {
+		sum += l.Cost
+		if seen[l.Holder] {
+			t.Errorf("List shows two live leases for holder %s", l.Holder)
+		}
+		seen[l.Holder] = true
+		if i > 0 && l.Token <= ls[i-1].Token {
+			t.Errorf("List not ordered by Token: %d after %d", l.Token, ls[i-1].Token)
+		}
+	}
+	if sum > budget {
+		t.Errorf("List holds %d units, budget %d", sum, budget)
+	}
+}
