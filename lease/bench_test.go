@@ -7,19 +7,14 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// The parts of a grant, for the breakdown in the notes; the side-by-side
-// benchmarks against peers are in bench/lease.
+// The parts of a grant on the memory store: the id, and the store's grant
+// and release without a Manager. The side-by-side benchmarks against peers
+// are in bench/lease.
 
 func BenchmarkNewID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = lease.NewID()
-	}
-}
-
-func BenchmarkTimeNow(b *testing.B) {
-	for b.Loop() {
-		_ = time.Now()
 	}
 }
 
