@@ -8,8 +8,8 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// Seed 003: 35 units for camera modals, main stream 2 units with a fallback to
-// the 1-unit sub stream, one modal per user.
+// A camera admission server: 35 units for camera modals, main stream 2 units
+// with a fallback to the 1-unit sub stream, one modal per user.
 func Example() {
 	ctx := context.Background()
 	m, err := lease.New(35, lease.Options{}) // TTL 300 s, grace 45 s

@@ -14,8 +14,8 @@ import (
 
 var _ lease.Gate = (*hysteresis.Gate)(nil)
 
-// TestHysteresisGate: seed 003's CPU rule (trip at 85 %, recover below 60 %
-// after 60 s) as the Manager's admission gate.
+// TestHysteresisGate: a camera admission server's CPU rule (trip at 85 %,
+// recover below 60 % after 60 s) as the Manager's admission gate.
 func TestHysteresisGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, err := hysteresis.New([]hysteresis.Signal{{Name: "cpu", Warn: 70, Trip: 85, Recover: 60}},

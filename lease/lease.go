@@ -69,7 +69,8 @@ func (l Lease) Deadline() time.Time {
 
 // Lapsed reports whether the lease ends (or ended) by missing heartbeats
 // rather than by reaching ExpiresAt: its heartbeat deadline comes first.
-// Seed 003 cleans up both kinds but counts them apart.
+// A camera admission server, for one, cleans up both kinds but counts
+// them apart.
 func (l Lease) Lapsed() bool { return l.HeartbeatDeadline().Before(l.ExpiresAt) }
 
 // Live reports whether the lease is live at now, that is now is before

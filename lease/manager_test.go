@@ -79,10 +79,10 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// TestSeed003 is seed 003 end to end on the defaults: a budget of
-// 50 − 5 − 10 = 35 units, main stream 2 falling back to sub 1, one modal per
-// user, TTL 300 s, grace 45 s, cleanup every 10 s.
-func TestSeed003(t *testing.T) {
+// TestCameraAdmission is a camera admission server end to end on the defaults:
+// a budget of 50 − 5 − 10 = 35 units, main stream 2 falling back to sub 1, one
+// modal per user, TTL 300 s, grace 45 s, cleanup every 10 s.
+func TestCameraAdmission(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		g := &gate{}

@@ -67,7 +67,7 @@ func newManager(b *testing.B, s lease.Store) *lease.Manager {
 	return m
 }
 
-// BenchmarkLeaseGrantRelease: one holder grants a 2-unit lease (seed 003's
+// BenchmarkLeaseGrantRelease: one holder grants a 2-unit lease (a camera's
 // main stream, with the sub-stream fallback) and releases it.
 func BenchmarkLeaseGrantRelease(b *testing.B) {
 	for _, be := range backends {

@@ -13,8 +13,8 @@ import (
 	"github.com/ttlkit/ttlkit/lease/redislease"
 )
 
-// Seed 003 on Redis: every camserver instance builds the same Manager over
-// the same prefix, and they share one budget of 35 units. (This example
+// A camera admission server on Redis: every instance builds the same Manager
+// over the same prefix, and they share one budget of 35 units. (This example
 // needs a Redis server, so it is compiled but not run.)
 func Example() {
 	ctx := context.Background()

@@ -17,7 +17,7 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// TestAbandonedHolderLosesLease is seed 003's abandoned browser tab: a
+// TestAbandonedHolderLosesLease is a camera page's abandoned browser tab: a
 // holder takes the whole budget and stops heartbeating. Another instance is
 // refused until Grace has passed on the server's clock, then gets the units;
 // the abandoned lease reads as expired and one sweep reports it.

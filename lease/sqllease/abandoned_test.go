@@ -13,10 +13,10 @@ import (
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
 
-// testAbandoned is seed 003's abandoned browser tab on a server store: a
-// holder that stops heartbeating loses its lease once Grace has passed on
-// the database clock, its units come back before any sweep, the sweep
-// reports it once, and a holder kept alive by KeepAlive is untouched.
+// testAbandoned is a camera page's abandoned browser tab on a server store: a
+// holder that stops heartbeating loses its lease once Grace has passed on the
+// database clock, its units come back before any sweep, the sweep reports it
+// once, and a holder kept alive by KeepAlive is untouched.
 func testAbandoned(t *testing.T, s lease.Store) {
 	const grace = 600 * time.Millisecond
 	var (

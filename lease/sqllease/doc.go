@@ -2,12 +2,13 @@
 // MariaDB (go-sql-driver/mysql), so that several server instances share one
 // lease budget through one database.
 //
-// Two tables hold a store: the lease table (seed 003's modal_leases shape:
-// id, holder, resource, cost, token, created_at, expires_at, heartbeat_at,
-// grace_ns, plus the deadline min(expires_at, heartbeat_at + grace) that the
-// sweep and the holder rule are indexed on) and a state table whose row per
-// lease table is the fencing-token counter and the lock every grant
-// serialises on. Migrate creates both, idempotently; the names are Options.
+// Two tables hold a store: the lease table (the shape of a camera admission
+// server's modal_leases: id, holder, resource, cost, token, created_at,
+// expires_at, heartbeat_at, grace_ns, plus the deadline min(expires_at,
+// heartbeat_at + grace) that the sweep and the holder rule are indexed on) and
+// a state table whose row per lease table is the fencing-token counter and the
+// lock every grant serialises on. Migrate creates both, idempotently; the
+// names are Options.
 //
 // Every decision takes its time from the database clock inside the
 // statement or transaction that makes it (PostgreSQL clock_timestamp(),

@@ -12,9 +12,9 @@ import (
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
 
-// Seed 003's camera modals on PostgreSQL: every server instance runs this
-// against the same database and so shares one budget of 35 units. (Compiled
-// only: it needs a database.)
+// A camera admission server's modals on PostgreSQL: every server instance runs
+// this against the same database and so shares one budget of 35 units.
+// (Compiled only: it needs a database.)
 func ExampleNewPostgres() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://app@db/cameras")

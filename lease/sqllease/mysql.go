@@ -283,8 +283,8 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive b
 }
 
 // Heartbeat implements lease.Store in one transaction, and a second one,
-// holding the state row exclusively, if the lease looked expired (see
-// settled).
+// holding the state row exclusively, if the lease looked expired (see "Calls at a
+// deadline" in the package documentation).
 func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 	l, err := s.heartbeat(ctx, id, false)
 	if errors.Is(err, lease.ErrExpired) {
@@ -315,8 +315,8 @@ func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease
 }
 
 // Release implements lease.Store in one transaction, and a second one,
-// holding the state row exclusively, if the lease looked expired (see
-// settled).
+// holding the state row exclusively, if the lease looked expired (see "Calls at a
+// deadline" in the package documentation).
 func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
 	l, err := s.release(ctx, id, false)
 	if errors.Is(err, lease.ErrExpired) {
@@ -360,7 +360,8 @@ func (s *MySQL) settled(ctx context.Context, op string, fn func(tx *sql.Tx) erro
 }
 
 // Get implements lease.Store in one statement, or, for a lease that looks
-// expired, in a transaction that waits for writes in flight (see settled).
+// expired, in a transaction that waits for writes in flight (see "Calls at
+// a deadline" in the package documentation).
 func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "get"); err != nil {
 		return lease.Lease{}, err
@@ -389,8 +390,8 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 }
 
 // List implements lease.Store in one statement, or, when an expired row is
-// still there, in a transaction that waits for writes in flight (see
-// settled).
+// still there, in a transaction that waits for writes in flight (see "Calls at a
+// deadline" in the package documentation).
 func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "list"); err != nil {
 		return nil, err
@@ -437,8 +438,8 @@ func (s *MySQL) list(ctx context.Context, q interface {
 }
 
 // Usage implements lease.Store in one statement, or, when an expired row
-// is still there, in a transaction that waits for writes in flight (see
-// settled).
+// is still there, in a transaction that waits for writes in flight (see "Calls at a
+// deadline" in the package documentation).
 func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "mysql", "usage"); err != nil {
 		return 0, 0, err

@@ -217,14 +217,16 @@ func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err
 	return wrap(ctx, "postgres", op, err)
 }
 
-// Heartbeat implements lease.Store in one round trip (a pipelined
-// transaction, see change).
+// Heartbeat implements lease.Store in one round trip: BEGIN, a share lock
+// on the state row, the update, an existence check and COMMIT go in one
+// pipeline.
 func (s *Postgres) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 	return s.change(ctx, "heartbeat", s.q.heartbeat, id)
 }
 
-// Release implements lease.Store in one round trip (a pipelined
-// transaction, see change).
+// Release implements lease.Store in one round trip: BEGIN, a share lock on
+// the state row, the delete, an existence check and COMMIT go in one
+// pipeline.
 func (s *Postgres) Release(ctx context.Context, id string) (lease.Lease, error) {
 	return s.change(ctx, "release", s.q.release, id)
 }
@@ -312,7 +314,8 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 }
 
 // Get implements lease.Store in one statement, or, for a lease that looks
-// expired, in a transaction that waits for writes in flight (see settled).
+// expired, in a transaction that waits for writes in flight (see "Calls at
+// a deadline" in the package documentation).
 func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "get"); err != nil {
 		return lease.Lease{}, err
@@ -341,8 +344,8 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 }
 
 // List implements lease.Store in one statement, or, when an expired row is
-// still there, in a transaction that waits for writes in flight (see
-// settled).
+// still there, in a transaction that waits for writes in flight (see "Calls at a
+// deadline" in the package documentation).
 func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "list"); err != nil {
 		return nil, err
@@ -389,8 +392,8 @@ func (s *Postgres) list(ctx context.Context, q interface {
 }
 
 // Usage implements lease.Store in one statement, or, when an expired row
-// is still there, in a transaction that waits for writes in flight (see
-// settled).
+// is still there, in a transaction that waits for writes in flight (see "Calls at a
+// deadline" in the package documentation).
 func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "postgres", "usage"); err != nil {
 		return 0, 0, err
