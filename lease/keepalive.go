@@ -103,9 +103,10 @@ func (k *KeepAlive) Err() error {
 // Close stops heartbeating, leaving the lease to expire unless released:
 // it cancels a heartbeat in flight and waits for the KeepAlive's goroutine
 // until ctx ends; then it returns an error that wraps context.Cause(ctx).
-// Err stays nil unless the lease was lost before. Close is idempotent: a
-// later call waits the same way and returns nil once the goroutine has
-// stopped.
+// Err is then nil, unless the KeepAlive had already stopped for another
+// reason (a lost lease, the Manager's Close, its context). Close is
+// idempotent: a later call waits the same way and returns nil once the
+// goroutine has stopped.
 func (k *KeepAlive) Close(ctx context.Context) error {
 	k.signal()
 	select {
