@@ -36,20 +36,31 @@ func Wrap(ctx context.Context, pkg, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	if cerr := ctx.Err(); cerr != nil {
 		cause := context.Cause(ctx)
-		if !errors.Is(err, cause) {
-			return fmt.Errorf("%s: %s: %w: %w", pkg, op, cause, err)
+		switch {
+		case errors.Is(err, cause) && errors.Is(err, cerr):
+		case cause != cerr && !errors.Is(err, cause):
+			// A custom cause: report it, and still match context.Canceled
+			// or DeadlineExceeded as a plain cancellation would.
+			return fmt.Errorf("%s: %s: %w: %w: %w", pkg, op, cerr, cause, err)
+		case !errors.Is(err, cerr):
+			return fmt.Errorf("%s: %s: %w: %w", pkg, op, cerr, err)
 		}
 	}
 	return fmt.Errorf("%s: %s: %w", pkg, op, err)
 }
 
 // Canceled returns a wrapped context.Cause(ctx) if ctx has ended, else nil:
-// a call checks it first so that a dead context sends nothing.
+// a call checks it first so that a dead context sends nothing. The error
+// matches ctx.Err() too when the cause is a custom one.
 func Canceled(ctx context.Context, pkg, op string) error {
-	if ctx.Err() == nil {
+	cerr := ctx.Err()
+	if cerr == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %s: %w", pkg, op, context.Cause(ctx))
+	if cause := context.Cause(ctx); cause != cerr {
+		return fmt.Errorf("%s: %s: %w: %w", pkg, op, cerr, cause)
+	}
+	return fmt.Errorf("%s: %s: %w", pkg, op, cerr)
 }

@@ -31,13 +31,21 @@ func TestWrap(t *testing.T) {
 	stop := errors.New("shutting down")
 	cancel(stop)
 	err = Wrap(ctx, "pkg", "op", backend)
-	if !errors.Is(err, stop) || !errors.Is(err, backend) {
-		t.Errorf("Wrap on a cancelled ctx = %v, want both the cause and the backend error", err)
+	if !errors.Is(err, stop) || !errors.Is(err, backend) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Wrap on a cancelled ctx = %v, want the cause, context.Canceled and the backend error", err)
+	}
+	plain, cancelPlain := context.WithCancel(context.Background())
+	cancelPlain()
+	if err := Wrap(plain, "pkg", "op", backend); !errors.Is(err, context.Canceled) || !errors.Is(err, backend) {
+		t.Errorf("Wrap on a plainly cancelled ctx = %v", err)
+	}
+	if err := Wrap(plain, "pkg", "op", context.Canceled); err.Error() != "pkg: op: context canceled" {
+		t.Errorf("Wrap of the ctx's own error repeats it: %v", err)
 	}
 	if errors.Is(Wrap(context.Background(), "pkg", "op", backend), context.Canceled) {
 		t.Error("a live ctx's error matches context.Canceled")
 	}
-	if err := Canceled(ctx, "pkg", "op"); !errors.Is(err, stop) {
+	if err := Canceled(ctx, "pkg", "op"); !errors.Is(err, stop) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Canceled = %v", err)
 	}
 	if Canceled(context.Background(), "pkg", "op") != nil {
