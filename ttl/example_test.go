@@ -34,7 +34,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer runner.Close()
+	defer runner.Close(ctx)
 
 	// Two workspaces last active 11 minutes ago; one gets a request now.
 	for _, id := range []string{"ws-1", "ws-2"} {
@@ -44,7 +44,7 @@ func Example() {
 	}
 	tracker.Record("ws-1") // in the proxy, per request or WebSocket message
 
-	if err := tracker.Flush(ctx); err != nil {
+	if _, err := tracker.Flush(ctx); err != nil {
 		panic(err)
 	}
 	res, err := runner.Tick(ctx)

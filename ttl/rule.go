@@ -3,6 +3,8 @@ package ttl
 import (
 	"fmt"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Since names the entity timestamp a Rule measures from.
@@ -95,13 +97,13 @@ func (r Rule) String() string {
 func (r Rule) Validate() error {
 	switch {
 	case r.Phase == "":
-		return fmt.Errorf("ttl: rule %s: Phase is empty: %w", r, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: Phase is empty", r)
 	case r.Then == "":
-		return fmt.Errorf("ttl: rule %s: Then is empty: %w", r, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: Then is empty", r)
 	case r.After <= 0:
-		return fmt.Errorf("ttl: rule %s: After (%v) must be positive: %w", r, r.After, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: After (%v) must be positive", r, r.After)
 	case r.Since < SinceLastActivity || r.Since > SinceCreated:
-		return fmt.Errorf("ttl: rule %s: unknown Since (%d): %w", r, int(r.Since), ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: unknown Since (%d)", r, int(r.Since))
 	}
 	return nil
 }

@@ -49,13 +49,19 @@ func TestKeyHashTag(t *testing.T) {
 	for prefix, want := range map[string]string{
 		"codehub":       "{codehub}:activity",
 		"app:{ws}:":     "app:{ws}:activity",
-		"odd{}:":        "{odd{}:}:activity",
 		"{codehub}:ttl": "{codehub}:ttlactivity",
 	} {
 		b, err := redisttl.New(c, redisttl.Options{Prefix: prefix})
 		require.NoError(t, err)
 		assert.Equal(t, want, b.Key(), "prefix %q", prefix)
 	}
+	// Wrapped, "odd{}:" would give "{odd{}:}:activity", whose hash tag is
+	// "odd{", not the prefix: every ttlkit Redis backend refuses a prefix
+	// whose "}" ends the added tag early, so keys of one prefix always
+	// share the slot the prefix names.
+	_, err := redisttl.New(c, redisttl.Options{Prefix: "odd{}:"})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	assert.ErrorContains(t, err, `Prefix "odd{}:"`)
 }
 
 // TestScoreExact shows that a score is exactly the millisecond time Peek
