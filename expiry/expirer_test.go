@@ -16,11 +16,11 @@ import (
 	"github.com/ttlkit/ttlkit/expiry"
 )
 
-// TestSeedTimeline is seed 004's timeline at its defaults (1 s, 20 keys,
+// TestMiniRedisTimeline is a mini Redis's timeline at its defaults (1 s, 20 keys,
 // 25 %): 100 keys with a 10 s TTL, none read. Cycles find nothing until 10 s;
 // the cycle at 10 s samples 100 % expired, repeats at once, and empties the
 // keyspace before the next tick.
-func TestSeedTimeline(t *testing.T) {
+func TestMiniRedisTimeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMap[string](t, expiry.Options{})
 		for i := range 100 {

@@ -9,9 +9,9 @@ type Stats struct {
 	Since time.Time
 
 	// TimeIn is the total time spent in each state since New, including the
-	// current one up to now: TimeIn[Overloaded] is the time the gate was
-	// tripped.
-	TimeIn [numStates]time.Duration
+	// current one up to now, indexed by State: TimeIn[Overloaded] is the time
+	// the gate was tripped.
+	TimeIn [3]time.Duration
 
 	// Transitions counts state changes; Trips counts entries into Overloaded
 	// and Recoveries exits from it.

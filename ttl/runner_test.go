@@ -60,11 +60,12 @@ func get(t *testing.T, st ttl.Store, id string) ttl.Entity {
 	return e
 }
 
-// TestRunnerSeed002 runs seed 002 end to end on its default timings: a
+// TestRunnerWorkspaces runs a cloud-IDE workspace system end to end on its
+// default timings: a
 // tracker flushing to a buffer every 30 s, a runner ticking every 60 s,
 // RUNNING -> STANDBY after 10 idle minutes, STANDBY -> ARCHIVED 30 minutes
 // after the phase changed, and a controller woken with the ids.
-func TestRunnerSeed002(t *testing.T) {
+func TestRunnerWorkspaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
@@ -123,7 +124,7 @@ func TestRunnerSeed002(t *testing.T) {
 	})
 }
 
-// TestRunnerActivityBeforeSync is the seed's "activity during expiry": an
+// TestRunnerActivityBeforeSync is "activity during expiry": an
 // entity about to expire that was active just before the tick's sync stays
 // running.
 func TestRunnerActivityBeforeSync(t *testing.T) {
@@ -258,7 +259,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 
 // TestRunnerDrainKeepsConcurrentAdd: activity added while a batch is being
 // written to the store survives the batch's Remove and reaches the store on
-// the next tick. The seed's ZRANGE, UPDATE, ZREM would lose it.
+// the next tick. A hand-written ZRANGE, UPDATE, ZREM would lose it.
 func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	ctx := context.Background()
 	mock := clock.NewMock()

@@ -11,7 +11,7 @@ import (
 	"github.com/ttlkit/ttlkit/hysteresis/sysload"
 )
 
-// A Monitor feeding the seed preset. A real program passes a *System from
+// A Monitor feeding the preset of a camera admission server. A real program passes a *System from
 // NewSystem and leaves the clocks nil; here a scripted Sampler and a mock
 // clock make the run repeatable, and Step is called by hand.
 func Example() {

@@ -62,7 +62,7 @@ func load(cpu, mem float64, swapMiB uint64) step {
 	return step{load: sysload.Load{CPU: cpu, Memory: mem, Swap: swapMiB * sysload.MiB}}
 }
 
-func TestDefaultSignalsAreTheSeedPreset(t *testing.T) {
+func TestDefaultSignalsAreTheCameraServerPreset(t *testing.T) {
 	assert.Equal(t, []hysteresis.Signal{
 		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
 		{Name: "memory", Warn: 75, Trip: 90, Recover: 70},

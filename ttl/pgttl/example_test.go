@@ -30,7 +30,7 @@ func ExampleNew() {
 	// pgttl: Table "workspaces; DROP TABLE users" is not a valid identifier (letters, digits, _; at most 48; optional schema.)
 }
 
-// The TTL runner of seed 002: PostgreSQL decides, and controllers in other
+// The TTL runner of a cloud-IDE workspace system: PostgreSQL decides, and controllers in other
 // processes are woken through NOTIFY. (Needs a PostgreSQL server.)
 func ExampleNotifier() {
 	ctx := context.Background()

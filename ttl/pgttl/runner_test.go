@@ -16,7 +16,7 @@ import (
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-// pipeline is seed 002 wired end to end: a proxy's Tracker flushes into the
+// pipeline is a cloud-IDE workspace system wired end to end: a proxy's Tracker flushes into the
 // Redis buffer, the Runner drains it into PostgreSQL, applies the rules on
 // the server's clock and wakes a controller listening on another
 // connection.

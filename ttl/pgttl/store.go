@@ -304,7 +304,7 @@ func isDeadlock(err error) bool {
 }
 
 // Apply applies r as one conditional UPDATE on the server's clock (see
-// ttl.Store.Apply), for seed 002's standby rule:
+// ttl.Store.Apply), for a workspace system's standby rule:
 //
 //	UPDATE t SET desired_state = 'STANDBY'
 //	WHERE phase = 'RUNNING' AND operation = '' AND deleted_at IS NULL
