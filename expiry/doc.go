@@ -27,9 +27,13 @@
 // of the keys with a deadline may be expired but not yet deleted, and no
 // read ever returns one. Stats.StaleEstimate tracks it.
 //
-// [Map] is a sharded map that runs its own Expirer. Any other store can get
-// active expiry by implementing [Keyspace] and running an Expirer over it.
+// [Map] is a sharded map that runs its own Expirer. It reports every key it
+// finds expired, with the [Reason], to MapOptions.OnEvent, on a goroutine of
+// its own through a bounded queue, so neither readers nor active expiry ever
+// wait for the callback; [Map.Close] stops both goroutines. Any other store
+// can get active expiry by implementing [Keyspace] and running an Expirer
+// over it.
 //
-// The defaults are the seed's (1 s, 20 keys, 25 %, 25 % of the interval);
+// The defaults are a mini Redis's (1 s, 20 keys, 25 %, 25 % of the interval);
 // [Redis7Options] returns Redis 7's tuning (100 ms, 20 keys, 10 %).
 package expiry

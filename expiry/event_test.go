@@ -1,6 +1,10 @@
 package expiry_test
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,11 +16,12 @@ import (
 	"github.com/ttlkit/ttlkit/expiry"
 )
 
-func TestOnExpireReasons(t *testing.T) {
+func TestOnEventReasons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
-		var got []expiry.Event[string, int]
-		m.OnExpire(func(ev expiry.Event[string, int]) { got = append(got, ev) })
+		var mu sync.Mutex
+		var events []expiry.Event[string, int]
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+			OnEvent: func(ev expiry.Event[string, int]) { mu.Lock(); events = append(events, ev); mu.Unlock() }})
 
 		start := time.Now()
 		require.NoError(t, m.SetWithTTL("p", 1, time.Second))
@@ -24,17 +29,22 @@ func TestOnExpireReasons(t *testing.T) {
 		require.NoError(t, m.SetWithTTL("d", 3, time.Second))
 		m.Delete("d") // a deletion, not an expiry
 		time.Sleep(2 * time.Second)
+		found := time.Now()
 		_, ok := m.Get("p")
 		require.False(t, ok)
 		synctest.Wait()
-		m.Cycle()
+		m.Cycle(context.Background())
 		synctest.Wait()
 
+		mu.Lock()
+		got := slices.Clone(events)
+		mu.Unlock()
 		require.Len(t, got, 2)
-		assert.Equal(t, expiry.Event[string, int]{Key: "p", Value: 1, Reason: expiry.Passive, Deadline: start.Add(time.Second)}, got[0])
+		assert.Equal(t, expiry.Event[string, int]{Kind: expiry.EventExpired, Time: found, Key: "p", Value: 1,
+			Reason: expiry.ReasonPassive, Deadline: start.Add(time.Second)}, got[0])
 		assert.Equal(t, "a", got[1].Key)
 		assert.Equal(t, 2, got[1].Value)
-		assert.Equal(t, expiry.Active, got[1].Reason)
+		assert.Equal(t, expiry.ReasonActive, got[1].Reason)
 		assert.True(t, got[1].Deadline.Equal(start.Add(2*time.Second)))
 		st := m.Stats()
 		assert.Equal(t, uint64(2), st.EventsDelivered)
@@ -42,18 +52,18 @@ func TestOnExpireReasons(t *testing.T) {
 	})
 }
 
-// TestOnExpireFullQueueDrops: a stuck callback never blocks expiry; the
+// TestOnEventFullQueueDrops: a stuck callback never blocks expiry; the
 // events that do not fit in the queue are dropped and counted.
-func TestOnExpireFullQueueDrops(t *testing.T) {
+func TestOnEventFullQueueDrops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true, EventQueue: 2})
 		release := make(chan struct{})
-		m.OnExpire(func(expiry.Event[string, int]) { <-release })
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, EventQueue: 2,
+			OnEvent: func(expiry.Event[string, int]) { <-release }})
 		for i := range 10 {
 			require.NoError(t, m.SetWithTTL(string(rune('a'+i)), i, time.Second))
 		}
 		time.Sleep(time.Second)
-		r := m.Cycle() // returns although the callback is stuck
+		r := cycle(t, m) // returns although the callback is stuck
 		assert.Equal(t, 10, r.Expired)
 		synctest.Wait()
 		st := m.Stats()
@@ -65,38 +75,37 @@ func TestOnExpireFullQueueDrops(t *testing.T) {
 	})
 }
 
-func TestOnExpireNilRemovesCallback(t *testing.T) {
+// TestNoOnEventDeliversNothing: without OnEvent, expiry builds and counts no
+// event.
+func TestNoOnEventDeliversNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMap[int](t, expiry.Options{Manual: true})
-		n := 0
-		m.OnExpire(func(expiry.Event[string, int]) { n++ })
-		m.OnExpire(nil)
 		require.NoError(t, m.SetWithTTL("a", 1, time.Second))
 		time.Sleep(time.Second)
-		m.Cycle()
+		assert.Equal(t, 1, cycle(t, m).Expired)
 		synctest.Wait()
-		assert.Zero(t, n)
 		assert.Zero(t, m.Stats().EventsDelivered)
+		assert.Zero(t, m.Stats().EventsDropped)
 	})
 }
 
 // TestCloseWaitsInEveryCaller: a second Close, while the first waits for
-// the OnExpire worker, waits too instead of returning with the worker
+// the OnEvent worker, waits too instead of returning with the worker
 // still running.
 func TestCloseWaitsInEveryCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
 		release := make(chan struct{})
-		m.OnExpire(func(expiry.Event[string, int]) { <-release })
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+			OnEvent: func(expiry.Event[string, int]) { <-release }})
 		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
 		time.Sleep(time.Second)
 		_, ok := m.Get("k") // queues an event; the callback blocks
 		require.False(t, ok)
 
 		var first, second atomic.Bool
-		go func() { m.Close(); first.Store(true) }()
+		go func() { m.Close(context.Background()); first.Store(true) }()
 		synctest.Wait()
-		go func() { m.Close(); second.Store(true) }()
+		go func() { m.Close(context.Background()); second.Store(true) }()
 		synctest.Wait()
 		assert.False(t, first.Load(), "the worker is still in the callback")
 		assert.False(t, second.Load(), "the second Close returned before the worker stopped")
@@ -104,5 +113,45 @@ func TestCloseWaitsInEveryCaller(t *testing.T) {
 		synctest.Wait()
 		assert.True(t, first.Load())
 		assert.True(t, second.Load())
+	})
+}
+
+// TestCloseGivesUpWithCtx: Close waits for a stuck OnEvent only until its
+// ctx ends, says so, and a later Close succeeds once the callback returns.
+func TestCloseGivesUpWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+			OnEvent: func(expiry.Event[string, int]) { <-release }})
+		require.NoError(t, err)
+		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
+		time.Sleep(time.Second)
+		_, ok := m.Get("k")
+		require.False(t, ok)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = m.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, "expiry: event callback still running")
+		close(release)
+		require.NoError(t, m.Close(context.Background()))
+		assert.Equal(t, uint64(1), m.Stats().EventsDelivered)
+	})
+}
+
+// TestCycleHonoursCtx: a cancelled ctx runs no round and says why.
+func TestCycleHonoursCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stop := errors.New("shutting down")
+		cancel(stop)
+		r, err := m.Cycle(ctx)
+		require.ErrorIs(t, err, stop)
+		assert.Zero(t, r.Rounds)
+		assert.Zero(t, m.Stats().Cycles)
+		assert.Equal(t, 1, m.Len(), "nothing was sampled")
 	})
 }

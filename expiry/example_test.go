@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -9,11 +10,11 @@ import (
 )
 
 func ExampleMap() {
-	m, err := expiry.NewMap[string, string](expiry.Options{})
+	m, err := expiry.NewMap(expiry.MapOptions[string, string]{})
 	if err != nil {
 		panic(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 
 	m.Set("config", "v1")
 	if err := m.SetWithTTL("session:42", "alice", 30*time.Minute); err != nil {
@@ -75,9 +76,13 @@ func ExampleExpirer() {
 	if err != nil {
 		panic(err)
 	}
-	defer e.Close()
+	ctx := context.Background()
+	defer e.Close(ctx)
 	// Start() would run a cycle every Interval; here one cycle by hand.
-	r := e.Cycle()
+	r, err := e.Cycle(ctx)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("expired:", r.Expired, "left:", len(s.users))
 	fmt.Println("rounds above the threshold repeat:", r.Rounds > 1)
 	// Output:

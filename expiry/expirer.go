@@ -2,6 +2,7 @@ package expiry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"runtime"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Keyspace is what an Expirer needs from a store: a random sample of the
@@ -61,7 +64,7 @@ type ExpirerStats struct {
 // Start runs a cycle every Interval on a goroutine that Close stops; while
 // cycles end on their budget it runs the next one after a pause as long as
 // the cycle, until the backlog is gone (see Options.NoCatchUp). Cycle runs
-// one by hand. Cycles never overlap.
+// one by hand, also after Close. Cycles never overlap.
 type Expirer struct {
 	ks     Keyspace
 	opts   Options
@@ -75,8 +78,9 @@ type Expirer struct {
 	started  bool
 	closed   bool
 	stopping atomic.Bool
-	stop     chan struct{}
-	done     chan struct{}
+	stop     chan struct{} // closed by Close
+	done     chan struct{} // closed when the loop has stopped
+	cancel   context.CancelFunc
 
 	cycles, rounds, sampled, expired, budgetHits atomic.Uint64
 	stale                                        atomic.Uint64 // float64 bits
@@ -84,7 +88,8 @@ type Expirer struct {
 }
 
 // NewExpirer validates opts and returns an Expirer over ks. It does not
-// start the background goroutine: call Start, or call Cycle yourself.
+// start the background goroutine: call Start, or call Cycle yourself. Bad
+// options return an error that names the field and matches ErrInvalid.
 func NewExpirer(ks Keyspace, opts Options) (*Expirer, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -119,11 +124,13 @@ func (e *Expirer) Start() error {
 	}
 	e.started = true
 	t := e.clk.Ticker(e.opts.Interval)
-	go e.loop(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go e.loop(ctx, t)
 	return nil
 }
 
-func (e *Expirer) loop(t *clock.Ticker) {
+func (e *Expirer) loop(ctx context.Context, t *clock.Ticker) {
 	defer close(e.done)
 	defer t.Stop()
 	for {
@@ -136,7 +143,7 @@ func (e *Expirer) loop(t *clock.Ticker) {
 		// after a pause as long as the cycle instead of a whole interval
 		// later (Redis's fast cycles play this part), so a backlog gets
 		// up to half a processor rather than Budget of one.
-		for r := e.Cycle(); r.BudgetHit && !e.opts.NoCatchUp; r = e.Cycle() {
+		for r, _ := e.Cycle(ctx); r.BudgetHit && !e.opts.NoCatchUp; r, _ = e.Cycle(ctx) {
 			pause := e.clk.Timer(max(r.Duration, time.Millisecond))
 			select {
 			case <-e.stop:
@@ -149,25 +156,29 @@ func (e *Expirer) loop(t *clock.Ticker) {
 }
 
 // Close stops the background goroutine, interrupting a running cycle
-// between two rounds, and waits for it. It is idempotent (every call
-// waits) and always returns nil. Cycle still works after Close.
-func (e *Expirer) Close() error {
+// between two rounds, and waits for it until ctx ends; then it returns an
+// error that wraps context.Cause(ctx). Close is idempotent: a later call
+// waits the same way and returns nil once the goroutine has stopped. After
+// Close, Start returns ErrClosed; Cycle still works.
+func (e *Expirer) Close(ctx context.Context) error {
 	e.lifeMu.Lock()
-	if e.closed {
-		started := e.started
-		e.lifeMu.Unlock()
-		if started {
-			<-e.done
+	started := e.started
+	if !e.closed {
+		e.closed = true
+		e.stopping.Store(true)
+		close(e.stop)
+		if e.cancel != nil {
+			e.cancel()
 		}
+	}
+	e.lifeMu.Unlock()
+	if !started {
 		return nil
 	}
-	e.closed = true
-	started := e.started
-	e.stopping.Store(true)
-	close(e.stop)
-	e.lifeMu.Unlock()
-	if started {
-		<-e.done
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return fmt.Errorf("expiry: active expiry cycle still running: %w", context.Cause(ctx))
 	}
 	e.stopping.Store(false)
 	return nil
@@ -191,15 +202,28 @@ const window = 8
 // of SampleSize keys, repeated while more than Threshold of the keys
 // sampled by the last rounds (up to 8) was expired, until a round examines
 // fewer than SampleSize keys (all there were) or the budget is spent.
-func (e *Expirer) Cycle() CycleResult {
+//
+// When ctx ends, the cycle stops between two rounds and returns what it
+// did with an error wrapping context.Cause(ctx); that is the only error.
+// With a ctx that has already ended, Cycle does nothing.
+func (e *Expirer) Cycle(ctx context.Context) (CycleResult, error) {
+	if err := errs.Canceled(ctx, "expiry", "cycle"); err != nil {
+		return CycleResult{}, err
+	}
 	e.cycleMu.Lock()
 	defer e.cycleMu.Unlock()
 
 	var r CycleResult
+	var err error
 	var recent [window]struct{ sampled, expired int }
 	start := e.clk.Now()
 	lastRatio := -1.0
 	for !e.stopping.Load() {
+		if r.Rounds > 0 {
+			if err = errs.Canceled(ctx, "expiry", "cycle"); err != nil {
+				break
+			}
+		}
 		now := e.clk.Now()
 		if r.Rounds > 0 && now.Sub(start) >= e.budget {
 			r.BudgetHit = true
@@ -257,7 +281,7 @@ func (e *Expirer) Cycle() CycleResult {
 		}
 		e.stale.Store(math.Float64bits(old/2 + lastRatio/2))
 	}
-	return r
+	return r, err
 }
 
 // Stats returns a snapshot of the Expirer's counters.

@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,11 +16,11 @@ import (
 	"github.com/ttlkit/ttlkit/expiry"
 )
 
-// TestSeedTimeline is seed 004's timeline at its defaults (1 s, 20 keys,
+// TestMiniRedisTimeline is a mini Redis's timeline at its defaults (1 s, 20 keys,
 // 25 %): 100 keys with a 10 s TTL, none read. Cycles find nothing until 10 s;
 // the cycle at 10 s samples 100 % expired, repeats at once, and empties the
 // keyspace before the next tick.
-func TestSeedTimeline(t *testing.T) {
+func TestMiniRedisTimeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMap[string](t, expiry.Options{})
 		for i := range 100 {
@@ -58,7 +59,7 @@ func TestSamplingFindsHiddenExpiredKeys(t *testing.T) {
 	for _, expiredFirst := range []bool{true, false} {
 		t.Run(fmt.Sprint("expiredFirst=", expiredFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+				m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
 				short := func() {
 					for i := range 1000 {
 						require.NoError(t, m.SetWithTTL(fmt.Sprint("short:", i), i, time.Second))
@@ -77,10 +78,10 @@ func TestSamplingFindsHiddenExpiredKeys(t *testing.T) {
 					short()
 				}
 				time.Sleep(2 * time.Second)
-				r := m.Cycle()
+				r := cycle(t, m)
 				assert.Positive(t, r.Expired, "the first round must see expired keys")
 				for range 20 {
-					m.Cycle()
+					m.Cycle(context.Background())
 				}
 				st := m.Stats()
 				stale := float64(st.Keys-1000) / float64(st.Keys)
@@ -151,7 +152,7 @@ func TestMassExpiry(t *testing.T) {
 			before := m.Len()
 			var wg sync.WaitGroup
 			var r expiry.CycleResult
-			wg.Go(func() { r = m.Cycle() })
+			wg.Go(func() { r, _ = m.Cycle(context.Background()) })
 			// Readers run during the cycle.
 			for g := range 2 {
 				wg.Go(func() {
@@ -210,9 +211,9 @@ func TestCycleTimeBudget(t *testing.T) {
 	ks := &slowKeyspace{clk: mock, step: 10 * time.Millisecond}
 	e, err := expiry.NewExpirer(ks, expiry.Options{Clock: mock}) // 1 s × 25 %
 	require.NoError(t, err)
-	defer e.Close()
+	defer e.Close(context.Background())
 
-	r := e.Cycle()
+	r := cycle(t, e)
 	assert.True(t, r.BudgetHit)
 	assert.Equal(t, 25, r.Rounds)
 	assert.Equal(t, 250*time.Millisecond, r.Duration)
@@ -228,9 +229,9 @@ func TestCycleTimeBudget(t *testing.T) {
 func TestMapWithMockClock(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := expiry.NewMap[string, int](expiry.Options{Clock: mock, Interval: time.Second})
+	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Clock: mock, Interval: time.Second}})
 	require.NoError(t, err)
-	defer m.Close()
+	defer m.Close(context.Background())
 
 	require.NoError(t, m.SetWithTTL("a", 1, 5*time.Second))
 	require.NoError(t, m.SetWithTTL("b", 2, 5*time.Second))
@@ -249,17 +250,17 @@ func TestMapWithMockClock(t *testing.T) {
 
 func TestCloseStopsEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := expiry.NewMap[string, int](expiry.Options{})
-		require.NoError(t, err)
 		got := make(chan expiry.Event[string, int], 10)
-		m.OnExpire(func(ev expiry.Event[string, int]) { got <- ev })
+		m, err := expiry.NewMap(expiry.MapOptions[string, int]{
+			OnEvent: func(ev expiry.Event[string, int]) { got <- ev }})
+		require.NoError(t, err)
 		require.NoError(t, m.SetWithTTL("a", 1, time.Second))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		require.Len(t, got, 1)
 
-		require.NoError(t, m.Close())
-		require.NoError(t, m.Close(), "idempotent")
+		require.NoError(t, m.Close(context.Background()))
+		require.NoError(t, m.Close(context.Background()), "idempotent")
 		cycles := m.Stats().Cycles
 
 		// No goroutine is left in the bubble: synctest.Test would fail
@@ -271,8 +272,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		assert.Equal(t, cycles, m.Stats().Cycles)
 		_, ok := m.Get("b")
 		assert.False(t, ok)
-		m.OnExpire(func(ev expiry.Event[string, int]) { got <- ev }) // no effect now
-		assert.Equal(t, 1, m.Cycle().Expired)
+		assert.Equal(t, 1, cycle(t, m).Expired)
 		synctest.Wait()
 		assert.Len(t, got, 1, "no events after Close")
 	})
@@ -290,12 +290,12 @@ func TestExpirerStartClose(t *testing.T) {
 		time.Sleep(time.Second + time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, uint64(10), e.Stats().Cycles)
-		require.NoError(t, e.Close())
-		require.NoError(t, e.Close())
+		require.NoError(t, e.Close(context.Background()))
+		require.NoError(t, e.Close(context.Background()))
 		require.ErrorIs(t, e.Start(), expiry.ErrClosed)
 		time.Sleep(time.Second)
 		assert.Equal(t, uint64(10), e.Stats().Cycles)
-		e.Cycle()
+		e.Cycle(context.Background())
 		assert.Equal(t, uint64(11), e.Stats().Cycles)
 	})
 }
@@ -304,10 +304,11 @@ type countingKeyspace struct{ calls int }
 
 func (k *countingKeyspace) ExpireSample(time.Time, int) (int, int) { k.calls++; return 0, 0 }
 
-func TestReasonString(t *testing.T) {
-	assert.Equal(t, "passive", expiry.Passive.String())
-	assert.Equal(t, "active", expiry.Active.String())
-	assert.Equal(t, "Reason(7)", expiry.Reason(7).String())
+func TestReasonAndKindStrings(t *testing.T) {
+	assert.Equal(t, "passive", string(expiry.ReasonPassive))
+	assert.Equal(t, "active", string(expiry.ReasonActive))
+	assert.Equal(t, "expired", expiry.EventExpired.String())
+	assert.Equal(t, "EventKind(7)", expiry.EventKind(7).String())
 }
 
 // TestCycleIsNotStoppedByOneLuckyRound: 50k expired keys among 10k live
@@ -324,7 +325,7 @@ func TestCycleIsNotStoppedByOneLuckyRound(t *testing.T) {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("dead", i), i, time.Second))
 		}
 		time.Sleep(time.Second)
-		r := m.Cycle()
+		r := cycle(t, m)
 		assert.False(t, r.BudgetHit)
 		stale := float64(m.Len()-10_000) / float64(m.Len())
 		assert.Less(t, stale, 0.45, "expired share left by one cycle")
@@ -371,7 +372,7 @@ func TestSmallKeyspaceCycle(t *testing.T) {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("long:", i), i, time.Hour))
 		}
 		time.Sleep(time.Second)
-		r := m.Cycle()
+		r := cycle(t, m)
 		assert.Equal(t, expiry.CycleResult{Rounds: 1, Sampled: 10, Expired: 5}, r)
 		assert.Zero(t, m.Stats().StaleEstimate)
 		assert.Equal(t, 5, m.Len())
@@ -395,9 +396,9 @@ func TestExpirerCloseWaitsInEveryCaller(t *testing.T) {
 		synctest.Wait()
 
 		var first, second atomic.Bool
-		go func() { e.Close(); first.Store(true) }()
+		go func() { e.Close(context.Background()); first.Store(true) }()
 		synctest.Wait()
-		go func() { e.Close(); second.Store(true) }()
+		go func() { e.Close(context.Background()); second.Store(true) }()
 		synctest.Wait()
 		assert.False(t, first.Load(), "the cycle is still running")
 		assert.False(t, second.Load(), "the second Close returned before the loop stopped")

@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -18,7 +19,7 @@ import (
 // the Map's answers against the model.
 func TestRandomOpsKeepInvariants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true, Shards: 2})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 2})
 		type modelEntry struct {
 			v  int
 			at time.Time // zero: no deadline
@@ -63,7 +64,7 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 			case 6:
 				time.Sleep(time.Duration(r.IntN(5)) * time.Millisecond)
 				if r.IntN(10) == 0 {
-					m.Cycle()
+					m.Cycle(context.Background())
 				}
 			case 7:
 				e, want := live(k)
@@ -92,7 +93,7 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 // slots behind; without any active expiry they must still be cleaned.
 func TestStaleSlotsStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
 		for i := range 20000 {
 			k := strconv.Itoa(i % 50)
 			require.NoError(t, m.SetWithTTL(k, i, time.Hour))
@@ -116,7 +117,7 @@ func TestStaleSlotsStayBounded(t *testing.T) {
 // examined none ended the cycle as if no key had a deadline.
 func TestSampleIsFullDespiteStaleSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true, Shards: 1})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
 		for i := range 2000 {
 			require.NoError(t, m.SetWithTTL(strconv.Itoa(i), i, time.Hour))
 		}

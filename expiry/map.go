@@ -1,7 +1,8 @@
 package expiry
 
 import (
-	"fmt"
+	"context"
+	"errors"
 	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 const (
@@ -29,7 +33,7 @@ const (
 // carry a deadline, outside the lock.
 //
 // A Map must be created with NewMap. After Close it keeps working as a map
-// with passive expiry only.
+// with passive expiry only, and delivers no more events.
 type Map[K comparable, V any] struct {
 	shards []shard[K, V]
 	mask   uint64
@@ -37,22 +41,23 @@ type Map[K comparable, V any] struct {
 	clk    clock.Clock // nil: real time
 	base   time.Time   // deadlines are nanoseconds since base
 	exp    *Expirer
-	ev     *events[K, V]
+	ev     *event.Queue[Event[K, V]] // nil without OnEvent
 
 	expiredPassive atomic.Uint64
 	expiredActive  atomic.Uint64
 }
 
 // NewMap validates opts and returns an empty Map whose active expirer is
-// running (unless opts.Manual). Close stops it.
-func NewMap[K comparable, V any](opts Options) (*Map[K, V], error) {
+// running (unless opts.Manual). Close stops it. Bad options return an error
+// that names the field and matches ErrInvalid.
+func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	n := o.Shards
 	if n == 0 {
-		n = max(64, 16*runtime.GOMAXPROCS(0))
+		n = max(DefaultMinShards, 16*runtime.GOMAXPROCS(0))
 	}
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	m := &Map[K, V]{
@@ -60,7 +65,6 @@ func NewMap[K comparable, V any](opts Options) (*Map[K, V], error) {
 		mask:   uint64(n - 1),
 		seed:   maphash.MakeSeed(),
 		clk:    o.Clock,
-		ev:     newEvents[K, V](o.EventQueue, o.Logger),
 	}
 	for i := range m.shards {
 		m.shards[i].m = make(map[K]entry[V])
@@ -70,10 +74,11 @@ func NewMap[K comparable, V any](opts Options) (*Map[K, V], error) {
 	} else {
 		m.base = time.Now()
 	}
-	m.exp, err = NewExpirer(m, o)
+	m.exp, err = NewExpirer(m, o.Options)
 	if err != nil {
 		return nil, err
 	}
+	m.ev = event.New(o.OnEvent, o.EventQueue, o.Logger, "expiry")
 	if err := m.exp.Start(); err != nil {
 		return nil, err
 	}
@@ -104,11 +109,11 @@ func (m *Map[K, V]) at(t time.Time) int64 {
 // deadlineFor returns now+ttl or ErrInvalidTTL.
 func (m *Map[K, V]) deadlineFor(ttl time.Duration) (int64, error) {
 	if ttl <= 0 {
-		return 0, fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
+		return 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v is not positive", ttl)
 	}
 	now := m.now()
 	if int64(ttl) >= noDeadline-now {
-		return 0, fmt.Errorf("%w: %v overflows the deadline", ErrInvalidTTL, ttl)
+		return 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v overflows the deadline", ttl)
 	}
 	return now + int64(ttl), nil
 }
@@ -122,13 +127,20 @@ func (m *Map[K, V]) expire(s *shard[K, V], k K, e entry[V], r Reason) {
 
 // report counts the expiry of k, whose entry was e, and sends its event.
 func (m *Map[K, V]) report(k K, e entry[V], r Reason) {
-	if r == Passive {
+	if r == ReasonPassive {
 		m.expiredPassive.Add(1)
 	} else {
 		m.expiredActive.Add(1)
 	}
-	if m.ev.enabled() {
-		m.ev.send(Event[K, V]{Key: k, Value: e.val, Reason: r, Deadline: m.base.Add(time.Duration(e.deadline))})
+	if m.ev.Enabled() {
+		m.ev.Send(Event[K, V]{
+			Kind:     EventExpired,
+			Time:     m.base.Add(time.Duration(m.now())),
+			Key:      k,
+			Value:    e.val,
+			Reason:   r,
+			Deadline: m.base.Add(time.Duration(e.deadline)),
+		})
 	}
 }
 
@@ -138,7 +150,7 @@ func (m *Map[K, V]) expiredLocked(s *shard[K, V], k K, e entry[V]) bool {
 	if e.deadline == noDeadline || e.deadline > m.now() {
 		return false
 	}
-	m.expire(s, k, e, Passive)
+	m.expire(s, k, e, ReasonPassive)
 	return true
 }
 
@@ -178,7 +190,7 @@ func (m *Map[K, V]) Set(k K, v V) {
 	s.m[k] = entry[V]{val: v, deadline: noDeadline}
 	if ok && e.deadline != noDeadline {
 		if e.deadline <= m.now() {
-			m.report(k, e, Passive)
+			m.report(k, e, ReasonPassive)
 		}
 		s.lostDeadline()
 	}
@@ -212,7 +224,7 @@ func (m *Map[K, V]) setDeadline(k K, v V, d, now int64) {
 	s.mu.Lock()
 	e, ok := s.m[k]
 	if ok && e.deadline <= now {
-		m.expire(s, k, e, Passive)
+		m.expire(s, k, e, ReasonPassive)
 		ok = false
 	}
 	if !ok {
@@ -310,7 +322,7 @@ func (m *Map[K, V]) expireAt(k K, d, now int64) bool {
 		return false
 	}
 	if e.deadline <= now {
-		m.expire(s, k, e, Passive)
+		m.expire(s, k, e, ReasonPassive)
 		return false
 	}
 	if d <= now {
@@ -410,7 +422,7 @@ func (m *Map[K, V]) Clear() {
 // deadline it examines them all.
 func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
-	onExpired := func(k K, e entry[V]) { m.report(k, e, Active) }
+	onExpired := func(k K, e entry[V]) { m.report(k, e, ReasonActive) }
 	total := int64(0)
 	for i := range m.shards {
 		total += m.shards[i].n.Load()
@@ -455,24 +467,14 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	return sampled, expired
 }
 
-// OnExpire sets the callback that receives every expired key with the
-// reason (nil removes it). Events reach f in order on one goroutine, outside
-// any lock, through a queue of Options.EventQueue events: when f falls
-// behind and the queue is full, events are dropped and counted in
-// Stats.EventsDropped rather than slowing expiry or readers down. Keys
-// removed by Delete, Clear or a past ExpireAt are not expiry events.
-// After Close, OnExpire has no effect. f must not call Close, which waits
-// for f to return.
-func (m *Map[K, V]) OnExpire(f func(Event[K, V])) { m.ev.set(f) }
+// Cycle runs one active-expiry cycle now; see Expirer.Cycle.
+func (m *Map[K, V]) Cycle(ctx context.Context) (CycleResult, error) { return m.exp.Cycle(ctx) }
 
-// Cycle runs one active-expiry cycle now.
-func (m *Map[K, V]) Cycle() CycleResult { return m.exp.Cycle() }
-
-// Close stops the active expirer and the OnExpire worker (after it has
-// delivered the events already queued) and waits for both. It is
-// idempotent, every call waits, and it returns nil.
-func (m *Map[K, V]) Close() error {
-	err := m.exp.Close()
-	m.ev.close()
-	return err
+// Close stops the active expirer and the OnEvent worker, after it has
+// delivered the events already queued, and waits for both until ctx ends;
+// then it returns an error that wraps context.Cause(ctx) and says what is
+// still running. Close is idempotent: a later call waits the same way and
+// returns nil once everything has stopped.
+func (m *Map[K, V]) Close(ctx context.Context) error {
+	return errors.Join(m.exp.Close(ctx), m.ev.Close(ctx))
 }

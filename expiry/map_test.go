@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -18,31 +19,50 @@ import (
 // newMap returns a Map closed at the end of the test.
 func newMap[V any](t *testing.T, opts expiry.Options) *expiry.Map[string, V] {
 	t.Helper()
-	m, err := expiry.NewMap[string, V](opts)
+	return newMapWith(t, expiry.MapOptions[string, V]{Options: opts})
+}
+
+func newMapWith[V any](t *testing.T, opts expiry.MapOptions[string, V]) *expiry.Map[string, V] {
+	t.Helper()
+	m, err := expiry.NewMap(opts)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	t.Cleanup(func() { require.NoError(t, m.Close(context.Background())) })
 	return m
 }
 
+type cycler interface {
+	Cycle(context.Context) (expiry.CycleResult, error)
+}
+
+// cycle runs one cycle by hand; only a cancelled ctx could fail it.
+func cycle(t testing.TB, c cycler) expiry.CycleResult {
+	t.Helper()
+	r, err := c.Cycle(context.Background())
+	require.NoError(t, err)
+	return r
+}
+
 func TestNewMapValidatesOptions(t *testing.T) {
+	type opts = expiry.MapOptions[string, int]
 	for _, tc := range []struct {
-		opts  expiry.Options
+		opts  opts
 		field string
 	}{
-		{expiry.Options{Interval: -time.Second}, "Interval"},
-		{expiry.Options{SampleSize: -1}, "SampleSize"},
-		{expiry.Options{Threshold: 1}, "Threshold"},
-		{expiry.Options{Threshold: -0.1}, "Threshold"},
-		{expiry.Options{Threshold: math.NaN()}, "Threshold"},
-		{expiry.Options{Budget: 1.5}, "Budget"},
-		{expiry.Options{MaxRounds: -1}, "MaxRounds"},
-		{expiry.Options{EventQueue: -1}, "EventQueue"},
-		{expiry.Options{EventQueue: 1 << 40}, "EventQueue"},
-		{expiry.Options{Shards: -1}, "Shards"},
-		{expiry.Options{Shards: 1 << 17}, "Shards"},
+		{opts{Options: expiry.Options{Interval: -time.Second}}, "Interval"},
+		{opts{Options: expiry.Options{SampleSize: -1}}, "SampleSize"},
+		{opts{Options: expiry.Options{Threshold: 1}}, "Threshold"},
+		{opts{Options: expiry.Options{Threshold: -0.1}}, "Threshold"},
+		{opts{Options: expiry.Options{Threshold: math.NaN()}}, "Threshold"},
+		{opts{Options: expiry.Options{Budget: 1.5}}, "Budget"},
+		{opts{Options: expiry.Options{MaxRounds: -1}}, "MaxRounds"},
+		{opts{EventQueue: -1}, "EventQueue"},
+		{opts{EventQueue: 1 << 40}, "EventQueue"},
+		{opts{Shards: -1}, "Shards"},
+		{opts{Shards: 1 << 17}, "Shards"},
 	} {
-		_, err := expiry.NewMap[string, int](tc.opts)
+		_, err := expiry.NewMap(tc.opts)
 		require.Error(t, err, "%+v", tc.opts)
+		assert.ErrorIs(t, err, expiry.ErrInvalid)
 		assert.Contains(t, err.Error(), tc.field)
 		assert.Contains(t, err.Error(), "expiry: ")
 	}
@@ -166,6 +186,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		for _, ttl := range []time.Duration{0, -time.Second, math.MaxInt64} {
 			err := m.SetWithTTL("k", 2, ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
+			assert.ErrorIs(t, err, expiry.ErrInvalid, "%v", ttl)
 			err = m.SetWithTTL("new", 2, ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
 			ok, err := m.Expire("t", ttl)

@@ -1,41 +1,48 @@
 package expiry
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Default values of Options; a zero field means its default.
+// Default values of Options and MapOptions; a zero field means its default.
 const (
 	DefaultInterval   = time.Second
 	DefaultSampleSize = 20
 	DefaultThreshold  = 0.25
 	DefaultBudget     = 0.25
-	DefaultEventQueue = 1024
+	DefaultEventQueue = event.DefaultSize
+	// DefaultMinShards is the least number of shards MapOptions.Shards
+	// defaults to (16 × GOMAXPROCS, at least DefaultMinShards).
+	DefaultMinShards = 64
 )
 
 // Options tunes active expiry. The zero value means the defaults, which are
-// seed 004's algorithm: every second, sample 20 keys that carry a deadline,
-// delete the expired ones and repeat while more than 25 % were expired, for at
-// most a quarter of the interval.
+// the classic Redis algorithm of a mini Redis: every second, sample 20 keys
+// that carry a deadline, delete the expired ones and repeat while more than
+// 25 % were expired, for at most a quarter of the interval.
 type Options struct {
-	// Interval is the period of active expiry cycles. Default 1 s.
+	// Interval is the period of active expiry cycles. 0 means
+	// DefaultInterval (1 s).
 	Interval time.Duration
 	// SampleSize is the number of keys with a deadline sampled per round.
-	// Default 20.
+	// 0 means DefaultSampleSize (20).
 	SampleSize int
 	// Threshold: a cycle samples another round at once while the expired
 	// share of the keys sampled by its last rounds (up to 8, so that one
 	// lucky 20-key round does not end a mass expiry) is above Threshold.
-	// Default 0.25; it must be in [0, 1), and 0 means the default (use a
-	// tiny value such as 1e-9 to repeat while any sampled key was expired).
+	// It must be in [0, 1); 0 means DefaultThreshold (0.25) (use a tiny
+	// value such as 1e-9 to repeat while any sampled key was expired).
 	Threshold float64
 	// Budget is the share of Interval one cycle may run (Redis uses 25 % of
 	// its CPU time). A cycle that spends it stops and counts a budget hit;
-	// the next tick resumes the work. Default 0.25; it must be in (0, 1].
+	// the next tick resumes the work. It must be in (0, 1]; 0 means
+	// DefaultBudget (0.25).
 	Budget float64
 	// MaxRounds, when positive, also caps the rounds of one cycle; hitting
 	// it counts as a budget hit. It makes the cost of a cycle independent of
@@ -59,21 +66,59 @@ type Options struct {
 	// Logger receives debug records of budget-limited cycles and warnings
 	// of dropped expiry events; nil means no logging.
 	Logger *slog.Logger
-
-	// EventQueue is the capacity of the queue that carries expiry events to
-	// the OnExpire callback (Map only). When the queue is full the event is
-	// dropped and counted in Stats.EventsDropped: expiry never waits for a
-	// slow callback. Default 1024, at most 1<<20 (the queue is allocated
-	// up front).
-	EventQueue int
-	// Shards is the number of shards of a Map, rounded up to a power of
-	// two. Default 16 × GOMAXPROCS, at least 64.
-	Shards int
 }
 
-// maxEventQueue bounds Options.EventQueue: the queue is allocated whole
-// by NewMap, and a larger one would fail there instead of in validation.
-const maxEventQueue = 1 << 20
+// MapOptions configures a Map: the active expiry tuning, embedded, plus what
+// only a Map has. The zero value means the defaults.
+//
+// OnEvent lives here, set once at construction, rather than in Options or a
+// setter, because its type depends on the Map's key and value types and
+// because a callback fixed before the first key is stored can never miss an
+// expiry or race with one.
+type MapOptions[K comparable, V any] struct {
+	// Options tunes the Map's active expiry.
+	Options
+
+	// Shards is the number of shards, rounded up to a power of two. 0
+	// means 16 × GOMAXPROCS, at least DefaultMinShards (64).
+	Shards int
+
+	// OnEvent, if set, receives every key found expired, with the Reason.
+	// Events reach it in order on one goroutine, outside every lock,
+	// through a queue of EventQueue events: when OnEvent falls behind and
+	// the queue is full, events are dropped and counted in
+	// Stats.EventsDropped rather than slowing expiry or readers down. It
+	// may call the Map's methods, except Close with a ctx that never ends:
+	// Close waits for OnEvent to return.
+	OnEvent func(Event[K, V])
+
+	// EventQueue is the capacity of the queue that carries events to
+	// OnEvent. 0 means DefaultEventQueue (1024); it must not be negative
+	// and is at most 1<<20 (the queue is allocated up front).
+	EventQueue int
+}
+
+// withDefaults validates o and fills in the defaults. Errors name the field.
+func (o MapOptions[K, V]) withDefaults() (MapOptions[K, V], error) {
+	switch {
+	case o.EventQueue < 0:
+		return o, errs.Invalid(ErrInvalid, "expiry: EventQueue (%d) is negative", o.EventQueue)
+	case o.EventQueue > event.MaxSize:
+		return o, errs.Invalid(ErrInvalid, "expiry: EventQueue (%d) is above %d", o.EventQueue, event.MaxSize)
+	case o.Shards < 0:
+		return o, errs.Invalid(ErrInvalid, "expiry: Shards (%d) is negative", o.Shards)
+	case o.Shards > 1<<16:
+		return o, errs.Invalid(ErrInvalid, "expiry: Shards (%d) is above 65536", o.Shards)
+	}
+	var err error
+	if o.Options, err = o.Options.withDefaults(); err != nil {
+		return o, err
+	}
+	if o.EventQueue == 0 {
+		o.EventQueue = DefaultEventQueue
+	}
+	return o, nil
+}
 
 // Redis7Options returns the tuning of Redis 7's active expiry at its default
 // effort: a cycle every 100 ms (hz 10), 20 keys per sample, repeat while more
@@ -93,23 +138,15 @@ func Redis7Options() Options {
 func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Interval < 0:
-		return o, fmt.Errorf("expiry: Interval (%v) is negative", o.Interval)
+		return o, errs.Invalid(ErrInvalid, "expiry: Interval (%v) is negative", o.Interval)
 	case o.SampleSize < 0:
-		return o, fmt.Errorf("expiry: SampleSize (%d) is negative", o.SampleSize)
+		return o, errs.Invalid(ErrInvalid, "expiry: SampleSize (%d) is negative", o.SampleSize)
 	case o.Threshold < 0 || o.Threshold >= 1 || o.Threshold != o.Threshold:
-		return o, fmt.Errorf("expiry: Threshold (%v) is not in [0, 1)", o.Threshold)
+		return o, errs.Invalid(ErrInvalid, "expiry: Threshold (%v) is not in [0, 1)", o.Threshold)
 	case o.Budget < 0 || o.Budget > 1 || o.Budget != o.Budget:
-		return o, fmt.Errorf("expiry: Budget (%v) is not in (0, 1]", o.Budget)
+		return o, errs.Invalid(ErrInvalid, "expiry: Budget (%v) is not in (0, 1]", o.Budget)
 	case o.MaxRounds < 0:
-		return o, fmt.Errorf("expiry: MaxRounds (%d) is negative", o.MaxRounds)
-	case o.EventQueue < 0:
-		return o, fmt.Errorf("expiry: EventQueue (%d) is negative", o.EventQueue)
-	case o.EventQueue > maxEventQueue:
-		return o, fmt.Errorf("expiry: EventQueue (%d) is above %d", o.EventQueue, maxEventQueue)
-	case o.Shards < 0:
-		return o, fmt.Errorf("expiry: Shards (%d) is negative", o.Shards)
-	case o.Shards > 1<<16:
-		return o, fmt.Errorf("expiry: Shards (%d) is above 65536", o.Shards)
+		return o, errs.Invalid(ErrInvalid, "expiry: MaxRounds (%d) is negative", o.MaxRounds)
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
@@ -122,9 +159,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
-	}
-	if o.EventQueue == 0 {
-		o.EventQueue = DefaultEventQueue
 	}
 	return o, nil
 }

@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -28,11 +29,11 @@ type val struct {
 // make a value outlive the deadline it was stored with, which is how the
 // test catches an expired value being returned for the other keys.
 func TestConcurrentUse(t *testing.T) {
-	m, err := expiry.NewMap[string, val](expiry.Options{Interval: time.Millisecond, Shards: 4})
-	require.NoError(t, err)
-	defer m.Close()
 	var events atomic.Int64
-	m.OnExpire(func(expiry.Event[string, val]) { events.Add(1) })
+	m, err := expiry.NewMap(expiry.MapOptions[string, val]{Options: expiry.Options{Interval: time.Millisecond}, Shards: 4,
+		OnEvent: func(expiry.Event[string, val]) { events.Add(1) }})
+	require.NoError(t, err)
+	defer m.Close(context.Background())
 
 	keys, pkeys := make([]string, 64), make([]string, 16)
 	for i := range keys {
@@ -93,7 +94,7 @@ func TestConcurrentUse(t *testing.T) {
 					m.ExpireAt(k, time.Now())
 				case 6:
 					if r.IntN(100) == 0 {
-						m.Cycle()
+						m.Cycle(context.Background())
 					}
 				default:
 					before := time.Now()
@@ -125,7 +126,7 @@ func TestConcurrentUse(t *testing.T) {
 
 	// Close stops active expiry, so Stats and Len below read a keyspace
 	// that no longer changes, and delivers the queued events.
-	require.NoError(t, m.Close())
+	require.NoError(t, m.Close(context.Background()))
 	st := m.Stats()
 	assert.Equal(t, m.Len(), st.Keys)
 	assert.LessOrEqual(t, st.KeysWithDeadline, st.Keys)

@@ -19,7 +19,7 @@ type Stats struct {
 	StaleEstimate float64
 	LastCycle     time.Duration // duration of the last cycle
 
-	EventsDelivered uint64 // expiry events passed to the OnExpire callback
+	EventsDelivered uint64 // expiry events OnEvent has returned from
 	EventsDropped   uint64 // expiry events dropped because the queue was full
 }
 
@@ -43,7 +43,7 @@ func (m *Map[K, V]) Stats() Stats {
 	st.BudgetHits = es.BudgetHits
 	st.StaleEstimate = es.StaleEstimate
 	st.LastCycle = es.LastCycle
-	st.EventsDelivered = m.ev.delivered.Load()
-	st.EventsDropped = m.ev.dropped.Load()
+	st.EventsDelivered = m.ev.Delivered()
+	st.EventsDropped = m.ev.Dropped()
 	return st
 }

@@ -40,16 +40,17 @@
 // Every policy counts stale signals in [Stats]. A negative StaleAfter turns
 // staleness off.
 //
-// # Time and callbacks
+// # Time and events
 //
 // Time comes from Options.Clock (real time when nil). The hold and staleness
 // are evaluated whenever the gate is fed and whenever it is read ([Gate.State],
 // [Gate.Overloaded], [Gate.Stats], ...), so a reader always sees the current
-// state even between samples. Options.OnChange receives every transition, in
-// order, outside the gate's lock. It is called by the goroutine that feeds the
-// gate ([Gate.Observe], [Gate.ObserveAll], [Gate.Check]) and never by a
-// reader, so a reader such as an admission check can safely consult the gate
-// while holding its own locks; a transition first noticed by a reader is
-// delivered by the next feeding call. A callback may call any method of the
-// gate; a transition it causes is delivered after it returns.
+// state even between samples. Options.OnEvent receives every transition as an
+// [Event], in order, on the gate's own goroutine and outside its lock, through
+// a queue of Options.EventQueue events: no caller, feeding or reading, ever
+// runs or waits for the callback, so an admission check may consult the gate
+// while holding its own locks, and the callback may call any method of the
+// gate. When the callback falls so far behind that the queue is full, further
+// transitions are dropped and counted in Stats.EventsDropped. [Gate.Close]
+// delivers what is queued and stops that goroutine.
 package hysteresis

@@ -1,6 +1,7 @@
 package hysteresis_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -13,13 +14,15 @@ import (
 // trip at 85 %, and reopen only after a minute below 60 %.
 func Example() {
 	clk := clock.NewMock() // the example controls time; programs leave Clock nil
+	start := clk.Now()
+	var changes []string // written by OnEvent, read after Close
 	gate, err := hysteresis.New([]hysteresis.Signal{
 		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
 	}, hysteresis.Options{
 		Hold:  time.Minute,
 		Clock: clk,
-		OnChange: func(c hysteresis.Change) {
-			fmt.Printf("  %s -> %s (%s)\n", c.From, c.To, c.Reason)
+		OnEvent: func(e hysteresis.Event) {
+			changes = append(changes, fmt.Sprintf("at %v: %s -> %s (%s)", e.Time.Sub(start), e.From, e.To, e.Reason))
 		},
 	})
 	if err != nil {
@@ -27,31 +30,27 @@ func Example() {
 	}
 
 	for _, cpu := range []float64{50, 75, 90, 80, 86, 55, 55, 65, 40, 40, 40} {
-		fmt.Printf("cpu %2.0f%%\n", cpu)
 		if err := gate.Observe("cpu", cpu); err != nil {
 			panic(err)
 		}
 		clk.Add(20 * time.Second)
 	}
 	// 60 s after the first 40 %: the hold has elapsed. Check evaluates the
-	// gate without a sample and delivers the change.
+	// gate without a sample.
 	fmt.Println("state:", gate.Check())
+	// OnEvent runs on the gate's own goroutine; Close delivers what is
+	// queued and waits for it.
+	if err := gate.Close(context.Background()); err != nil {
+		panic(err)
+	}
+	for _, c := range changes {
+		fmt.Println(c)
+	}
 	// Output:
-	// cpu 50%
-	// cpu 75%
-	//   normal -> warning (warn)
-	// cpu 90%
-	//   warning -> overloaded (trip)
-	// cpu 80%
-	// cpu 86%
-	// cpu 55%
-	// cpu 55%
-	// cpu 65%
-	// cpu 40%
-	// cpu 40%
-	// cpu 40%
-	//   overloaded -> normal (recovered)
 	// state: normal
+	// at 20s: normal -> warning (warn)
+	// at 40s: warning -> overloaded (trip)
+	// at 3m40s: overloaded -> normal (recovered)
 }
 
 // ObserveAll records one sampling round: any signal trips the gate, and all

@@ -1,9 +1,21 @@
 package hysteresis
 
-// PendingCap returns the capacity of the gate's delivery queue, so tests can
-// check that a stuck callback cannot make it grow without bound.
-func PendingCap(g *Gate) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return cap(g.pending)
+import "runtime"
+
+// Settle waits until every transition so far has been delivered to OnEvent
+// (or dropped), so that a test can read what its callback collected. It
+// yields rather than sleeps, so it moves no testing/synctest clock.
+func Settle(g *Gate) {
+	for i := 0; ; i++ {
+		g.mu.Lock()
+		n := g.transitions
+		g.mu.Unlock()
+		if g.events.Delivered()+g.events.Dropped() >= n {
+			return
+		}
+		if i > 1e8 {
+			panic("hysteresis: Settle: events never delivered")
+		}
+		runtime.Gosched()
+	}
 }

@@ -1,26 +1,29 @@
 package hysteresis
 
 import (
+	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Gate turns samples of named signals into a State with hysteresis. It is
-// safe for concurrent use. The zero value is not usable; call New.
+// safe for concurrent use. The zero value is not usable; call New. A Gate
+// with Options.OnEvent or Options.Logger delivers its events on a goroutine
+// of its own, which Close stops.
 type Gate struct {
 	// Set by New, read-only afterwards.
 	clock      clock.Clock
 	hold       time.Duration
 	staleAfter time.Duration // 0: staleness off
 	policy     StalePolicy
-	onChange   func(Change)
-	logger     *slog.Logger
+	events     *event.Queue[Event] // nil without OnEvent and Logger
 	index      map[string]int
 	base       time.Time // New's time: the origin of due
 
@@ -43,11 +46,6 @@ type Gate struct {
 	samples     uint64
 	rejected    uint64
 	staleEvents uint64
-	dropped     uint64
-
-	pending    []Change // transitions waiting for delivery, from head on
-	head       int
-	delivering bool
 }
 
 type signalState struct {
@@ -59,9 +57,9 @@ type signalState struct {
 	stale    bool // as of the last evaluation
 }
 
-// New returns a Gate watching signals, in Normal state. It returns a
-// *ConfigError (matching ErrInvalidConfig) naming the bad field when a signal
-// or an option is invalid.
+// New returns a Gate watching signals, in Normal state. It returns an error
+// that names the bad field and matches ErrInvalid when a signal or an option
+// is invalid.
 func New(signals []Signal, opts Options) (*Gate, error) {
 	index, err := validateSignals(signals)
 	if err != nil {
@@ -76,8 +74,6 @@ func New(signals []Signal, opts Options) (*Gate, error) {
 		hold:       opts.Hold,
 		staleAfter: opts.StaleAfter,
 		policy:     opts.Stale,
-		onChange:   opts.OnChange,
-		logger:     opts.Logger,
 		index:      index,
 		base:       now,
 		signals:    make([]signalState, len(signals)),
@@ -91,14 +87,15 @@ func New(signals []Signal, opts Options) (*Gate, error) {
 		g.signals[i] = signalState{Signal: s, warn: warn, at: now}
 	}
 	g.evaluate(now)
+	g.events = newQueue(opts) // after evaluate: New's own state is no transition
 	return g, nil
 }
 
 // Observe records value as the current level of the named signal and
 // re-evaluates the gate. It does not allocate. It returns ErrUnknownSignal or
 // ErrInvalidValue (NaN), wrapped with the signal's name, and then changes
-// nothing but the Rejected counter. Observe delivers OnChange callbacks for
-// the transitions it causes (see the package doc).
+// nothing but the Rejected counter. A transition it causes is queued for
+// OnEvent; Observe never waits for the callback.
 func (g *Gate) Observe(name string, value float64) error {
 	i, ok := g.index[name]
 	if !ok || math.IsNaN(value) {
@@ -109,11 +106,7 @@ func (g *Gate) Observe(name string, value float64) error {
 	g.catchUp(now)
 	g.apply(i, value, now)
 	g.evaluate(now)
-	deliver := g.claimDelivery()
 	g.mu.Unlock()
-	if deliver {
-		g.deliver()
-	}
 	return nil
 }
 
@@ -133,30 +126,30 @@ func (g *Gate) ObserveAll(values map[string]float64) error {
 		g.apply(g.index[name], v, now)
 	}
 	g.evaluate(now)
-	deliver := g.claimDelivery()
 	g.mu.Unlock()
-	if deliver {
-		g.deliver()
-	}
 	return nil
 }
 
 // Check re-evaluates the gate at the current time without a new sample (a
-// hold that has elapsed, a signal that went stale), delivers pending
-// OnChange callbacks, and returns the state. A program whose samples may stop
-// should call it periodically, so that OnChange hears of stale signals.
+// hold that has elapsed, a signal that went stale) and returns the state,
+// as every read does. A program whose samples may stop should call it (or
+// any read) periodically, so that OnEvent hears of stale signals when they
+// fall due.
 func (g *Gate) Check() State {
 	now := g.clock.Now()
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.evaluate(now)
-	st := g.state
-	deliver := g.claimDelivery()
-	g.mu.Unlock()
-	if deliver {
-		g.deliver()
-	}
-	return st
+	return g.state
 }
+
+// Close delivers the events already queued to OnEvent and the Logger, stops
+// the gate's event goroutine and waits for it until ctx ends; then it
+// returns an error that wraps context.Cause(ctx). Close is idempotent: a
+// later call waits the same way and returns nil once the goroutine has
+// stopped. The gate keeps working after Close, without events; a gate
+// without OnEvent and Logger has nothing to stop.
+func (g *Gate) Close(ctx context.Context) error { return g.events.Close(ctx) }
 
 func (g *Gate) reject(name string, known bool) error {
 	g.mu.Lock()
@@ -352,16 +345,20 @@ func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalS
 	if from == Overloaded {
 		g.recoveries++
 	}
-	c := Change{From: from, To: to, At: now, Reason: reason}
+	if !g.events.Enabled() {
+		return
+	}
+	e := Event{Kind: EventStateChanged, Time: now, From: from, To: to, Reason: reason}
 	if cause != nil {
-		c.Signal = cause.Name
+		e.Signal = cause.Name
 		if reason != ReasonStale {
-			c.Value = cause.value
-			c.Threshold = cause.Trip
+			e.Value = cause.value
+			e.Threshold = cause.Trip
 			if reason == ReasonWarn {
-				c.Threshold = cause.warn
+				e.Threshold = cause.warn
 			}
 		}
 	}
-	g.enqueue(c)
+	// Send never blocks: a full queue drops e and counts it.
+	g.events.Send(e)
 }

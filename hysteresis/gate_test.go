@@ -1,6 +1,7 @@
 package hysteresis_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"sync"
@@ -22,22 +23,33 @@ var (
 	mem = hysteresis.Signal{Name: "memory", Warn: 75, Trip: 90, Recover: 70}
 )
 
-// recorder collects OnChange deliveries.
+// recorder collects OnEvent deliveries.
 type recorder struct {
+	g       *hysteresis.Gate // if set, get waits for its events first
 	mu      sync.Mutex
-	changes []hysteresis.Change
+	changes []hysteresis.Event
 }
 
-func (r *recorder) on(c hysteresis.Change) {
+func (r *recorder) on(c hysteresis.Event) {
 	r.mu.Lock()
 	r.changes = append(r.changes, c)
 	r.mu.Unlock()
 }
 
-func (r *recorder) get() []hysteresis.Change {
+// get returns the events delivered so far, after every transition of r.g
+// has been delivered.
+func (r *recorder) get() []hysteresis.Event {
+	if r.g != nil {
+		hysteresis.Settle(r.g)
+	}
+	return r.peek()
+}
+
+// peek returns the events delivered so far, without waiting.
+func (r *recorder) peek() []hysteresis.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]hysteresis.Change(nil), r.changes...)
+	return append([]hysteresis.Event(nil), r.changes...)
 }
 
 // transitions renders the recorded changes as "from>to:reason" strings.
@@ -52,10 +64,18 @@ func (r *recorder) transitions() []string {
 func newGate(t *testing.T, opts hysteresis.Options, signals ...hysteresis.Signal) (*hysteresis.Gate, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	opts.OnChange = rec.on
+	opts.OnEvent = rec.on
 	g, err := hysteresis.New(signals, opts)
 	require.NoError(t, err)
+	closeAtEnd(t, g)
+	rec.g = g
 	return g, rec
+}
+
+// closeAtEnd closes g when the test ends (inside its synctest bubble, if
+// any), so that its event goroutine does not outlive the test.
+func closeAtEnd(t *testing.T, g *hysteresis.Gate) {
+	t.Cleanup(func() { require.NoError(t, g.Close(context.Background())) })
 }
 
 func observe(t *testing.T, g *hysteresis.Gate, name string, v float64) {
@@ -127,7 +147,9 @@ func TestHoldElapsesBetweenSamples(t *testing.T) {
 		assert.True(t, g.Overloaded())
 		time.Sleep(time.Nanosecond)
 		assert.False(t, g.Overloaded(), "the hold elapsed without a new sample")
-		assert.Equal(t, []string{"normal>overloaded:trip"}, rec.transitions(), "readers do not deliver")
+		// The reader only noticed the recovery; the gate's own goroutine
+		// delivers it, so no reader ever runs the callback.
+		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
 		assert.Equal(t, hysteresis.Normal, g.Check())
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
 	})
@@ -282,10 +304,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			g, err := hysteresis.New(tc.signals, tc.opts)
 			require.Error(t, err)
 			assert.Nil(t, g)
-			assert.ErrorIs(t, err, hysteresis.ErrInvalidConfig)
-			var ce *hysteresis.ConfigError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, tc.field, ce.Field)
+			assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+			assert.Contains(t, err.Error(), tc.field)
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
@@ -383,7 +403,10 @@ func TestStateStrings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "overloaded", string(b))
 	assert.Equal(t, "trip", hysteresis.StaleTrip.String())
-	assert.True(t, errors.Is(&hysteresis.ConfigError{Index: -1}, hysteresis.ErrInvalidConfig))
+	assert.True(t, errors.Is(hysteresis.ErrUnknownSignal, hysteresis.ErrInvalid))
+	assert.True(t, errors.Is(hysteresis.ErrInvalidValue, hysteresis.ErrInvalid))
+	assert.Equal(t, "state_changed", hysteresis.EventStateChanged.String())
+	assert.Equal(t, "EventKind(0)", hysteresis.EventKind(0).String())
 }
 
 func TestConcurrentObserveAndRead(t *testing.T) {
@@ -405,13 +428,13 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		g.Check() // deliver anything a reader noticed last
+		g.Check()
 		// The delivered changes form one chain: each starts where the last ended.
 		changes := rec.get()
 		require.NotEmpty(t, changes)
 		for i := 1; i < len(changes); i++ {
 			assert.Equal(t, changes[i-1].To, changes[i].From, "change %d", i)
-			assert.False(t, changes[i].At.Before(changes[i-1].At), "change %d out of order", i)
+			assert.False(t, changes[i].Time.Before(changes[i-1].Time), "change %d out of order", i)
 		}
 		st := g.Stats()
 		assert.EqualValues(t, len(changes), st.Transitions)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // DefaultStaleAfter is the StaleAfter used when Options.StaleAfter is zero.
@@ -54,26 +57,37 @@ type Options struct {
 	// Stale is what a stale or missing signal does. Default StaleWarn.
 	Stale StalePolicy
 
-	// OnChange, when set, receives every state transition in order. It runs
-	// outside the gate's lock, on the goroutine that fed the gate (see the
-	// package doc), and may call the gate's methods.
-	OnChange func(Change)
+	// OnEvent, when set, receives every state transition, in order, on
+	// the gate's own goroutine, outside its lock (see the package doc). It
+	// may call the gate's methods.
+	OnEvent func(Event)
+
+	// EventQueue is the capacity of the queue that carries events to
+	// OnEvent and Logger; when it is full, events are dropped and counted
+	// in Stats.EventsDropped. 0 means DefaultEventQueue (1024); negative
+	// is an error.
+	EventQueue int
 
 	// Clock is the source of time. nil means real time.
 	Clock clock.Clock
 
-	// Logger, when set, logs every transition at Info level.
+	// Logger, when set, logs every transition at Info level, from the same
+	// goroutine as OnEvent, and the first dropped event at Warn. nil means
+	// no logging.
 	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Hold < 0 {
-		return o, &ConfigError{Index: -1, Field: "Hold", Problem: "(" + o.Hold.String() + ") is negative"}
+		return o, errs.Invalid(ErrInvalid, "hysteresis: Hold (%v) is negative", o.Hold)
 	}
 	switch o.Stale {
 	case StaleWarn, StaleTrip, StaleKeep:
 	default:
-		return o, &ConfigError{Index: -1, Field: "Stale", Problem: "(" + o.Stale.String() + ") is not a known policy"}
+		return o, errs.Invalid(ErrInvalid, "hysteresis: Stale (%v) is not a known policy", o.Stale)
+	}
+	if err := event.CheckSize("hysteresis", "EventQueue", o.EventQueue); err != nil {
+		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	switch {
 	case o.StaleAfter == 0:

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // State is the condition a Gate reports.
@@ -58,58 +60,33 @@ type Signal struct {
 	Recover float64
 }
 
-// Errors returned by the package. Configuration errors are *ConfigError
-// values that match ErrInvalidConfig with errors.Is.
+// Errors returned by the package.
 var (
-	// ErrInvalidConfig is matched by every error New returns for a bad
-	// signal or option.
-	ErrInvalidConfig = errors.New("hysteresis: invalid configuration")
+	// ErrInvalid is matched by every error about a bad signal, option or
+	// argument; the message names it and its value.
+	ErrInvalid = errors.New("hysteresis: invalid argument")
 	// ErrUnknownSignal is returned when a sample names a signal the gate
-	// does not watch. The sample is dropped.
-	ErrUnknownSignal = errors.New("hysteresis: unknown signal")
+	// does not watch. The sample is dropped. It matches ErrInvalid.
+	ErrUnknownSignal = errs.Invalid(ErrInvalid, "hysteresis: unknown signal")
 	// ErrInvalidValue is returned for a NaN sample. The sample is dropped.
-	ErrInvalidValue = errors.New("hysteresis: invalid value")
+	// It matches ErrInvalid.
+	ErrInvalidValue = errs.Invalid(ErrInvalid, "hysteresis: invalid value")
 )
-
-// ConfigError describes a bad signal or option passed to New.
-type ConfigError struct {
-	// Signal is the name of the offending signal, or "" for an option.
-	Signal string
-	// Index is the position of the offending signal in the slice passed to
-	// New, or -1 for an option.
-	Index int
-	// Field is the offending field: "Trip", "Hold", "Name", ...
-	Field string
-	// Problem says what is wrong with it, e.g. "(90) above Trip (85)".
-	Problem string
-}
-
-// Error returns a message such as
-// `hysteresis: signal "cpu": Recover (90) above Trip (85)`.
-func (e *ConfigError) Error() string {
-	switch {
-	case e.Index < 0:
-		return "hysteresis: " + e.Field + " " + e.Problem
-	case e.Signal == "":
-		return fmt.Sprintf("hysteresis: signal #%d: %s %s", e.Index, e.Field, e.Problem)
-	}
-	return fmt.Sprintf("hysteresis: signal %q: %s %s", e.Signal, e.Field, e.Problem)
-}
-
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // validateSignals checks every signal and returns the index by name.
 func validateSignals(signals []Signal) (map[string]int, error) {
 	if len(signals) == 0 {
-		return nil, &ConfigError{Index: -1, Field: "signals", Problem: "is empty: a gate needs at least one signal"}
+		return nil, errs.Invalid(ErrInvalid, "hysteresis: signals is empty: a gate needs at least one signal")
 	}
 	index := make(map[string]int, len(signals))
 	for i, s := range signals {
 		bad := func(field, problem string) error {
-			return &ConfigError{Signal: s.Name, Index: i, Field: field, Problem: problem}
+			if s.Name == "" {
+				return errs.Invalid(ErrInvalid, "hysteresis: signal #%d: %s %s", i, field, problem)
+			}
+			return errs.Invalid(ErrInvalid, "hysteresis: signal %q: %s %s", s.Name, field, problem)
 		}
 		if s.Name == "" {
 			return nil, bad("Name", "is empty")

@@ -9,9 +9,9 @@ type Stats struct {
 	Since time.Time
 
 	// TimeIn is the total time spent in each state since New, including the
-	// current one up to now: TimeIn[Overloaded] is the time the gate was
-	// tripped.
-	TimeIn [numStates]time.Duration
+	// current one up to now, indexed by State: TimeIn[Overloaded] is the time
+	// the gate was tripped.
+	TimeIn [3]time.Duration
 
 	// Transitions counts state changes; Trips counts entries into Overloaded
 	// and Recoveries exits from it.
@@ -27,9 +27,9 @@ type Stats struct {
 	Stale, Missing int
 	StaleEvents    uint64
 
-	// DroppedChanges counts transitions not delivered to OnChange because
-	// the callback fell too far behind.
-	DroppedChanges uint64
+	// EventsDropped counts transitions not delivered to OnEvent because
+	// its queue was full.
+	EventsDropped uint64
 }
 
 // Stats returns a snapshot of the gate's counters, evaluated at the current
@@ -40,16 +40,16 @@ func (g *Gate) Stats() Stats {
 	defer g.mu.Unlock()
 	g.evaluate(now)
 	st := Stats{
-		State:          g.state,
-		Since:          g.since,
-		TimeIn:         g.timeIn,
-		Transitions:    g.transitions,
-		Trips:          g.trips,
-		Recoveries:     g.recoveries,
-		Samples:        g.samples,
-		Rejected:       g.rejected,
-		StaleEvents:    g.staleEvents,
-		DroppedChanges: g.dropped,
+		State:         g.state,
+		Since:         g.since,
+		TimeIn:        g.timeIn,
+		Transitions:   g.transitions,
+		Trips:         g.trips,
+		Recoveries:    g.recoveries,
+		Samples:       g.samples,
+		Rejected:      g.rejected,
+		StaleEvents:   g.staleEvents,
+		EventsDropped: g.events.Dropped(),
 	}
 	if d := now.Sub(g.since); d > 0 {
 		st.TimeIn[g.state] += d

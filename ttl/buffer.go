@@ -2,10 +2,11 @@ package ttl
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Buffer is the optional middle stage between Trackers and the Store: many
@@ -75,7 +76,7 @@ func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 // them, so that draining n entries costs O(n), not O(n²).
 func (b *MemoryBuffer) Peek(_ context.Context, max int) ([]Activity, error) {
 	if max <= 0 {
-		return nil, fmt.Errorf("ttl: peek max (%d) must be positive: %w", max, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: peek max (%d) must be positive", max)
 	}
 	b.mu.Lock()
 	out := make([]Activity, 0, min(max, len(b.m)))

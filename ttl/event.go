@@ -2,8 +2,15 @@ package ttl
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/event"
 )
+
+// DefaultEventQueue is the capacity of the queue that carries events to
+// OnEvent when TrackerOptions.EventQueue or RunnerOptions.EventQueue is 0.
+const DefaultEventQueue = event.DefaultSize
 
 // EventKind says what an Event reports.
 type EventKind int
@@ -27,7 +34,9 @@ const (
 	EventRuleSkipped
 )
 
-// String returns the kind's name, as "flush".
+// String returns the kind's stable lower_snake name ("flush", "rule_error"),
+// usable as a log field or metric label, or "EventKind(N)" for an unknown
+// kind.
 func (k EventKind) String() string {
 	switch k {
 	case EventFlush:
@@ -43,18 +52,23 @@ func (k EventKind) String() string {
 	case EventRuleSkipped:
 		return "rule_skipped"
 	}
-	return "unknown"
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is what Tracker and Runner report to Options.OnEvent. OnEvent runs on
-// the flush or tick goroutine (or the caller of Flush and Tick), never under a
-// lock and never from Tracker.Record, so a slow callback delays the next flush
-// or tick but never the hot path.
+// Event is what Tracker and Runner report to their OnEvent option.
+//
+// Events are delivered asynchronously: Flush and Tick queue them, and one
+// goroutine per Tracker or Runner calls OnEvent with them in order, outside
+// every lock. The queue holds EventQueue events; when OnEvent falls that
+// far behind, further events are dropped and counted in the Stats'
+// EventsDropped, so a slow callback never delays a flush or a tick, and a
+// callback may call the Tracker or Runner that reports to it. Close
+// delivers the events queued before it and waits for OnEvent to return.
 type Event struct {
 	// Kind says what happened.
 	Kind EventKind
-	// At is the time of the event on the reporter's clock.
-	At time.Time
+	// Time is when it happened, on the reporter's clock.
+	Time time.Time
 	// ID is the entity (EventExpire).
 	ID string
 	// Rule is the rule's name (EventExpire, EventRuleError, EventRuleSkipped).

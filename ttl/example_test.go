@@ -9,7 +9,7 @@ import (
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
-// Example wires seed 002's pipeline in one process: a Tracker records
+// Example wires a cloud-IDE workspace system's pipeline in one process: a Tracker records
 // activity, a MemoryBuffer stands in for Redis, a MemoryStore for PostgreSQL,
 // and a Runner applies the workspace rules and wakes the controller. Flush and
 // Tick are called by hand here; their loops call them every 30 and 60 s.
@@ -34,7 +34,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer runner.Close()
+	defer runner.Close(ctx)
 
 	// Two workspaces last active 11 minutes ago; one gets a request now.
 	for _, id := range []string{"ws-1", "ws-2"} {
@@ -44,7 +44,7 @@ func Example() {
 	}
 	tracker.Record("ws-1") // in the proxy, per request or WebSocket message
 
-	if err := tracker.Flush(ctx); err != nil {
+	if _, err := tracker.Flush(ctx); err != nil {
 		panic(err)
 	}
 	res, err := runner.Tick(ctx)
@@ -63,7 +63,8 @@ func Example() {
 	// ws-2: phase RUNNING, desired "STANDBY"
 }
 
-// ExampleRule prints seed 002's and seed 000's rules.
+// ExampleRule prints the rules of a cloud-IDE workspace system and of an AI
+// sandbox system.
 func ExampleRule() {
 	for _, r := range ttl.WorkspaceRules(10*time.Minute, 30*time.Minute) {
 		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // MemoryStoreOptions configures a MemoryStore. The zero value is ready to use.
@@ -43,10 +45,10 @@ func (s *MemoryStore) Create(ctx context.Context, e Entity) (Entity, error) {
 		return Entity{}, context.Cause(ctx)
 	}
 	if e.ID == "" {
-		return Entity{}, fmt.Errorf("ttl: entity ID is empty: %w", ErrInvalid)
+		return Entity{}, errs.Invalid(ErrInvalid, "ttl: entity ID is empty")
 	}
 	if e.Phase == "" {
-		return Entity{}, fmt.Errorf("ttl: entity %q: Phase is empty: %w", e.ID, ErrInvalid)
+		return Entity{}, errs.Invalid(ErrInvalid, "ttl: entity %q: Phase is empty", e.ID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -3,6 +3,8 @@ package ttl
 import (
 	"fmt"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Since names the entity timestamp a Rule measures from.
@@ -54,17 +56,17 @@ func (s Since) Of(e Entity) time.Time {
 //   - DeletedAt is zero (not deleted)
 //   - DesiredState != r.Then (so applying a rule twice changes nothing)
 //   - the Since timestamp is set (not zero / NULL) and now - it > After
-//     (strictly greater, as the seed's NOW() - last_access_at > interval)
+//     (strictly greater, as SQL's NOW() - last_access_at > interval)
 //
 // A rule only sets DesiredState; the controller woken by the Runner does the
 // work and then moves Phase with Store.Update.
 //
-// Seed 002 (workspaces) uses two rules:
+// A cloud-IDE workspace system uses two rules:
 //
 //	{Name: "standby", Phase: "RUNNING", Since: SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
 //	{Name: "archive", Phase: "STANDBY", Since: SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"}
 //
-// Seed 000 (containers) is the same machine with other rules:
+// An AI sandbox system's containers are the same machine with other rules:
 //
 //	{Name: "inactive", Phase: "RUNNING", Since: SinceLastActivity, After: time.Hour, Then: "DESTROYED"}
 //	{Name: "lifetime", Phase: "RUNNING", Since: SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"}
@@ -95,13 +97,13 @@ func (r Rule) String() string {
 func (r Rule) Validate() error {
 	switch {
 	case r.Phase == "":
-		return fmt.Errorf("ttl: rule %s: Phase is empty: %w", r, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: Phase is empty", r)
 	case r.Then == "":
-		return fmt.Errorf("ttl: rule %s: Then is empty: %w", r, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: Then is empty", r)
 	case r.After <= 0:
-		return fmt.Errorf("ttl: rule %s: After (%v) must be positive: %w", r, r.After, ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: After (%v) must be positive", r, r.After)
 	case r.Since < SinceLastActivity || r.Since > SinceCreated:
-		return fmt.Errorf("ttl: rule %s: unknown Since (%d): %w", r, int(r.Since), ErrInvalid)
+		return errs.Invalid(ErrInvalid, "ttl: rule %s: unknown Since (%d)", r, int(r.Since))
 	}
 	return nil
 }
@@ -117,10 +119,10 @@ func (r Rule) Matches(e Entity, now time.Time) bool {
 	return !since.IsZero() && now.Sub(since) > r.After
 }
 
-// WorkspaceRules returns seed 002's rules: RUNNING entities idle for longer
+// WorkspaceRules returns a cloud-IDE workspace system's rules: RUNNING entities idle for longer
 // than standby get desired state STANDBY ("standby"), and STANDBY entities
 // that entered STANDBY longer than archive ago get ARCHIVED ("archive").
-// The seed's defaults are 10 and 30 minutes.
+// That system uses 10 and 30 minutes.
 func WorkspaceRules(standby, archive time.Duration) []Rule {
 	return []Rule{
 		{Name: "standby", Phase: "RUNNING", Since: SinceLastActivity, After: standby, Then: "STANDBY"},
@@ -128,10 +130,10 @@ func WorkspaceRules(standby, archive time.Duration) []Rule {
 	}
 }
 
-// ContainerRules returns seed 000's rules for RUNNING containers: desired
-// state DESTROYED after inactive without activity ("inactive", seed: 60
-// minutes) or lifetime after creation ("lifetime", seed: 8 hours), whichever
-// comes first.
+// ContainerRules returns an AI sandbox system's rules for RUNNING
+// containers: desired state DESTROYED after inactive without activity
+// ("inactive", typically 60 minutes) or lifetime after creation
+// ("lifetime", typically 8 hours), whichever comes first.
 func ContainerRules(inactive, lifetime time.Duration) []Rule {
 	return []Rule{
 		{Name: "inactive", Phase: "RUNNING", Since: SinceLastActivity, After: inactive, Then: "DESTROYED"},

@@ -9,17 +9,21 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // RunnerOptions configures a Runner. The zero value means defaults.
 type RunnerOptions struct {
-	// Interval is how often the background loop ticks. Default 60 s.
+	// Interval is how often the background loop ticks. 0 means
+	// DefaultInterval (60 s).
 	Interval time.Duration
 	// Buffer, if set, is drained into the Store at the start of every tick.
 	// Without it, Trackers write to the Store directly (ToStore).
 	Buffer Buffer
 	// BatchSize is how many buffered activities one Peek reads and one
-	// MergeActivity writes. Default 1000.
+	// MergeActivity writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
 	// Wake, if set, is called at the end of a tick with the ids whose
 	// DesiredState the rules changed, when there are any, so that the
@@ -30,11 +34,17 @@ type RunnerOptions struct {
 	// Clock is the time source of the loop and of Stats. Nil means real
 	// time. Expiry itself is decided by the Store's clock.
 	Clock clock.Clock
-	// Logger receives tick failures. Nil means no logging.
+	// Logger receives tick failures and the first dropped event. Nil means
+	// no logging.
 	Logger *slog.Logger
 	// OnEvent, if set, receives EventSync, EventExpire, EventRuleError,
-	// EventRuleSkipped and EventWake. See Event.
+	// EventRuleSkipped and EventWake, asynchronously (see Event).
 	OnEvent func(Event)
+	// EventQueue is the capacity of the queue that carries events to
+	// OnEvent; when it is full, events are dropped and counted in
+	// RunnerStats.EventsDropped. 0 means DefaultEventQueue (1024);
+	// negative is an error.
+	EventQueue int
 }
 
 // Runner is the TTL runner: every Interval it drains the Buffer into the
@@ -47,7 +57,7 @@ type Runner struct {
 	wake      func(context.Context, []string) error
 	clock     clock.Clock
 	logger    *slog.Logger
-	onEvent   func(Event)
+	events    *event.Queue[Event]
 
 	tickMu sync.Mutex // serializes Tick
 
@@ -56,8 +66,8 @@ type Runner struct {
 
 	closeOnce sync.Once
 	cancel    context.CancelFunc
-	done      chan struct{}
-	wg        sync.WaitGroup
+	done      chan struct{} // closed by Close: the loop stops
+	stopped   chan struct{} // closed when the loop has stopped
 }
 
 // Expiry is one entity a rule changed during a tick.
@@ -85,15 +95,19 @@ type TickResult struct {
 
 // NewRunner returns a Runner applying rules to store and starts its
 // background loop. Stop it with Close. Rules must be valid (Rule.Validate)
-// and their names (Rule.String) unique.
+// and their names (Rule.String) unique. Bad rules or options return an error
+// that names them and matches ErrInvalid.
 func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	switch {
 	case store == nil:
-		return nil, fmt.Errorf("ttl: runner store is nil: %w", ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: runner store is nil")
 	case opts.Interval < 0:
-		return nil, fmt.Errorf("ttl: runner Interval (%v) is negative: %w", opts.Interval, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: runner Interval (%v) is negative", opts.Interval)
 	case opts.BatchSize < 0:
-		return nil, fmt.Errorf("ttl: runner BatchSize (%d) is negative: %w", opts.BatchSize, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: runner BatchSize (%d) is negative", opts.BatchSize)
+	}
+	if err := event.CheckSize("ttl: runner", "EventQueue", opts.EventQueue); err != nil {
+		return nil, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	names := make(map[string]bool, len(rules))
 	for i, r := range rules {
@@ -101,15 +115,15 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 			return nil, fmt.Errorf("ttl: runner rules[%d]: %w", i, err)
 		}
 		if names[r.String()] {
-			return nil, fmt.Errorf("ttl: runner rules[%d]: duplicate rule name %q: %w", i, r.String(), ErrInvalid)
+			return nil, errs.Invalid(ErrInvalid, "ttl: runner rules[%d]: duplicate rule name %q", i, r.String())
 		}
 		names[r.String()] = true
 	}
 	if opts.Interval == 0 {
-		opts.Interval = 60 * time.Second
+		opts.Interval = DefaultInterval
 	}
 	if opts.BatchSize == 0 {
-		opts.BatchSize = 1000
+		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
@@ -125,8 +139,9 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		wake:      opts.Wake,
 		clock:     opts.Clock,
 		logger:    opts.Logger,
-		onEvent:   opts.OnEvent,
+		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: runner"),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	r.stats.Rules = make([]RuleStats, len(rules))
 	for i, rule := range rules {
@@ -134,13 +149,12 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.wg.Add(1)
 	go r.loop(ctx, r.clock.Ticker(opts.Interval)) // made here so a mock clock drives it at once
 	return r, nil
 }
 
 func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
-	defer r.wg.Done()
+	defer close(r.stopped)
 	defer tk.Stop()
 	for {
 		select {
@@ -175,8 +189,8 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	defer r.tickMu.Unlock()
 	start := r.clock.Now()
 	var (
-		res  TickResult
-		errs []error
+		res    TickResult
+		failed []error
 	)
 
 	synced, stale, syncErr := r.sync(ctx)
@@ -185,7 +199,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		r.emit(Event{Kind: EventSync, Count: synced, Err: syncErr})
 	}
 	if syncErr != nil {
-		errs = append(errs, syncErr)
+		failed = append(failed, syncErr)
 	}
 
 	perRule := make([]int, len(r.rules))
@@ -201,7 +215,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		ids, err := r.store.Apply(ctx, rule)
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
-			errs = append(errs, err)
+			failed = append(failed, err)
 			ruleErr[i] = true
 			r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
 		}
@@ -220,7 +234,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		}
 		if wakeErr = r.wake(ctx, ids); wakeErr != nil {
 			wakeErr = fmt.Errorf("ttl: wake: %w", wakeErr)
-			errs = append(errs, wakeErr)
+			failed = append(failed, wakeErr)
 		}
 		r.emit(Event{Kind: EventWake, Count: len(ids), Err: wakeErr})
 	}
@@ -250,7 +264,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	st.LastTick = start
 	st.LastTickDuration = res.Duration
 	r.mu.Unlock()
-	return res, errors.Join(errs...)
+	return res, errors.Join(failed...)
 }
 
 // sync drains the buffer into the store and returns how many activities it
@@ -292,23 +306,32 @@ func (r *Runner) sync(ctx context.Context) (synced int, stale bool, err error) {
 	}
 }
 
+// emit queues e for OnEvent, if there is one.
 func (r *Runner) emit(e Event) {
-	if r.onEvent != nil {
-		e.At = r.clock.Now()
-		r.onEvent(e)
+	if r.events.Enabled() {
+		e.Time = r.clock.Now()
+		r.events.Send(e)
 	}
 }
 
 // Close stops the background loop, cancelling a tick in progress, and waits
-// for it. It is idempotent and always returns nil. Tick may still be called
-// by hand after Close.
-func (r *Runner) Close() error {
+// for it; then it delivers the events queued so far to OnEvent and waits for
+// the callback. When ctx ends first it returns an error that wraps
+// context.Cause(ctx) and says what is still running. Close is idempotent: a
+// later call waits the same way and returns nil once everything has
+// stopped. Tick may still be called by hand after Close; its events are
+// then not delivered.
+func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		close(r.done)
 		r.cancel()
-		r.wg.Wait()
 	})
-	return nil
+	select {
+	case <-r.stopped:
+	case <-ctx.Done():
+		return fmt.Errorf("ttl: runner: tick loop still running: %w", context.Cause(ctx))
+	}
+	return r.events.Close(ctx)
 }
 
 // RuleStats counts what one rule did.
@@ -341,6 +364,9 @@ type RunnerStats struct {
 	LastTick time.Time
 	// LastTickDuration is how long the last tick took.
 	LastTickDuration time.Duration
+	// EventsDropped is the number of events not delivered to OnEvent
+	// because its queue was full.
+	EventsDropped uint64
 }
 
 // Stats returns a snapshot of the runner's counters.
@@ -349,5 +375,6 @@ func (r *Runner) Stats() RunnerStats {
 	defer r.mu.Unlock()
 	st := r.stats
 	st.Rules = append([]RuleStats(nil), r.stats.Rules...)
+	st.EventsDropped = r.events.Dropped()
 	return st
 }

@@ -60,11 +60,12 @@ func get(t *testing.T, st ttl.Store, id string) ttl.Entity {
 	return e
 }
 
-// TestRunnerSeed002 runs seed 002 end to end on its default timings: a
+// TestRunnerWorkspaces runs a cloud-IDE workspace system end to end on its
+// default timings: a
 // tracker flushing to a buffer every 30 s, a runner ticking every 60 s,
 // RUNNING -> STANDBY after 10 idle minutes, STANDBY -> ARCHIVED 30 minutes
 // after the phase changed, and a controller woken with the ids.
-func TestRunnerSeed002(t *testing.T) {
+func TestRunnerWorkspaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
@@ -73,7 +74,7 @@ func TestRunnerSeed002(t *testing.T) {
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
 		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
 			ttl.RunnerOptions{Buffer: buf, Wake: w.Wake})
-		defer r.Close()
+		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		t0 := time.Now()
 		create(t, st, ttl.Entity{ID: "busy", Phase: "RUNNING"})
@@ -123,7 +124,7 @@ func TestRunnerSeed002(t *testing.T) {
 	})
 }
 
-// TestRunnerActivityBeforeSync is the seed's "activity during expiry": an
+// TestRunnerActivityBeforeSync is "activity during expiry": an
 // entity about to expire that was active just before the tick's sync stays
 // running.
 func TestRunnerActivityBeforeSync(t *testing.T) {
@@ -133,14 +134,14 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 		buf := ttl.NewMemoryBuffer()
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
 		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
-		defer r.Close()
+		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-11 * time.Minute)
 		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
 		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
 
 		tr.Record("active")
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
@@ -213,7 +214,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
 		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
-		defer r.Close()
+		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-9 * time.Minute)
 		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
@@ -221,7 +222,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		// Activity reaches the buffer, then the buffer is lost: the store,
 		// which never saw it, decides with what it has.
 		tr.Record("ws")
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		buf.restart()
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
@@ -239,13 +240,13 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		require.ErrorIs(t, err, errDown)
 		assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY"}}, res.Expired)
 		tr.Record("ws")
-		require.ErrorIs(t, tr.Flush(ctx), errDown)
+		require.ErrorIs(t, flushErr(tr.Flush(ctx)), errDown)
 
 		// Back up: the next flush and tick carry the activity through.
 		buf.mu.Lock()
 		buf.down = false
 		buf.mu.Unlock()
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
@@ -258,7 +259,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 
 // TestRunnerDrainKeepsConcurrentAdd: activity added while a batch is being
 // written to the store survives the batch's Remove and reaches the store on
-// the next tick. The seed's ZRANGE, UPDATE, ZREM would lose it.
+// the next tick. A hand-written ZRANGE, UPDATE, ZREM would lose it.
 func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	ctx := context.Background()
 	mock := clock.NewMock()
@@ -267,7 +268,7 @@ func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
 	buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
 	r := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, BatchSize: 2, Clock: mock})
-	defer r.Close()
+	defer r.Close(context.Background())
 	for _, id := range []string{"a", "b", "c"} {
 		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING"})
 	}
@@ -315,10 +316,10 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		st := &failingStore{Store: mem, failRule: "inactive"}
 		w := &wakes{err: errors.New("controller away")}
-		var events []ttl.Event
+		var log eventLog
 		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
-			Wake: w.Wake, OnEvent: func(e ttl.Event) { events = append(events, e) }})
-		defer r.Close()
+			Wake: w.Wake, OnEvent: log.add})
+		defer r.Close(context.Background())
 		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: time.Now().Add(-9 * time.Hour)})
 
 		res, err := r.Tick(ctx)
@@ -330,6 +331,8 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		assert.Equal(t, []ttl.RuleStats{{Name: "inactive", Errors: 1}, {Name: "lifetime", Expired: 1}}, s.Rules)
 		assert.Equal(t, uint64(1), s.RuleErrors)
 		assert.Equal(t, uint64(1), s.WakeErrors)
+		synctest.Wait() // the events are delivered
+		events := log.all()
 		kinds := make([]ttl.EventKind, len(events))
 		for i, e := range events {
 			kinds[i] = e.Kind
@@ -350,7 +353,7 @@ func TestRunnerMockClock(t *testing.T) {
 		Clock: mock,
 		Wake:  func(_ context.Context, ids []string) error { woken <- ids; return nil },
 	})
-	defer r.Close()
+	defer r.Close(context.Background())
 	create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING"})
 	mock.Add(10 * time.Minute)
 	assert.Empty(t, woken)
@@ -378,8 +381,8 @@ func TestRunnersShareStore(t *testing.T) {
 	rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
 	r1 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
 	r2 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
-	defer r1.Close()
-	defer r2.Close()
+	defer r1.Close(context.Background())
+	defer r2.Close(context.Background())
 	for _, id := range []string{"a", "b", "c", "d"} {
 		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 	}
@@ -414,6 +417,7 @@ func TestNewRunnerValidates(t *testing.T) {
 		{nil, ok, ttl.RunnerOptions{}, "store"},
 		{st, ok, ttl.RunnerOptions{Interval: -1}, "Interval"},
 		{st, ok, ttl.RunnerOptions{BatchSize: -1}, "BatchSize"},
+		{st, ok, ttl.RunnerOptions{EventQueue: -1}, "EventQueue"},
 		{st, []ttl.Rule{{Phase: "RUNNING", Then: "STANDBY"}}, ttl.RunnerOptions{}, "rules[0]: ttl: rule RUNNING->STANDBY: After (0s) must be positive"},
 		{st, append(ok, ok[0]), ttl.RunnerOptions{}, `rules[2]: duplicate rule name "standby"`},
 	} {
@@ -440,8 +444,8 @@ func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Minute), ttl.RunnerOptions{})
 		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
 		synctest.Wait()
-		require.NoError(t, r.Close())
-		require.NoError(t, r.Close(), "Close is idempotent")
+		require.NoError(t, r.Close(context.Background()))
+		require.NoError(t, r.Close(context.Background()), "Close is idempotent")
 		s := r.Stats()
 		assert.Equal(t, uint64(1), s.Ticks)
 		assert.Equal(t, uint64(2), s.RuleErrors, "both rules saw the cancellation")
@@ -483,10 +487,10 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		st := &mergeFailStore{Store: mem}
 		buf := ttl.NewMemoryBuffer()
-		var events []ttl.Event
+		var log eventLog
 		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
-			Buffer: buf, Interval: time.Hour, OnEvent: func(e ttl.Event) { events = append(events, e) }})
-		defer r.Close()
+			Buffer: buf, Interval: time.Hour, OnEvent: log.add})
+		defer r.Close(context.Background())
 		old := time.Now().Add(-11 * time.Minute)
 		create(t, mem, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
 		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: time.Now().Add(-31 * time.Minute)})
@@ -503,7 +507,8 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		s := r.Stats()
 		assert.Equal(t, []ttl.RuleStats{{Name: "standby", Skipped: 1}, {Name: "archive", Expired: 1}}, s.Rules)
 		var skipped []string
-		for _, e := range events {
+		synctest.Wait() // the events are delivered
+		for _, e := range log.all() {
 			if e.Kind == ttl.EventRuleSkipped {
 				skipped = append(skipped, e.Rule)
 				assert.ErrorIs(t, e.Err, errDown)

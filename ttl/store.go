@@ -10,7 +10,7 @@ import (
 //
 // Phase, DesiredState and Operation are free-form strings chosen by the
 // application ("RUNNING", "STANDBY", ...). Operation "" means no operation is
-// in progress (the seed's 'NONE').
+// in progress ('NONE' in a workspace table).
 type Entity struct {
 	// ID identifies the entity. Required, unique in the store.
 	ID string
@@ -32,7 +32,7 @@ type Entity struct {
 	DeletedAt time.Time
 }
 
-// Update is a controller's compare-and-set write to one entity (the seed's
+// Update is a controller's compare-and-set write to one entity (SQL's
 // UPDATE ... WHERE id = :id AND operation = :expected_op).
 type Update struct {
 	// ExpectOperation must equal the entity's current Operation, else the

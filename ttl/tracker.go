@@ -2,6 +2,7 @@ package ttl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -13,33 +14,61 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
+)
+
+// Defaults of TrackerOptions and RunnerOptions.
+const (
+	// DefaultFlushInterval is TrackerOptions.FlushInterval's default.
+	DefaultFlushInterval = 30 * time.Second
+	// DefaultResolution is TrackerOptions.Resolution's default.
+	DefaultResolution = time.Second
+	// DefaultMinShards is the least number of shards TrackerOptions.Shards
+	// defaults to (4 × GOMAXPROCS, at least DefaultMinShards).
+	DefaultMinShards = 16
+	// DefaultBatchSize is the default of TrackerOptions.BatchSize and
+	// RunnerOptions.BatchSize.
+	DefaultBatchSize = 1000
+	// DefaultInterval is RunnerOptions.Interval's default.
+	DefaultInterval = 60 * time.Second
 )
 
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
-	// FlushInterval is how often the background loop flushes. Default 30 s.
+	// FlushInterval is how often the background loop flushes. 0 means
+	// DefaultFlushInterval (30 s).
 	FlushInterval time.Duration
 	// Resolution is how often the tracker reads the clock. Record uses the
 	// last reading instead of reading the clock itself, which is most of
 	// its cost, so recorded times lag the truth by at most Resolution
-	// (activity looks slightly older, never newer). Default 1 s; a
-	// negative value reads the clock on every Record. Tests that move time
-	// under testing/synctest call synctest.Wait after time.Sleep, so that
-	// the refresh runs before the next Record, or use a negative value.
+	// (activity looks slightly older, never newer). 0 means
+	// DefaultResolution (1 s); a negative value reads the clock on every
+	// Record. Tests that move time under testing/synctest call
+	// synctest.Wait after time.Sleep, so that the refresh runs before the
+	// next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
-	// rounded up to a power of two. Default 4 × GOMAXPROCS, at least 16.
+	// rounded up to a power of two. 0 means 4 × GOMAXPROCS, at least
+	// DefaultMinShards (16).
 	Shards int
 	// BatchSize caps the activities handed to the Sink in one Add call.
-	// Default 1000.
+	// 0 means DefaultBatchSize (1000).
 	BatchSize int
 	// Clock is the time source. Nil means real time.
 	Clock clock.Clock
-	// Logger receives flush failures. Nil means no logging.
+	// Logger receives flush failures and the first dropped event. Nil
+	// means no logging.
 	Logger *slog.Logger
 	// OnEvent, if set, receives an EventFlush after every flush that had
-	// something to send. See Event.
+	// something to send, asynchronously (see Event).
 	OnEvent func(Event)
+	// EventQueue is the capacity of the queue that carries events to
+	// OnEvent; when it is full, events are dropped and counted in
+	// TrackerStats.EventsDropped. 0 means DefaultEventQueue (1024);
+	// negative is an error.
+	EventQueue int
 }
 
 // Tracker is the first stage: it records activity in memory, per request or
@@ -61,7 +90,7 @@ type Tracker struct {
 	clock     clock.Clock
 	batchSize int
 	logger    *slog.Logger
-	onEvent   func(Event)
+	events    *event.Queue[Event]
 
 	seed   maphash.Seed
 	mask   uint64
@@ -76,8 +105,10 @@ type Tracker struct {
 	lastFlush atomic.Int64 // Unix nanoseconds of the last successful flush
 
 	closeOnce sync.Once
+	flushOnce sync.Once // the final flush of Close
 	cancel    context.CancelFunc
-	done      chan struct{}
+	done      chan struct{} // closed by Close: the loops stop
+	stopped   chan struct{} // closed when the loops have stopped
 	wg        sync.WaitGroup
 }
 
@@ -103,31 +134,35 @@ const dirty = 1
 func timeOf(v int64) int64 { return v &^ dirty }
 
 // NewTracker returns a Tracker flushing to sink and starts its background
-// loop. Stop it with Close.
+// loop. Stop it with Close. Bad options return an error that names the
+// field and matches ErrInvalid.
 func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	switch {
 	case sink == nil:
-		return nil, fmt.Errorf("ttl: tracker sink is nil: %w", ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker sink is nil")
 	case opts.FlushInterval < 0:
-		return nil, fmt.Errorf("ttl: tracker FlushInterval (%v) is negative: %w", opts.FlushInterval, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker FlushInterval (%v) is negative", opts.FlushInterval)
 	case opts.Shards < 0:
-		return nil, fmt.Errorf("ttl: tracker Shards (%d) is negative: %w", opts.Shards, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker Shards (%d) is negative", opts.Shards)
 	case opts.Shards > 1<<16:
-		return nil, fmt.Errorf("ttl: tracker Shards (%d) is above 65536: %w", opts.Shards, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker Shards (%d) is above 65536", opts.Shards)
 	case opts.BatchSize < 0:
-		return nil, fmt.Errorf("ttl: tracker BatchSize (%d) is negative: %w", opts.BatchSize, ErrInvalid)
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker BatchSize (%d) is negative", opts.BatchSize)
+	}
+	if err := event.CheckSize("ttl: tracker", "EventQueue", opts.EventQueue); err != nil {
+		return nil, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	if opts.FlushInterval == 0 {
-		opts.FlushInterval = 30 * time.Second
+		opts.FlushInterval = DefaultFlushInterval
 	}
 	if opts.Resolution == 0 {
-		opts.Resolution = time.Second
+		opts.Resolution = DefaultResolution
 	}
 	if opts.Shards == 0 {
-		opts.Shards = max(16, 4*runtime.GOMAXPROCS(0))
+		opts.Shards = max(DefaultMinShards, 4*runtime.GOMAXPROCS(0))
 	}
 	if opts.BatchSize == 0 {
-		opts.BatchSize = 1000
+		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
@@ -144,11 +179,12 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		clock:     opts.Clock,
 		batchSize: opts.BatchSize,
 		logger:    opts.Logger,
-		onEvent:   opts.OnEvent,
+		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: tracker"),
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		shards:    make([]shard, n),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]int64)
@@ -192,7 +228,7 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 		case <-t.done:
 			return
 		case <-tk.C:
-			if err := t.Flush(ctx); err != nil {
+			if _, err := t.Flush(ctx); err != nil {
 				t.logger.Warn("ttl: tracker flush failed; activity kept for the next flush", "err", err)
 			}
 		}
@@ -246,16 +282,26 @@ func (t *Tracker) record(id string, now int64) {
 	s.mu.Unlock()
 }
 
+// FlushResult is what one Flush did.
+type FlushResult struct {
+	// Flushed is the number of activities handed to the Sink.
+	Flushed int
+	// Kept is the number of activities put back for the next flush because
+	// the Sink refused them (or ctx ended first).
+	Kept int
+}
+
 // Flush hands everything recorded since the last flush to the Sink, in
 // batches of BatchSize. If a batch fails, it and the batches after it are
 // put back (greater wins) for the next flush, and the error is returned.
-// Concurrent calls run one after the other.
-func (t *Tracker) Flush(ctx context.Context) error {
+// Concurrent calls run one after the other. Flush may be called after
+// Close; its events are then not delivered.
+func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
 	acts := t.take()
 	if len(acts) == 0 {
-		return nil
+		return FlushResult{}, nil
 	}
 	t.flushes.Add(1)
 	sent := 0
@@ -276,11 +322,11 @@ func (t *Tracker) Flush(ctx context.Context) error {
 		t.errors.Add(1)
 		err = fmt.Errorf("ttl: flush of %d activities: %w", len(acts)-sent, err)
 		t.emit(Event{Kind: EventFlush, Count: len(acts) - sent, Err: err})
-		return err
+		return FlushResult{Flushed: sent, Kept: len(acts) - sent}, err
 	}
 	t.lastFlush.Store(t.clock.Now().UnixNano())
 	t.emit(Event{Kind: EventFlush, Count: len(acts)})
-	return nil
+	return FlushResult{Flushed: len(acts)}, nil
 }
 
 // take collects the dirty slots and marks them clean, and drops the slots
@@ -317,30 +363,43 @@ func (t *Tracker) restore(acts []Activity) {
 	}
 }
 
+// emit queues e for OnEvent, if there is one.
 func (t *Tracker) emit(e Event) {
-	if t.onEvent != nil {
-		e.At = t.clock.Now()
-		t.onEvent(e)
+	if t.events.Enabled() {
+		e.Time = t.clock.Now()
+		t.events.Send(e)
 	}
 }
 
-// Close stops the background loop, waits for it, and flushes once more with
-// ctx, returning that flush's error. Activity recorded after Close is still
-// buffered (read from the clock directly) and sent only by an explicit
-// Flush. Close is idempotent; later calls return nil.
+// Close stops the background loop, cancelling a flush in progress (whose
+// activities are kept), and waits for it; then it flushes once more with
+// ctx, and delivers the events queued so far to OnEvent and waits for the
+// callback. It returns the final flush's error, or, when ctx ends first, an
+// error that wraps context.Cause(ctx) and says what is still running.
+//
+// Close is idempotent: a later call waits the same way and returns nil once
+// everything has stopped. Activity recorded after Close is still buffered
+// (read from the clock directly) and sent only by an explicit Flush.
 func (t *Tracker) Close(ctx context.Context) error {
-	first := false
 	t.closeOnce.Do(func() {
-		first = true
 		close(t.done)
 		t.cancel()
-		t.wg.Wait()
-		t.now.Store(readClock)
+		go func() {
+			t.wg.Wait()
+			close(t.stopped)
+		}()
 	})
-	if !first {
-		return nil
+	select {
+	case <-t.stopped:
+	case <-ctx.Done():
+		return fmt.Errorf("ttl: tracker: flush loop still running: %w", context.Cause(ctx))
 	}
-	return t.Flush(ctx)
+	var err error
+	t.flushOnce.Do(func() {
+		t.now.Store(readClock)
+		_, err = t.Flush(ctx)
+	})
+	return errors.Join(err, t.events.Close(ctx))
 }
 
 // TrackerStats is a snapshot of a Tracker's counters.
@@ -360,15 +419,19 @@ type TrackerStats struct {
 	FlushErrors uint64
 	// LastFlush is when the last successful flush ended; zero if none.
 	LastFlush time.Time
+	// EventsDropped is the number of events not delivered to OnEvent
+	// because its queue was full.
+	EventsDropped uint64
 }
 
 // Stats returns a snapshot of the tracker's counters. It briefly locks every
 // shard, so call it for monitoring, not per request.
 func (t *Tracker) Stats() TrackerStats {
 	st := TrackerStats{
-		Flushes:     t.flushes.Load(),
-		Flushed:     t.flushed.Load(),
-		FlushErrors: t.errors.Load(),
+		Flushes:       t.flushes.Load(),
+		Flushed:       t.flushed.Load(),
+		FlushErrors:   t.errors.Load(),
+		EventsDropped: t.events.Dropped(),
 	}
 	if n := t.lastFlush.Load(); n != 0 {
 		st.LastFlush = time.Unix(0, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,28 @@ func assertTimes(t *testing.T, want, got map[string]time.Time) {
 	}
 }
 
+// flushErr drops the result of a Flush, for assertions on its error.
+func flushErr(_ ttl.FlushResult, err error) error { return err }
+
+// eventLog collects the events delivered to an OnEvent callback, which runs
+// on the reporter's own goroutine.
+type eventLog struct {
+	mu     sync.Mutex
+	events []ttl.Event
+}
+
+func (l *eventLog) add(e ttl.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) all() []ttl.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
 func newTracker(t *testing.T, sink ttl.Sink, opts ttl.TrackerOptions) *ttl.Tracker {
 	t.Helper()
 	tr, err := ttl.NewTracker(sink, opts)
@@ -59,7 +82,7 @@ func TestTrackerRecordAndFlush(t *testing.T) {
 		tr.Record("a")
 		assert.Empty(t, contents(t, buf), "nothing before a flush")
 
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		assertTimes(t, map[string]time.Time{"a": t0.Add(5 * time.Second), "b": t0}, contents(t, buf))
 		st := tr.Stats()
 		assert.Equal(t, uint64(3), st.Records)
@@ -70,7 +93,7 @@ func TestTrackerRecordAndFlush(t *testing.T) {
 		assert.Equal(t, t0.Add(5*time.Second), st.LastFlush)
 
 		// A flush with nothing new sends nothing and drops the idle ids.
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		st = tr.Stats()
 		assert.Equal(t, uint64(1), st.Flushes)
 		assert.Equal(t, 0, st.Buffered)
@@ -120,7 +143,7 @@ func TestTrackerLoopAndClose(t *testing.T) {
 		tr.Record("c")
 		synctest.Wait()
 		assert.NotContains(t, contents(t, buf), "c")
-		require.NoError(t, tr.Flush(ctx))
+		require.NoError(t, flushErr(tr.Flush(ctx)))
 		assert.Equal(t, t0.Add(90*time.Second), contents(t, buf)["c"])
 	})
 }
@@ -134,11 +157,11 @@ func TestTrackerOutOfOrderNeverMovesBack(t *testing.T) {
 
 	tr.RecordAt("a", t0.Add(2*time.Second))
 	tr.RecordAt("a", t0.Add(time.Second))
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	// Older activity after a flush, then a second tracker's older batch:
 	// neither moves time back anywhere.
 	tr.RecordAt("a", t0)
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "a", At: t0.Add(-time.Hour)}}))
 	assertTimes(t, map[string]time.Time{"a": t0.Add(2 * time.Second)}, contents(t, buf))
 }
@@ -157,7 +180,7 @@ func TestTrackerRecordAtOutOfRange(t *testing.T) {
 	tr.RecordAt("a", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr.RecordAt("b", time.Time{})
 	tr.RecordAt("b", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	assertTimes(t, map[string]time.Time{"a": t0}, contents(t, buf))
 }
 
@@ -187,15 +210,14 @@ func (s *failingSink) Add(ctx context.Context, acts []ttl.Activity) error {
 func TestTrackerFailedFlushKeepsActivity(t *testing.T) {
 	ctx := context.Background()
 	sink := &failingSink{buf: ttl.NewMemoryBuffer(), failing: true}
-	var events []ttl.Event
-	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour,
-		OnEvent: func(e ttl.Event) { events = append(events, e) }})
+	var log eventLog
+	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour, OnEvent: log.add})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 
 	tr.RecordAt("a", t0.Add(time.Second))
 	tr.RecordAt("b", t0)
-	err := tr.Flush(ctx)
+	_, err := tr.Flush(ctx)
 	require.ErrorIs(t, err, errDown)
 	assert.Equal(t, 2, tr.Stats().Pending)
 
@@ -205,12 +227,14 @@ func TestTrackerFailedFlushKeepsActivity(t *testing.T) {
 	sink.mu.Lock()
 	sink.failing = false
 	sink.mu.Unlock()
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	assertTimes(t, map[string]time.Time{"a": t0.Add(time.Second), "b": t0.Add(3 * time.Second)}, contents(t, sink.buf))
 
 	st := tr.Stats()
 	assert.Equal(t, uint64(1), st.FlushErrors)
 	assert.Equal(t, uint64(2), st.Flushed)
+	require.NoError(t, tr.Close(ctx)) // delivers the queued events
+	events := log.all()
 	require.Len(t, events, 2)
 	assert.Equal(t, ttl.EventFlush, events[0].Kind)
 	assert.ErrorIs(t, events[0].Err, errDown)
@@ -230,10 +254,10 @@ func TestTrackerPartialFlushFailure(t *testing.T) {
 		tr.RecordAt(id, t0.Add(time.Duration(i)*time.Second))
 		want[id] = t0.Add(time.Duration(i) * time.Second)
 	}
-	require.ErrorIs(t, tr.Flush(ctx), errDown)
+	require.ErrorIs(t, flushErr(tr.Flush(ctx)), errDown)
 	assert.Len(t, contents(t, sink.buf), 2, "the first batch went through")
 	assert.Equal(t, 3, tr.Stats().Pending, "the failed batch and the one after it are kept")
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	assertTimes(t, want, contents(t, sink.buf))
 }
 
@@ -285,7 +309,7 @@ func TestTrackerConcurrentRecord(t *testing.T) {
 				flushed <- err
 				return
 			default:
-				err = errors.Join(err, tr.Flush(ctx))
+				err = errors.Join(err, flushErr(tr.Flush(ctx)))
 			}
 		}
 	}()
@@ -304,7 +328,7 @@ func TestTrackerConcurrentRecord(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	require.NoError(t, <-flushed)
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	got := contents(t, buf)
 	for i := range ids {
 		want := t0.Add(time.Duration((rounds-1)*workers+workers-1) * time.Millisecond)
@@ -322,7 +346,7 @@ func TestTrackerRecordDoesNotAllocate(t *testing.T) {
 	tr.Record(id)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { tr.Record(id) }))
 	// A flushed id stays allocation-free in the next interval.
-	require.NoError(t, tr.Flush(ctx))
+	require.NoError(t, flushErr(tr.Flush(ctx)))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { tr.Record(id) }))
 }
 
@@ -356,6 +380,7 @@ func TestNewTrackerValidates(t *testing.T) {
 		{buf, ttl.TrackerOptions{Shards: -1}, "Shards"},
 		{buf, ttl.TrackerOptions{Shards: 1 << 20}, "Shards"},
 		{buf, ttl.TrackerOptions{BatchSize: -1}, "BatchSize"},
+		{buf, ttl.TrackerOptions{EventQueue: -1}, "EventQueue"},
 	} {
 		tr, err := ttl.NewTracker(c.sink, c.opts)
 		assert.Nil(t, tr)

@@ -1,6 +1,7 @@
 package expiry_test
 
 import (
+	"context"
 	"time"
 
 	"github.com/jellydator/ttlcache/v3"
@@ -42,7 +43,7 @@ var impls = []impl{
 type ttlkitCache struct{ m *expiry.Map[string, int] }
 
 func newTTLKit([]time.Duration) cache {
-	m, err := expiry.NewMap[string, int](expiry.Options{Interval: interval})
+	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Interval: interval}})
 	if err != nil {
 		panic(err)
 	}
@@ -52,7 +53,7 @@ func newTTLKit([]time.Duration) cache {
 // newTTLKitRedis7 is ttlkit with Redis 7's tuning (100 ms, 20 keys, 10 %):
 // more, shorter cycles and a lower stale bound.
 func newTTLKitRedis7([]time.Duration) cache {
-	m, err := expiry.NewMap[string, int](expiry.Redis7Options())
+	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Redis7Options()})
 	if err != nil {
 		panic(err)
 	}
@@ -66,7 +67,7 @@ func (c ttlkitCache) Set(k string, v int, ttl time.Duration) {
 }
 func (c ttlkitCache) Get(k string) (int, bool) { return c.m.Get(k) }
 func (c ttlkitCache) Stored() int              { return c.m.Len() }
-func (c ttlkitCache) Close()                   { c.m.Close() }
+func (c ttlkitCache) Close()                   { _ = c.m.Close(context.Background()) }
 
 // ttlcache: touch-on-hit off (a Get does not extend the TTL, as in the
 // others), cleanup goroutine started.

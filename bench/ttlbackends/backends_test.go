@@ -1,12 +1,13 @@
-// Package ttlbackends benchmarks the two distributed stages of seed 002's
-// activity pipeline against the code the seed writes by hand:
+// Package ttlbackends benchmarks the two distributed stages of a cloud-IDE
+// workspace system's activity pipeline against the code that system
+// writes by hand:
 //
 //   - BenchmarkStoreSync: merging a 10000-id batch into PostgreSQL with
 //     pgttl's single UPDATE ... FROM unnest(...) GREATEST, against 10000
 //     single-row UPDATEs in one transaction (impl=perrow).
 //   - BenchmarkBufferDrain: draining 10000 ids from the Redis ZSET with
 //     redisttl's Peek + compare-and-remove (until Peek finds nothing),
-//     against the seed's lossy ZRANGE + ZREM (impl=zrangezrem).
+//     against the hand-written lossy ZRANGE + ZREM (impl=zrangezrem).
 //
 // Both need real servers (TTLKIT_TEST_POSTGRES_URL, TTLKIT_TEST_REDIS_URL)
 // and skip without them. Each run works in its own schema or key prefix and
@@ -113,7 +114,7 @@ SELECT format('ws-%s', lpad(i::text, 5, '0')), 'RUNNING', $1, $1, $1 FROM genera
 	}
 }
 
-// zrangeZrem is the seed's drain: read everything, then remove every member
+// zrangeZrem is the hand-written drain: read everything, then remove every member
 // read, whether or not it changed in between.
 func zrangeZrem(ctx context.Context, c redis.UniversalClient, key string) (int, error) {
 	zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()

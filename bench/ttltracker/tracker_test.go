@@ -1,6 +1,6 @@
 // Package ttltracker benchmarks ttl.Tracker.Record, the per-request hot path
-// of seed 002's proxy, against the buffers a service writes by hand: one map
-// behind one mutex (the seed's `_buffer[ws_id] = now()`), and a sync.Map.
+// of a cloud-IDE workspace proxy, against the buffers a service writes by hand: one map
+// behind one mutex (the hand-written `_buffer[ws_id] = now()`), and a sync.Map.
 package ttltracker
 
 import (
@@ -17,7 +17,7 @@ import (
 // recorder is what every implementation offers the benchmark.
 type recorder interface{ Record(id string) }
 
-// mutexMap is the seed's buffer: one map, one lock, the clock read per call.
+// mutexMap is the hand-written buffer: one map, one lock, the clock read per call.
 type mutexMap struct {
 	mu sync.Mutex
 	m  map[string]time.Time

@@ -40,12 +40,13 @@ func (p *pipeClient) do(cmd string) string {
 	return strings.TrimSuffix(line, "\r\n")
 }
 
-// TestSeedTimelineThroughServer is seed 004's timeline through the server:
+// TestMiniRedisTimelineThroughServer is a mini Redis's expiry timeline through
+// the server:
 // 100 keys with a 10 s TTL, none read; active expiry alone removes them all
 // soon after 10 s. Time is synctest's, so the figures are exact.
-func TestSeedTimelineThroughServer(t *testing.T) {
+func TestMiniRedisTimelineThroughServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := New(Config{}) // the seed's defaults: 1 s, 20 keys, 25 %
+		srv, err := New(Config{}) // the defaults: 1 s, 20 keys, 25 %
 		require.NoError(t, err)
 		defer func() { require.NoError(t, srv.Close()) }()
 		p := servePipe(t, srv)

@@ -94,18 +94,34 @@ func TestMaxClients(t *testing.T) {
 // TestClientThatNeverReadsStallsNoOne: a client that pipelines GETs of a
 // large value and never reads its replies fills the TCP buffers. Only its
 // own connection may stall: replies are written outside the keyspace lock,
-// so a writer behind it, and readers behind that writer, carry on.
+// so a writer behind it, and readers behind that writer, carry on. The test
+// first checks that the stall really happened (the server stopped taking
+// the hog's commands partway through its pipeline, blocked writing replies
+// nobody reads); otherwise it would pass without testing anything.
 func TestClientThatNeverReadsStallsNoOne(t *testing.T) {
-	_, addr := startServer(t, Config{})
+	srv, addr := startServer(t, Config{})
 	ctx := testContext(t)
 	c := newClient(t, addr)
 	big := strings.Repeat("v", 1<<20)
 	require.NoError(t, c.Set(ctx, "big", big, 0).Err())
 
+	const gets = 200 // 200 MB of replies, far beyond any socket buffers
+	base := srv.commands.Load()
 	hog := dialRaw(t, addr)
-	req := strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 200) // 200 MB of replies
+	req := strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", gets)
 	go func() { _, _ = hog.c.Write([]byte(req)) }()
-	time.Sleep(200 * time.Millisecond) // the hog's replies back up
+
+	// The hog is stalled once the count of processed commands has started
+	// and then stopped moving.
+	last := base
+	require.Eventually(t, func() bool {
+		n := srv.commands.Load()
+		stalled := n > base && n == last
+		last = n
+		return stalled
+	}, 10*time.Second, 100*time.Millisecond, "the server never started on the hog's commands")
+	require.Less(t, last-base, int64(gets),
+		"the server answered the whole pipeline: the replies fit in the buffers and nothing stalled")
 
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

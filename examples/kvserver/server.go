@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,7 +69,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("kvserver: %s (%d) is negative", f.name, f.v)
 		}
 	}
-	db, err := expiry.NewMap[string, string](cfg.Expiry)
+	db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: cfg.Expiry})
 	if err != nil {
 		return nil, fmt.Errorf("kvserver: %w", err)
 	}
@@ -207,7 +208,7 @@ func (s *Server) Close() error {
 		}
 		s.connMu.Unlock()
 		s.wg.Wait()
-		s.closeErr = s.db.Close()
+		s.closeErr = s.db.Close(context.Background())
 	})
 	return s.closeErr
 }

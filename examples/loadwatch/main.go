@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var mu sync.Mutex // OnChange, OnSample and the summary share stdout
+	var mu sync.Mutex // OnEvent, OnSample and the summary share stdout
 	printf := func(format string, a ...any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -114,8 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Hold: c.hold,
 		// Three missed samples make the gate say so instead of staying Normal.
 		StaleAfter: 3 * c.interval,
-		OnChange: func(ch hysteresis.Change) {
-			printf("%s  *** %s -> %s: %s ***\n", clock(ch.At), ch.From, ch.To, explain(ch, c.hold))
+		// OnEvent runs on the gate's own goroutine, so a change may print
+		// just after the sample line that caused it.
+		OnEvent: func(e hysteresis.Event) {
+			printf("%s  *** %s -> %s: %s ***\n", clock(e.Time), e.From, e.To, explain(e, c.hold))
 		},
 	})
 	if err != nil {
@@ -145,7 +147,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 	<-ctx.Done()
-	_ = mon.Close()
+	// The sampler only reads /proc and cgroup files, and the gate's
+	// callback only prints: a second is plenty for both to finish.
+	stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := errors.Join(mon.Close(stopCtx), gate.Close(stopCtx)); err != nil {
+		return err
+	}
 
 	st, ms := gate.Stats(), mon.Stats()
 	printf("loadwatch: %d samples, %d errors, %d trips, overloaded for %v; final state %s\n",
@@ -163,7 +171,7 @@ func where(cgroupDir string) string {
 }
 
 // explain says in words why the gate changed.
-func explain(c hysteresis.Change, hold time.Duration) string {
+func explain(c hysteresis.Event, hold time.Duration) string {
 	switch c.Reason {
 	case hysteresis.ReasonTrip:
 		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))

@@ -11,7 +11,7 @@ import (
 	"github.com/ttlkit/ttlkit/hysteresis/sysload"
 )
 
-// A Monitor feeding the seed preset. A real program passes a *System from
+// A Monitor feeding the preset of a camera admission server. A real program passes a *System from
 // NewSystem and leaves the clocks nil; here a scripted Sampler and a mock
 // clock make the run repeatable, and Step is called by hand.
 func Example() {
@@ -33,30 +33,37 @@ func Example() {
 	})
 
 	clk := clock.NewMock()
+	// OnEvent runs on the gate's own goroutine; the example hands the events
+	// over a channel and prints each after the step that caused it.
+	events := make(chan hysteresis.Event, 16)
 	gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{
-		Hold:  sysload.DefaultHold,
-		Clock: clk,
-		OnChange: func(c hysteresis.Change) {
-			why := string(c.Reason)
-			if c.Signal != "" {
-				why += " " + c.Signal
-			}
-			fmt.Printf("   -> %s (%s)\n", c.To, why)
-		},
+		Hold:    sysload.DefaultHold,
+		Clock:   clk,
+		OnEvent: func(e hysteresis.Event) { events <- e },
 	})
 	if err != nil {
 		panic(err)
 	}
+	defer gate.Close(context.Background())
 	mon, err := sysload.NewMonitor(sampler, gate, sysload.MonitorOptions{Interval: time.Hour})
 	if err != nil {
 		panic(err)
 	}
-	defer mon.Close()
+	defer mon.Close(context.Background())
 
+	var printed uint64
 	for range loads {
 		l, err := mon.Step(context.Background())
 		if err != nil {
 			panic(err)
+		}
+		for ; printed < gate.Stats().Transitions; printed++ {
+			e := <-events
+			why := string(e.Reason)
+			if e.Signal != "" {
+				why += " " + e.Signal
+			}
+			fmt.Printf("   -> %s (%s)\n", e.To, why)
 		}
 		fmt.Printf("cpu %2.0f%%  mem %2.0f%%  swap %3d MiB  %s\n", l.CPU, l.Memory, l.Swap/sysload.MiB, gate.State())
 		clk.Add(30 * time.Second)

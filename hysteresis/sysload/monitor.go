@@ -2,7 +2,6 @@ package sysload
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ttlkit/ttlkit/hysteresis"
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // DefaultInterval is the sampling interval when MonitorOptions.Interval is 0.
@@ -18,7 +18,7 @@ const DefaultInterval = time.Second
 
 // ErrNoSignals is returned by NewMonitor when the gate watches none of the
 // signals CPU, Memory and Swap.
-var ErrNoSignals = errors.New("sysload: gate watches none of cpu, memory, swap")
+var ErrNoSignals = errs.Invalid(hysteresis.ErrInvalid, "sysload: gate watches none of cpu, memory, swap")
 
 // MonitorOptions configures a Monitor. The zero value samples every second.
 type MonitorOptions struct {
@@ -79,11 +79,11 @@ type MonitorStats struct {
 // after NewMonitor returns.
 func NewMonitor(sampler Sampler, gate *hysteresis.Gate, opts MonitorOptions) (*Monitor, error) {
 	if sampler == nil || gate == nil {
-		return nil, errors.New("sysload: NewMonitor needs a sampler and a gate")
+		return nil, errs.Invalid(hysteresis.ErrInvalid, "sysload: NewMonitor needs a sampler and a gate")
 	}
 	switch {
 	case opts.Interval < 0:
-		return nil, fmt.Errorf("sysload: Interval (%v) is negative", opts.Interval)
+		return nil, errs.Invalid(hysteresis.ErrInvalid, "sysload: Interval (%v) is negative", opts.Interval)
 	case opts.Interval == 0:
 		opts.Interval = DefaultInterval
 	}
@@ -127,7 +127,7 @@ func (m *Monitor) loop(ctx context.Context, ticker *clock.Ticker) {
 // Step takes one sample and feeds it to the gate: the synchronous form of the
 // Monitor's loop, for tests and for programs that drive their own schedule.
 // On a sampling error it feeds nothing, calls the gate's Check (so that
-// OnChange hears of signals going stale) and returns the error. A sample cut
+// the gate's OnEvent hears of signals going stale) and returns the error. A sample cut
 // short because ctx ended (or the Monitor closed) is returned but not counted
 // or reported as a sampling error.
 func (m *Monitor) Step(ctx context.Context) (Load, error) {
@@ -185,10 +185,17 @@ func (m *Monitor) Stats() MonitorStats {
 	return MonitorStats{Samples: m.samples, Errors: m.errs, Last: m.last, LastError: m.lastErr}
 }
 
-// Close stops the sampling loop and waits for it to return. It is idempotent
-// and always returns nil.
-func (m *Monitor) Close() error {
+// Close stops the sampling loop, cancelling a sample in progress, and waits
+// for it to return until ctx ends; then it returns an error that wraps
+// context.Cause(ctx). Close is idempotent: a later call waits the same way
+// and returns nil once the loop has stopped. It does not close the gate,
+// which the caller owns.
+func (m *Monitor) Close(ctx context.Context) error {
 	m.closeOnce.Do(m.cancel)
-	<-m.done
-	return nil
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sysload: sampling loop still running: %w", context.Cause(ctx))
+	}
 }

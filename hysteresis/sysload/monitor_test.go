@@ -62,7 +62,7 @@ func load(cpu, mem float64, swapMiB uint64) step {
 	return step{load: sysload.Load{CPU: cpu, Memory: mem, Swap: swapMiB * sysload.MiB}}
 }
 
-func TestDefaultSignalsAreTheSeedPreset(t *testing.T) {
+func TestDefaultSignalsAreTheCameraServerPreset(t *testing.T) {
 	assert.Equal(t, []hysteresis.Signal{
 		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
 		{Name: "memory", Warn: 75, Trip: 90, Recover: 70},
@@ -83,12 +83,13 @@ func TestMonitorFeedsGateEveryInterval(t *testing.T) {
 		steps = append(steps, load(10, 10, 0))
 		sampler := &script{steps: steps}
 
-		var changes list[hysteresis.Change]
+		var changes list[hysteresis.Event]
 		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{
 			Hold: sysload.DefaultHold, StaleAfter: 5 * time.Second,
-			OnChange: changes.add,
+			OnEvent: changes.add,
 		})
 		require.NoError(t, err)
+		defer gate.Close(context.Background())
 		var samples list[sysload.Load]
 		m, err := sysload.NewMonitor(sampler, gate, sysload.MonitorOptions{
 			OnSample: func(l sysload.Load) {
@@ -97,7 +98,7 @@ func TestMonitorFeedsGateEveryInterval(t *testing.T) {
 			},
 		})
 		require.NoError(t, err)
-		defer m.Close()
+		defer m.Close(context.Background())
 		start := time.Now()
 
 		synctest.Wait()
@@ -129,8 +130,8 @@ func TestMonitorFeedsGateEveryInterval(t *testing.T) {
 		assert.Zero(t, st.Errors)
 		assert.Equal(t, 10.0, st.Last.CPU)
 
-		require.NoError(t, m.Close())
-		require.NoError(t, m.Close(), "Close is idempotent")
+		require.NoError(t, m.Close(context.Background()))
+		require.NoError(t, m.Close(context.Background()), "Close is idempotent")
 		time.Sleep(time.Minute)
 		assert.EqualValues(t, 123, m.Stats().Samples, "no sample after Close")
 	})
@@ -140,26 +141,27 @@ func TestMonitorErrorsLetTheGateGoStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boom := errors.New("read /proc/stat: too many open files")
 		sampler := &script{steps: []step{load(10, 10, 0), load(10, 10, 0), {err: boom}}}
-		var changes list[hysteresis.Change]
+		var changes list[hysteresis.Event]
 		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{
 			StaleAfter: 5 * time.Second,
-			OnChange:   changes.add,
+			OnEvent:    changes.add,
 		})
 		require.NoError(t, err)
+		defer gate.Close(context.Background())
 		var errs list[error]
 		m, err := sysload.NewMonitor(sampler, gate, sysload.MonitorOptions{
 			Interval: 2 * time.Second,
 			OnError:  errs.add,
 		})
 		require.NoError(t, err)
-		defer m.Close()
+		defer m.Close(context.Background())
 
 		time.Sleep(4 * time.Second) // two good samples, at 2 s and 4 s
 		synctest.Wait()
 		time.Sleep(6 * time.Second) // errors at 6, 8, 10 s; stale at 9 s
 		synctest.Wait()
 		assert.Equal(t, hysteresis.Warning, gate.State())
-		require.Len(t, changes.get(), 1, "the Monitor's Check delivered the stale transition")
+		require.Len(t, changes.get(), 1, "the Monitor's Check noticed the stale transition")
 		assert.Equal(t, hysteresis.ReasonStale, changes.get()[0].Reason)
 		assert.Len(t, errs.get(), 3)
 		st := m.Stats()
@@ -174,7 +176,7 @@ func TestMonitorStepFeedsOnlyTheGatesSignals(t *testing.T) {
 	require.NoError(t, err)
 	m, err := sysload.NewMonitor(&script{steps: []step{load(90, 99, 500)}}, gate, sysload.MonitorOptions{Interval: time.Hour})
 	require.NoError(t, err)
-	defer m.Close()
+	defer m.Close(context.Background())
 	l, err := m.Step(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 90.0, l.CPU)
@@ -215,7 +217,7 @@ func TestMonitorCloseIsNotASamplingError(t *testing.T) {
 		require.NoError(t, err)
 		time.Sleep(time.Second)
 		<-sampling // the loop is inside Sample
-		require.NoError(t, m.Close())
+		require.NoError(t, m.Close(context.Background()))
 
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-sampling; cancel() }()
@@ -238,7 +240,7 @@ func TestMonitorNaNSampleIsAnError(t *testing.T) {
 	m, err := sysload.NewMonitor(&script{steps: []step{load(math.NaN(), 10, 0)}}, gate,
 		sysload.MonitorOptions{Interval: time.Hour, OnError: errs.add})
 	require.NoError(t, err)
-	defer m.Close()
+	defer m.Close(context.Background())
 	_, err = m.Step(context.Background())
 	require.ErrorIs(t, err, hysteresis.ErrInvalidValue)
 	require.Len(t, errs.get(), 1)

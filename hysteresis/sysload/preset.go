@@ -20,7 +20,7 @@ const (
 const MiB = 1 << 20
 
 // DefaultHold is how long every signal must stay below its Recover threshold
-// before the gate reopens, in the seed configuration.
+// before the gate reopens, as a camera admission server configures them.
 const DefaultHold = 60 * time.Second
 
 // DefaultSignals returns the thresholds of a camera server's admission

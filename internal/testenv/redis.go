@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -12,15 +13,17 @@ type Redis struct {
 	// Client is connected to the server; it is closed when the test ends.
 	Client *redis.Client
 	// Prefix is unique to the test ("ttlkit_t_<hex>:"). Every key the test
-	// writes must start with it: the keys are deleted when the test ends.
+	// writes must contain its name ("ttlkit_t_<hex>"), at the start or
+	// inside a hash tag ("{ttlkit_t_<hex>:}:activity"): those keys are
+	// deleted when the test ends.
 	Prefix string
 
 	opts *redis.Options
 }
 
 // OpenRedis connects to the Redis server named by TTLKIT_TEST_REDIS_URL and
-// registers the deletion of every key under the returned Prefix when the test
-// ends. It skips or fails t (see the package doc) when the server is not set
+// registers the deletion of every key that contains the returned Prefix's
+// name when the test ends. It skips or fails t (see the package doc) when the server is not set
 // or does not answer.
 func OpenRedis(t testing.TB) *Redis {
 	t.Helper()
@@ -41,8 +44,8 @@ func OpenRedis(t testing.TB) *Redis {
 	t.Cleanup(func() {
 		ctx, cancel := cleanupContext()
 		defer cancel()
-		if err := deletePrefix(ctx, c, r.Prefix); err != nil {
-			t.Errorf("testenv: deleting keys %s*: %v", r.Prefix, err)
+		if err := deleteMatching(ctx, c, r.match()); err != nil {
+			t.Errorf("testenv: deleting keys %s: %v", r.match(), err)
 		}
 		_ = c.Close()
 	})
@@ -69,8 +72,16 @@ func (r *Redis) Keys(ctx context.Context) ([]string, error) {
 	return keys, iter.Err()
 }
 
-func deletePrefix(ctx context.Context, c *redis.Client, prefix string) error {
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+// match is the SCAN pattern of every key the test may have written: its
+// name anywhere in the key, so that backends which wrap the prefix in a hash
+// tag ("{" + Prefix + "}:...") or put it after their own ("app:{" + Prefix +
+// "}:...") are cleaned up too. The name is random, so nothing else matches.
+func (r *Redis) match() string {
+	return "*" + strings.TrimSuffix(r.Prefix, ":") + "*"
+}
+
+func deleteMatching(ctx context.Context, c *redis.Client, match string) error {
+	iter := c.Scan(ctx, 0, match, 1000).Iterator()
 	var batch []string
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())

@@ -2,10 +2,10 @@
 // expiry, in a PostgreSQL table (pgx v5), and wakes controllers in other
 // processes through LISTEN/NOTIFY.
 //
-// The table has seed 002's columns: id, phase, desired_state, operation,
-// last_activity_at (the seed's last_access_at), phase_changed_at,
-// created_at and deleted_at. Store.Migrate creates it with partial indexes
-// that serve the rules. Operation "" is the seed's 'NONE'.
+// The table has a cloud-IDE workspace table's columns: id, phase,
+// desired_state, operation, last_activity_at (often last_access_at),
+// phase_changed_at, created_at and deleted_at. Store.Migrate creates it with
+// partial indexes that serve the rules. Operation "" stands for 'NONE'.
 //
 // Every decision uses the server's now(): MergeActivity is one UPDATE over
 // unnest($1::text[], $2::timestamptz[]) with GREATEST, so a whole batch is

@@ -27,10 +27,10 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// "ops"."workspaces"
-	// pgttl: Table "workspaces; DROP TABLE users" is not a valid identifier (letters, digits, _; at most 48; optional schema.): ttl: invalid argument
+	// pgttl: Table "workspaces; DROP TABLE users" is not a valid identifier (letters, digits, _; at most 48; optional schema.)
 }
 
-// The TTL runner of seed 002: PostgreSQL decides, and controllers in other
+// The TTL runner of a cloud-IDE workspace system: PostgreSQL decides, and controllers in other
 // processes are woken through NOTIFY. (Needs a PostgreSQL server.)
 func ExampleNotifier() {
 	ctx := context.Background()
@@ -55,7 +55,7 @@ func ExampleNotifier() {
 	if err != nil {
 		panic(err)
 	}
-	defer runner.Close()
+	defer runner.Close(context.Background())
 }
 
 // A controller in another process reconciles the workspaces it is woken
@@ -74,5 +74,5 @@ func ExampleListen() {
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
+	defer l.Close(context.Background())
 }

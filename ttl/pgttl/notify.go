@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -23,7 +24,7 @@ var channelRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func validChannel(channel string) error {
 	if !channelRE.MatchString(channel) {
-		return fmt.Errorf("pgttl: channel %q is not a valid identifier (letters, digits, _; at most 63): %w", channel, ttl.ErrInvalid)
+		return errs.Invalid(ttl.ErrInvalid, "pgttl: channel %q is not a valid identifier (letters, digits, _; at most 63)", channel)
 	}
 	return nil
 }
@@ -40,7 +41,7 @@ type Notifier struct {
 // channel is an identifier of letters, digits and underscores.
 func NewNotifier(pool *pgxpool.Pool, channel string) (*Notifier, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgttl: pool is nil: %w", ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")
 	}
 	if err := validChannel(channel); err != nil {
 		return nil, err
@@ -66,7 +67,7 @@ func (n *Notifier) Wake(ctx context.Context, ids []string) error {
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return wrap(ctx, "notify "+n.channel, err)
+		return errs.Wrap(ctx, "pgttl", "notify "+n.channel, err)
 	}
 	return nil
 }
@@ -83,7 +84,7 @@ func chunk(ids []string, limit int) ([]string, error) {
 			return nil, fmt.Errorf("pgttl: notify: %w", err)
 		}
 		if len(enc)+2 > limit {
-			return nil, fmt.Errorf("pgttl: notify: id of %d bytes does not fit a payload of %d: %w", len(id), limit, ttl.ErrInvalid)
+			return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: notify: id of %d bytes does not fit a payload of %d", len(id), limit)
 		}
 		// +1 for the separator or the closing bracket.
 		if len(buf) > 1 && len(buf)+1+len(enc)+1 > limit {
@@ -118,12 +119,15 @@ func parsePayload(p string) []string {
 // ListenOptions configure a Listener. The zero value means defaults.
 type ListenOptions struct {
 	// RetryInterval is how long the Listener waits before reconnecting
-	// after its connection failed. Default 1 s.
+	// after its connection failed. 0 means DefaultRetryInterval (1 s).
 	RetryInterval time.Duration
 	// OnError, if set, receives connection failures, from the Listener's
 	// goroutine. It must not block.
 	OnError func(error)
 }
+
+// DefaultRetryInterval is ListenOptions.RetryInterval's default.
+const DefaultRetryInterval = time.Second
 
 // Listener receives the ids sent by Notifiers on one channel, on a
 // dedicated connection taken out of the pool, and calls a function with
@@ -151,17 +155,17 @@ type Listener struct {
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids []string), opts ListenOptions) (*Listener, error) {
 	switch {
 	case pool == nil:
-		return nil, fmt.Errorf("pgttl: pool is nil: %w", ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")
 	case fn == nil:
-		return nil, fmt.Errorf("pgttl: listen function is nil: %w", ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: listen function is nil")
 	case opts.RetryInterval < 0:
-		return nil, fmt.Errorf("pgttl: RetryInterval (%v) is negative: %w", opts.RetryInterval, ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: RetryInterval (%v) is negative", opts.RetryInterval)
 	}
 	if err := validChannel(channel); err != nil {
 		return nil, err
 	}
 	if opts.RetryInterval == 0 {
-		opts.RetryInterval = time.Second
+		opts.RetryInterval = DefaultRetryInterval
 	}
 	l := &Listener{pool: pool, channel: channel, fn: fn, opts: opts, done: make(chan struct{})}
 	conn, err := l.connect(ctx)
@@ -178,12 +182,12 @@ func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids
 func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return nil, wrap(ctx, "listen "+l.channel, err)
+		return nil, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err)
 	}
 	conn := pc.Hijack()
 	if _, err := conn.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
 		closeConn(conn)
-		return nil, wrap(ctx, "listen "+l.channel, err)
+		return nil, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err)
 	}
 	return conn, nil
 }
@@ -217,7 +221,7 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 			if ctx.Err() != nil {
 				return
 			}
-			l.report(ctx, wrap(ctx, "listen "+l.channel, err))
+			l.report(ctx, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err))
 			closeConn(conn)
 			conn = nil
 			continue
@@ -241,13 +245,17 @@ func (l *Listener) report(ctx context.Context, err error) {
 }
 
 // Close stops listening, waits for the goroutine (and a call of fn in
-// progress) to end and closes the connection. It is idempotent and returns
-// nil. Calling it from fn deadlocks: fn runs on the goroutine Close waits
-// for.
-func (l *Listener) Close() error {
-	l.closeOnce.Do(func() {
-		l.cancel()
-		<-l.done
-	})
-	return nil
+// progress) to end and closes the connection. When ctx ends first, it
+// returns an error that wraps context.Cause(ctx): fn is still running.
+// Close is idempotent: a later call waits the same way and returns nil once
+// the goroutine has stopped. Calling it from fn with a ctx that never ends
+// deadlocks: fn runs on the goroutine Close waits for.
+func (l *Listener) Close(ctx context.Context) error {
+	l.closeOnce.Do(l.cancel)
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pgttl: listener on %s: callback still running: %w", l.channel, context.Cause(ctx))
+	}
 }

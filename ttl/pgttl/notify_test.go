@@ -96,7 +96,7 @@ func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 	c := newCollector()
 	l, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
 	require.NoError(t, err)
-	defer l.Close()
+	defer l.Close(context.Background())
 
 	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
 	require.NoError(t, err)
@@ -116,8 +116,8 @@ func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 	c.waitFor(t, "hand-written notify", func(got []string, _ int) bool { return got[len(got)-1] == "ws-by-hand" })
 	require.NoError(t, n.Wake(ctx, nil), "no ids is a no-op")
 
-	require.NoError(t, l.Close())
-	require.NoError(t, l.Close(), "Close is idempotent")
+	require.NoError(t, l.Close(context.Background()))
+	require.NoError(t, l.Close(context.Background()), "Close is idempotent")
 }
 
 func TestNotifyValidates(t *testing.T) {
@@ -158,7 +158,7 @@ func TestListenerReconnects(t *testing.T) {
 		OnError:       func(err error) { errMu.Lock(); errors = append(errors, err); errMu.Unlock() },
 	})
 	require.NoError(t, err)
-	defer l.Close()
+	defer l.Close(context.Background())
 	require.Equal(t, 1, terminate(t, pg, app))
 	c.waitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
 	errMu.Lock()

@@ -1,10 +1,10 @@
 package pgttl
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -15,7 +15,7 @@ const DefaultTable = "ttlkit_entities"
 type Options struct {
 	// Table is the entity table: an identifier of letters, digits and
 	// underscores (at most 48), optionally qualified by a schema
-	// ("ops.workspaces"). Default "ttlkit_entities". An unqualified name
+	// ("ops.workspaces"). Empty means DefaultTable ("ttlkit_entities"). An unqualified name
 	// is resolved through the connection's search_path.
 	Table string
 }
@@ -53,7 +53,7 @@ func (o Options) table() (quoted, base string, err error) {
 		name = DefaultTable
 	}
 	if !validName(name) {
-		return "", "", fmt.Errorf("pgttl: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.): %w", o.Table, ttl.ErrInvalid)
+		return "", "", errs.Invalid(ttl.ErrInvalid, "pgttl: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	return quote(name), name[strings.LastIndexByte(name, '.')+1:], nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-// pipeline is seed 002 wired end to end: a proxy's Tracker flushes into the
+// pipeline is a cloud-IDE workspace system wired end to end: a proxy's Tracker flushes into the
 // Redis buffer, the Runner drains it into PostgreSQL, applies the rules on
 // the server's clock and wakes a controller listening on another
 // connection.
@@ -49,7 +49,7 @@ func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pi
 
 	l, err := pgttl.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.fn, pgttl.ListenOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	notifier, err := pgttl.NewNotifier(pool, "workspace_wake")
 	require.NoError(t, err)
 	p.runner, err = ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
@@ -58,7 +58,7 @@ func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pi
 		Wake:     notifier.Wake,
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.runner.Close() })
+	t.Cleanup(func() { _ = p.runner.Close(context.Background()) })
 	p.now = serverNow(t, p.pg.Pool)
 	return p
 }
@@ -79,6 +79,9 @@ func (p *pipeline) desired(t *testing.T, id string) string {
 	return e.DesiredState
 }
 
+// flushErr drops the result of a Flush, for assertions on its error.
+func flushErr(_ ttl.FlushResult, err error) error { return err }
+
 func expiredIDs(res ttl.TickResult) []string {
 	var ids []string
 	for _, e := range res.Expired {
@@ -97,7 +100,7 @@ func TestPipelineActivityBeforeSyncKeepsRunning(t *testing.T) {
 	p.create(t, "ws-idle", 11*time.Minute)
 
 	p.tracker.Record("ws-active") // a proxied request
-	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
 	res, err := p.runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Synced)
@@ -133,7 +136,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	p := newPipeline(t, nil)
 	p.create(t, "ws-synced", 11*time.Minute)
 	p.tracker.Record("ws-synced")
-	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
 	res, err := p.runner.Tick(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Synced)
@@ -142,7 +145,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	// ws-lost is active, but its activity only reaches Redis, which loses it.
 	p.create(t, "ws-lost", 11*time.Minute)
 	p.tracker.Record("ws-lost")
-	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
 	require.NoError(t, p.rd.Client.Del(ctx, p.buf.Key()).Err())
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
@@ -151,7 +154,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	assert.Equal(t, "", p.desired(t, "ws-synced"), "synced activity is kept in the store")
 
 	p.tracker.Record("ws-synced")
-	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Synced, "the buffer works again after the loss")
@@ -169,7 +172,7 @@ func TestPipelineRedisDown(t *testing.T) {
 	require.NoError(t, err)
 	r, err := ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
 	require.NoError(t, err)
-	defer r.Close()
+	defer r.Close(context.Background())
 	res, err := r.Tick(ctx)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "redisttl: peek")
@@ -190,7 +193,7 @@ func TestPipelinePostgresTerminated(t *testing.T) {
 	p.create(t, "ws-active", 11*time.Minute)
 	p.create(t, "ws-idle", 11*time.Minute)
 	p.tracker.Record("ws-active")
-	require.NoError(t, p.tracker.Flush(ctx))
+	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
 
 	require.Positive(t, terminate(t, p.pg, app))
 	res1, err := p.runner.Tick(ctx)

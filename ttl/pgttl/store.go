@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -46,7 +47,7 @@ var sinceColumn = [...]string{
 // server; call Migrate once to create the table.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgttl: pool is nil: %w", ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")
 	}
 	table, base, err := opts.table()
 	if err != nil {
@@ -139,18 +140,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return wrap(ctx, "migrate", err)
+		return errs.Wrap(ctx, "pgttl", "migrate", err)
 	}
 	return nil
-}
-
-// wrap prefixes err with the operation, reporting the caller's
-// cancellation first when that is what ended the call.
-func wrap(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("pgttl: %s: %w: %w", op, context.Cause(ctx), err)
-	}
-	return fmt.Errorf("pgttl: %s: %w", op, err)
 }
 
 // tsArg turns a zero time into SQL NULL.
@@ -193,11 +185,11 @@ func storable(v string) bool {
 func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 	switch {
 	case e.ID == "":
-		return ttl.Entity{}, fmt.Errorf("pgttl: create: ID is empty: %w", ttl.ErrInvalid)
+		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create: ID is empty")
 	case e.Phase == "":
-		return ttl.Entity{}, fmt.Errorf("pgttl: create %q: Phase is empty: %w", e.ID, ttl.ErrInvalid)
+		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: Phase is empty", e.ID)
 	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
-		return ttl.Entity{}, fmt.Errorf("pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes: %w", e.ID, ttl.ErrInvalid)
+		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes", e.ID)
 	}
 	got, err := scanEntity(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, e.Operation,
 		tsArg(e.LastActivityAt), tsArg(e.PhaseChangedAt), tsArg(e.CreatedAt), tsArg(e.DeletedAt)))
@@ -205,7 +197,7 @@ func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ttl.Entity{}, fmt.Errorf("pgttl: create %q: %w", e.ID, ttl.ErrExists)
 	case err != nil:
-		return ttl.Entity{}, wrap(ctx, "create "+e.ID, err)
+		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "create "+e.ID, err)
 	}
 	return got, nil
 }
@@ -221,7 +213,7 @@ func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ttl.Entity{}, fmt.Errorf("pgttl: get %q: %w", id, ttl.ErrNotFound)
 	case err != nil:
-		return ttl.Entity{}, wrap(ctx, "get "+id, err)
+		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "get "+id, err)
 	}
 	return e, nil
 }
@@ -233,7 +225,7 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, ttl.ErrNotFound)
 	}
 	if !storable(u.ExpectOperation) || !storable(u.Operation) || !storable(u.Phase) || !storable(u.DesiredState) {
-		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: Operation, Phase and DesiredState must be UTF-8 without NUL bytes: %w", id, ttl.ErrInvalid)
+		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: update %q: Operation, Phase and DesiredState must be UTF-8 without NUL bytes", id)
 	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, s.updateSQL, id, u.ExpectOperation, u.Operation,
 		u.Phase, u.DesiredState, u.Delete))
@@ -241,7 +233,7 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 		return e, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return ttl.Entity{}, wrap(ctx, "update "+id, err)
+		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "update "+id, err)
 	}
 	// Rows are never removed, so a row missing now was never there.
 	var exists bool
@@ -250,7 +242,7 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 	case errors.Is(err, pgx.ErrNoRows):
 		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, ttl.ErrNotFound)
 	case err != nil:
-		return ttl.Entity{}, wrap(ctx, "update "+id, err)
+		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "update "+id, err)
 	}
 	return ttl.Entity{}, fmt.Errorf("pgttl: update %q: operation is not %q: %w", id, u.ExpectOperation, ttl.ErrConflict)
 }
@@ -279,7 +271,7 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 		}
 	}
 	if err != nil {
-		return wrap(ctx, fmt.Sprintf("merge %d activities", len(ids)), err)
+		return errs.Wrap(ctx, "pgttl", fmt.Sprintf("merge %d activities", len(ids)), err)
 	}
 	return nil
 }
@@ -312,7 +304,7 @@ func isDeadlock(err error) bool {
 }
 
 // Apply applies r as one conditional UPDATE on the server's clock (see
-// ttl.Store.Apply), for seed 002's standby rule:
+// ttl.Store.Apply), for a workspace system's standby rule:
 //
 //	UPDATE t SET desired_state = 'STANDBY'
 //	WHERE phase = 'RUNNING' AND operation = '' AND deleted_at IS NULL
@@ -328,11 +320,11 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
 	}
 	rows, err := s.pool.Query(ctx, s.applySQL[r.Since], r.Then, r.Phase, r.After.Seconds())
 	if err != nil {
-		return nil, wrap(ctx, "apply "+r.String(), err)
+		return nil, errs.Wrap(ctx, "pgttl", "apply "+r.String(), err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, wrap(ctx, "apply "+r.String(), err)
+		return nil, errs.Wrap(ctx, "pgttl", "apply "+r.String(), err)
 	}
 	return ids, nil
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -29,6 +30,7 @@ type Options struct {
 	// The key is in one Redis Cluster hash slot by construction: if Prefix
 	// contains a hash tag ("{...}") the key is Prefix + "activity", else
 	// "{" + Prefix + "}:activity". So "codehub" gives {codehub}:activity.
+	// A Prefix whose "}" would end that hash tag early is refused.
 	Prefix string
 }
 
@@ -46,29 +48,17 @@ type Buffer struct {
 var _ ttl.Buffer = (*Buffer)(nil)
 
 // New returns a Buffer that keeps its entries in Redis through client, under
-// opts.Prefix. It does not contact the server.
+// opts.Prefix. It does not contact the server. A nil client or a bad
+// Prefix returns an error that names it and matches ttl.ErrInvalid.
 func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 	if client == nil {
-		return nil, fmt.Errorf("redisttl: client is nil: %w", ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: client is nil")
 	}
-	if opts.Prefix == "" {
-		return nil, fmt.Errorf("redisttl: Prefix is empty: %w", ttl.ErrInvalid)
-	}
-	base := opts.Prefix
-	if !hasHashTag(base) {
-		base = "{" + base + "}:"
+	base, err := rediskey.Base("redisttl", opts.Prefix)
+	if err != nil {
+		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
 	}
 	return &Buffer{client: client, key: base + DefaultKeyName}, nil
-}
-
-// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
-// followed later by a "}" with at least one byte between them.
-func hasHashTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
-	}
-	return strings.IndexByte(key[i+1:], '}') > 0
 }
 
 // Key returns the name of the sorted set. Deleting it drops every buffered
@@ -82,15 +72,6 @@ func Score(t time.Time) int64 { return t.UnixMilli() }
 // ScoreTime returns the time a score stands for, in UTC.
 func ScoreTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// wrap prefixes err with the operation, reporting the caller's
-// cancellation first when that is what ended the call.
-func wrap(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("redisttl: %s: %w: %w", op, context.Cause(ctx), err)
-	}
-	return fmt.Errorf("redisttl: %s: %w", op, err)
-}
-
 // Add merges acts into the sorted set with ZADD GT: for every id the
 // greatest time wins, including between repeats of an id in acts. A batch
 // is one ZADD, or one pipeline of ZADDs of at most 4096 members.
@@ -98,8 +79,8 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	if len(acts) == 0 {
 		return nil
 	}
-	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("redisttl: add: %w", err)
+	if err := errs.Canceled(ctx, "redisttl", "add"); err != nil {
+		return err
 	}
 	zadd := func(c redis.Cmdable, acts []ttl.Activity) *redis.IntCmd {
 		members := make([]redis.Z, len(acts))
@@ -110,7 +91,7 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	}
 	if len(acts) <= addChunk {
 		if err := zadd(b.client, acts).Err(); err != nil {
-			return wrap(ctx, "add", err)
+			return errs.Wrap(ctx, "redisttl", "add", err)
 		}
 		return nil
 	}
@@ -121,7 +102,7 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 		return nil
 	})
 	if err != nil {
-		return wrap(ctx, "add", err)
+		return errs.Wrap(ctx, "redisttl", "add", err)
 	}
 	return nil
 }
@@ -129,11 +110,11 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 // Peek returns up to max entries, oldest first, without removing them.
 func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
 	if max <= 0 {
-		return nil, fmt.Errorf("redisttl: peek max (%d) must be positive: %w", max, ttl.ErrInvalid)
+		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: peek max (%d) must be positive", max)
 	}
 	zs, err := b.client.ZRangeWithScores(ctx, b.key, 0, int64(max-1)).Result()
 	if err != nil {
-		return nil, wrap(ctx, "peek", err)
+		return nil, errs.Wrap(ctx, "redisttl", "peek", err)
 	}
 	out := make([]ttl.Activity, len(zs))
 	for i, z := range zs {
@@ -195,15 +176,15 @@ func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
 	if len(acts) == 0 {
 		return 0, nil
 	}
-	if err := context.Cause(ctx); err != nil {
-		return 0, fmt.Errorf("redisttl: remove: %w", err)
+	if err := errs.Canceled(ctx, "redisttl", "remove"); err != nil {
+		return 0, err
 	}
 	n, err := b.removeWatched(ctx, acts)
 	if errors.Is(err, redis.TxFailedErr) {
 		n, err = b.removeScripted(ctx, acts)
 	}
 	if err != nil {
-		return 0, wrap(ctx, "remove", err)
+		return 0, errs.Wrap(ctx, "redisttl", "remove", err)
 	}
 	return n, nil
 }
@@ -267,7 +248,7 @@ func (b *Buffer) removeScripted(ctx context.Context, acts []ttl.Activity) (int, 
 func (b *Buffer) Len(ctx context.Context) (int, error) {
 	n, err := b.client.ZCard(ctx, b.key).Result()
 	if err != nil {
-		return 0, wrap(ctx, "len", err)
+		return 0, errs.Wrap(ctx, "redisttl", "len", err)
 	}
 	return int(n), nil
 }

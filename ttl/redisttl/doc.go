@@ -1,14 +1,15 @@
 // Package redisttl keeps a ttl.Buffer in a Redis sorted set, so that the
 // Trackers of many proxy instances share one activity buffer that a
-// ttl.Runner drains into the Store (seed 002's "codehub:activity" ZSET).
+// ttl.Runner drains into the Store (the "codehub:activity" ZSET of a cloud-IDE
+// workspace system).
 //
 // Every member is an entity id; its score is the entity's latest activity
 // time in Unix milliseconds, which a float64 score holds exactly. Add is
 // ZADD GT, so a late or out-of-order batch never moves a time back. Peek is
 // ZRANGE WITHSCORES (oldest first). Remove deletes a member only if its
 // score is still the one Peek returned: an activity that lands between Peek
-// and Remove survives to the next tick, where the seed's ZRANGE, UPDATE,
-// ZREM would lose it. Remove reads the scores with ZMSCORE under WATCH and
+// and Remove survives to the next tick, where a hand-written ZRANGE,
+// UPDATE, ZREM would lose it. Remove reads the scores with ZMSCORE under WATCH and
 // deletes the unchanged members with ZREM in MULTI/EXEC; when an Add writes
 // the key in between, the EXEC is refused and one Lua script does the same
 // compare-and-remove instead. Several Runners may drain the same key: a

@@ -54,7 +54,7 @@ func TestRunnerTickKeepsActivityAddedDuringDrain(t *testing.T) {
 	}
 	runner, err := ttl.NewRunner(st, nil, ttl.RunnerOptions{Buffer: b, Clock: mock, Interval: time.Hour})
 	require.NoError(t, err)
-	defer runner.Close()
+	defer runner.Close(context.Background())
 
 	require.NoError(t, b.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0.Add(-time.Minute)}, {ID: "ws-2", At: t0.Add(-time.Minute)}}))
 	st.hook = func() {

@@ -201,7 +201,7 @@ func (s *bufferSuite) drainAll(t *testing.T) {
 	sameContents(t, "drained", got, want)
 }
 
-// removeOnlyUnchanged is the race the seed's ZRANGE, UPDATE, ZREM loses: an
+// removeOnlyUnchanged is the race a hand-written ZRANGE, UPDATE, ZREM loses: an
 // Add between Peek and Remove must survive.
 func (s *bufferSuite) removeOnlyUnchanged(t *testing.T) {
 	ctx, b := s.setup(t)

@@ -280,7 +280,7 @@ func (s *storeSuite) mergeConcurrent(t *testing.T) {
 	}
 }
 
-// standby is seed 002's first rule.
+// standby is a cloud-IDE workspace system's first rule.
 var standby = ttl.Rule{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
 
 func (s *storeSuite) applyLastActivity(t *testing.T) {
@@ -350,7 +350,7 @@ func (s *storeSuite) applyCreated(t *testing.T) {
 	sameIDs(t, "Apply(lifetime)", mustApply(t, ctx, st, lifetime), "ancient")
 }
 
-// applyAfterActivity is the seed's "activity lands before the tick's sync":
+// applyAfterActivity is "activity lands before the tick's sync":
 // merged activity keeps an entity that was about to expire.
 func (s *storeSuite) applyAfterActivity(t *testing.T) {
 	ctx, st, now := s.setup(t)
@@ -462,7 +462,7 @@ func (s *storeSuite) updatePhase(t *testing.T) {
 	ctx, st, now := s.setup(t)
 	orig := mustCreate(t, ctx, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
 
-	// Same phase: PhaseChangedAt is kept (the seed's CASE WHEN phase != :new_phase).
+	// Same phase: PhaseChangedAt is kept (SQL's CASE WHEN phase != :new_phase).
 	got, err := st.Update(ctx, "ws", ttl.Update{Phase: "RUNNING"})
 	if err != nil {
 		t.Fatalf("Update(same phase): %v", err)

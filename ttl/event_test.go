@@ -1,0 +1,114 @@
+package ttl_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/ttl"
+)
+
+func TestEventKindString(t *testing.T) {
+	for k, want := range map[ttl.EventKind]string{
+		ttl.EventFlush:       "flush",
+		ttl.EventSync:        "sync",
+		ttl.EventExpire:      "expire",
+		ttl.EventRuleError:   "rule_error",
+		ttl.EventWake:        "wake",
+		ttl.EventRuleSkipped: "rule_skipped",
+		0:                    "EventKind(0)",
+		99:                   "EventKind(99)",
+	} {
+		assert.Equal(t, want, k.String())
+	}
+}
+
+// TestRunnerEventsDoNotBlockTick: OnEvent runs on the runner's own
+// goroutine, so a stuck callback delays no tick; a full queue drops events
+// and counts them; Close waits for the callback until its ctx ends and
+// delivers what was queued once the callback returns.
+func TestRunnerEventsDoNotBlockTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		release := make(chan struct{})
+		var log eventLog
+		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
+			Interval: time.Hour, EventQueue: 2,
+			OnEvent: func(e ttl.Event) {
+				r := e // the callback may block; Tick must not wait for it
+				<-release
+				log.add(r)
+			}})
+		old := time.Now().Add(-9 * time.Hour)
+		create(t, st, ttl.Entity{ID: "a", Phase: "RUNNING", CreatedAt: old})
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Len(t, res.Expired, 1)
+		synctest.Wait() // the callback has a's event and is stuck
+		for _, id := range []string{"b", "c", "d", "e"} {
+			create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: old})
+		}
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Len(t, res.Expired, 4)
+		// One event is in the callback, two are queued, the other two
+		// dropped.
+		assert.Equal(t, uint64(2), r.Stats().EventsDropped)
+
+		stop, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err = r.Close(stop)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, "ttl: runner")
+		close(release)
+		require.NoError(t, r.Close(ctx))
+		events := log.all()
+		require.Len(t, events, 3)
+		for _, e := range events {
+			assert.Equal(t, ttl.EventExpire, e.Kind)
+			assert.Equal(t, time.Now().Add(-time.Second), e.Time, "on the runner's clock, when it happened")
+		}
+	})
+}
+
+// TestTrackerEventCallbackMayCallTracker: the callback runs outside every
+// lock, so it may call back into the Tracker.
+func TestTrackerEventCallbackMayCallTracker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		buf := ttl.NewMemoryBuffer()
+		var tr *ttl.Tracker
+		flushes := make(chan uint64, 1)
+		tr = newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, OnEvent: func(ttl.Event) {
+			flushes <- tr.Stats().Flushes
+		}})
+		tr.Record("a")
+		tr.Record("b")
+		res, err := tr.Flush(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, ttl.FlushResult{Flushed: 2}, res)
+		assert.Equal(t, uint64(1), <-flushes)
+		require.NoError(t, tr.Close(ctx))
+		assert.Zero(t, tr.Stats().EventsDropped)
+	})
+}
+
+// TestTrackerFlushResultCountsKept: a refused batch is reported as kept.
+func TestTrackerFlushResultCountsKept(t *testing.T) {
+	ctx := context.Background()
+	sink := &failingSink{buf: ttl.NewMemoryBuffer(), failAt: 2}
+	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour, BatchSize: 2})
+	defer tr.Close(ctx)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		tr.Record(id)
+	}
+	res, err := tr.Flush(ctx)
+	require.True(t, errors.Is(err, errDown))
+	assert.Equal(t, ttl.FlushResult{Flushed: 2, Kept: 3}, res)
+}
