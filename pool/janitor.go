@@ -125,43 +125,50 @@ func (p *Pool[T]) CheckHealth(ctx context.Context) error {
 		return ErrClosed
 	}
 	// Each item taken from the front goes back to the back: one pass
-	// checks each idle item once.
+	// checks each idle item once. An item being checked counts as idle for
+	// MinIdle from the moment it leaves the idle set until it is back (or
+	// destroyed): taken out and counted under one lock, uncounted only
+	// after settle has put it back, so a destroy finishing meanwhile never
+	// sees the warm set short and starts a needless create.
 	for range len(p.idle) {
 		var h *Handle[T]
+		p.mu.Lock()
 		select {
 		case h = <-p.idle:
 		default:
 		}
 		if h == nil {
+			p.mu.Unlock()
 			break
 		}
 		if h.dispatched {
 			p.undispatch(h)
 		}
 		if h.err != nil { // a waiter's token: pass it on
-			p.mu.Lock()
 			if !p.offerLocked(h) {
 				p.fillLocked()
 			}
 			p.mu.Unlock()
 			continue
 		}
-		p.mu.Lock()
 		h.state.Store(stateChecking)
 		p.checking++
 		p.mu.Unlock()
 		err := p.check(ctx, h.value)
-		p.mu.Lock()
-		p.checking--
-		h.state.Store(stateIdle)
 		if err != nil {
+			p.mu.Lock()
+			p.checking--
 			p.destroyLocked(h, ReasonUnhealthy)
 			p.fillLocked()
 			p.mu.Unlock()
 			continue
 		}
-		p.mu.Unlock()
+		h.state.Store(stateIdle)
 		p.settle(h)
+		p.mu.Lock()
+		p.checking--
+		p.fillLocked()
+		p.mu.Unlock()
 	}
 	if p.inv != nil {
 		return p.checkShared(ctx)
