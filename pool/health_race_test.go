@@ -18,9 +18,9 @@ func TestCheckHealthKeepsItemsCountedAsIdle(t *testing.T) {
 	for i := range 300 {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFake()
-			p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 8, JanitorInterval: -1, HealthCheckInterval: -1})
+			p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 6, JanitorInterval: -1, HealthCheckInterval: -1})
 			hs := acquireN(t, p, 4)
-			synctest.Wait() // the warm refill
+			synctest.Wait() // the warm refill, up to MaxSize
 			require.Equal(t, 2, p.Stats().Idle)
 			creates := f.counts().creates
 			go func() { _ = p.CheckHealth(context.Background()) }()
