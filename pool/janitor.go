@@ -179,7 +179,7 @@ func (p *Pool[T]) CheckHealth(ctx context.Context) error {
 func (p *Pool[T]) check(ctx context.Context, v T) error {
 	_, err := callTimeout(p, ctx, p.opts.CreateTimeout, "check", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.checker.Check(ctx, v)
-	}, nil)
+	}, nil, nil)
 	return err
 }
 
@@ -286,7 +286,12 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 			if !created.IsZero() && !created.Before(p.start) {
 				continue
 			}
-		} else if now.Sub(created) < p.opts.OrphanGracePeriod {
+			if created.IsZero() && len(p.inflight) > 0 {
+				continue // unknown age: it may be a create's in flight
+			}
+		} else if now.Sub(created) < p.opts.OrphanGracePeriod || p.createsSinceLocked(created) {
+			// Too young, or possibly the item of a Create still running
+			// (a worker listed before it is ready): never an orphan.
 			continue
 		}
 		delete(p.firstSeen, l.ID)

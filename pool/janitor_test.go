@@ -261,3 +261,45 @@ func TestClockMock(t *testing.T) {
 	assert.Equal(t, mock.Now(), h.CreatedAt())
 	h.Release()
 }
+
+// An item the provider already lists while its Create is still running is
+// not an orphan, however long the create takes: a 3 s start, a 1 s grace
+// period and a janitor every 200 ms must not destroy the new worker.
+func TestReconcileSparesCreateInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 3 * time.Second
+		p := newPool(t, f, pool.Options{MaxSize: 2, OrphanGracePeriod: time.Second, JanitorInterval: 200 * time.Millisecond})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, []string{h.ID()}, f.liveIDs())
+		s := p.Stats()
+		assert.Zero(t, s.Orphans)
+		assert.Zero(t, s.Destroyed.Orphan)
+		h.Destroy(pool.ReasonEvicted)
+
+		// Real orphans are still destroyed: one older than the create in
+		// flight at once, one listed during it once the create has ended
+		// and its grace period has passed.
+		f.adopt("orphan-old", time.Now().Add(-time.Hour))
+		f.adopt("orphan-new", time.Now())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h, err := p.Acquire(context.Background())
+			if assert.NoError(t, err) {
+				h.Release()
+			}
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "orphan-old")
+		assert.Contains(t, f.liveIDs(), "orphan-new")
+		<-done
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "orphan-new")
+		assert.Len(t, f.liveIDs(), 1)
+		assert.Equal(t, int64(2), p.Stats().Orphans)
+	})
+}

@@ -58,6 +58,13 @@ type Options struct {
 	// OrphanGracePeriod protects items the provider lists but the pool does
 	// not know (yet) from Reconcile for this long after their creation.
 	// Zero means DefaultOrphanGracePeriod.
+	//
+	// It may be shorter than CreateTimeout: an item listed while a Create
+	// call of this pool that started before the item was created is still
+	// running may be that call's (a worker listed before it is ready), and
+	// is never taken for an orphan, however long the create takes. Other
+	// instances sharing an Inventory cannot see this pool's creates in
+	// flight, though: with an Inventory keep it longer than a Create takes.
 	OrphanGracePeriod time.Duration
 	// MaxConcurrentCreates limits Create calls in flight. Zero means MaxSize.
 	MaxConcurrentCreates int

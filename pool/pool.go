@@ -100,6 +100,8 @@ type Pool[T any] struct {
 	firstSeen      map[string]time.Time // orphan candidates without a Created time
 	gone           map[string]int       // IDs being destroyed: still known to Reconcile
 	lowSince       time.Time            // start of the idleLow window
+	createSeq      uint64
+	inflight       map[uint64]time.Time // Create calls running, by start time: their items are never orphans
 	creates        int64
 	createFailures int64
 	destroyErrors  int64
@@ -481,16 +483,20 @@ func (p *Pool[T]) obtain() {
 	defer p.wg.Done()
 	var h *Handle[T]
 	var err error
+	var call uint64
 	popped := false
 	if p.inv != nil {
 		h, err = p.popShared(p.ctx)
 		popped = h != nil
 	}
 	if h == nil && err == nil {
-		h, err = p.createItem()
+		h, call, err = p.createItem()
 	}
 	p.mu.Lock()
 	p.creating--
+	if call != 0 {
+		p.endCreateLocked(call)
+	}
 	if err != nil {
 		p.createFailures++
 		// The error goes to one waiter, if any; else warm creates back off.
@@ -592,18 +598,15 @@ func (p *Pool[T]) pauseWarmLocked() {
 	})
 }
 
-// createItem calls Create under the pool's context and CreateTimeout and
-// wraps the result in a Handle (not yet in p.items). With a shared
-// Inventory the item is registered as in use by this instance.
-func (p *Pool[T]) createItem() (*Handle[T], error) {
+// createItem calls Create and wraps the result in a Handle (not yet in
+// p.items). With a shared Inventory the item is registered as in use by
+// this instance. The caller ends the create call when the item is in
+// p.items.
+func (p *Pool[T]) createItem() (*Handle[T], uint64, error) {
 	started := p.clock.Now()
-	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
-		// Create returned after its caller gave up: nobody owns v.
-		p.wg.Add(1)
-		go p.destroyValue(v, ReasonOrphan)
-	})
+	v, call, err := p.callCreate()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	h := p.newHandle(v, p.clock.Now())
 	if p.inv != nil {
@@ -617,18 +620,22 @@ func (p *Pool[T]) createItem() (*Handle[T], error) {
 		case addTaken:
 			// Another instance claimed it as an orphan meanwhile: the
 			// record is theirs, and so is the destroy.
-			return nil, err
+			p.mu.Lock()
+			p.endCreateLocked(call)
+			p.mu.Unlock()
+			return nil, 0, err
 		default:
 			// Not recorded as far as anyone knows, and never idle: only
 			// this instance can have it.
 			p.mu.Lock()
+			p.endCreateLocked(call)
 			p.destroyingLocked(h)
 			p.mu.Unlock()
 			go p.destroy(h, ReasonEvicted)
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return h, nil
+	return h, call, nil
 }
 
 func (p *Pool[T]) newHandle(v T, now time.Time) *Handle[T] {
@@ -718,20 +725,13 @@ func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
 }
 
 // destroyValue destroys an item the pool never held (a create that
-// returned after its timeout); it does not count against capacity. Like an
-// orphan it is claimed first, so that no Reconcile destroys it again: it is
-// known locally until destroyed, and recorded as this instance's in a
+// returned after its timeout). Like an orphan it is claimed first, so that
+// no Reconcile destroys it again: the caller has marked id as being
+// destroyed (goneLocked), and it is recorded as this instance's in a
 // shared Inventory (where another instance may have claimed it first).
-func (p *Pool[T]) destroyValue(v T, reason Reason) {
+func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
 	defer p.wg.Done()
-	id := ""
-	if p.ider != nil {
-		id = p.ider.ID(v)
-	}
 	if id != "" {
-		p.mu.Lock()
-		p.goneLocked(id)
-		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
 			p.forgetGoneLocked(id)
@@ -782,7 +782,7 @@ func (p *Pool[T]) claimValue(id string, v T) (bool, error) {
 func (p *Pool[T]) callDestroy(v T) error {
 	_, err := callTimeout(p, context.Background(), p.opts.DestroyTimeout, "destroy", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.prov.Destroy(ctx, v)
-	}, nil)
+	}, nil, nil)
 	return err
 }
 
@@ -815,8 +815,10 @@ func (p *Pool[T]) warn(what string, err error, args ...any) {
 // callTimeout runs fn on its own goroutine under a context derived from
 // parent with timeout d, recovering panics, and returns when fn does or the
 // context ends, whichever is first. A fn that ignores its context keeps
-// running, tracked by p.wg; if it later returns a value, late receives it.
-func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, op string, fn func(context.Context) (R, error), late func(R)) (R, error) {
+// running, tracked by p.wg: abandoned, if set, runs when the caller gives up
+// on it, and late, if set, receives what fn returns after that (never
+// before abandoned has returned).
+func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, op string, fn func(context.Context) (R, error), abandoned func(), late func(R, error)) (R, error) {
 	ctx, cancel := p.clock.WithTimeout(parent, d)
 	defer cancel()
 	type result struct {
@@ -824,7 +826,8 @@ func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, 
 		err error
 	}
 	ch := make(chan result, 1)
-	var state atomic.Int32 // 0 running, 1 delivered, 2 abandoned
+	var mu sync.Mutex
+	state := 0 // 0 running, 1 delivered, 2 abandoned
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -837,23 +840,103 @@ func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, 
 			}()
 			r.v, r.err = fn(ctx)
 		}()
-		if state.CompareAndSwap(0, 1) {
+		mu.Lock()
+		if state == 0 {
+			state = 1
+			mu.Unlock()
 			ch <- r
-		} else if r.err == nil && late != nil {
-			late(r.v)
+			return
+		}
+		mu.Unlock()
+		if late != nil {
+			late(r.v, r.err)
 		}
 	}()
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		if state.CompareAndSwap(0, 2) {
+		mu.Lock()
+		if state == 0 {
+			state = 2
+			if abandoned != nil {
+				abandoned()
+			}
+			mu.Unlock()
 			var zero R
 			return zero, fmt.Errorf("pool: %s: %w", op, context.Cause(ctx))
 		}
+		mu.Unlock()
 		r := <-ch
 		return r.v, r.err
 	}
+}
+
+// beginCreateLocked registers a Create call about to start: until it
+// ends, Reconcile takes no item created after it for an orphan.
+func (p *Pool[T]) beginCreateLocked() uint64 {
+	if p.inflight == nil {
+		p.inflight = map[uint64]time.Time{}
+	}
+	p.createSeq++
+	p.inflight[p.createSeq] = p.clock.Now()
+	return p.createSeq
+}
+
+// endCreateLocked ends a beginCreateLocked, once the Create call has
+// returned and its item (if any) is known to the pool.
+func (p *Pool[T]) endCreateLocked(call uint64) { delete(p.inflight, call) }
+
+// createsSinceLocked reports whether a Create call that started at or
+// before t is still running: an item created at t may be its.
+func (p *Pool[T]) createsSinceLocked(t time.Time) bool {
+	for _, start := range p.inflight {
+		if !start.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// callCreate calls Create under the pool's context and CreateTimeout. The
+// call stays registered as in flight until endCreateLocked(call) when it
+// succeeds, and until it returns if it fails or runs past CreateTimeout (an
+// item it then returns is destroyed as an orphan).
+func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
+	p.mu.Lock()
+	call = p.beginCreateLocked()
+	p.mu.Unlock()
+	gaveUp := false
+	v, err = callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func() { gaveUp = true }, func(v T, err error) {
+		// Create returned after its caller gave up: nobody owns v. It is
+		// marked as being destroyed before the call stops counting as in
+		// flight, so Reconcile never sees it unknown.
+		id := ""
+		if err == nil && p.ider != nil {
+			id = p.ider.ID(v)
+		}
+		p.mu.Lock()
+		if id != "" {
+			p.goneLocked(id)
+		}
+		p.endCreateLocked(call)
+		if err == nil {
+			p.wg.Add(1)
+		}
+		p.mu.Unlock()
+		if err == nil {
+			go p.destroyValue(v, id, ReasonOrphan)
+		}
+	})
+	if err != nil {
+		if !gaveUp {
+			p.mu.Lock()
+			p.endCreateLocked(call)
+			p.mu.Unlock()
+		}
+		return v, 0, err
+	}
+	return v, call, nil
 }
 
 // Close drains the pool: new acquires fail with ErrClosed, waiters are woken

@@ -342,10 +342,7 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 func (p *Pool[T]) createWarm(token string) {
 	defer p.wg.Done()
 	started := p.clock.Now()
-	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
-		p.wg.Add(1)
-		go p.destroyValue(v, ReasonOrphan)
-	})
+	v, call, err := p.callCreate()
 	var h *Handle[T]
 	added, put := addUnknown, putHeld
 	if err == nil {
@@ -366,6 +363,9 @@ func (p *Pool[T]) createWarm(token string) {
 	cancel()
 	p.mu.Lock()
 	p.creating--
+	if call != 0 {
+		p.endCreateLocked(call)
+	}
 	if h == nil {
 		p.createFailures++
 		if !p.closedLocked {
