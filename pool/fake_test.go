@@ -33,6 +33,7 @@ type fakeProv struct {
 	// which then waits this long for it to be ready, as a worker process
 	// that starts and then warms up.
 	startDelay time.Duration
+	ignoreCtx  bool          // the slow start ignores its context
 	hang       chan struct{} // Create blocks on it, ignoring ctx
 	panicValue any
 	unhealthy  map[string]bool
@@ -51,9 +52,12 @@ var (
 
 func (f *fakeProv) Create(ctx context.Context) (box, error) {
 	f.mu.Lock()
-	err, delay, hang, pv, start := f.createErr, f.createDelay, f.hang, f.panicValue, f.startDelay
+	err, delay, hang, pv, start, ignore := f.createErr, f.createDelay, f.hang, f.panicValue, f.startDelay, f.ignoreCtx
 	f.mu.Unlock()
 	if start > 0 {
+		if ignore {
+			ctx = context.Background()
+		}
 		return f.createSlowStart(ctx, start)
 	}
 	if pv != nil {

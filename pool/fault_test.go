@@ -474,7 +474,7 @@ func TestLateCreateDestroyedOnce(t *testing.T) {
 					r = newPool(t, g, opts)
 				}
 				_, err := a.Acquire(ctx)
-				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.ErrorIs(t, err, pool.ErrCreateTimeout)
 				f.set(func(f *fakeProv) { f.hang = nil })
 				g.set(func(g *guarded) { g.onDestroy = func(box) { time.Sleep(time.Second) } })
 				close(hang) // the late item is being destroyed for a second

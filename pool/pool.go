@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,30 @@ var (
 	// ErrCreate wraps every error a create produced (Provisioner.Create
 	// failing, panicking or running past CreateTimeout) as seen by Acquire.
 	ErrCreate = errors.New("pool: create")
+	// ErrCreateTimeout is wrapped by the error of a Create call that ran
+	// past Options.CreateTimeout. It does not match
+	// context.DeadlineExceeded: the caller's own deadline did not pass.
+	ErrCreateTimeout = errors.New("pool: create ran past CreateTimeout")
 )
+
+// createError is a create's error as Acquire returns it: it matches
+// ErrCreate and the cause.
+type createError struct{ err error }
+
+func (e *createError) Error() string {
+	return "pool: create: " + strings.TrimPrefix(e.err.Error(), "pool: ")
+}
+
+func (e *createError) Unwrap() []error { return []error{ErrCreate, e.err} }
+
+// createTimeoutError is a Create call that ran past CreateTimeout.
+type createTimeoutError struct{ d time.Duration }
+
+func (e *createTimeoutError) Error() string {
+	return fmt.Sprintf("ran past CreateTimeout (%v)", e.d)
+}
+
+func (e *createTimeoutError) Is(target error) bool { return target == ErrCreateTimeout }
 
 // PanicError is a panic recovered from a Provisioner call.
 type PanicError struct {
@@ -89,6 +113,7 @@ type Pool[T any] struct {
 	items          []*Handle[T] // every item this instance holds, in any state
 	checking       int          // idle items taken out by CheckHealth
 	creating       int
+	late           int // Create calls past CreateTimeout still running
 	destroying     int
 	closedLocked   bool
 	warmPaused     bool // warm creates back off after a failure
@@ -215,7 +240,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 // Instance returns this pool instance's name in a shared Inventory.
 func (p *Pool[T]) Instance() string { return p.opts.Instance }
 
-func (p *Pool[T]) totalLocked() int { return len(p.items) + p.creating + p.destroying }
+func (p *Pool[T]) totalLocked() int { return len(p.items) + p.creating + p.late + p.destroying }
 
 // Acquire returns an item, waiting while the pool is at MaxSize. Waiters are
 // served first come, first served, by direct hand-off. If ctx ends first,
@@ -466,7 +491,7 @@ func (p *Pool[T]) fillLocked() {
 	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
 		demand += p.opts.MinIdle - idle
 	}
-	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating < p.opts.MaxConcurrentCreates {
+	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating+p.late < p.opts.MaxConcurrentCreates {
 		p.startCreateLocked()
 	}
 }
@@ -500,7 +525,7 @@ func (p *Pool[T]) obtain() {
 	if err != nil {
 		p.createFailures++
 		// The error goes to one waiter, if any; else warm creates back off.
-		if p.nwait.Load() > 0 && p.dispatchLocked(&Handle[T]{err: fmt.Errorf("%w: %w", ErrCreate, err)}) {
+		if p.nwait.Load() > 0 && p.dispatchLocked(&Handle[T]{err: &createError{err}}) {
 			p.fillLocked() // other waiters, held back by MaxConcurrentCreates
 		} else if !p.closedLocked && !p.warmPaused {
 			p.pauseWarmLocked()
@@ -743,6 +768,10 @@ func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
 				p.warn("inventory add", err, "id", id)
 			}
 			if !claimed {
+				p.mu.Lock()
+				p.late--
+				p.fillLocked()
+				p.mu.Unlock()
 				return // another instance destroys it
 			}
 			defer func() {
@@ -756,7 +785,9 @@ func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
 	}
 	err := p.callDestroy(v)
 	p.mu.Lock()
+	p.late--
 	p.countDestroyLocked(reason, err)
+	p.fillLocked()
 	p.mu.Unlock()
 	p.afterDestroy(id, reason, err)
 }
@@ -872,6 +903,12 @@ func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, 
 	}
 }
 
+// timedOut reports whether err is the end of a call that ran past its own
+// timeout, rather than of the pool's context.
+func (p *Pool[T]) timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && p.ctx.Err() == nil
+}
+
 // beginCreateLocked registers a Create call about to start: until it
 // ends, Reconcile takes no item created after it for an orphan.
 func (p *Pool[T]) beginCreateLocked() uint64 {
@@ -907,7 +944,15 @@ func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
 	call = p.beginCreateLocked()
 	p.mu.Unlock()
 	gaveUp := false
-	v, err = callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func() { gaveUp = true }, func(v T, err error) {
+	abandoned := func() {
+		// The call goes on past CreateTimeout: it keeps counting against
+		// MaxSize (its item may exist at the provider) until it returns.
+		gaveUp = true
+		p.mu.Lock()
+		p.late++
+		p.mu.Unlock()
+	}
+	v, err = callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, abandoned, func(v T, err error) {
 		// Create returned after its caller gave up: nobody owns v. It is
 		// marked as being destroyed before the call stops counting as in
 		// flight, so Reconcile never sees it unknown.
@@ -921,7 +966,10 @@ func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
 		}
 		p.endCreateLocked(call)
 		if err == nil {
-			p.wg.Add(1)
+			p.wg.Add(1) // destroyValue ends the late count
+		} else {
+			p.late--
+			p.fillLocked()
 		}
 		p.mu.Unlock()
 		if err == nil {
@@ -933,6 +981,9 @@ func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
 			p.mu.Lock()
 			p.endCreateLocked(call)
 			p.mu.Unlock()
+		}
+		if gaveUp || p.timedOut(err) {
+			err = &createTimeoutError{p.opts.CreateTimeout}
 		}
 		return v, 0, err
 	}
@@ -1017,7 +1068,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		p.wg.Wait()
 		p.mu.Lock()
 		p.drainClosedLocked()
-		n := len(p.items) + p.creating + p.destroying
+		n := p.totalLocked()
 		p.mu.Unlock()
 		if n == 0 {
 			break

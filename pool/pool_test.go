@@ -254,7 +254,7 @@ func TestCreateTimeout(t *testing.T) {
 		start := time.Now()
 		_, err := p.Acquire(context.Background())
 		require.ErrorIs(t, err, pool.ErrCreate)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
 		assert.Equal(t, 10*time.Second, time.Since(start))
 		f.set(func(f *fakeProv) { f.createDelay = 0 })
 		h, err := p.Acquire(context.Background())
@@ -264,7 +264,8 @@ func TestCreateTimeout(t *testing.T) {
 }
 
 // A Create that ignores its context still times out for the caller; the
-// item it returns late is destroyed.
+// item it returns late is destroyed. Until then the call counts against
+// MaxSize: its item may already exist at the provider.
 func TestCreateHangIgnoringContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -272,17 +273,85 @@ func TestCreateHangIgnoringContext(t *testing.T) {
 		f.hang = hang
 		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
 		_, err := p.Acquire(context.Background())
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
 		f.set(func(f *fakeProv) { f.hang = nil })
-		h, err := p.Acquire(context.Background())
-		require.NoError(t, err, "capacity was freed at the timeout")
-		h.Release()
+		got := make(chan *pool.Handle[box], 1)
+		go func() {
+			h, err := p.Acquire(context.Background())
+			assert.NoError(t, err, "capacity is freed once the late create returned")
+			got <- h
+		}()
+		synctest.Wait()
+		assert.Equal(t, 1, p.Stats().Waiting, "the late create still holds the only slot")
 		close(hang)
+		(<-got).Release()
 		synctest.Wait()
 		c := f.counts()
 		assert.Equal(t, 2, c.creates)
 		assert.Equal(t, 1, c.live, "the late item was destroyed")
+		assert.Equal(t, 1, c.maxLive)
 		assert.Equal(t, int64(1), p.Stats().Destroyed.Orphan)
+	})
+}
+
+// A create past CreateTimeout says so, names the option, and is not taken
+// for the caller's own deadline.
+func TestCreateTimeoutErrorNamesOption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = time.Hour // honours ctx
+		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := p.Acquire(ctx)
+		require.ErrorIs(t, err, pool.ErrCreate)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline did not pass")
+		assert.Equal(t, "pool: create: ran past CreateTimeout (10s)", err.Error())
+
+		// Same when Create ignores its context.
+		hang := make(chan struct{})
+		f.set(func(f *fakeProv) { f.createDelay, f.hang = 0, hang })
+		_, err = p.Acquire(ctx)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, "pool: create: ran past CreateTimeout (10s)", err.Error())
+		close(hang)
+	})
+}
+
+// A Create that ignores its context must not let the provider hold more
+// than MaxSize items: each call past CreateTimeout keeps its slot until it
+// returns and its late item is destroyed.
+func TestLateCreatesCountAgainstMaxSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 15 * time.Second
+		f.ignoreCtx = true
+		p := newPool(t, f, pool.Options{MaxSize: 3, CreateTimeout: 10 * time.Second, JanitorInterval: -1})
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+					h, err := p.Acquire(ctx)
+					cancel()
+					if err == nil {
+						h.Release()
+						return
+					}
+					if !errors.Is(err, pool.ErrCreateTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					f.set(func(f *fakeProv) { f.startDelay = time.Second })
+				}
+			})
+		}
+		wg.Wait()
+		c := f.counts()
+		assert.LessOrEqual(t, c.maxLive, 3, "never more than MaxSize items at the provider")
+		assert.LessOrEqual(t, p.Stats().Size, 3)
 	})
 }
 

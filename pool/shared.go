@@ -310,7 +310,7 @@ func (p *Pool[T]) replenishShared(ctx context.Context) error {
 	}
 	for range p.opts.MinIdle - c.Idle - c.Reserved {
 		p.mu.Lock()
-		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating >= p.opts.MaxConcurrentCreates
+		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating+p.late >= p.opts.MaxConcurrentCreates
 		p.mu.Unlock()
 		if full {
 			return nil

@@ -63,7 +63,7 @@ type Stats struct {
 	Size       int // items counted against MaxSize: idle + in use + creating + destroying (+ being checked)
 	Idle       int // idle items held by this instance (shared idle items are in Inventory.Counts)
 	InUse      int // items handed out
-	Creating   int // creates (or shared pops) in flight
+	Creating   int // creates (or shared pops) in flight, including Create calls past CreateTimeout
 	Destroying int // destroys in flight
 	Waiting    int // Acquire calls waiting now
 
@@ -93,7 +93,7 @@ func (p *Pool[T]) Stats() Stats {
 		Size:           p.totalLocked(),
 		Idle:           len(p.idle),
 		InUse:          inUse,
-		Creating:       p.creating,
+		Creating:       p.creating + p.late,
 		Destroying:     p.destroying,
 		Waiting:        int(p.waiting.Load()),
 		CanceledWaits:  p.canceledWaits.Load(),
