@@ -113,7 +113,8 @@ type Pool[T any] struct {
 	items          []*Handle[T] // every item this instance holds, in any state
 	checking       int          // idle items taken out by CheckHealth
 	creating       int
-	late           int // Create calls past CreateTimeout still running
+	late           int            // Create calls past CreateTimeout still running
+	calls          map[string]int // Provisioner calls running, by op
 	destroying     int
 	closedLocked   bool
 	warmPaused     bool // warm creates back off after a failure
@@ -137,6 +138,7 @@ type Pool[T any] struct {
 	waitCount     atomic.Int64
 	waitNanos     atomic.Int64
 	eventsDropped atomic.Int64
+	delivering    atomic.Bool // OnEvent is running
 
 	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
 	events     chan Event
@@ -860,8 +862,19 @@ func callTimeout[T, R any](p *Pool[T], parent context.Context, d time.Duration, 
 	var mu sync.Mutex
 	state := 0 // 0 running, 1 delivered, 2 abandoned
 	p.wg.Add(1)
+	p.mu.Lock()
+	if p.calls == nil {
+		p.calls = map[string]int{}
+	}
+	p.calls[op]++
+	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			p.calls[op]--
+			p.mu.Unlock()
+		}()
 		var r result
 		func() {
 			defer func() {
@@ -994,23 +1007,42 @@ func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
 // with ErrClosed, idle items are destroyed, and Close waits until every
 // handle is released (each is destroyed on release) or ctx ends, when the
 // items still in use are destroyed anyway and their handles become inert.
-// It then waits for the janitor and every create and destroy in flight and
-// returns the destroy errors joined, plus an error wrapping
-// context.Cause(ctx) if it had to stop waiting for handles. With a shared
-// Inventory only this instance's items are destroyed; the shared idle set
-// stays for the other instances. Close is idempotent: later calls wait for
-// the first and return its result.
+// It then waits for the janitor, every create, check and destroy in flight
+// and the delivery of the events queued so far, until ctx ends.
+//
+// It returns the destroy errors joined, plus an error wrapping
+// context.Cause(ctx) if it had to destroy items in use, and one that says
+// what is still running (a Create that ignores its context, say) if ctx
+// ended before everything stopped. With a shared Inventory only this
+// instance's items are destroyed; the shared idle set stays for the other
+// instances. Close is idempotent: a later call waits the same way, and
+// once everything has stopped returns the destroy errors only.
 func (p *Pool[T]) Close(ctx context.Context) error {
-	first := false
-	p.closeOnce.Do(func() { first = true })
-	if !first {
-		select {
-		case <-p.closeDone:
-			return p.closeErr
-		case <-ctx.Done():
-			return fmt.Errorf("pool: close: %w", context.Cause(ctx))
+	p.closeOnce.Do(p.beginClose)
+	var errs []error
+	select {
+	case <-p.drained:
+	case <-ctx.Done():
+		if n := p.forceInUse(); n > 0 {
+			errs = append(errs, fmt.Errorf("pool: close: %d items still in use destroyed: %w", n, context.Cause(ctx)))
 		}
 	}
+	select {
+	case <-p.closeDone:
+	default:
+		select {
+		case <-p.closeDone:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("pool: close: still running: %s: %w", p.running(), context.Cause(ctx)))
+			return errors.Join(errs...)
+		}
+	}
+	return errors.Join(append(errs, p.closeErr)...)
+}
+
+// beginClose starts closing the pool and starts finishClose, which owns the
+// rest; it does not wait for anything a provider or a holder does.
+func (p *Pool[T]) beginClose() {
 	p.mu.Lock()
 	p.closedLocked = true
 	p.closed.Store(true)
@@ -1039,27 +1071,16 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 	p.cancel() // creates and janitor steps in flight give up
 	if p.janitorStop != nil {
 		close(p.janitorStop)
-		<-p.janitorDone
 	}
+	go p.finishClose()
+}
 
-	var errs []error
-	select {
-	case <-p.drained:
-	case <-ctx.Done():
-		p.mu.Lock()
-		n := 0
-		for _, h := range append([]*Handle[T](nil), p.items...) {
-			if h.state.CompareAndSwap(stateInUse, stateForced) {
-				n++
-				p.removeItemLocked(h)
-				p.destroyingLocked(h)
-				go p.destroy(h, ReasonShutdown)
-			}
-		}
-		p.mu.Unlock()
-		if n > 0 {
-			errs = append(errs, fmt.Errorf("pool: close: %d items still in use destroyed: %w", n, context.Cause(ctx)))
-		}
+// finishClose waits for the handles, the janitor, every call in flight and
+// the events queued, then records the result and ends every Close.
+func (p *Pool[T]) finishClose() {
+	<-p.drained
+	if p.janitorDone != nil {
+		<-p.janitorDone
 	}
 	// Wait for every create and destroy, and for stragglers: an Acquire
 	// that took an item from the idle set just before Close drained it
@@ -1080,11 +1101,70 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		p.dispatchWG.Wait()
 	}
 	p.mu.Lock()
-	errs = append(errs, p.closeErrs...)
+	p.closeErr = errors.Join(p.closeErrs...)
 	p.mu.Unlock()
-	p.closeErr = errors.Join(errs...)
 	close(p.closeDone)
-	return p.closeErr
+}
+
+// forceInUse destroys the items still in use, whose handles become inert,
+// and returns how many there were.
+func (p *Pool[T]) forceInUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, h := range append([]*Handle[T](nil), p.items...) {
+		if h.state.CompareAndSwap(stateInUse, stateForced) {
+			n++
+			p.removeItemLocked(h)
+			p.destroyingLocked(h)
+			go p.destroy(h, ReasonShutdown)
+		}
+	}
+	p.checkDrainedLocked()
+	return n
+}
+
+// running says what Close is still waiting for.
+func (p *Pool[T]) running() string {
+	p.mu.Lock()
+	var parts []string
+	add := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", n, many))
+		}
+	}
+	inUse := 0
+	for _, h := range p.items {
+		if st := h.state.Load(); st == stateInUse || st == stateSettling || st == stateReturning {
+			inUse++
+		}
+	}
+	add(p.calls["create"], "Create call", "Create calls")
+	add(p.late, "of them past CreateTimeout", "of them past CreateTimeout")
+	add(p.calls["destroy"], "Destroy call", "Destroy calls")
+	add(p.calls["check"], "Check call", "Check calls")
+	add(inUse, "item in use", "items in use")
+	p.mu.Unlock()
+	if p.janitorDone != nil {
+		select {
+		case <-p.janitorDone:
+		default:
+			parts = append(parts, "a janitor step")
+		}
+	}
+	if p.delivering.Load() {
+		parts = append(parts, "an OnEvent call")
+	}
+	if p.events != nil {
+		add(len(p.events), "queued event", "queued events")
+	}
+	if len(parts) == 0 {
+		return "pool bookkeeping"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // drainClosedLocked empties p.idle after Close began: items are destroyed,

@@ -130,16 +130,22 @@ func (p *Pool[T]) dispatch(stop <-chan struct{}) {
 	for {
 		select {
 		case ev := <-p.events:
-			p.opts.OnEvent(ev)
+			p.deliver(ev)
 		case <-stop:
 			for {
 				select {
 				case ev := <-p.events:
-					p.opts.OnEvent(ev)
+					p.deliver(ev)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+func (p *Pool[T]) deliver(ev Event) {
+	p.delivering.Store(true)
+	defer p.delivering.Store(false)
+	p.opts.OnEvent(ev)
 }
