@@ -23,7 +23,7 @@ func TestCheckHealthKeepsItemsCountedAsIdle(t *testing.T) {
 			synctest.Wait() // the warm refill, up to MaxSize
 			require.Equal(t, 2, p.Stats().Idle)
 			creates := f.counts().creates
-			go func() { _ = p.CheckHealth(context.Background()) }()
+			go func() { _, _ = p.CheckHealth(context.Background()) }()
 			for _, h := range hs {
 				go h.Destroy(pool.ReasonEvicted)
 			}

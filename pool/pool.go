@@ -147,6 +147,8 @@ type Pool[T any] struct {
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
+	cleanupDone chan struct{} // closed when the start-up cleanup is over
+	cleanupErr  error         // its result, set before cleanupDone closes
 	closeOnce   sync.Once
 	closeDone   chan struct{}
 	closeErr    error
@@ -165,7 +167,7 @@ func New[T any](prov Provisioner[T], opts Options) (*Pool[T], error) {
 
 func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], error) {
 	if prov == nil {
-		return nil, errors.New("pool: Provisioner is nil")
+		return nil, invalid("pool: Provisioner is nil")
 	}
 	o, err := opts.normalize()
 	if err != nil {
@@ -181,10 +183,10 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		p.codec = JSONCodec[T]{}
 	}
 	if p.inv != nil && p.ider == nil {
-		return nil, errors.New("pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
+		return nil, invalid("pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
 	}
 	if o.CleanupOnStart && p.lister == nil {
-		return nil, errors.New("pool: CleanupOnStart needs a Provisioner that implements Lister")
+		return nil, invalid("pool: CleanupOnStart needs a Provisioner that implements Lister")
 	}
 	if p.opts.Instance == "" {
 		var b [8]byte
@@ -203,19 +205,25 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.lowSince = p.start
 	p.idleLow.Store(math.MaxInt64)
 	if o.OnEvent != nil {
-		p.events = make(chan Event, 1024)
+		p.events = make(chan Event, o.EventQueue)
 		p.stopEvents = make(chan struct{})
 		p.dispatchWG.Add(1)
 		go p.dispatch(p.stopEvents)
 	}
 	p.cleanupDue = o.CleanupOnStart
-	if o.CleanupOnStart {
+	p.cleanupDone = make(chan struct{})
+	if !o.CleanupOnStart {
+		close(p.cleanupDone)
+	} else {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			if err := p.Cleanup(p.ctx); err != nil {
+			defer close(p.cleanupDone)
+			_, err := p.Cleanup(p.ctx)
+			if err != nil {
 				p.warn("start-up cleanup", err)
 			}
+			p.cleanupErr = err
 			p.mu.Lock()
 			p.cleanupDue = false
 			p.fillLocked()
@@ -484,10 +492,10 @@ func (p *Pool[T]) expired(h *Handle[T], now time.Time) Reason {
 }
 
 // fillLocked starts the creates needed by the waiters and the warm target,
-// within MaxSize and MaxConcurrentCreates.
-func (p *Pool[T]) fillLocked() {
+// within MaxSize and MaxConcurrentCreates, and returns how many it started.
+func (p *Pool[T]) fillLocked() (started int) {
 	if p.closedLocked {
-		return
+		return 0
 	}
 	demand := int(p.nwait.Load())
 	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
@@ -495,7 +503,9 @@ func (p *Pool[T]) fillLocked() {
 	}
 	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating+p.late < p.opts.MaxConcurrentCreates {
 		p.startCreateLocked()
+		started++
 	}
+	return started
 }
 
 func (p *Pool[T]) startCreateLocked() {

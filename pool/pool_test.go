@@ -428,11 +428,13 @@ func TestBadOptions(t *testing.T) {
 		{pool.Options{MaxLifetime: time.Minute, LifetimeJitter: time.Minute}, "LifetimeJitter (1m0s) >= MaxLifetime"},
 		{pool.Options{MaxSize: 2, MaxConcurrentCreates: 3}, "MaxConcurrentCreates"},
 		{pool.Options{CreateTimeout: -1}, "CreateTimeout"},
+		{pool.Options{EventQueue: -1}, "EventQueue (-1) is negative"},
 	}
 	for _, c := range cases {
 		_, err := pool.New[box](newFake(), c.o)
 		if assert.Error(t, err, "%+v", c.o) {
 			assert.Contains(t, err.Error(), c.field)
+			assert.ErrorIs(t, err, pool.ErrInvalid)
 		}
 	}
 	_, err := pool.New[box](plain{newFake()}, pool.Options{CleanupOnStart: true})
@@ -441,6 +443,24 @@ func TestBadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Identifier")
 	_, err = pool.New[box](nil, pool.Options{})
 	assert.Error(t, err)
+}
+
+// An error about the options names the fields the user set, never one
+// that took its default.
+func TestOptionErrorsNameWhatWasSet(t *testing.T) {
+	cases := []struct {
+		o    pool.Options
+		want string
+	}{
+		{pool.Options{MaxSize: 2, MinIdle: 5}, "pool: MinIdle (5) > MaxSize (2)"},
+		{pool.Options{MaxIdle: 20}, "pool: MaxIdle (20) > MaxSize (10, the default)"},
+		{pool.Options{MaxConcurrentCreates: 11}, "pool: MaxConcurrentCreates (11) > MaxSize (10, the default)"},
+	}
+	for _, c := range cases {
+		_, err := pool.New[box](newFake(), c.o)
+		require.ErrorIs(t, err, pool.ErrInvalid, "%+v", c.o)
+		assert.Equal(t, c.want, err.Error())
+	}
 }
 
 // MaxConcurrentCreates bounds the creates in flight; the waiters are served

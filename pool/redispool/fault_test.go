@@ -144,7 +144,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	// Settle: stray in-use records expire; reconcile destroys their items.
 	require.Eventually(t, func() bool {
 		for _, p := range pools {
-			_ = p.Tick(ctx)
+			_, _ = p.Tick(ctx)
 		}
 		recs, err := invB.Records(ctx)
 		if err != nil {
