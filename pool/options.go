@@ -54,6 +54,15 @@ type Options struct {
 	// Provisioner implements Checker. Zero means DefaultHealthCheckInterval;
 	// negative disables periodic checks (CheckHealth still works).
 	HealthCheckInterval time.Duration
+	// CheckOnAcquire checks each idle item with the Provisioner's Check
+	// before Acquire hands it out, and destroys it (ReasonUnhealthy) and
+	// takes another if the check fails: a worker that died while idle is
+	// never handed out. It costs a Check call per acquire of an idle item
+	// (bounded by CreateTimeout and the caller's context); items handed
+	// straight from their create are not checked. It needs a Provisioner
+	// that implements Checker. False means idle items are only checked
+	// every HealthCheckInterval.
+	CheckOnAcquire bool
 	// JanitorInterval is how often Tick (Prune, Reconcile, Replenish) runs.
 	// Zero means DefaultJanitorInterval; negative starts no janitor, and the
 	// steps run only when called.

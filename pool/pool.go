@@ -84,6 +84,7 @@ type Pool[T any] struct {
 	// or a shared inventory), checkExpiry when acquires must read the clock
 	// (MaxLifetime, WarmTTL): with neither, the hot path never reads it.
 	stampUse, checkExpiry bool
+	checkOnAcquire        bool // Options.CheckOnAcquire
 	realClock             bool // Options.Clock was nil
 
 	ctx    context.Context // the pool's context: creates run under it
@@ -193,6 +194,10 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		_, _ = crand.Read(b[:])
 		p.opts.Instance = hex.EncodeToString(b[:])
 	}
+	if o.CheckOnAcquire && p.checker == nil {
+		return nil, invalid("pool: CheckOnAcquire needs a Provisioner that implements Checker")
+	}
+	p.checkOnAcquire = o.CheckOnAcquire
 	p.stampUse = o.IdleTimeout > 0 || p.inv != nil
 	p.checkExpiry = o.MaxLifetime > 0 || o.WarmTTL > 0
 	p.start = p.clock.Now()
@@ -268,7 +273,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 			if h.dispatched {
 				p.undispatch(h) // meant for a waiter; it still waits
 			}
-			if h, err, ok := p.take(h); ok {
+			if h, err, ok := p.take(ctx, h); ok {
 				return h, err
 			}
 			continue
@@ -280,6 +285,42 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	}
 }
 
+// Do runs fn with an item: it acquires one, calls fn, and releases the item
+// when fn returns nil. When fn fails (or panics) the item is destroyed with
+// ReasonUnhealthy, and fn is called once more with another item, unless
+// ctx has ended. Do returns nil, or the errors of Acquire and fn joined.
+// Use it when a failure of fn may mean a dead item (a worker that crashed
+// while idle) and fn may safely run twice.
+func (p *Pool[T]) Do(ctx context.Context, fn func(T) error) error {
+	var errs []error
+	for attempt := 0; attempt < 2 && (attempt == 0 || ctx.Err() == nil); attempt++ {
+		h, err := p.Acquire(ctx)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if err = p.run(h, fn); err == nil {
+			h.Release()
+			return nil
+		}
+		h.Destroy(ReasonUnhealthy)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// run calls fn with h's item, destroying the item if fn panics.
+func (p *Pool[T]) run(h *Handle[T], fn func(T) error) error {
+	ok := false
+	defer func() {
+		if !ok {
+			h.Destroy(ReasonUnhealthy)
+		}
+	}()
+	err := fn(h.value)
+	ok = true
+	return err
+}
+
 // undispatch returns the demand of a dispatched item or error that will not
 // reach a waiter: that waiter still waits.
 func (p *Pool[T]) undispatch(h *Handle[T]) {
@@ -289,9 +330,23 @@ func (p *Pool[T]) undispatch(h *Handle[T]) {
 
 // take turns h, received from p.idle, into the result of an acquire. ok is
 // false when h was expired (and is being destroyed): try again.
-func (p *Pool[T]) take(h *Handle[T]) (_ *Handle[T], _ error, ok bool) {
+func (p *Pool[T]) take(ctx context.Context, h *Handle[T]) (_ *Handle[T], _ error, ok bool) {
 	if h.err != nil {
 		return nil, h.err, true
+	}
+	fresh := h.fresh
+	h.fresh = false
+	if p.checkOnAcquire && !fresh && !p.closed.Load() {
+		h.state.Store(stateChecking)
+		if err := p.check(ctx, h.value); err != nil {
+			if ctx.Err() != nil { // the caller gave up, not the item
+				h.state.Store(stateIdle)
+				p.settle(h)
+				return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx)), true
+			}
+			p.discard(h, ReasonUnhealthy)
+			return nil, nil, false
+		}
 	}
 	if p.closed.Load() {
 		p.discard(h, ReasonShutdown)
@@ -374,7 +429,7 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 	if weight != 0 {
 		p.waitNanos.Add((p.monotonic() - start) * weight)
 	}
-	return p.take(h)
+	return p.take(ctx, h)
 }
 
 // monotonic returns a monotonic time in nanoseconds for wait statistics:
@@ -434,7 +489,7 @@ func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 			if h.dispatched {
 				p.undispatch(h)
 			}
-			if h, err, ok := p.take(h); ok {
+			if h, err, ok := p.take(ctx, h); ok {
 				return h, err
 			}
 			continue
@@ -451,6 +506,10 @@ func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 		p.creating++ // a slot for the pop
 		p.mu.Unlock()
 		h, err := p.popShared(ctx)
+		if h != nil && p.checkOnAcquire && p.check(ctx, h.value) != nil {
+			p.destroyClaimed(h, ReasonUnhealthy)
+			h = nil
+		}
 		p.mu.Lock()
 		p.creating--
 		if h != nil {
@@ -553,7 +612,11 @@ func (p *Pool[T]) obtain() {
 	}
 	p.addItemLocked(h)
 	h.state.Store(stateIdle)
+	h.fresh = !popped // just created: no need to check it on acquire
 	dispatched := !p.closedLocked && !h.lost.Load() && p.nwait.Load() > 0 && p.dispatchLocked(h)
+	if !dispatched {
+		h.fresh = false
+	}
 	if dispatched {
 		p.fillLocked() // other waiters, held back by MaxConcurrentCreates
 	}

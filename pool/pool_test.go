@@ -548,3 +548,67 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A worker that died while idle is not handed out with CheckOnAcquire:
+// five acquires within one janitor interval all get a live worker.
+func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 4, CheckOnAcquire: true, HealthCheckInterval: time.Hour})
+		for range 5 {
+			synctest.Wait() // warm
+			for _, id := range f.liveIDs() {
+				f.set(func(f *fakeProv) { f.unhealthy[id] = true }) // died while idle
+			}
+			h, err := p.Acquire(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
+			h.Destroy(pool.ReasonEvicted)
+		}
+		synctest.Wait()
+		assert.Equal(t, int64(10), p.Stats().Destroyed.Unhealthy)
+		_, err := pool.New[box](plain{newFake()}, pool.Options{CheckOnAcquire: true})
+		assert.ErrorIs(t, err, pool.ErrInvalid)
+		assert.ErrorContains(t, err, "Checker")
+	})
+}
+
+// Do releases the item when fn succeeds; when fn fails it destroys the
+// item and runs fn once more on another one.
+func TestDoRetriesOnAnotherItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 2})
+		hs := acquireN(t, p, 1)
+		dead := hs[0].ID()
+		releaseAll(hs)
+		f.vanish(dead) // the worker crashed while idle
+		var used []string
+		err := p.Do(context.Background(), func(b box) error {
+			used = append(used, b.ID)
+			if !isLive(f, b.ID) {
+				return errors.New("connection refused")
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Len(t, used, 2)
+		assert.Equal(t, dead, used[0])
+		assert.NotEqual(t, dead, used[1])
+		synctest.Wait()
+		s := p.Stats()
+		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, 1, s.Idle, "the good item was released")
+
+		boom := errors.New("boom")
+		calls := 0
+		err = p.Do(context.Background(), func(box) error { calls++; return boom })
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, 2, calls, "one retry only")
+		assert.PanicsWithValue(t, "fn", func() {
+			_ = p.Do(context.Background(), func(box) error { panic("fn") })
+		})
+		synctest.Wait()
+		assert.Zero(t, p.Stats().InUse)
+	})
+}
