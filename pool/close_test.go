@@ -59,8 +59,8 @@ func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
 		c := f.counts()
 		assert.Equal(t, 0, c.bad)
 		s := p.Stats()
-		assert.Equal(t, int64(3), s.Destroyed.Shutdown)
-		assert.Equal(t, int64(1), s.Destroyed.Evicted)
+		assert.Equal(t, uint64(3), s.Destroyed.Shutdown)
+		assert.Equal(t, uint64(1), s.Destroyed.Evicted)
 		assert.Equal(t, 0, s.Size)
 		require.NoError(t, p.Close(context.Background()), "Close is idempotent")
 	})
@@ -82,7 +82,7 @@ func TestCloseContextEndsWithHandleOut(t *testing.T) {
 		synctest.Wait() // Close returned at its deadline; the destroy ends now
 		assert.Empty(t, f.liveIDs())
 		assert.NotPanics(t, h.Release, "a handle destroyed by Close is inert")
-		assert.Equal(t, int64(1), p.Stats().Destroyed.Shutdown)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Shutdown)
 	})
 }
 
@@ -96,7 +96,7 @@ func TestCloseReportsDestroyErrors(t *testing.T) {
 		f.set(func(f *fakeProv) { f.destroyErr = boom })
 		err = p.Close(context.Background())
 		require.ErrorIs(t, err, boom)
-		assert.Equal(t, int64(2), p.Stats().DestroyErrors)
+		assert.Equal(t, uint64(2), p.Stats().DestroyErrors)
 		assert.ErrorIs(t, p.Close(context.Background()), boom, "later calls return the same result")
 	})
 }
@@ -169,7 +169,7 @@ func TestCloseBoundedByContext(t *testing.T) {
 		close(hang) // the Create returns at last; its item is destroyed
 		require.NoError(t, p.Close(context.Background()))
 		assert.Empty(t, f.liveIDs())
-		assert.Equal(t, int64(1), p.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
 	})
 }
 
@@ -225,4 +225,13 @@ func testCloseUnderLoad(t *testing.T, inv pool.Inventory) {
 	s := p.Stats()
 	assert.Equal(t, 0, s.Size)
 	assert.Equal(t, 0, s.Waiting)
+}
+
+func TestEventKindString(t *testing.T) {
+	assert.Equal(t, "created", pool.EventCreated.String())
+	assert.Equal(t, "create_failed", pool.EventCreateFailed.String())
+	assert.Equal(t, "destroyed", pool.EventDestroyed.String())
+	assert.Equal(t, "destroy_failed", pool.EventDestroyFailed.String())
+	assert.Equal(t, "dropped", pool.EventDropped.String())
+	assert.Equal(t, "EventKind(0)", pool.EventKind(0).String())
 }

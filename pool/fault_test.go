@@ -235,7 +235,7 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 				assert.Empty(t, g.problemList())
 				if !touchFails {
 					assert.Empty(t, f.liveIDs())
-					assert.Equal(t, int64(1), a.Stats().Destroyed.Lost)
+					assert.Equal(t, uint64(1), a.Stats().Destroyed.Lost)
 					_, recorded := recordOf(t, mem, id)
 					assert.False(t, recorded)
 					return
@@ -248,7 +248,7 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 				time.Sleep(91 * time.Second) // the in-use record expires
 				require.NoError(t, errOf(b.Reconcile(ctx)))
 				assert.Empty(t, f.liveIDs())
-				assert.Equal(t, int64(1), b.Stats().Orphans)
+				assert.Equal(t, uint64(1), b.Stats().Orphans)
 				assert.Zero(t, f.counts().bad)
 			})
 		})
@@ -281,7 +281,7 @@ func TestSharedWarmCreateInventoryFails(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, pool.Counts{Idle: 1}, c)
 				assert.Equal(t, counts{live: 1, creates: 1, maxLive: 1}, f.counts(), "one create, nothing destroyed")
-				assert.Equal(t, int64(1), a.Stats().Creates)
+				assert.Equal(t, uint64(1), a.Stats().Creates)
 			})
 		})
 	}
@@ -385,7 +385,7 @@ func TestConcurrentReconcileDestroysOrphanOnce(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Equal(t, counts{destroys: 1, maxLive: 0}, f.counts())
-		assert.Equal(t, int64(1), p.Stats().Orphans)
+		assert.Equal(t, uint64(1), p.Stats().Orphans)
 	})
 }
 
@@ -429,7 +429,7 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 					open()
 				}
 				synctest.Wait()
-				assert.Equal(t, int64(1), b.Stats().Orphans)
+				assert.Equal(t, uint64(1), b.Stats().Orphans)
 				assert.NotContains(t, f.liveIDs(), id)
 				_, recorded := recordOf(t, mem, id)
 				assert.False(t, recorded, "the destroyed item is not in the inventory")
@@ -485,7 +485,7 @@ func TestLateCreateDestroyedOnce(t *testing.T) {
 				synctest.Wait()
 				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
 				assert.Zero(t, r.Stats().Orphans)
-				assert.Equal(t, int64(1), a.Stats().Destroyed.Orphan)
+				assert.Equal(t, uint64(1), a.Stats().Destroyed.Orphan)
 			})
 		})
 	}

@@ -99,7 +99,7 @@ func TestGroupStartCleansUpDeclaredKeys(t *testing.T) {
 		synctest.Wait()
 		for fn, s := range g.Stats() {
 			assert.Equal(t, 1, s.Idle, "%s is warm before any request", fn)
-			assert.Equal(t, int64(1), s.Destroyed.Orphan, fn)
+			assert.Equal(t, uint64(1), s.Destroyed.Orphan, fn)
 		}
 	})
 }

@@ -129,16 +129,16 @@ type Pool[T any] struct {
 	lowSince       time.Time            // start of the idleLow window
 	createSeq      uint64
 	inflight       map[uint64]time.Time // Create calls running, by start time: their items are never orphans
-	creates        int64
-	createFailures int64
-	destroyErrors  int64
-	orphans        int64
-	destroyed      [len(reasons)]int64
+	creates        uint64
+	createFailures uint64
+	destroyErrors  uint64
+	orphans        uint64
+	destroyed      [len(reasons)]uint64
 
 	canceledWaits atomic.Int64
 	waitCount     atomic.Int64
 	waitNanos     atomic.Int64
-	eventsDropped atomic.Int64
+	eventsDropped atomic.Uint64
 	delivering    atomic.Bool // OnEvent is running
 
 	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
@@ -1025,9 +1025,9 @@ func (p *Pool[T]) createsSinceLocked(t time.Time) bool {
 // call stays registered as in flight until endCreateLocked(call) when it
 // succeeds, and until it returns if it fails or runs past CreateTimeout (an
 // item it then returns is destroyed as an orphan).
-func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
+func (p *Pool[T]) callCreate() (T, uint64, error) {
 	p.mu.Lock()
-	call = p.beginCreateLocked()
+	call := p.beginCreateLocked()
 	p.mu.Unlock()
 	gaveUp := false
 	abandoned := func() {
@@ -1038,7 +1038,7 @@ func (p *Pool[T]) callCreate() (v T, call uint64, err error) {
 		p.late++
 		p.mu.Unlock()
 	}
-	v, err = callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, abandoned, func(v T, err error) {
+	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, abandoned, func(v T, err error) {
 		// Create returned after its caller gave up: nobody owns v. It is
 		// marked as being destroyed before the call stops counting as in
 		// flight, so Reconcile never sees it unknown.

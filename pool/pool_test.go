@@ -103,7 +103,7 @@ func TestCapacityWaitFIFO(t *testing.T) {
 		s := p.Stats()
 		assert.Equal(t, 2, s.Idle)
 		assert.Equal(t, 2, f.counts().creates, "hand-off reuses items")
-		assert.Equal(t, int64(3), s.WaitCount)
+		assert.Equal(t, uint64(3), s.WaitCount)
 		assert.Positive(t, s.WaitDuration)
 	})
 }
@@ -124,7 +124,7 @@ func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
 		h.Release()
 		s := p.Stats()
 		assert.Equal(t, 1, s.Idle)
-		assert.Equal(t, int64(1), s.CanceledWaits)
+		assert.Equal(t, uint64(1), s.CanceledWaits)
 		h, err = p.TryAcquire(context.Background())
 		require.NoError(t, err)
 		h.Release()
@@ -145,7 +145,7 @@ func TestCreateSurvivesCallerCancel(t *testing.T) {
 		synctest.Wait()
 		s := p.Stats()
 		assert.Equal(t, 1, s.Idle, "the create finished under the pool's context")
-		assert.Equal(t, int64(1), s.Creates)
+		assert.Equal(t, uint64(1), s.Creates)
 	})
 }
 
@@ -235,7 +235,7 @@ func TestCreateFailureReturnedAndRecovered(t *testing.T) {
 		before := s.CreateFailures
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assert.Less(t, p.Stats().CreateFailures-before, int64(10))
+		assert.Less(t, p.Stats().CreateFailures-before, uint64(10))
 		f.set(func(f *fakeProv) { f.createErr = nil })
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -290,7 +290,7 @@ func TestCreateHangIgnoringContext(t *testing.T) {
 		assert.Equal(t, 2, c.creates)
 		assert.Equal(t, 1, c.live, "the late item was destroyed")
 		assert.Equal(t, 1, c.maxLive)
-		assert.Equal(t, int64(1), p.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
 	})
 }
 
@@ -409,7 +409,7 @@ func TestHandleDestroy(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), id)
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
 		assert.Equal(t, 0, s.Size)
 	})
 }
@@ -516,7 +516,7 @@ func TestDestroyTimeout(t *testing.T) {
 		assert.Equal(t, 5*time.Second, time.Since(start), "capacity freed at the timeout")
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.DestroyErrors)
+		assert.Equal(t, uint64(1), s.DestroyErrors)
 		assert.Contains(t, buf.String(), "pool: destroy")
 		assert.Contains(t, buf.String(), "deadline exceeded")
 		h.Release()
@@ -566,7 +566,7 @@ func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
 			h.Destroy(pool.ReasonEvicted)
 		}
 		synctest.Wait()
-		assert.Equal(t, int64(10), p.Stats().Destroyed.Unhealthy)
+		assert.Equal(t, uint64(10), p.Stats().Destroyed.Unhealthy)
 		_, err := pool.New[box](plain{newFake()}, pool.Options{CheckOnAcquire: true})
 		assert.ErrorIs(t, err, pool.ErrInvalid)
 		assert.ErrorContains(t, err, "Checker")
@@ -597,7 +597,7 @@ func TestDoRetriesOnAnotherItem(t *testing.T) {
 		assert.NotEqual(t, dead, used[1])
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
 		assert.Equal(t, 1, s.Idle, "the good item was released")
 
 		boom := errors.New("boom")

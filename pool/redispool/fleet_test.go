@@ -215,7 +215,7 @@ func TestCrashedInstanceRecordsExpire(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the crashed instance's record never expired")
 	require.NoError(t, errOf(pools[0].Reconcile(ctx)))
 	assert.False(t, prov.isLive("dead-1"), "the crashed instance's item leaked")
-	assert.Equal(t, int64(1), pools[0].Stats().Orphans)
+	assert.Equal(t, uint64(1), pools[0].Stats().Orphans)
 	keys, err := r.Keys(ctx)
 	require.NoError(t, err)
 	assert.NotContains(t, keys, crashed.ItemKey("dead-1"))
