@@ -750,3 +750,32 @@ func (p *Pool[T]) kickReplenish() {
 		}
 	}()
 }
+
+// drainIdleLocked takes every item out of p.idle (dropping error tokens,
+// whose waiters will be served by a new create) for the janitor.
+func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
+	var out []*Handle[T]
+	for {
+		select {
+		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h)
+			}
+			if h.err == nil {
+				h.state.Store(stateIdle) // a release may have left it settling
+				out = append(out, h)
+			}
+		default:
+			return out
+		}
+	}
+}
+
+// restoreIdleLocked puts items the janitor kept back into p.idle.
+func (p *Pool[T]) restoreIdleLocked(hs []*Handle[T]) {
+	for _, h := range hs {
+		if !p.offerLocked(h) {
+			p.destroyLocked(h, ReasonIdle)
+		}
+	}
+}
