@@ -192,12 +192,14 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 	return p.take(ctx, h)
 }
 
-// monotonic returns a monotonic time in nanoseconds for wait statistics:
-// the runtime's clock (cheaper than time.Now, which also reads the wall
-// clock) unless Options.Clock was set.
+// monotonic returns a monotonic time in nanoseconds for wait statistics.
+// With the real clock it is time.Since(p.start), which reads only the
+// monotonic clock (p.start carries a monotonic reading), as cheap as the
+// runtime's nanotime without linking to it; under testing/synctest it is
+// the bubble's fake time. With Options.Clock set it reads that clock.
 func (p *Pool[T]) monotonic() int64 {
 	if p.realClock {
-		return nanotime()
+		return int64(time.Since(p.start))
 	}
 	return p.clock.Now().UnixNano()
 }
