@@ -272,9 +272,10 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 
 // Cleanup destroys every item the provider lists that the pool does not
 // know and that was created before the pool started (or whose creation time
-// the provider does not report): seed 001's start-up cleanup. New runs it
-// in the background with Options.CleanupOnStart, holding warm creates until
-// it is done.
+// the provider does not report): the leftovers of an earlier process. New
+// runs it in the background with Options.CleanupOnStart, holding warm
+// creates until it is done. An item of unknown age is spared while a
+// create of this pool is in flight: it may be that create's.
 func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
 		return ReconcileResult{}, invalid("pool: Cleanup needs a Provisioner that implements Lister")

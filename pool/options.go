@@ -32,9 +32,11 @@ type Options struct {
 	// MaxIdle caps the idle items; an item released beyond it is destroyed.
 	// Zero means MaxSize. With an Inventory both limits are global.
 	MaxIdle int
-	// MaxSize is the capacity: items in use, idle, being created and being
+	// MaxSize is the capacity: items in use, idle, being created (including
+	// Create calls past CreateTimeout that have not returned) and being
 	// destroyed by this pool instance. Acquire waits when it is reached.
-	// Zero means DefaultMaxSize.
+	// Zero means DefaultMaxSize, or MinIdle if that is larger. A Group
+	// requires it.
 	MaxSize int
 	// IdleTimeout destroys items idle for longer, but only those above
 	// MinIdle. Zero disables it.
