@@ -59,8 +59,8 @@ func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
 		c := f.counts()
 		assert.Equal(t, 0, c.bad)
 		s := p.Stats()
-		assert.Equal(t, int64(3), s.Destroyed.Shutdown)
-		assert.Equal(t, int64(1), s.Destroyed.Evicted)
+		assert.Equal(t, uint64(3), s.Destroyed.Shutdown)
+		assert.Equal(t, uint64(1), s.Destroyed.Evicted)
 		assert.Equal(t, 0, s.Size)
 		require.NoError(t, p.Close(context.Background()), "Close is idempotent")
 	})
@@ -79,9 +79,10 @@ func TestCloseContextEndsWithHandleOut(t *testing.T) {
 		err = p.Close(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Contains(t, err.Error(), "1 items still in use")
+		synctest.Wait() // Close returned at its deadline; the destroy ends now
 		assert.Empty(t, f.liveIDs())
 		assert.NotPanics(t, h.Release, "a handle destroyed by Close is inert")
-		assert.Equal(t, int64(1), p.Stats().Destroyed.Shutdown)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Shutdown)
 	})
 }
 
@@ -95,7 +96,7 @@ func TestCloseReportsDestroyErrors(t *testing.T) {
 		f.set(func(f *fakeProv) { f.destroyErr = boom })
 		err = p.Close(context.Background())
 		require.ErrorIs(t, err, boom)
-		assert.Equal(t, int64(2), p.Stats().DestroyErrors)
+		assert.Equal(t, uint64(2), p.Stats().DestroyErrors)
 		assert.ErrorIs(t, p.Close(context.Background()), boom, "later calls return the same result")
 	})
 }
@@ -134,9 +135,41 @@ func TestSlowOnEventDoesNotBlock(t *testing.T) {
 		}
 		assert.Less(t, time.Since(start), time.Hour)
 		assert.Positive(t, p.Stats().EventsDropped)
+		// Close delivers the events queued before it, but only until its
+		// context ends; then it says what it is still waiting for.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		require.NoError(t, p.Close(ctx))
+		err = p.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "OnEvent")
+		require.NoError(t, p.Close(context.Background()))
+	})
+}
+
+// Close returns by its deadline even when a Create ignores its context,
+// and says what is still running; a later Close waits for it.
+func TestCloseBoundedByContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		hang := make(chan struct{})
+		f.hang = hang
+		p, err := pool.New[box](f, pool.Options{MinIdle: 1, MaxSize: 3, CreateTimeout: 10 * time.Second})
+		require.NoError(t, err)
+		synctest.Wait()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = p.Close(ctx)
+		assert.Equal(t, time.Second, time.Since(start), "returned at the deadline")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "still running: 1 Create call")
+		err = p.Close(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a later Close waits the same way")
+		time.Sleep(time.Minute)
+		close(hang) // the Create returns at last; its item is destroyed
+		require.NoError(t, p.Close(context.Background()))
+		assert.Empty(t, f.liveIDs())
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
 	})
 }
 
@@ -192,4 +225,13 @@ func testCloseUnderLoad(t *testing.T, inv pool.Inventory) {
 	s := p.Stats()
 	assert.Equal(t, 0, s.Size)
 	assert.Equal(t, 0, s.Waiting)
+}
+
+func TestEventKindString(t *testing.T) {
+	assert.Equal(t, "created", pool.EventCreated.String())
+	assert.Equal(t, "create_failed", pool.EventCreateFailed.String())
+	assert.Equal(t, "destroyed", pool.EventDestroyed.String())
+	assert.Equal(t, "destroy_failed", pool.EventDestroyFailed.String())
+	assert.Equal(t, "dropped", pool.EventDropped.String())
+	assert.Equal(t, "EventKind(0)", pool.EventKind(0).String())
 }

@@ -10,7 +10,13 @@
 // Options.JanitorInterval. Close drains the pool.
 //
 // A Group[K,T] holds one Pool per key (one per function in a serverless
-// gateway), created on first use with per-key options, with one janitor.
+// gateway) with per-key options; Group.Start creates the pools of the keys
+// known up front, and other keys get theirs on first use. Each pool runs
+// its own janitor.
+//
+// Pool.Do runs a function with an item and destroys the item, and retries
+// once on another, when the function fails; Options.CheckOnAcquire checks
+// idle items before they are handed out.
 //
 // By default a Pool keeps its idle items in its own memory. With
 // Options.Inventory it shares one warm set with other instances (processes)

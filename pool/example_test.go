@@ -50,7 +50,7 @@ func Example() {
 func ExampleGroup() {
 	ctx := context.Background()
 	// One pool per function; its capacity from the function's reserved
-	// concurrency (seed 001's ReservedConcurrentExecutions).
+	// concurrency.
 	reserved := map[string]int{"resize": 5, "thumbnail": 1}
 	g, err := pool.NewGroup(func(fn string) (pool.Provisioner[int64], pool.Options, error) {
 		return &workers{}, pool.Options{MaxSize: reserved[fn]}, nil

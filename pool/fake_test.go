@@ -29,10 +29,15 @@ type fakeProv struct {
 	badDestroys int // destroys of items that were not live
 	createErr   error
 	createDelay time.Duration
-	hang        chan struct{} // Create blocks on it, ignoring ctx
-	panicValue  any
-	unhealthy   map[string]bool
-	destroyErr  error
+	// startDelay: the item exists (is listed) from the start of Create,
+	// which then waits this long for it to be ready, as a worker process
+	// that starts and then warms up.
+	startDelay time.Duration
+	ignoreCtx  bool          // the slow start ignores its context
+	hang       chan struct{} // Create blocks on it, ignoring ctx
+	panicValue any
+	unhealthy  map[string]bool
+	destroyErr error
 }
 
 func newFake() *fakeProv {
@@ -47,8 +52,14 @@ var (
 
 func (f *fakeProv) Create(ctx context.Context) (box, error) {
 	f.mu.Lock()
-	err, delay, hang, pv := f.createErr, f.createDelay, f.hang, f.panicValue
+	err, delay, hang, pv, start, ignore := f.createErr, f.createDelay, f.hang, f.panicValue, f.startDelay, f.ignoreCtx
 	f.mu.Unlock()
+	if start > 0 {
+		if ignore {
+			ctx = context.Background()
+		}
+		return f.createSlowStart(ctx, start)
+	}
 	if pv != nil {
 		panic(pv)
 	}
@@ -74,6 +85,28 @@ func (f *fakeProv) Create(ctx context.Context) (box, error) {
 	f.live[id] = time.Now()
 	f.creates++
 	f.maxLive = max(f.maxLive, len(f.live))
+	return box{ID: id}, nil
+}
+
+func (f *fakeProv) createSlowStart(ctx context.Context, d time.Duration) (box, error) {
+	f.mu.Lock()
+	f.seq++
+	id := fmt.Sprintf("%s%d", f.prefix, f.seq)
+	f.live[id] = time.Now()
+	f.creates++
+	f.maxLive = max(f.maxLive, len(f.live))
+	f.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		f.vanish(id)
+		return box{}, ctx.Err()
+	}
+	if !isLive(f, id) {
+		return box{}, fmt.Errorf("worker %s destroyed while starting", id)
+	}
 	return box{ID: id}, nil
 }
 
@@ -153,3 +186,6 @@ type plain struct{ f *fakeProv }
 
 func (p plain) Create(ctx context.Context) (box, error)  { return p.f.Create(ctx) }
 func (p plain) Destroy(ctx context.Context, b box) error { return p.f.Destroy(ctx, b) }
+
+// errOf returns the error of a janitor step.
+func errOf[R any](_ R, err error) error { return err }

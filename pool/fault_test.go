@@ -235,7 +235,7 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 				assert.Empty(t, g.problemList())
 				if !touchFails {
 					assert.Empty(t, f.liveIDs())
-					assert.Equal(t, int64(1), a.Stats().Destroyed.Lost)
+					assert.Equal(t, uint64(1), a.Stats().Destroyed.Lost)
 					_, recorded := recordOf(t, mem, id)
 					assert.False(t, recorded)
 					return
@@ -246,9 +246,9 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 				assert.Equal(t, "a", r.Owner)
 				assert.Zero(t, a.Stats().Size, "forgotten by a")
 				time.Sleep(91 * time.Second) // the in-use record expires
-				require.NoError(t, b.Reconcile(ctx))
+				require.NoError(t, errOf(b.Reconcile(ctx)))
 				assert.Empty(t, f.liveIDs())
-				assert.Equal(t, int64(1), b.Stats().Orphans)
+				assert.Equal(t, uint64(1), b.Stats().Orphans)
 				assert.Zero(t, f.counts().bad)
 			})
 		})
@@ -281,7 +281,7 @@ func TestSharedWarmCreateInventoryFails(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, pool.Counts{Idle: 1}, c)
 				assert.Equal(t, counts{live: 1, creates: 1, maxLive: 1}, f.counts(), "one create, nothing destroyed")
-				assert.Equal(t, int64(1), a.Stats().Creates)
+				assert.Equal(t, uint64(1), a.Stats().Creates)
 			})
 		})
 	}
@@ -319,7 +319,7 @@ func TestSharedCheckHealthPutReplyLost(t *testing.T) {
 		releaseAll(acquireN(t, a, 2))
 		synctest.Wait()
 		lossy.set(func(l *lossyInv) { l.putLost = 2 })
-		require.NoError(t, a.CheckHealth(ctx))
+		require.NoError(t, errOf(a.CheckHealth(ctx)))
 		synctest.Wait()
 		assert.Empty(t, g.problemList())
 		c, err := mem.Counts(ctx)
@@ -361,7 +361,7 @@ func TestReconcileSparesItemDestroyedMeanwhile(t *testing.T) {
 						synctest.Wait()
 					}
 				})
-				require.NoError(t, r.Reconcile(ctx))
+				require.NoError(t, errOf(r.Reconcile(ctx)))
 				time.Sleep(2 * time.Second)
 				synctest.Wait()
 				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
@@ -381,11 +381,11 @@ func TestConcurrentReconcileDestroysOrphanOnce(t *testing.T) {
 		f.adopt("orphan-1", time.Now().Add(-time.Hour))
 		var wg sync.WaitGroup
 		for range 2 {
-			wg.Go(func() { assert.NoError(t, p.Reconcile(context.Background())) })
+			wg.Go(func() { assert.NoError(t, errOf(p.Reconcile(context.Background()))) })
 		}
 		wg.Wait()
 		assert.Equal(t, counts{destroys: 1, maxLive: 0}, f.counts())
-		assert.Equal(t, int64(1), p.Stats().Orphans)
+		assert.Equal(t, uint64(1), p.Stats().Orphans)
 	})
 }
 
@@ -424,12 +424,12 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 					g.set(func(g *guarded) { g.onDestroy = func(box) { open() } })
 				}
 				time.Sleep(2 * time.Minute)
-				require.NoError(t, b.Reconcile(ctx))
+				require.NoError(t, errOf(b.Reconcile(ctx)))
 				if landsAfterRemove {
 					open()
 				}
 				synctest.Wait()
-				assert.Equal(t, int64(1), b.Stats().Orphans)
+				assert.Equal(t, uint64(1), b.Stats().Orphans)
 				assert.NotContains(t, f.liveIDs(), id)
 				_, recorded := recordOf(t, mem, id)
 				assert.False(t, recorded, "the destroyed item is not in the inventory")
@@ -437,7 +437,7 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 				assert.Equal(t, 1, f.counts().destroys)
 				assert.Zero(t, a.Stats().DestroyErrors+b.Stats().DestroyErrors)
 				assert.Empty(t, g.problemList())
-				_ = a.Replenish(ctx) // a warm item again
+				_, _ = a.Replenish(ctx) // a warm item again
 				synctest.Wait()
 				h, err := b.Acquire(ctx)
 				require.NoError(t, err)
@@ -474,18 +474,18 @@ func TestLateCreateDestroyedOnce(t *testing.T) {
 					r = newPool(t, g, opts)
 				}
 				_, err := a.Acquire(ctx)
-				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.ErrorIs(t, err, pool.ErrCreateTimeout)
 				f.set(func(f *fakeProv) { f.hang = nil })
 				g.set(func(g *guarded) { g.onDestroy = func(box) { time.Sleep(time.Second) } })
 				close(hang) // the late item is being destroyed for a second
 				time.Sleep(10 * time.Millisecond)
 				require.Len(t, f.liveIDs(), 1)
-				require.NoError(t, r.Reconcile(ctx))
+				require.NoError(t, errOf(r.Reconcile(ctx)))
 				time.Sleep(2 * time.Second)
 				synctest.Wait()
 				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
 				assert.Zero(t, r.Stats().Orphans)
-				assert.Equal(t, int64(1), a.Stats().Destroyed.Orphan)
+				assert.Equal(t, uint64(1), a.Stats().Destroyed.Orphan)
 			})
 		})
 	}

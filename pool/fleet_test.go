@@ -89,7 +89,7 @@ func TestSharedFleetConcurrentReconcile(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			if err := pools[0].Reconcile(ctx); err != nil {
+			if _, err := pools[0].Reconcile(ctx); err != nil {
 				t.Error(err)
 			}
 		}

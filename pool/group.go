@@ -12,21 +12,21 @@ import (
 
 // GroupOptions configures a Group. The zero value is usable.
 type GroupOptions struct {
-	// JanitorInterval is how often the group's one janitor runs Tick on
-	// every pool. Zero means DefaultJanitorInterval; negative starts no
-	// janitor. The pools' own Options.JanitorInterval is ignored.
+	// JanitorInterval is the Options.JanitorInterval of every pool whose
+	// options leave it zero. Each pool runs its own janitor, so a slow
+	// step in one pool never delays another's.
 	JanitorInterval time.Duration
-	// HealthCheckInterval is how often the janitor runs CheckHealth on
-	// every pool. Zero means DefaultHealthInterval; negative disables it.
+	// HealthCheckInterval is the Options.HealthCheckInterval of every pool
+	// whose options leave it zero.
 	HealthCheckInterval time.Duration
-	// Clock is the janitor's time source, and the pools' when their Options
-	// leave Clock nil; nil means real time.
+	// Clock is the time source of the pools whose Options leave Clock nil;
+	// nil means real time.
 	Clock clock.Clock
 }
 
-// Group holds one Pool per key — one per function in a serverless gateway —
-// created on first use with per-key options, and one janitor for all of
-// them. All methods are safe for concurrent use.
+// Group holds one Pool per key (one per function in a serverless
+// gateway), with per-key options. A key's pool is created by Start or on
+// its first use. All methods are safe for concurrent use.
 type Group[K comparable, T any] struct {
 	newPool func(key K) (Provisioner[T], Options, error)
 	opts    GroupOptions
@@ -34,39 +34,47 @@ type Group[K comparable, T any] struct {
 	mu     sync.Mutex
 	pools  map[K]*Pool[T]
 	closed bool
-
-	ctx       context.Context // the janitor's; cancelled by Close
-	cancel    context.CancelFunc
-	done      chan struct{}
-	closeOnce sync.Once
-	closeDone chan struct{}
-	closeErr  error
 }
 
-// NewGroup returns a Group whose pool for key is made, on first use, from
-// the Provisioner and Options newPool returns for it (seed 001: MaxSize from
-// the function's ReservedConcurrentExecutions). It starts the janitor;
-// Close stops it.
+// NewGroup returns a Group whose pool for key is made from the Provisioner
+// and Options newPool returns for it; the options must set MaxSize (a
+// function's reserved concurrency, say): a Group has no default capacity.
+// Call Start to create the pools of the keys known up front (and run their
+// start-up cleanup); other keys get their pool on first use.
 func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error), opts GroupOptions) (*Group[K, T], error) {
 	if newPool == nil {
-		return nil, errors.New("pool: NewGroup: newPool is nil")
+		return nil, invalid("pool: NewGroup: newPool is nil")
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.New()
+	return &Group[K, T]{newPool: newPool, opts: opts, pools: map[K]*Pool[T]{}}, nil
+}
+
+// Start creates the pools for keys, which starts their janitors and warm
+// items, and waits until their start-up cleanup (Options.CleanupOnStart)
+// is over or ctx ends. It returns the errors of newPool, of the options and
+// of the cleanups, each naming its key. Keys that already have a pool are
+// only waited for.
+func (g *Group[K, T]) Start(ctx context.Context, keys ...K) error {
+	var errs []error
+	started := make(map[K]*Pool[T], len(keys))
+	for _, k := range keys {
+		p, err := g.Pool(k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		started[k] = p
 	}
-	if opts.JanitorInterval == 0 {
-		opts.JanitorInterval = DefaultJanitorInterval
+	for k, p := range started {
+		select {
+		case <-p.cleanupDone:
+			if p.cleanupErr != nil {
+				errs = append(errs, fmt.Errorf("pool: group key %v: start-up cleanup: %w", k, p.cleanupErr))
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("pool: group key %v: start-up cleanup: %w", k, context.Cause(ctx)))
+		}
 	}
-	if opts.HealthCheckInterval == 0 {
-		opts.HealthCheckInterval = DefaultHealthInterval
-	}
-	g := &Group[K, T]{newPool: newPool, opts: opts, pools: map[K]*Pool[T]{}, closeDone: make(chan struct{})}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	if opts.JanitorInterval > 0 {
-		g.done = make(chan struct{})
-		go g.janitor()
-	}
-	return g, nil
+	return errors.Join(errs...)
 }
 
 // Pool returns the pool for key, creating it on first use.
@@ -83,11 +91,24 @@ func (g *Group[K, T]) Pool(key K) (*Pool[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("pool: group key %v: %w", key, err)
 	}
+	if o.MaxSize == 0 {
+		return nil, invalid("pool: group key %v: MaxSize is 0: each key's Options must set its capacity", key)
+	}
 	if o.Clock == nil {
 		o.Clock = g.opts.Clock
 	}
-	p, err := newPool(prov, o, false)
+	if o.JanitorInterval == 0 {
+		o.JanitorInterval = g.opts.JanitorInterval
+	}
+	if o.HealthCheckInterval == 0 {
+		o.HealthCheckInterval = g.opts.HealthCheckInterval
+	}
+	p, err := New(prov, o)
 	if err != nil {
+		var inv *invalidError
+		if errors.As(err, &inv) {
+			return nil, invalid("pool: group key %v: %s", key, inv.msg)
+		}
 		return nil, fmt.Errorf("pool: group key %v: %w", key, err)
 	}
 	g.pools[key] = p
@@ -133,73 +154,9 @@ func (g *Group[K, T]) snapshot() map[K]*Pool[T] {
 	return m
 }
 
-// Tick runs one janitor pass (Pool.Tick) on every pool and returns the
-// errors joined.
-func (g *Group[K, T]) Tick(ctx context.Context) error {
-	var errs []error
-	for k, p := range g.snapshot() {
-		if err := p.Tick(ctx); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("pool: group key %v: %w", k, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// CheckHealth runs Pool.CheckHealth on every pool.
-func (g *Group[K, T]) CheckHealth(ctx context.Context) error {
-	var errs []error
-	for k, p := range g.snapshot() {
-		if err := p.CheckHealth(ctx); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("pool: group key %v: %w", k, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (g *Group[K, T]) janitor() {
-	defer close(g.done)
-	ctx := g.ctx
-	t := g.opts.Clock.Ticker(g.opts.JanitorInterval)
-	defer t.Stop()
-	var health <-chan time.Time
-	if g.opts.HealthCheckInterval > 0 {
-		ht := g.opts.Clock.Ticker(g.opts.HealthCheckInterval)
-		defer ht.Stop()
-		health = ht.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = g.Tick(ctx)
-		case <-health:
-			_ = g.CheckHealth(ctx)
-		}
-	}
-}
-
-// Close stops the janitor and closes every pool concurrently (see
-// Pool.Close), returning their errors joined. New keys fail with ErrClosed.
-// Close is idempotent.
-func (g *Group[K, T]) Close(ctx context.Context) error {
-	first := false
-	g.closeOnce.Do(func() { first = true })
-	if !first {
-		select {
-		case <-g.closeDone:
-			return g.closeErr
-		case <-ctx.Done():
-			return fmt.Errorf("pool: close: %w", context.Cause(ctx))
-		}
-	}
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-	g.cancel()
-	if g.done != nil {
-		<-g.done
-	}
+// each runs fn on every pool at once and returns the errors joined, each
+// naming its key; ErrClosed is left out.
+func (g *Group[K, T]) each(fn func(p *Pool[T]) error) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -207,7 +164,7 @@ func (g *Group[K, T]) Close(ctx context.Context) error {
 	)
 	for k, p := range g.snapshot() {
 		wg.Go(func() {
-			if err := p.Close(ctx); err != nil {
+			if err := fn(p); err != nil && !errors.Is(err, ErrClosed) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("pool: group key %v: %w", k, err))
 				mu.Unlock()
@@ -215,7 +172,46 @@ func (g *Group[K, T]) Close(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	g.closeErr = errors.Join(errs...)
-	close(g.closeDone)
-	return g.closeErr
+	return errors.Join(errs...)
+}
+
+// Tick runs one janitor pass (Pool.Tick) on every pool, all at once, and
+// returns the counts summed and the errors joined.
+func (g *Group[K, T]) Tick(ctx context.Context) (TickResult, error) {
+	var mu sync.Mutex
+	var sum TickResult
+	err := g.each(func(p *Pool[T]) error {
+		r, err := p.Tick(ctx)
+		mu.Lock()
+		sum.add(r)
+		mu.Unlock()
+		return err
+	})
+	return sum, err
+}
+
+// CheckHealth runs Pool.CheckHealth on every pool, all at once.
+func (g *Group[K, T]) CheckHealth(ctx context.Context) (HealthResult, error) {
+	var mu sync.Mutex
+	var sum HealthResult
+	err := g.each(func(p *Pool[T]) error {
+		r, err := p.CheckHealth(ctx)
+		mu.Lock()
+		sum.Checked += r.Checked
+		sum.Unhealthy += r.Unhealthy
+		mu.Unlock()
+		return err
+	})
+	return sum, err
+}
+
+// Close closes every pool concurrently (see Pool.Close) and returns their
+// errors joined, each naming its key. New keys fail with ErrClosed. Close
+// is idempotent: a later call closes the pools again, which waits the same
+// way.
+func (g *Group[K, T]) Close(ctx context.Context) error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	return g.each(func(p *Pool[T]) error { return p.Close(ctx) })
 }

@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,5 +74,80 @@ func TestGroupPerFunctionPools(t *testing.T) {
 		require.NoError(t, <-closed)
 		assert.Empty(t, provs["thumbnail"].liveIDs())
 		require.NoError(t, g.Close(ctx))
+	})
+}
+
+// Keys known up front get their pool, janitor and start-up cleanup at
+// Start, not on their first request.
+func TestGroupStartCleansUpDeclaredKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		provs := map[string]*fakeProv{"resize": newFake(), "thumbnail": newFake()}
+		for fn, f := range provs {
+			f.prefix = fn + "-"
+			f.adopt(fn+"-leftover", time.Now().Add(-time.Hour))
+		}
+		g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
+			return provs[fn], pool.Options{MaxSize: 2, MinIdle: 1, CleanupOnStart: true}, nil
+		}, pool.GroupOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close(context.Background()) })
+		require.NoError(t, g.Start(context.Background(), "resize", "thumbnail"))
+		assert.ElementsMatch(t, []string{"resize", "thumbnail"}, g.Keys())
+		for fn, f := range provs {
+			assert.NotContains(t, f.liveIDs(), fn+"-leftover", "cleaned up before any request")
+		}
+		synctest.Wait()
+		for fn, s := range g.Stats() {
+			assert.Equal(t, 1, s.Idle, "%s is warm before any request", fn)
+			assert.Equal(t, uint64(1), s.Destroyed.Orphan, fn)
+		}
+	})
+}
+
+// A Group has no default capacity: a key whose options leave MaxSize zero
+// is an error that names the key.
+func TestGroupRequiresMaxSize(t *testing.T) {
+	g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
+		return newFake(), pool.Options{MinIdle: 1}, nil
+	}, pool.GroupOptions{})
+	require.NoError(t, err)
+	_, err = g.Acquire(context.Background(), "resize")
+	require.ErrorIs(t, err, pool.ErrInvalid)
+	assert.Contains(t, err.Error(), "resize")
+	assert.Contains(t, err.Error(), "MaxSize")
+	assert.Empty(t, g.Keys())
+	require.NoError(t, g.Close(context.Background()))
+}
+
+// One pool's slow janitor work (five orphans whose Destroy takes a second
+// each) does not delay another pool's idle pruning, and the orphans are
+// destroyed concurrently.
+func TestGroupPoolsDoNotStallEachOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := guard(newFake(), nil)
+		slow.onDestroy = func(box) { time.Sleep(time.Second) }
+		for i := range 5 {
+			slow.adopt(fmt.Sprintf("orphan-%d", i), time.Now().Add(-time.Hour))
+		}
+		quick := newFake()
+		g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
+			if fn == "slow" {
+				return slow, pool.Options{MaxSize: 2}, nil
+			}
+			return quick, pool.Options{MaxSize: 2, IdleTimeout: 3 * time.Second}, nil
+		}, pool.GroupOptions{JanitorInterval: time.Second, HealthCheckInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close(context.Background()) })
+		require.NoError(t, g.Start(context.Background(), "slow", "quick"))
+		h, err := g.Acquire(context.Background(), "quick")
+		require.NoError(t, err)
+		h.Release()
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		assert.Empty(t, slow.liveIDs(), "five 1 s destroys run concurrently")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Zero(t, g.Stats()["quick"].Idle, "pruned on time")
+		assert.Empty(t, quick.liveIDs())
 	})
 }

@@ -34,6 +34,10 @@ type Handle[T any] struct {
 	// dispatched marks an item or token sent to a waiter and already
 	// taken off nwait; written before the send, read after the receive.
 	dispatched bool
+	// fresh marks an item handed from its create straight to a waiter:
+	// CheckOnAcquire need not check it. Written before the send, read
+	// after the receive.
+	fresh bool
 }
 
 // Value returns the item.

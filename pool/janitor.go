@@ -6,14 +6,57 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"sync"
 	"time"
 )
+
+// TickResult counts what one janitor pass did.
+type TickResult struct {
+	Prune     PruneResult
+	Reconcile ReconcileResult
+	Replenish ReplenishResult
+}
+
+func (r *TickResult) add(o TickResult) {
+	r.Prune.Destroyed += o.Prune.Destroyed
+	r.Reconcile.Orphans += o.Reconcile.Orphans
+	r.Reconcile.Lost += o.Reconcile.Lost
+	r.Replenish.Started += o.Replenish.Started
+}
+
+// PruneResult counts what one Prune did.
+type PruneResult struct {
+	Destroyed int // idle items destroyed: expired, or not needed
+}
+
+// HealthResult counts what one CheckHealth did.
+type HealthResult struct {
+	Checked   int // idle items checked
+	Unhealthy int // of which failed their check and were destroyed
+}
+
+// ReconcileResult counts what one Reconcile (or Cleanup) did.
+type ReconcileResult struct {
+	Orphans int // listed items nobody knew, destroyed
+	Lost    int // known idle items the provider no longer lists, forgotten
+}
+
+// ReplenishResult counts what one Replenish did.
+type ReplenishResult struct {
+	Started int // creates started towards MinIdle
+}
 
 // Tick runs one janitor pass: Prune, Reconcile, Replenish. The janitor
 // goroutine calls it every Options.JanitorInterval; call it by hand to run
 // a pass now (or when the janitor is disabled).
-func (p *Pool[T]) Tick(ctx context.Context) error {
-	return errors.Join(p.Prune(ctx), p.Reconcile(ctx), p.Replenish(ctx))
+func (p *Pool[T]) Tick(ctx context.Context) (TickResult, error) {
+	var r TickResult
+	var e1, e2, e3 error
+	r.Prune, e1 = p.Prune(ctx)
+	r.Reconcile, e2 = p.Reconcile(ctx)
+	r.Replenish, e3 = p.Replenish(ctx)
+	return r, errors.Join(e1, e2, e3)
 }
 
 func (p *Pool[T]) janitorLoop() {
@@ -31,11 +74,11 @@ func (p *Pool[T]) janitorLoop() {
 		case <-p.janitorStop:
 			return
 		case <-t.C:
-			if err := p.Tick(p.ctx); err != nil && !errors.Is(err, ErrClosed) {
+			if _, err := p.Tick(p.ctx); err != nil && !errors.Is(err, ErrClosed) {
 				p.warn("janitor", err)
 			}
 		case <-health:
-			if err := p.CheckHealth(p.ctx); err != nil && !errors.Is(err, ErrClosed) {
+			if _, err := p.CheckHealth(p.ctx); err != nil && !errors.Is(err, ErrClosed) {
 				p.warn("health check", err)
 			}
 		}
@@ -50,12 +93,13 @@ func (p *Pool[T]) janitorLoop() {
 // With a shared Inventory it also refreshes the records of this instance's
 // items in use (the heartbeat that keeps them known to other instances) and
 // prunes the shared idle set.
-func (p *Pool[T]) Prune(ctx context.Context) error {
+func (p *Pool[T]) Prune(ctx context.Context) (PruneResult, error) {
+	var res PruneResult
 	now := p.clock.Now()
 	p.mu.Lock()
 	if p.closedLocked {
 		p.mu.Unlock()
-		return ErrClosed
+		return res, ErrClosed
 	}
 	idle := p.drainIdleLocked()
 	sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
@@ -76,6 +120,7 @@ func (p *Pool[T]) Prune(ctx context.Context) error {
 		if r != "" {
 			excess--
 			unneeded--
+			res.Destroyed++
 			p.destroyLocked(h, r)
 			continue
 		}
@@ -88,9 +133,11 @@ func (p *Pool[T]) Prune(ctx context.Context) error {
 	p.fillLocked()
 	p.mu.Unlock()
 	if p.inv != nil {
-		return p.pruneShared(ctx, now)
+		n, err := p.pruneShared(ctx, now)
+		res.Destroyed += n
+		return res, err
 	}
-	return nil
+	return res, nil
 }
 
 // lastUse is when h was last released, or created if never.
@@ -117,81 +164,95 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 // time (the others stay available), and destroys those that fail with
 // ReasonUnhealthy; Replenish replaces them. It does nothing without a
 // Checker.
-func (p *Pool[T]) CheckHealth(ctx context.Context) error {
+func (p *Pool[T]) CheckHealth(ctx context.Context) (HealthResult, error) {
+	var res HealthResult
 	if p.checker == nil {
-		return nil
+		return res, nil
 	}
 	if p.closed.Load() {
-		return ErrClosed
+		return res, ErrClosed
 	}
 	// Each item taken from the front goes back to the back: one pass
-	// checks each idle item once.
+	// checks each idle item once. An item being checked counts as idle for
+	// MinIdle from the moment it leaves the idle set until it is back (or
+	// destroyed): taken out and counted under one lock, uncounted only
+	// after settle has put it back, so a destroy finishing meanwhile never
+	// sees the warm set short and starts a needless create.
 	for range len(p.idle) {
 		var h *Handle[T]
+		p.mu.Lock()
 		select {
 		case h = <-p.idle:
 		default:
 		}
 		if h == nil {
+			p.mu.Unlock()
 			break
 		}
 		if h.dispatched {
 			p.undispatch(h)
 		}
 		if h.err != nil { // a waiter's token: pass it on
-			p.mu.Lock()
 			if !p.offerLocked(h) {
 				p.fillLocked()
 			}
 			p.mu.Unlock()
 			continue
 		}
-		p.mu.Lock()
 		h.state.Store(stateChecking)
 		p.checking++
 		p.mu.Unlock()
 		err := p.check(ctx, h.value)
-		p.mu.Lock()
-		p.checking--
-		h.state.Store(stateIdle)
+		res.Checked++
 		if err != nil {
+			res.Unhealthy++
+			p.mu.Lock()
+			p.checking--
 			p.destroyLocked(h, ReasonUnhealthy)
 			p.fillLocked()
 			p.mu.Unlock()
 			continue
 		}
-		p.mu.Unlock()
+		h.state.Store(stateIdle)
 		p.settle(h)
+		p.mu.Lock()
+		p.checking--
+		p.fillLocked()
+		p.mu.Unlock()
 	}
 	if p.inv != nil {
-		return p.checkShared(ctx)
+		err := p.checkShared(ctx, &res)
+		return res, err
 	}
-	return nil
+	return res, nil
 }
 
 func (p *Pool[T]) check(ctx context.Context, v T) error {
 	_, err := callTimeout(p, ctx, p.opts.CreateTimeout, "check", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.checker.Check(ctx, v)
-	}, nil)
+	}, nil, nil)
 	return err
 }
 
 // Replenish starts the creates needed to bring the idle items, counting
 // creates in flight, up to MinIdle (globally, with a shared Inventory). It
 // also ends a create-failure backoff early.
-func (p *Pool[T]) Replenish(ctx context.Context) error {
+func (p *Pool[T]) Replenish(ctx context.Context) (ReplenishResult, error) {
+	var res ReplenishResult
 	p.mu.Lock()
 	if p.closedLocked {
 		p.mu.Unlock()
-		return ErrClosed
+		return res, ErrClosed
 	}
 	p.warmPaused = false
-	p.fillLocked()
+	res.Started = p.fillLocked()
 	p.mu.Unlock()
 	if p.inv != nil {
-		return p.replenishShared(ctx)
+		n, err := p.replenishShared(ctx)
+		res.Started += n
+		return res, err
 	}
-	return nil
+	return res, nil
 }
 
 // Reconcile compares the provider's list (Lister) with the items the pool
@@ -202,26 +263,27 @@ func (p *Pool[T]) Replenish(ctx context.Context) error {
 // replaced by Replenish); a known item in use is dropped when released.
 // Reconcile returns the errors of List and of the orphans' Destroy calls.
 // It does nothing without a Lister.
-func (p *Pool[T]) Reconcile(ctx context.Context) error {
+func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
-		return nil
+		return ReconcileResult{}, nil
 	}
 	return p.reconcile(ctx, false)
 }
 
 // Cleanup destroys every item the provider lists that the pool does not
 // know and that was created before the pool started (or whose creation time
-// the provider does not report): seed 001's start-up cleanup. New runs it
-// in the background with Options.CleanupOnStart, holding warm creates until
-// it is done.
-func (p *Pool[T]) Cleanup(ctx context.Context) error {
+// the provider does not report): the leftovers of an earlier process. New
+// runs it in the background with Options.CleanupOnStart, holding warm
+// creates until it is done. An item of unknown age is spared while a
+// create of this pool is in flight: it may be that create's.
+func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
-		return errors.New("pool: Cleanup needs a Provisioner that implements Lister")
+		return ReconcileResult{}, invalid("pool: Cleanup needs a Provisioner that implements Lister")
 	}
 	return p.reconcile(ctx, true)
 }
 
-func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
+func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileResult, _ error) {
 	// What the pool knows is read before the provider's list. An item is
 	// destroyed before it is forgotten (its record removed, its ID out of
 	// p.gone), so an item destroyed meanwhile is either known here or no
@@ -231,7 +293,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 	var err error
 	if p.inv != nil {
 		if recs, err = p.inv.Records(ctx); err != nil {
-			return fmt.Errorf("pool: inventory records: %w", err)
+			return res, fmt.Errorf("pool: inventory records: %w", err)
 		}
 		for _, r := range recs {
 			known[r.ID] = true
@@ -243,7 +305,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 	listStart := p.clock.Now()
 	listed, err := p.lister.List(ctx)
 	if err != nil {
-		return fmt.Errorf("pool: list: %w", err)
+		return res, fmt.Errorf("pool: list: %w", err)
 	}
 	now := p.clock.Now()
 	listedIDs := make(map[string]bool, len(listed))
@@ -251,7 +313,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 	p.mu.Lock()
 	if p.closedLocked {
 		p.mu.Unlock()
-		return ErrClosed
+		return res, ErrClosed
 	}
 	p.knownLocked(known) // and items created meanwhile
 	if p.firstSeen == nil {
@@ -279,7 +341,12 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 			if !created.IsZero() && !created.Before(p.start) {
 				continue
 			}
-		} else if now.Sub(created) < p.opts.OrphanGracePeriod {
+			if created.IsZero() && len(p.inflight) > 0 {
+				continue // unknown age: it may be a create's in flight
+			}
+		} else if now.Sub(created) < p.opts.OrphanGracePeriod || p.createsSinceLocked(created) {
+			// Too young, or possibly the item of a Create still running
+			// (a worker listed before it is ready): never an orphan.
 			continue
 		}
 		delete(p.firstSeen, l.ID)
@@ -302,6 +369,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 			p.removeItemLocked(h)
 			h.state.Store(stateGone)
 			p.destroyed[reasonIndex(ReasonLost)]++
+			res.Lost++
 			dropped = append(dropped, h.id)
 			continue
 		}
@@ -325,32 +393,59 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) error {
 		}
 	}
 	if p.inv != nil {
-		errs = append(errs, p.dropSharedUnlisted(ctx, recs, listedIDs, listStart))
+		errs = append(errs, p.dropSharedUnlisted(ctx, recs, listedIDs, listStart, &res))
 	}
+	// Orphans are destroyed concurrently, at most MaxConcurrentDestroys at
+	// once, so a slow Destroy does not hold up the whole pass.
+	var (
+		wg  sync.WaitGroup
+		emu sync.Mutex
+		sem = make(chan struct{}, p.opts.MaxConcurrentDestroys)
+	)
 	for _, l := range orphans {
-		if !p.claimOrphan(ctx, l, now, &errs) {
+		var claimErrs []error
+		claimed := p.claimOrphan(ctx, l, now, &claimErrs)
+		errs = append(errs, claimErrs...)
+		if !claimed {
 			continue
 		}
-		err := p.callDestroy(l.Value)
-		p.mu.Lock()
-		p.orphans++
-		p.countDestroyLocked(ReasonOrphan, err)
-		p.mu.Unlock()
-		if p.inv != nil {
-			if _, rerr := p.inv.Remove(ctx, l.ID); rerr != nil {
-				errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
+		res.Orphans++
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := p.destroyOrphan(ctx, l); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
 			}
-		}
-		p.mu.Lock()
-		p.forgetGoneLocked(l.ID)
-		p.mu.Unlock()
-		p.afterDestroy(l.ID, ReasonOrphan, err)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: destroy orphan %s: %w", l.ID, err))
+		})
+	}
+	wg.Wait()
+	if len(dropped) > 0 || p.inv != nil {
+		_, _ = p.Replenish(ctx)
+	}
+	return res, errors.Join(errs...)
+}
+
+// destroyOrphan destroys l, claimed by claimOrphan, and forgets it.
+func (p *Pool[T]) destroyOrphan(ctx context.Context, l Listed[T]) error {
+	var errs []error
+	err := p.callDestroy(l.Value)
+	p.mu.Lock()
+	p.orphans++
+	p.countDestroyLocked(ReasonOrphan, err)
+	p.mu.Unlock()
+	if p.inv != nil {
+		if _, rerr := p.inv.Remove(ctx, l.ID); rerr != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
 		}
 	}
-	if len(dropped) > 0 || p.inv != nil {
-		_ = p.Replenish(ctx)
+	p.mu.Lock()
+	p.forgetGoneLocked(l.ID)
+	p.mu.Unlock()
+	p.afterDestroy(l.ID, ReasonOrphan, err)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("pool: destroy orphan %s: %w", l.ID, err))
 	}
 	return errors.Join(errs...)
 }
@@ -419,5 +514,269 @@ func (p *Pool[T]) knownLocked(known map[string]bool) {
 	}
 	for id := range p.gone {
 		known[id] = true
+	}
+}
+
+// The shared Inventory's side of the janitor: the idle set every instance
+// shares is pruned, checked and replenished by every instance's janitor.
+
+// pruneShared refreshes this instance's in-use records and prunes the
+// shared idle set like Prune prunes the local one.
+func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) (int, error) {
+	destroyed := 0
+	// Items parked locally for a waiter that was served otherwise go back
+	// to the fleet.
+	p.mu.Lock()
+	local := p.drainIdleLocked()
+	for _, h := range local {
+		h.state.Store(stateReturning)
+	}
+	p.mu.Unlock()
+	for _, h := range local {
+		p.putShared(h)
+	}
+	p.mu.Lock()
+	var ids []string
+	for _, h := range p.items {
+		if st := h.state.Load(); st != stateGone && st != stateForced {
+			ids = append(ids, h.id)
+		}
+	}
+	p.mu.Unlock()
+	var errs []error
+	if len(ids) > 0 {
+		lost, err := p.inv.Touch(ctx, p.opts.Instance, ids, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", err))
+		}
+		if len(lost) > 0 {
+			set := map[string]bool{}
+			for _, id := range lost {
+				set[id] = true
+			}
+			p.mu.Lock()
+			for _, h := range p.items {
+				if set[h.id] {
+					h.lost.Store(true)
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+	recs, err := p.inv.Records(ctx)
+	if err != nil {
+		return destroyed, errors.Join(append(errs, fmt.Errorf("pool: inventory records: %w", err))...)
+	}
+	var idle []*Handle[T]
+	for _, r := range recs {
+		if r.Owner != "" {
+			continue
+		}
+		h, err := p.fromRecord(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		idle = append(idle, h)
+	}
+	sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
+	excess := len(idle) - p.opts.MinIdle
+	for _, h := range idle {
+		r := p.pruneReason(h, now, excess > 0)
+		if r == "" {
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, h.id, p.opts.Instance, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			continue
+		}
+		if ok { // else another instance took it meanwhile
+			excess--
+			destroyed++
+			p.destroyClaimed(h, r)
+		}
+	}
+	return destroyed, errors.Join(errs...)
+}
+
+// checkShared health-checks the shared idle set: each item is claimed,
+// checked, and put back or destroyed.
+func (p *Pool[T]) checkShared(ctx context.Context, res *HealthResult) error {
+	recs, err := p.inv.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("pool: inventory records: %w", err)
+	}
+	var errs []error
+	for _, r := range recs {
+		if r.Owner != "" {
+			continue
+		}
+		h, err := p.fromRecord(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
+		if err != nil || !ok {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			}
+			continue
+		}
+		res.Checked++
+		if p.check(ctx, h.value) != nil {
+			res.Unhealthy++
+			p.destroyClaimed(h, ReasonUnhealthy)
+			continue
+		}
+		back := r
+		back.Owner = p.opts.Instance
+		out, err := p.putRecord(back)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		switch out {
+		case putFull, putHeld, putNotHeld: // refilled meanwhile beyond MaxIdle, or lost
+			p.destroyClaimed(h, ReasonIdle)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropSharedUnlisted forgets the shared idle records of items the provider
+// no longer lists (created before the list was taken).
+func (p *Pool[T]) dropSharedUnlisted(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) error {
+	var errs []error
+	for _, r := range recs {
+		if r.Owner != "" || listed[r.ID] || !r.Created.Before(listStart) {
+			continue
+		}
+		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if _, err := p.inv.Remove(ctx, r.ID); err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
+			continue
+		}
+		p.mu.Lock()
+		p.destroyed[reasonIndex(ReasonLost)]++
+		p.mu.Unlock()
+		res.Lost++
+		p.emit(EventDropped, ReasonLost, r.ID, nil)
+	}
+	return errors.Join(errs...)
+}
+
+// replenishShared reserves and starts the creates that bring the shared idle
+// set, counting every instance's creates in flight, up to MinIdle.
+func (p *Pool[T]) replenishShared(ctx context.Context) (started int, err error) {
+	if p.opts.MinIdle == 0 {
+		return 0, nil
+	}
+	p.mu.Lock()
+	paused := p.closedLocked || p.warmPaused || p.cleanupDue
+	p.mu.Unlock()
+	if paused {
+		return 0, nil
+	}
+	c, err := p.inv.Counts(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("pool: inventory counts: %w", err)
+	}
+	for range p.opts.MinIdle - c.Idle - c.Reserved {
+		p.mu.Lock()
+		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating+p.late >= p.opts.MaxConcurrentCreates
+		p.mu.Unlock()
+		if full {
+			return started, nil
+		}
+		token := p.opts.Instance + ":" + strconv.FormatInt(p.tokenSeq.Add(1), 10)
+		ok, err := p.inv.Reserve(ctx, token, p.opts.MinIdle, 2*p.opts.CreateTimeout)
+		if err != nil {
+			return started, fmt.Errorf("pool: inventory reserve: %w", err)
+		}
+		if !ok {
+			return started, nil
+		}
+		p.mu.Lock()
+		if p.closedLocked {
+			p.mu.Unlock()
+			_ = p.inv.Unreserve(ctx, token)
+			return started, nil
+		}
+		p.creating++
+		p.wg.Add(1)
+		p.mu.Unlock()
+		started++
+		go p.createWarm(token)
+	}
+	return started, nil
+}
+
+// kickReplenish runs replenishShared in the background, once at a time,
+// again if kicked meanwhile.
+func (p *Pool[T]) kickReplenish() {
+	if p.inv == nil || p.opts.MinIdle == 0 {
+		return
+	}
+	p.replenishKicks.Add(1)
+	if !p.replenishing.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	if p.closedLocked {
+		p.mu.Unlock()
+		p.replenishing.Store(false)
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		for {
+			p.replenishKicks.Store(0)
+			if _, err := p.replenishShared(p.ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.warn("replenish", err)
+			}
+			p.replenishing.Store(false)
+			if p.replenishKicks.Load() == 0 || !p.replenishing.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// drainIdleLocked takes every item out of p.idle (dropping error tokens,
+// whose waiters will be served by a new create) for the janitor.
+func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
+	var out []*Handle[T]
+	for {
+		select {
+		case h := <-p.idle:
+			if h.dispatched {
+				p.undispatch(h)
+			}
+			if h.err == nil {
+				h.state.Store(stateIdle) // a release may have left it settling
+				out = append(out, h)
+			}
+		default:
+			return out
+		}
+	}
+}
+
+// restoreIdleLocked puts items the janitor kept back into p.idle.
+func (p *Pool[T]) restoreIdleLocked(hs []*Handle[T]) {
+	for _, h := range hs {
+		if !p.offerLocked(h) {
+			p.destroyLocked(h, ReasonIdle)
+		}
 	}
 }

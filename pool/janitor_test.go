@@ -50,7 +50,7 @@ func TestIdlePrunedToZero(t *testing.T) {
 		s := p.Stats()
 		assert.Equal(t, 0, s.Idle)
 		assert.Equal(t, 0, s.Size)
-		assert.Equal(t, int64(3), s.Destroyed.Idle)
+		assert.Equal(t, uint64(3), s.Destroyed.Idle)
 		assert.Empty(t, f.liveIDs())
 	})
 }
@@ -65,7 +65,7 @@ func TestIdlePrunedDownToMinIdle(t *testing.T) {
 		synctest.Wait()
 		s := p.Stats()
 		assert.Equal(t, 2, s.Idle)
-		assert.Equal(t, int64(4), s.Destroyed.Idle)
+		assert.Equal(t, uint64(4), s.Destroyed.Idle)
 	})
 }
 
@@ -79,12 +79,12 @@ func TestMaxLifetime(t *testing.T) {
 		synctest.Wait()
 		// The janitor destroyed the idle one; the held one goes on release.
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Lifetime)
+		assert.Equal(t, uint64(1), s.Destroyed.Lifetime)
 		assert.Equal(t, 1, s.InUse)
 		hs[0].Release()
 		synctest.Wait()
 		s = p.Stats()
-		assert.Equal(t, int64(2), s.Destroyed.Lifetime)
+		assert.Equal(t, uint64(2), s.Destroyed.Lifetime)
 		assert.Equal(t, 0, s.Size)
 		assert.Empty(t, f.liveIDs())
 	})
@@ -110,7 +110,7 @@ func TestLifetimeOnAcquireWithJitter(t *testing.T) {
 		assert.False(t, ids[h.ID()], "an expired item was handed out")
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, int64(8), p.Stats().Destroyed.Lifetime)
+		assert.Equal(t, uint64(8), p.Stats().Destroyed.Lifetime)
 	})
 }
 
@@ -128,7 +128,7 @@ func TestWarmTTLReplaces(t *testing.T) {
 		time.Sleep(31 * time.Minute)
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(2), s.Destroyed.WarmTTL, "the two never-used warm items")
+		assert.Equal(t, uint64(2), s.Destroyed.WarmTTL, "the two never-used warm items")
 		assert.Contains(t, f.liveIDs(), h.ID(), "the used item stays")
 		assert.Equal(t, 2, s.Idle, "the used one and one replacement")
 	})
@@ -146,7 +146,7 @@ func TestUnhealthyReplaced(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
 		assert.Equal(t, 2, s.Idle, "replaced")
 		assert.NotContains(t, f.liveIDs(), ids[0])
 		assert.Contains(t, f.liveIDs(), ids[1])
@@ -169,8 +169,8 @@ func TestOrphanDestroyedAfterGrace(t *testing.T) {
 		assert.NotContains(t, f.liveIDs(), "orphan-1")
 		assert.Contains(t, f.liveIDs(), h.ID(), "known items are never orphans")
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Orphans)
-		assert.Equal(t, int64(1), s.Destroyed.Orphan)
+		assert.Equal(t, uint64(1), s.Orphans)
+		assert.Equal(t, uint64(1), s.Destroyed.Orphan)
 		h.Release()
 	})
 }
@@ -183,12 +183,12 @@ func TestOrphanWithoutCreatedTime(t *testing.T) {
 		p := newPool(t, f, pool.Options{JanitorInterval: -1, OrphanGracePeriod: time.Minute})
 		f.adopt("x", time.Time{})
 		ctx := context.Background()
-		require.NoError(t, p.Reconcile(ctx))
+		require.NoError(t, errOf(p.Reconcile(ctx)))
 		time.Sleep(59 * time.Second)
-		require.NoError(t, p.Reconcile(ctx))
+		require.NoError(t, errOf(p.Reconcile(ctx)))
 		assert.Contains(t, f.liveIDs(), "x")
 		time.Sleep(time.Second)
-		require.NoError(t, p.Reconcile(ctx))
+		require.NoError(t, errOf(p.Reconcile(ctx)))
 		assert.NotContains(t, f.liveIDs(), "x")
 	})
 }
@@ -207,14 +207,14 @@ func TestLostItemDroppedAndReplaced(t *testing.T) {
 		idle := f.liveIDs()
 		f.vanish(idle[0])
 		time.Sleep(time.Second)
-		require.NoError(t, p.Reconcile(context.Background()))
+		require.NoError(t, errOf(p.Reconcile(context.Background())))
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Lost, "the idle one is dropped at once")
+		assert.Equal(t, uint64(1), s.Destroyed.Lost, "the idle one is dropped at once")
 		assert.Equal(t, 2, s.Idle, "and replaced")
 		busy.Release() // the busy one is dropped on release
 		synctest.Wait()
-		assert.Equal(t, int64(2), p.Stats().Destroyed.Lost)
+		assert.Equal(t, uint64(2), p.Stats().Destroyed.Lost)
 		assert.Equal(t, 2, p.Stats().Idle)
 	})
 }
@@ -234,7 +234,7 @@ func TestCleanupOnStart(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"new1", "new2"}, f.liveIDs())
 		s := p.Stats()
-		assert.Equal(t, int64(4), s.Destroyed.Orphan)
+		assert.Equal(t, uint64(4), s.Destroyed.Orphan)
 		assert.Equal(t, 2, s.Idle)
 	})
 }
@@ -249,10 +249,10 @@ func TestClockMock(t *testing.T) {
 	ctx := context.Background()
 	releaseAll(acquireN(t, p, 2))
 	mock.Add(30 * time.Second)
-	require.NoError(t, p.Prune(ctx))
+	require.NoError(t, errOf(p.Prune(ctx)))
 	assert.Equal(t, 2, p.Stats().Idle)
 	mock.Add(31 * time.Second)
-	require.NoError(t, p.Prune(ctx))
+	require.NoError(t, errOf(p.Prune(ctx)))
 	assert.Equal(t, 0, p.Stats().Idle)
 	require.Eventually(t, func() bool { return p.Stats().Destroyed.Idle == 2 }, 5*time.Second, time.Millisecond)
 	assert.Empty(t, f.liveIDs())
@@ -260,4 +260,46 @@ func TestClockMock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, mock.Now(), h.CreatedAt())
 	h.Release()
+}
+
+// An item the provider already lists while its Create is still running is
+// not an orphan, however long the create takes: a 3 s start, a 1 s grace
+// period and a janitor every 200 ms must not destroy the new worker.
+func TestReconcileSparesCreateInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 3 * time.Second
+		p := newPool(t, f, pool.Options{MaxSize: 2, OrphanGracePeriod: time.Second, JanitorInterval: 200 * time.Millisecond})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, []string{h.ID()}, f.liveIDs())
+		s := p.Stats()
+		assert.Zero(t, s.Orphans)
+		assert.Zero(t, s.Destroyed.Orphan)
+		h.Destroy(pool.ReasonEvicted)
+
+		// Real orphans are still destroyed: one older than the create in
+		// flight at once, one listed during it once the create has ended
+		// and its grace period has passed.
+		f.adopt("orphan-old", time.Now().Add(-time.Hour))
+		f.adopt("orphan-new", time.Now())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h, err := p.Acquire(context.Background())
+			if assert.NoError(t, err) {
+				h.Release()
+			}
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "orphan-old")
+		assert.Contains(t, f.liveIDs(), "orphan-new")
+		<-done
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "orphan-new")
+		assert.Len(t, f.liveIDs(), 1)
+		assert.Equal(t, uint64(2), p.Stats().Orphans)
+	})
 }

@@ -10,12 +10,14 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	DefaultMaxSize           = 10
-	DefaultJanitorInterval   = 30 * time.Second
-	DefaultHealthInterval    = 30 * time.Second
-	DefaultOrphanGracePeriod = 60 * time.Second
-	DefaultCreateTimeout     = time.Minute
-	DefaultDestroyTimeout    = 30 * time.Second
+	DefaultMaxSize               = 10
+	DefaultJanitorInterval       = 30 * time.Second
+	DefaultHealthCheckInterval   = 30 * time.Second
+	DefaultOrphanGracePeriod     = 60 * time.Second
+	DefaultCreateTimeout         = time.Minute
+	DefaultDestroyTimeout        = 30 * time.Second
+	DefaultMaxConcurrentDestroys = 4
+	DefaultEventQueue            = 1024
 )
 
 // Options configures a Pool. The zero value is usable: a pool of up to
@@ -30,9 +32,11 @@ type Options struct {
 	// MaxIdle caps the idle items; an item released beyond it is destroyed.
 	// Zero means MaxSize. With an Inventory both limits are global.
 	MaxIdle int
-	// MaxSize is the capacity: items in use, idle, being created and being
+	// MaxSize is the capacity: items in use, idle, being created (including
+	// Create calls past CreateTimeout that have not returned) and being
 	// destroyed by this pool instance. Acquire waits when it is reached.
-	// Zero means DefaultMaxSize.
+	// Zero means DefaultMaxSize, or MinIdle if that is larger. A Group
+	// requires it.
 	MaxSize int
 	// IdleTimeout destroys items idle for longer, but only those above
 	// MinIdle. Zero disables it.
@@ -48,9 +52,18 @@ type Options struct {
 	// its creation. Zero disables it.
 	WarmTTL time.Duration
 	// HealthCheckInterval is how often idle items are checked when the
-	// Provisioner implements Checker. Zero means DefaultHealthInterval;
+	// Provisioner implements Checker. Zero means DefaultHealthCheckInterval;
 	// negative disables periodic checks (CheckHealth still works).
 	HealthCheckInterval time.Duration
+	// CheckOnAcquire checks each idle item with the Provisioner's Check
+	// before Acquire hands it out, and destroys it (ReasonUnhealthy) and
+	// takes another if the check fails: a worker that died while idle is
+	// never handed out. It costs a Check call per acquire of an idle item
+	// (bounded by CreateTimeout and the caller's context); items handed
+	// straight from their create are not checked. It needs a Provisioner
+	// that implements Checker. False means idle items are only checked
+	// every HealthCheckInterval.
+	CheckOnAcquire bool
 	// JanitorInterval is how often Tick (Prune, Reconcile, Replenish) runs.
 	// Zero means DefaultJanitorInterval; negative starts no janitor, and the
 	// steps run only when called.
@@ -58,9 +71,20 @@ type Options struct {
 	// OrphanGracePeriod protects items the provider lists but the pool does
 	// not know (yet) from Reconcile for this long after their creation.
 	// Zero means DefaultOrphanGracePeriod.
+	//
+	// It may be shorter than CreateTimeout: an item listed while a Create
+	// call of this pool that started before the item was created is still
+	// running may be that call's (a worker listed before it is ready), and
+	// is never taken for an orphan, however long the create takes. Other
+	// instances sharing an Inventory cannot see this pool's creates in
+	// flight, though: with an Inventory keep it longer than a Create takes.
 	OrphanGracePeriod time.Duration
 	// MaxConcurrentCreates limits Create calls in flight. Zero means MaxSize.
 	MaxConcurrentCreates int
+	// MaxConcurrentDestroys limits the Destroy calls one Reconcile (or the
+	// start-up cleanup) runs at once for orphans, which the pool does not
+	// count against MaxSize. Zero means DefaultMaxConcurrentDestroys.
+	MaxConcurrentDestroys int
 	// CreateTimeout bounds each Create and Check call. Zero means
 	// DefaultCreateTimeout.
 	CreateTimeout time.Duration
@@ -80,15 +104,22 @@ type Options struct {
 	Instance string
 	// Clock is the time source; nil means real time.
 	Clock clock.Clock
-	// OnEvent receives lifecycle events. It runs on its own goroutine,
-	// outside every lock; events that arrive while it is busy are queued,
+	// OnEvent receives lifecycle events, in order, on one goroutine of the
+	// pool's, outside every lock, so it never delays Acquire or Release and
+	// may call the pool. Events that arrive while it is busy are queued,
 	// and dropped (counted in Stats.EventsDropped) when the queue is full.
+	// Close delivers the events queued before it.
 	OnEvent func(Event)
-	// Logger, if set, receives warnings (create and destroy failures).
+	// EventQueue is how many events may wait for OnEvent. Zero means
+	// DefaultEventQueue.
+	EventQueue int
+	// Logger receives warnings (create and destroy failures); nil means
+	// none are logged.
 	Logger *slog.Logger
 }
 
-// normalize validates o and fills defaults. It names the first bad field.
+// normalize validates o and fills defaults. Its errors match ErrInvalid
+// and name the first bad field as the user set it.
 func (o Options) normalize() (Options, error) {
 	type neg struct {
 		name string
@@ -99,37 +130,45 @@ func (o Options) normalize() (Options, error) {
 		{"IdleTimeout", int64(o.IdleTimeout)}, {"MaxLifetime", int64(o.MaxLifetime)},
 		{"LifetimeJitter", int64(o.LifetimeJitter)}, {"WarmTTL", int64(o.WarmTTL)},
 		{"OrphanGracePeriod", int64(o.OrphanGracePeriod)}, {"MaxConcurrentCreates", int64(o.MaxConcurrentCreates)},
+		{"MaxConcurrentDestroys", int64(o.MaxConcurrentDestroys)},
 		{"CreateTimeout", int64(o.CreateTimeout)}, {"DestroyTimeout", int64(o.DestroyTimeout)},
+		{"EventQueue", int64(o.EventQueue)},
 	} {
 		if f.v < 0 {
-			return o, fmt.Errorf("pool: %s (%d) is negative", f.name, f.v)
+			return o, invalid("pool: %s (%d) is negative", f.name, f.v)
 		}
 	}
+	maxSize := fmt.Sprintf("MaxSize (%d)", o.MaxSize)
 	if o.MaxSize == 0 {
 		o.MaxSize = max(DefaultMaxSize, o.MinIdle)
+		maxSize = fmt.Sprintf("MaxSize (%d, the default)", o.MaxSize)
 	}
-	if o.MaxIdle == 0 {
+	setMaxIdle := o.MaxIdle != 0
+	if !setMaxIdle {
 		o.MaxIdle = o.MaxSize
 	}
 	switch {
-	case o.MinIdle > o.MaxIdle:
-		return o, fmt.Errorf("pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
-	case o.MaxIdle > o.MaxSize && o.Inventory == nil:
-		return o, fmt.Errorf("pool: MaxIdle (%d) > MaxSize (%d)", o.MaxIdle, o.MaxSize)
+	case setMaxIdle && o.MinIdle > o.MaxIdle:
+		return o, invalid("pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
+	case setMaxIdle && o.MaxIdle > o.MaxSize && o.Inventory == nil:
+		return o, invalid("pool: MaxIdle (%d) > %s", o.MaxIdle, maxSize)
 	case o.MinIdle > o.MaxSize:
-		return o, fmt.Errorf("pool: MinIdle (%d) > MaxSize (%d)", o.MinIdle, o.MaxSize)
+		return o, invalid("pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
 	case o.LifetimeJitter > 0 && o.MaxLifetime == 0:
-		return o, fmt.Errorf("pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
+		return o, invalid("pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
 	case o.LifetimeJitter > 0 && o.LifetimeJitter >= o.MaxLifetime:
-		return o, fmt.Errorf("pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
+		return o, invalid("pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
 	case o.MaxConcurrentCreates > o.MaxSize:
-		return o, fmt.Errorf("pool: MaxConcurrentCreates (%d) > MaxSize (%d)", o.MaxConcurrentCreates, o.MaxSize)
+		return o, invalid("pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
 	}
 	if o.MaxConcurrentCreates == 0 {
 		o.MaxConcurrentCreates = o.MaxSize
 	}
+	if o.MaxConcurrentDestroys == 0 {
+		o.MaxConcurrentDestroys = DefaultMaxConcurrentDestroys
+	}
 	if o.HealthCheckInterval == 0 {
-		o.HealthCheckInterval = DefaultHealthInterval
+		o.HealthCheckInterval = DefaultHealthCheckInterval
 	}
 	if o.JanitorInterval == 0 {
 		o.JanitorInterval = DefaultJanitorInterval
@@ -142,6 +181,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.DestroyTimeout == 0 {
 		o.DestroyTimeout = DefaultDestroyTimeout
+	}
+	if o.EventQueue == 0 {
+		o.EventQueue = DefaultEventQueue
 	}
 	if o.Clock == nil {
 		o.Clock = clock.New()

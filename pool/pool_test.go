@@ -103,7 +103,7 @@ func TestCapacityWaitFIFO(t *testing.T) {
 		s := p.Stats()
 		assert.Equal(t, 2, s.Idle)
 		assert.Equal(t, 2, f.counts().creates, "hand-off reuses items")
-		assert.Equal(t, int64(3), s.WaitCount)
+		assert.Equal(t, uint64(3), s.WaitCount)
 		assert.Positive(t, s.WaitDuration)
 	})
 }
@@ -124,7 +124,7 @@ func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
 		h.Release()
 		s := p.Stats()
 		assert.Equal(t, 1, s.Idle)
-		assert.Equal(t, int64(1), s.CanceledWaits)
+		assert.Equal(t, uint64(1), s.CanceledWaits)
 		h, err = p.TryAcquire(context.Background())
 		require.NoError(t, err)
 		h.Release()
@@ -145,7 +145,7 @@ func TestCreateSurvivesCallerCancel(t *testing.T) {
 		synctest.Wait()
 		s := p.Stats()
 		assert.Equal(t, 1, s.Idle, "the create finished under the pool's context")
-		assert.Equal(t, int64(1), s.Creates)
+		assert.Equal(t, uint64(1), s.Creates)
 	})
 }
 
@@ -235,7 +235,7 @@ func TestCreateFailureReturnedAndRecovered(t *testing.T) {
 		before := s.CreateFailures
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assert.Less(t, p.Stats().CreateFailures-before, int64(10))
+		assert.Less(t, p.Stats().CreateFailures-before, uint64(10))
 		f.set(func(f *fakeProv) { f.createErr = nil })
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -254,7 +254,7 @@ func TestCreateTimeout(t *testing.T) {
 		start := time.Now()
 		_, err := p.Acquire(context.Background())
 		require.ErrorIs(t, err, pool.ErrCreate)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
 		assert.Equal(t, 10*time.Second, time.Since(start))
 		f.set(func(f *fakeProv) { f.createDelay = 0 })
 		h, err := p.Acquire(context.Background())
@@ -264,7 +264,8 @@ func TestCreateTimeout(t *testing.T) {
 }
 
 // A Create that ignores its context still times out for the caller; the
-// item it returns late is destroyed.
+// item it returns late is destroyed. Until then the call counts against
+// MaxSize: its item may already exist at the provider.
 func TestCreateHangIgnoringContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -272,17 +273,85 @@ func TestCreateHangIgnoringContext(t *testing.T) {
 		f.hang = hang
 		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
 		_, err := p.Acquire(context.Background())
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
 		f.set(func(f *fakeProv) { f.hang = nil })
-		h, err := p.Acquire(context.Background())
-		require.NoError(t, err, "capacity was freed at the timeout")
-		h.Release()
+		got := make(chan *pool.Handle[box], 1)
+		go func() {
+			h, err := p.Acquire(context.Background())
+			assert.NoError(t, err, "capacity is freed once the late create returned")
+			got <- h
+		}()
+		synctest.Wait()
+		assert.Equal(t, 1, p.Stats().Waiting, "the late create still holds the only slot")
 		close(hang)
+		(<-got).Release()
 		synctest.Wait()
 		c := f.counts()
 		assert.Equal(t, 2, c.creates)
 		assert.Equal(t, 1, c.live, "the late item was destroyed")
-		assert.Equal(t, int64(1), p.Stats().Destroyed.Orphan)
+		assert.Equal(t, 1, c.maxLive)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
+	})
+}
+
+// A create past CreateTimeout says so, names the option, and is not taken
+// for the caller's own deadline.
+func TestCreateTimeoutErrorNamesOption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.createDelay = time.Hour // honours ctx
+		p := newPool(t, f, pool.Options{MaxSize: 1, CreateTimeout: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := p.Acquire(ctx)
+		require.ErrorIs(t, err, pool.ErrCreate)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline did not pass")
+		assert.Equal(t, "pool: create: ran past CreateTimeout (10s)", err.Error())
+
+		// Same when Create ignores its context.
+		hang := make(chan struct{})
+		f.set(func(f *fakeProv) { f.createDelay, f.hang = 0, hang })
+		_, err = p.Acquire(ctx)
+		require.ErrorIs(t, err, pool.ErrCreateTimeout)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, "pool: create: ran past CreateTimeout (10s)", err.Error())
+		close(hang)
+	})
+}
+
+// A Create that ignores its context must not let the provider hold more
+// than MaxSize items: each call past CreateTimeout keeps its slot until it
+// returns and its late item is destroyed.
+func TestLateCreatesCountAgainstMaxSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 15 * time.Second
+		f.ignoreCtx = true
+		p := newPool(t, f, pool.Options{MaxSize: 3, CreateTimeout: 10 * time.Second, JanitorInterval: -1})
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+					h, err := p.Acquire(ctx)
+					cancel()
+					if err == nil {
+						h.Release()
+						return
+					}
+					if !errors.Is(err, pool.ErrCreateTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					f.set(func(f *fakeProv) { f.startDelay = time.Second })
+				}
+			})
+		}
+		wg.Wait()
+		c := f.counts()
+		assert.LessOrEqual(t, c.maxLive, 3, "never more than MaxSize items at the provider")
+		assert.LessOrEqual(t, p.Stats().Size, 3)
 	})
 }
 
@@ -340,7 +409,7 @@ func TestHandleDestroy(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), id)
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
 		assert.Equal(t, 0, s.Size)
 	})
 }
@@ -359,11 +428,13 @@ func TestBadOptions(t *testing.T) {
 		{pool.Options{MaxLifetime: time.Minute, LifetimeJitter: time.Minute}, "LifetimeJitter (1m0s) >= MaxLifetime"},
 		{pool.Options{MaxSize: 2, MaxConcurrentCreates: 3}, "MaxConcurrentCreates"},
 		{pool.Options{CreateTimeout: -1}, "CreateTimeout"},
+		{pool.Options{EventQueue: -1}, "EventQueue (-1) is negative"},
 	}
 	for _, c := range cases {
 		_, err := pool.New[box](newFake(), c.o)
 		if assert.Error(t, err, "%+v", c.o) {
 			assert.Contains(t, err.Error(), c.field)
+			assert.ErrorIs(t, err, pool.ErrInvalid)
 		}
 	}
 	_, err := pool.New[box](plain{newFake()}, pool.Options{CleanupOnStart: true})
@@ -372,6 +443,24 @@ func TestBadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Identifier")
 	_, err = pool.New[box](nil, pool.Options{})
 	assert.Error(t, err)
+}
+
+// An error about the options names the fields the user set, never one
+// that took its default.
+func TestOptionErrorsNameWhatWasSet(t *testing.T) {
+	cases := []struct {
+		o    pool.Options
+		want string
+	}{
+		{pool.Options{MaxSize: 2, MinIdle: 5}, "pool: MinIdle (5) > MaxSize (2)"},
+		{pool.Options{MaxIdle: 20}, "pool: MaxIdle (20) > MaxSize (10, the default)"},
+		{pool.Options{MaxConcurrentCreates: 11}, "pool: MaxConcurrentCreates (11) > MaxSize (10, the default)"},
+	}
+	for _, c := range cases {
+		_, err := pool.New[box](newFake(), c.o)
+		require.ErrorIs(t, err, pool.ErrInvalid, "%+v", c.o)
+		assert.Equal(t, c.want, err.Error())
+	}
 }
 
 // MaxConcurrentCreates bounds the creates in flight; the waiters are served
@@ -427,7 +516,7 @@ func TestDestroyTimeout(t *testing.T) {
 		assert.Equal(t, 5*time.Second, time.Since(start), "capacity freed at the timeout")
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, int64(1), s.DestroyErrors)
+		assert.Equal(t, uint64(1), s.DestroyErrors)
 		assert.Contains(t, buf.String(), "pool: destroy")
 		assert.Contains(t, buf.String(), "deadline exceeded")
 		h.Release()
@@ -458,4 +547,68 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A worker that died while idle is not handed out with CheckOnAcquire:
+// five acquires within one janitor interval all get a live worker.
+func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 4, CheckOnAcquire: true, HealthCheckInterval: time.Hour})
+		for range 5 {
+			synctest.Wait() // warm
+			for _, id := range f.liveIDs() {
+				f.set(func(f *fakeProv) { f.unhealthy[id] = true }) // died while idle
+			}
+			h, err := p.Acquire(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
+			h.Destroy(pool.ReasonEvicted)
+		}
+		synctest.Wait()
+		assert.Equal(t, uint64(10), p.Stats().Destroyed.Unhealthy)
+		_, err := pool.New[box](plain{newFake()}, pool.Options{CheckOnAcquire: true})
+		assert.ErrorIs(t, err, pool.ErrInvalid)
+		assert.ErrorContains(t, err, "Checker")
+	})
+}
+
+// Do releases the item when fn succeeds; when fn fails it destroys the
+// item and runs fn once more on another one.
+func TestDoRetriesOnAnotherItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MaxSize: 2})
+		hs := acquireN(t, p, 1)
+		dead := hs[0].ID()
+		releaseAll(hs)
+		f.vanish(dead) // the worker crashed while idle
+		var used []string
+		err := p.Do(context.Background(), func(b box) error {
+			used = append(used, b.ID)
+			if !isLive(f, b.ID) {
+				return errors.New("connection refused")
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Len(t, used, 2)
+		assert.Equal(t, dead, used[0])
+		assert.NotEqual(t, dead, used[1])
+		synctest.Wait()
+		s := p.Stats()
+		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, 1, s.Idle, "the good item was released")
+
+		boom := errors.New("boom")
+		calls := 0
+		err = p.Do(context.Background(), func(box) error { calls++; return boom })
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, 2, calls, "one retry only")
+		assert.PanicsWithValue(t, "fn", func() {
+			_ = p.Do(context.Background(), func(box) error { panic("fn") })
+		})
+		synctest.Wait()
+		assert.Zero(t, p.Stats().InUse)
+	})
 }

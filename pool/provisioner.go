@@ -28,7 +28,8 @@ type Checker[T any] interface {
 }
 
 // Lister is implemented by a Provisioner that can list what really exists
-// at the provider (seed 001's agent list, seed 000's docker ps with a label).
+// at the provider (an agent's list of workers, the containers with a given
+// label).
 // Reconcile and the start-up cleanup use it to find orphans and lost items.
 type Lister[T any] interface {
 	// List returns every item the provider holds for this pool, including

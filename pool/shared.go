@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"time"
 )
 
@@ -259,93 +257,12 @@ func (p *Pool[T]) putShared(h *Handle[T]) {
 	}
 }
 
-// kickReplenish runs replenishShared in the background, once at a time,
-// again if kicked meanwhile.
-func (p *Pool[T]) kickReplenish() {
-	if p.inv == nil || p.opts.MinIdle == 0 {
-		return
-	}
-	p.replenishKicks.Add(1)
-	if !p.replenishing.CompareAndSwap(false, true) {
-		return
-	}
-	p.mu.Lock()
-	if p.closedLocked {
-		p.mu.Unlock()
-		p.replenishing.Store(false)
-		return
-	}
-	p.wg.Add(1)
-	p.mu.Unlock()
-	go func() {
-		defer p.wg.Done()
-		for {
-			p.replenishKicks.Store(0)
-			if err := p.replenishShared(p.ctx); err != nil && !errors.Is(err, context.Canceled) {
-				p.warn("replenish", err)
-			}
-			p.replenishing.Store(false)
-			if p.replenishKicks.Load() == 0 || !p.replenishing.CompareAndSwap(false, true) {
-				return
-			}
-		}
-	}()
-}
-
-// replenishShared reserves and starts the creates that bring the shared idle
-// set, counting every instance's creates in flight, up to MinIdle.
-func (p *Pool[T]) replenishShared(ctx context.Context) error {
-	if p.opts.MinIdle == 0 {
-		return nil
-	}
-	p.mu.Lock()
-	paused := p.closedLocked || p.warmPaused || p.cleanupDue
-	p.mu.Unlock()
-	if paused {
-		return nil
-	}
-	c, err := p.inv.Counts(ctx)
-	if err != nil {
-		return fmt.Errorf("pool: inventory counts: %w", err)
-	}
-	for range p.opts.MinIdle - c.Idle - c.Reserved {
-		p.mu.Lock()
-		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating >= p.opts.MaxConcurrentCreates
-		p.mu.Unlock()
-		if full {
-			return nil
-		}
-		token := p.opts.Instance + ":" + strconv.FormatInt(p.tokenSeq.Add(1), 10)
-		ok, err := p.inv.Reserve(ctx, token, p.opts.MinIdle, 2*p.opts.CreateTimeout)
-		if err != nil {
-			return fmt.Errorf("pool: inventory reserve: %w", err)
-		}
-		if !ok {
-			return nil
-		}
-		p.mu.Lock()
-		if p.closedLocked {
-			p.mu.Unlock()
-			_ = p.inv.Unreserve(ctx, token)
-			return nil
-		}
-		p.creating++
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.createWarm(token)
-	}
-	return nil
-}
-
 // createWarm creates one item for the shared idle set under reservation
 // token.
 func (p *Pool[T]) createWarm(token string) {
 	defer p.wg.Done()
 	started := p.clock.Now()
-	v, err := callTimeout(p, p.ctx, p.opts.CreateTimeout, "create", p.prov.Create, func(v T) {
-		p.wg.Add(1)
-		go p.destroyValue(v, ReasonOrphan)
-	})
+	v, call, err := p.callCreate()
 	var h *Handle[T]
 	added, put := addUnknown, putHeld
 	if err == nil {
@@ -366,6 +283,9 @@ func (p *Pool[T]) createWarm(token string) {
 	cancel()
 	p.mu.Lock()
 	p.creating--
+	if call != 0 {
+		p.endCreateLocked(call)
+	}
 	if h == nil {
 		p.createFailures++
 		if !p.closedLocked {
@@ -400,158 +320,4 @@ func (p *Pool[T]) createWarm(token string) {
 	// A pop between our Put and Unreserve saw the item twice (idle and
 	// reserved) and may have skipped a refill: look again.
 	p.kickReplenish()
-}
-
-// pruneShared refreshes this instance's in-use records and prunes the
-// shared idle set like Prune prunes the local one.
-func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) error {
-	// Items parked locally for a waiter that was served otherwise go back
-	// to the fleet.
-	p.mu.Lock()
-	local := p.drainIdleLocked()
-	for _, h := range local {
-		h.state.Store(stateReturning)
-	}
-	p.mu.Unlock()
-	for _, h := range local {
-		p.putShared(h)
-	}
-	p.mu.Lock()
-	var ids []string
-	for _, h := range p.items {
-		if st := h.state.Load(); st != stateGone && st != stateForced {
-			ids = append(ids, h.id)
-		}
-	}
-	p.mu.Unlock()
-	var errs []error
-	if len(ids) > 0 {
-		lost, err := p.inv.Touch(ctx, p.opts.Instance, ids, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", err))
-		}
-		if len(lost) > 0 {
-			set := map[string]bool{}
-			for _, id := range lost {
-				set[id] = true
-			}
-			p.mu.Lock()
-			for _, h := range p.items {
-				if set[h.id] {
-					h.lost.Store(true)
-				}
-			}
-			p.mu.Unlock()
-		}
-	}
-	recs, err := p.inv.Records(ctx)
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("pool: inventory records: %w", err))...)
-	}
-	var idle []*Handle[T]
-	for _, r := range recs {
-		if r.Owner != "" {
-			continue
-		}
-		h, err := p.fromRecord(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		idle = append(idle, h)
-	}
-	last := func(h *Handle[T]) int64 {
-		if h.lastUsed > 1 {
-			return h.lastUsed
-		}
-		return h.created
-	}
-	sort.Slice(idle, func(i, j int) bool { return last(idle[i]) < last(idle[j]) })
-	excess := len(idle) - p.opts.MinIdle
-	for _, h := range idle {
-		r := p.pruneReason(h, now, excess > 0)
-		if r == "" {
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, h.id, p.opts.Instance, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			continue
-		}
-		if ok { // else another instance took it meanwhile
-			excess--
-			p.destroyClaimed(h, r)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// checkShared health-checks the shared idle set: each item is claimed,
-// checked, and put back or destroyed.
-func (p *Pool[T]) checkShared(ctx context.Context) error {
-	recs, err := p.inv.Records(ctx)
-	if err != nil {
-		return fmt.Errorf("pool: inventory records: %w", err)
-	}
-	var errs []error
-	for _, r := range recs {
-		if r.Owner != "" {
-			continue
-		}
-		h, err := p.fromRecord(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
-		if err != nil || !ok {
-			if err != nil {
-				errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			}
-			continue
-		}
-		if p.check(ctx, h.value) != nil {
-			p.destroyClaimed(h, ReasonUnhealthy)
-			continue
-		}
-		back := r
-		back.Owner = p.opts.Instance
-		out, err := p.putRecord(back)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		switch out {
-		case putFull, putHeld, putNotHeld: // refilled meanwhile beyond MaxIdle, or lost
-			p.destroyClaimed(h, ReasonIdle)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// dropSharedUnlisted forgets the shared idle records of items the provider
-// no longer lists (created before the list was taken).
-func (p *Pool[T]) dropSharedUnlisted(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time) error {
-	var errs []error
-	for _, r := range recs {
-		if r.Owner != "" || listed[r.ID] || !r.Created.Before(listStart) {
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if _, err := p.inv.Remove(ctx, r.ID); err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
-			continue
-		}
-		p.mu.Lock()
-		p.destroyed[reasonIndex(ReasonLost)]++
-		p.mu.Unlock()
-		p.emit(EventDropped, ReasonLost, r.ID, nil)
-	}
-	return errors.Join(errs...)
 }

@@ -101,13 +101,13 @@ func TestSharedReconcileRespectsOtherInstances(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), h.ID(), "a dead instance's item is an orphan")
 		assert.Contains(t, f.liveIDs(), held.ID())
-		assert.Equal(t, int64(1), b.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed.Orphan)
 		held.Release()
 		// a comes back: its release finds the record gone and destroys the
 		// item (already gone at the provider: Destroy treats that as done).
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, int64(1), a.Stats().Destroyed.Lost)
+		assert.Equal(t, uint64(1), a.Stats().Destroyed.Lost)
 	})
 }
 
@@ -139,7 +139,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), hs[1].ID())
-		assert.Equal(t, int64(1), a.Stats().Destroyed.Unhealthy+b.Stats().Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), a.Stats().Destroyed.Unhealthy+b.Stats().Destroyed.Unhealthy)
 
 		time.Sleep(3 * time.Minute)
 		synctest.Wait()
@@ -147,7 +147,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, pool.Counts{}, c, "idle records pruned to zero")
 		assert.Empty(t, f.liveIDs())
-		assert.Equal(t, int64(2), a.Stats().Destroyed.Idle+b.Stats().Destroyed.Idle)
+		assert.Equal(t, uint64(2), a.Stats().Destroyed.Idle+b.Stats().Destroyed.Idle)
 	})
 }
 
@@ -175,7 +175,7 @@ func TestSharedPopSkipsExpired(t *testing.T) {
 		h.Release()
 		synctest.Wait()
 		assert.Equal(t, []string{"u"}, f.liveIDs())
-		assert.Equal(t, int64(1), b.Stats().Destroyed.WarmTTL)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed.WarmTTL)
 		time.Sleep(31 * time.Minute) // u is past its lifetime
 		h, err = b.Acquire(ctx)
 		require.NoError(t, err)
@@ -184,6 +184,6 @@ func TestSharedPopSkipsExpired(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), "u")
 		assert.Contains(t, f.liveIDs(), h.ID())
-		assert.Equal(t, int64(1), b.Stats().Destroyed.Lifetime)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed.Lifetime)
 	})
 }

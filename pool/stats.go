@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -31,51 +32,71 @@ func reasonIndex(r Reason) int {
 }
 
 // EventKind is the kind of a lifecycle Event.
-type EventKind string
+type EventKind int
 
 // Event kinds.
 const (
-	EventCreated       EventKind = "created"        // an item was created
-	EventCreateFailed  EventKind = "create_failed"  // Create returned an error, panicked or timed out
-	EventDestroyed     EventKind = "destroyed"      // an item was destroyed (Reason says why)
-	EventDestroyFailed EventKind = "destroy_failed" // Destroy returned an error (Reason says why it was called)
-	EventDropped       EventKind = "dropped"        // an item the provider no longer lists was forgotten
+	EventCreated       EventKind = iota + 1 // an item was created
+	EventCreateFailed                       // Create returned an error, panicked or ran past CreateTimeout
+	EventDestroyed                          // an item was destroyed (Reason says why)
+	EventDestroyFailed                      // Destroy returned an error (Reason says why it was called)
+	EventDropped                            // an item the provider no longer lists was forgotten
 )
+
+// String returns the kind's stable lower_snake name ("destroy_failed"),
+// usable as a log field or a metric label, or "EventKind(N)" for an
+// unknown kind.
+func (k EventKind) String() string {
+	switch k {
+	case EventCreated:
+		return "created"
+	case EventCreateFailed:
+		return "create_failed"
+	case EventDestroyed:
+		return "destroyed"
+	case EventDestroyFailed:
+		return "destroy_failed"
+	case EventDropped:
+		return "dropped"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // Event is a lifecycle event delivered to Options.OnEvent.
 type Event struct {
 	Kind   EventKind // what happened
+	Time   time.Time // when, by the pool's clock
 	Reason Reason    // why, for destroy and drop events
 	ID     string    // the item's ID, when the Provisioner provides one
 	Err    error     // the error, for failures
-	Time   time.Time // when, by the pool's clock
 }
 
 // DestroyCounts counts destroyed items by reason.
 type DestroyCounts struct {
-	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost int64
+	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost uint64
 }
 
 // Stats is a snapshot of a Pool's state and counters, in the spirit of
-// sql.DBStats. Counters are cumulative since New.
+// sql.DBStats. Counters (uint64) are cumulative since New; gauges (int)
+// are current amounts.
 type Stats struct {
 	MaxSize    int // Options.MaxSize
 	Size       int // items counted against MaxSize: idle + in use + creating + destroying (+ being checked)
 	Idle       int // idle items held by this instance (shared idle items are in Inventory.Counts)
 	InUse      int // items handed out
-	Creating   int // creates (or shared pops) in flight
+	Creating   int // creates (or shared pops) in flight, including Create calls past CreateTimeout
 	Destroying int // destroys in flight
 	Waiting    int // Acquire calls waiting now
 
-	WaitCount      int64         // acquires that had to wait for capacity (not merely for a create)
+	WaitCount      uint64        // acquires that had to wait for capacity (not merely for a create)
 	WaitDuration   time.Duration // total time those acquires waited (exact for the first 1024 waits, then estimated from every 8th)
-	CanceledWaits  int64         // waits that ended with the caller's context
-	Creates        int64         // items created
-	CreateFailures int64         // creates that failed, panicked or timed out
+	CanceledWaits  uint64        // waits that ended with the caller's context
+	Creates        uint64        // items created
+	CreateFailures uint64        // creates that failed, panicked or timed out
 	Destroyed      DestroyCounts // items destroyed, by reason
-	DestroyErrors  int64         // Destroy calls that failed
-	Orphans        int64         // orphans found by Reconcile (and start-up cleanup)
-	EventsDropped  int64         // events not delivered because OnEvent fell behind
+	DestroyErrors  uint64        // Destroy calls that failed
+	Orphans        uint64        // orphans found by Reconcile (and start-up cleanup)
+	EventsDropped  uint64        // events not delivered because OnEvent fell behind
 }
 
 // Stats returns a snapshot of the pool's state and counters.
@@ -93,15 +114,15 @@ func (p *Pool[T]) Stats() Stats {
 		Size:           p.totalLocked(),
 		Idle:           len(p.idle),
 		InUse:          inUse,
-		Creating:       p.creating,
+		Creating:       p.creating + p.late,
 		Destroying:     p.destroying,
 		Waiting:        int(p.waiting.Load()),
-		CanceledWaits:  p.canceledWaits.Load(),
+		CanceledWaits:  uint64(p.canceledWaits.Load()),
 		Creates:        p.creates,
 		CreateFailures: p.createFailures,
 		DestroyErrors:  p.destroyErrors,
 		Orphans:        p.orphans,
-		WaitCount:      p.waitCount.Load(),
+		WaitCount:      uint64(p.waitCount.Load()),
 		WaitDuration:   time.Duration(p.waitNanos.Load()),
 		EventsDropped:  p.eventsDropped.Load(),
 	}
@@ -115,7 +136,7 @@ func (p *Pool[T]) emit(kind EventKind, reason Reason, id string, err error) {
 	if p.events == nil {
 		return
 	}
-	ev := Event{Kind: kind, Reason: reason, ID: id, Err: err, Time: p.clock.Now()}
+	ev := Event{Kind: kind, Time: p.clock.Now(), Reason: reason, ID: id, Err: err}
 	select {
 	case p.events <- ev:
 	default:
@@ -130,16 +151,22 @@ func (p *Pool[T]) dispatch(stop <-chan struct{}) {
 	for {
 		select {
 		case ev := <-p.events:
-			p.opts.OnEvent(ev)
+			p.deliver(ev)
 		case <-stop:
 			for {
 				select {
 				case ev := <-p.events:
-					p.opts.OnEvent(ev)
+					p.deliver(ev)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+func (p *Pool[T]) deliver(ev Event) {
+	p.delivering.Store(true)
+	defer p.delivering.Store(false)
+	p.opts.OnEvent(ev)
 }

@@ -32,7 +32,7 @@ func (docker) Destroy(ctx context.Context, c container) error { return nil } // 
 func (docker) ID(c container) string { return c.ID }
 
 // Three gateway instances (in real life three processes, each with its own
-// Redis client) share one warm pool of two to ten containers (seed 000):
+// Redis client) share one warm pool of two to ten containers:
 // whichever instance takes a container, no other can, and the warm target
 // counts the containers of all three.
 func Example() {

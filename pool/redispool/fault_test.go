@@ -144,7 +144,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	// Settle: stray in-use records expire; reconcile destroys their items.
 	require.Eventually(t, func() bool {
 		for _, p := range pools {
-			_ = p.Tick(ctx)
+			_, _ = p.Tick(ctx)
 		}
 		recs, err := invB.Records(ctx)
 		if err != nil {
@@ -169,7 +169,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 		return true
 	}, 10*time.Second, 100*time.Millisecond, "provider items and records differ")
 	assert.Empty(t, prov.report())
-	assert.LessOrEqual(t, int64(prov.destroyedTwice()), pools[0].Stats().Orphans+pools[1].Stats().Orphans, prov.twiceHistory())
+	assert.LessOrEqual(t, uint64(prov.destroyedTwice()), pools[0].Stats().Orphans+pools[1].Stats().Orphans, prov.twiceHistory())
 }
 
 // TestConnectionKilledNoRetries pops and puts through an inventory whose

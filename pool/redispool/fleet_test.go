@@ -120,7 +120,7 @@ func TestFleetSharesOneWarmPool(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			assert.NoError(t, pools[0].Reconcile(ctx))
+			assert.NoError(t, errOf(pools[0].Reconcile(ctx)))
 			c, err := invs[1].Counts(ctx)
 			if assert.NoError(t, err) && int64(c.Idle) > maxSeen.Load() {
 				maxSeen.Store(int64(c.Idle))
@@ -146,7 +146,7 @@ func TestFleetSharesOneWarmPool(t *testing.T) {
 	// MinIdle once IdleTimeout passes, and replenish to MinIdle.
 	require.Eventually(t, func() bool {
 		for _, p := range pools {
-			_ = p.Tick(ctx)
+			_, _ = p.Tick(ctx)
 		}
 		c, err := invs[2].Counts(ctx)
 		return err == nil && c.InUse == 0 && c.Reserved == 0 && c.Idle >= minIdle && c.Idle <= maxIdle
@@ -179,14 +179,14 @@ func TestReconcileSparesOtherInstancesItems(t *testing.T) {
 	require.NoError(t, err)
 	prov.hold(h.Value(), "b")
 	time.Sleep(5 * time.Millisecond)
-	require.NoError(t, a.Reconcile(ctx))
-	require.NoError(t, b.Prune(ctx)) // B's heartbeat
-	require.NoError(t, a.Reconcile(ctx))
+	require.NoError(t, errOf(a.Reconcile(ctx)))
+	require.NoError(t, errOf(b.Prune(ctx))) // B's heartbeat
+	require.NoError(t, errOf(a.Reconcile(ctx)))
 	assert.True(t, prov.isLive(h.Value().ID), "A destroyed B's busy item")
 	assert.Zero(t, a.Stats().Orphans)
 	prov.unhold(h.Value())
 	h.Release()
-	require.NoError(t, a.Reconcile(ctx))
+	require.NoError(t, errOf(a.Reconcile(ctx)))
 	assert.True(t, prov.isLive(h.Value().ID), "A destroyed a shared idle item")
 	assert.Empty(t, prov.report())
 }
@@ -207,15 +207,15 @@ func TestCrashedInstanceRecordsExpire(t *testing.T) {
 	crashed := newInventory(t, r.NewClient(t), poolPrefix(r))
 	require.NoError(t, crashed.Add(ctx, pool.Record{ID: "dead-1", Owner: "gw-dead", Data: []byte(`{"id":"dead-1"}`)}, ttl))
 
-	require.NoError(t, pools[0].Reconcile(ctx))
+	require.NoError(t, errOf(pools[0].Reconcile(ctx)))
 	assert.True(t, prov.isLive("dead-1"), "destroyed while its record was live")
 	require.Eventually(t, func() bool {
 		c, err := invs[0].Counts(ctx)
 		return err == nil && c.InUse == 0
 	}, 5*time.Second, 20*time.Millisecond, "the crashed instance's record never expired")
-	require.NoError(t, pools[0].Reconcile(ctx))
+	require.NoError(t, errOf(pools[0].Reconcile(ctx)))
 	assert.False(t, prov.isLive("dead-1"), "the crashed instance's item leaked")
-	assert.Equal(t, int64(1), pools[0].Stats().Orphans)
+	assert.Equal(t, uint64(1), pools[0].Stats().Orphans)
 	keys, err := r.Keys(ctx)
 	require.NoError(t, err)
 	assert.NotContains(t, keys, crashed.ItemKey("dead-1"))

@@ -114,6 +114,6 @@ func testLostReplies(t *testing.T, addLost int) {
 	assert.Empty(t, prov.report())
 	assert.Zero(t, prov.destroyedTwice())
 	s := a.Stats()
-	assert.Equal(t, int64(1), s.Creates)
+	assert.Equal(t, uint64(1), s.Creates)
 	assert.Zero(t, s.Destroyed.Lost+s.Destroyed.Evicted)
 }

@@ -153,3 +153,6 @@ func (p *provider) report() []string {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.problems...)
 }
+
+// errOf returns the error of a janitor step.
+func errOf[R any](_ R, err error) error { return err }

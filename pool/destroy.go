@@ -1,0 +1,153 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// This file destroys items: those the pool holds, late items of creates
+// that ran past CreateTimeout, and the bookkeeping that keeps items being
+// destroyed known to Reconcile.
+
+// destroyLocked forgets h and destroys it in the background. h counts
+// against capacity until Destroy returns.
+func (p *Pool[T]) destroyLocked(h *Handle[T], reason Reason) {
+	p.removeItemLocked(h)
+	h.state.Store(stateGone)
+	p.destroyingLocked(h)
+	go p.destroy(h, reason)
+}
+
+// destroyingLocked counts h as being destroyed until destroy returns.
+func (p *Pool[T]) destroyingLocked(h *Handle[T]) {
+	p.destroying++
+	if h.id != "" {
+		p.goneLocked(h.id)
+	}
+	p.wg.Add(1)
+}
+
+// goneLocked marks id as being destroyed: Reconcile still knows it.
+func (p *Pool[T]) goneLocked(id string) {
+	if p.gone == nil {
+		p.gone = map[string]int{}
+	}
+	p.gone[id]++
+}
+
+// forgetGoneLocked ends a goneLocked.
+func (p *Pool[T]) forgetGoneLocked(id string) {
+	if p.gone[id]--; p.gone[id] <= 0 {
+		delete(p.gone, id)
+	}
+}
+
+func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
+	defer p.wg.Done()
+	err := p.callDestroy(h.value)
+	if p.inv != nil && h.id != "" {
+		ctx, cancel := p.clock.WithTimeout(context.Background(), p.opts.DestroyTimeout)
+		if _, rerr := p.inv.Remove(ctx, h.id); rerr != nil {
+			p.warn("inventory remove", rerr)
+		}
+		cancel()
+	}
+	p.mu.Lock()
+	p.destroying--
+	if h.id != "" {
+		p.forgetGoneLocked(h.id)
+	}
+	p.countDestroyLocked(reason, err)
+	p.fillLocked()
+	p.mu.Unlock()
+	p.afterDestroy(h.id, reason, err)
+}
+
+// destroyValue destroys an item the pool never held (a create that
+// returned after its timeout). Like an orphan it is claimed first, so that
+// no Reconcile destroys it again: the caller has marked id as being
+// destroyed (goneLocked), and it is recorded as this instance's in a
+// shared Inventory (where another instance may have claimed it first).
+func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
+	defer p.wg.Done()
+	if id != "" {
+		defer func() {
+			p.mu.Lock()
+			p.forgetGoneLocked(id)
+			p.mu.Unlock()
+		}()
+		if p.inv != nil {
+			claimed, err := p.claimValue(id, v)
+			if err != nil {
+				p.warn("inventory add", err, "id", id)
+			}
+			if !claimed {
+				p.mu.Lock()
+				p.late--
+				p.fillLocked()
+				p.mu.Unlock()
+				return // another instance destroys it
+			}
+			defer func() {
+				ctx, cancel := p.ioContext()
+				if _, err := p.inv.Remove(ctx, id); err != nil {
+					p.warn("inventory remove", err, "id", id)
+				}
+				cancel()
+			}()
+		}
+	}
+	err := p.callDestroy(v)
+	p.mu.Lock()
+	p.late--
+	p.countDestroyLocked(reason, err)
+	p.fillLocked()
+	p.mu.Unlock()
+	p.afterDestroy(id, reason, err)
+}
+
+// claimValue records v, unknown to every instance, as this instance's
+// before it is destroyed. It reports false when another instance recorded
+// it first. An Add that failed otherwise cannot have left the record idle,
+// so v is destroyed anyway.
+func (p *Pool[T]) claimValue(id string, v T) (bool, error) {
+	data, err := p.codec.Encode(v)
+	if err != nil {
+		return true, fmt.Errorf("pool: encode: %w", err)
+	}
+	ctx, cancel := p.ioContext()
+	defer cancel()
+	err = p.inv.Add(ctx, Record{ID: id, Owner: p.opts.Instance, Data: data, Created: p.clock.Now()}, p.heldTTL())
+	if errors.Is(err, ErrExists) {
+		return false, nil
+	}
+	return true, err
+}
+
+func (p *Pool[T]) callDestroy(v T) error {
+	_, err := callTimeout(p, context.Background(), p.opts.DestroyTimeout, "destroy", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.prov.Destroy(ctx, v)
+	}, nil, nil)
+	return err
+}
+
+func (p *Pool[T]) countDestroyLocked(reason Reason, err error) {
+	if err != nil {
+		p.destroyErrors++
+		if p.closedLocked {
+			p.closeErrs = append(p.closeErrs, err)
+		}
+		return
+	}
+	p.destroyed[reasonIndex(reason)]++
+}
+
+func (p *Pool[T]) afterDestroy(id string, reason Reason, err error) {
+	if err != nil {
+		p.emit(EventDestroyFailed, reason, id, err)
+		p.warn("destroy", err, "reason", string(reason), "id", id)
+		return
+	}
+	p.emit(EventDestroyed, reason, id, nil)
+}
