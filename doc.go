@@ -45,16 +45,55 @@
 //   - [github.com/ttlkit/ttlkit/ttl/ttltest]: conformance suites for ttl Stores
 //     and Buffers.
 //
-// Conventions shared by every package: an Options struct whose zero value
-// means the defaults, validated by New with errors that name the field;
-// Options.Clock (github.com/benbjohnson/clock) for time; every background loop
-// has a public synchronous step (Sweep, Cycle, Tick, Reconcile, Flush) that
-// tests and users can call by hand; Close stops and waits for every goroutine
-// a type started; Stats returns a snapshot of counters; OnEvent callbacks run
-// outside locks. Distributed backends take time from the server, never from
-// the client.
+// # Conventions
+//
+// Every package follows the same rules, so a user who has learned one knows
+// the shape of the others.
+//
+//   - Options. Required values are arguments; everything else is an Options
+//     struct whose zero value means the defaults. Each default is an exported
+//     constant named Default<Field>. New validates the options and returns an
+//     error that names the field the user set and its value
+//     ("pool: MinIdle (5) > MaxSize (2)") and matches the package's
+//     ErrInvalid with errors.Is; bad arguments to any method get the same
+//     kind of error and change nothing.
+//   - Time. Options.Clock (github.com/benbjohnson/clock) is the source of
+//     time; nil means real time. Backends shared by several processes take the
+//     time from the server (Redis TIME, SQL now()), never from the client.
+//   - Events. Options.OnEvent receives the package's Event: a Kind
+//     (EventKind, an int whose constants are named Event<Name> and whose
+//     String is a stable lower_snake name for logs and metric labels), the
+//     Time on the owner's clock, and the data of that kind. A Reason, where an
+//     event has one, says why it happened; it is always a string type whose
+//     constants are named Reason<Name> and whose values are stable
+//     lower_snake words. Events are delivered asynchronously, in order, on one
+//     goroutine per owner, outside every lock, through a queue of
+//     Options.EventQueue events (DefaultEventQueue, 1024): the hot paths that
+//     emit them (Acquire, Grant, Get, Record, Observe) never wait for user
+//     code, and a callback may call its owner without deadlocking. A full
+//     queue drops the event and counts it in Stats().EventsDropped.
+//   - Stats. Stats() returns a snapshot struct: counters are uint64 and only
+//     grow, gauges are int.
+//   - Steps. Every background loop has a public synchronous step that the
+//     loop runs on a ticker and that users and tests can run by hand, with one
+//     shape: Step(ctx) (StepResult, error), where the result counts what the
+//     step did (lease's Manager.Sweep, expiry's Expirer.Cycle, ttl's
+//     Runner.Tick and Tracker.Flush, pool's janitor steps).
+//   - Close. A type that starts goroutines has Close(ctx) error. It stops
+//     them, delivers the queued events and waits until everything has stopped
+//     or ctx ends; then it returns an error that wraps context.Cause(ctx) and
+//     says what is still running. Close is idempotent. After Close, a call
+//     that would start new work returns the package's ErrClosed; Stats and
+//     reads of state keep working.
+//   - Errors. Sentinel errors for conditions (errors.Is), error types for
+//     data (errors.As); backend errors are wrapped with the operation, and a
+//     call ended by its context reports context.Cause(ctx) too.
+//   - Conformance. Each backend interface has an exported suite,
+//     Run(t, Harness) (ttltest: RunStore and RunBuffer), whose Harness.New
+//     returns a fresh, isolated instance; optional Harness fields enable the
+//     subtests that need them. A third-party backend runs the same suite.
 //
 // Runnable programs built on the packages are in the examples directory:
-// examples/loadwatch watches this machine through the seed 003 load gate, and
+// examples/loadwatch watches this machine through a camera admission server's load gate, and
 // examples/kvserver is a Redis-compatible server on expiry.Map.
 package ttlkit
