@@ -1,0 +1,146 @@
+// Package dockertest gives ttlkit's tests a real Docker engine and images
+// built offline: a static Go binary in an image FROM scratch, so no
+// registry is needed.
+//
+// The engine is named by TTLKIT_TEST_DOCKER (a daemon address such as
+// unix:///var/run/docker.sock). Unset skips the test; with
+// TTLKIT_REQUIRE_BACKENDS=1 an unset variable or an engine that does not
+// answer fails it.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/ttlkit/ttlkit/internal/testenv"
+)
+
+// EnvDocker names the Docker engine tests use.
+const EnvDocker = "TTLKIT_TEST_DOCKER"
+
+// LabelTest marks every image and container a test makes.
+const LabelTest = "io.ttlkit.test"
+
+// Client returns a client of the test engine, closed when t ends.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	host := os.Getenv(EnvDocker)
+	if host == "" {
+		if testenv.Required() {
+			t.Fatalf("%s is not set and %s=1", EnvDocker, testenv.EnvRequire)
+		}
+		t.Skipf("%s is not set", EnvDocker)
+	}
+	cli, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client for %s: %v", host, err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		if testenv.Required() {
+			t.Fatalf("docker engine %s does not answer: %v", host, err)
+		}
+		t.Skipf("docker engine %s does not answer: %v", host, err)
+	}
+	return cli
+}
+
+// Image builds the Go main package pkg (an import path) as a static binary
+// and an image FROM scratch that runs it, tagged by the binary's hash, and
+// removes the image when t ends. extra maps paths in the image to files on
+// this machine (a static busybox for a shell, say).
+func Image(t testing.TB, cli *client.Client, pkg string, extra map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	files := map[string]string{"app": bin}
+	var dockerfile strings.Builder
+	dockerfile.WriteString("FROM scratch\nCOPY app /app\n")
+	for dst, src := range extra {
+		name := "extra" + strings.ReplaceAll(dst, "/", "_")
+		files[name] = src
+		fmt.Fprintf(&dockerfile, "COPY %s %s\n", name, dst)
+	}
+	dockerfile.WriteString("ENTRYPOINT [\"/app\"]\n")
+
+	h := sha256.New()
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	add := func(name string, data []byte, mode int64) {
+		h.Write([]byte(name))
+		h.Write(data)
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("Dockerfile", []byte(dockerfile.String()), 0o644)
+	for name, src := range files {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(name, data, 0o755)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tag := "ttlkit-test/" + strings.ToLower(filepath.Base(pkg)) + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := cli.ImageBuild(ctx, &ctxTar, client.ImageBuildOptions{
+		Tags:        []string{tag},
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      map[string]string{LabelTest: "1"},
+	})
+	if err != nil {
+		t.Fatalf("docker build %s: %v", tag, err)
+	}
+	defer res.Body.Close()
+	// The build's outcome is in the stream: an "error" message fails it.
+	dec := json.NewDecoder(res.Body)
+	for {
+		var msg struct {
+			Stream, Error string
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("docker build %s: reading the output: %v", tag, err)
+		}
+		if msg.Error != "" {
+			t.Fatalf("docker build %s: %s", tag, msg.Error)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	return tag
+}
