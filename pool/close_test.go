@@ -15,7 +15,7 @@ import (
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-// Seed 001 drain on SIGTERM: Close rejects new acquires, wakes waiters,
+// A serverless gateway's drain on SIGTERM: Close rejects new acquires, wakes waiters,
 // waits for the handles in use, then destroys everything.
 func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

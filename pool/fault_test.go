@@ -389,7 +389,7 @@ func TestConcurrentReconcileDestroysOrphanOnce(t *testing.T) {
 	})
 }
 
-// Seed 000's orphan grace race: a warm item whose Add is still in flight
+// The sandbox system's orphan grace race: a warm item whose Add is still in flight
 // when another instance's Reconcile takes it for an orphan. Whether the Add
 // lands while the orphan is being destroyed (ErrExists) or after its claim
 // is gone, the creator neither destroys it again nor offers it to the fleet.

@@ -14,7 +14,7 @@ import (
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-// Seed 001: one pool per function, MaxSize from its reserved concurrency,
+// A serverless gateway: one pool per function, MaxSize from its reserved concurrency,
 // created on first use; one janitor prunes them all; Close drains all.
 func TestGroupPerFunctionPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -30,7 +30,7 @@ func releaseAll(hs []*pool.Handle[box]) {
 	}
 }
 
-// Seed 001 scale to zero: with MinIdle 0, idle items go after IdleTimeout.
+// A serverless gateway's scale to zero: with MinIdle 0, idle items go after IdleTimeout.
 func TestIdlePrunedToZero(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -114,7 +114,7 @@ func TestLifetimeOnAcquireWithJitter(t *testing.T) {
 	})
 }
 
-// Seed 000: a warm item never used within WarmTTL (30 min) is replaced.
+// A sandbox system: a warm item never used within WarmTTL (30 min) is replaced.
 func TestWarmTTLReplaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -134,7 +134,7 @@ func TestWarmTTLReplaces(t *testing.T) {
 	})
 }
 
-// Seed 000: health checks every 30 s replace unhealthy idle items.
+// A sandbox system: health checks every 30 s replace unhealthy idle items.
 func TestUnhealthyReplaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -153,7 +153,7 @@ func TestUnhealthyReplaced(t *testing.T) {
 	})
 }
 
-// Seed 001: an item the provider lists but the pool does not know is
+// A serverless gateway: an item the provider lists but the pool does not know is
 // destroyed, but only after the orphan grace period.
 func TestOrphanDestroyedAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -219,7 +219,7 @@ func TestLostItemDroppedAndReplaced(t *testing.T) {
 	})
 }
 
-// Seed 001 start-up cleanup: leftovers of an earlier process are destroyed
+// A serverless gateway's start-up cleanup: leftovers of an earlier process are destroyed
 // before warm items are created, which are kept.
 func TestCleanupOnStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -26,7 +26,7 @@ func newPool(t *testing.T, prov pool.Provisioner[box], o pool.Options) *pool.Poo
 	return p
 }
 
-// Seed 000: a warm pool of 2 is refilled after each assignment.
+// A sandbox system: a warm pool of 2 is refilled after each assignment.
 func TestWarmRefilledAfterAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -61,7 +61,7 @@ func TestWarmRefilledAfterAcquire(t *testing.T) {
 	})
 }
 
-// Seed 001: at max capacity, requests wait (FIFO) and are served on release.
+// A serverless gateway: at max capacity, requests wait (FIFO) and are served on release.
 func TestCapacityWaitFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -149,7 +149,7 @@ func TestCreateSurvivesCallerCancel(t *testing.T) {
 	})
 }
 
-// Seed 001's invariant under load: 1000 goroutines hammering a pool of 8,
+// A serverless gateway's invariant under load: 1000 goroutines hammering a pool of 8,
 // many cancelling at random, never hold more than 8 items and never lose a
 // slot.
 func TestHammerNeverExceedsCapacity(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-// Seed 000: several backend instances share one warm pool. The warm target
+// A sandbox system: several backend instances share one warm pool. The warm target
 // is global, no item is ever held by two instances at once, and the shared
 // idle count settles within MinIdle..MaxIdle.
 func TestSharedWarmPoolAcrossInstances(t *testing.T) {

@@ -125,7 +125,7 @@ func setupTTLKit(b *testing.B, r *testenv.Redis, instances, size int) []worker {
 	return workers
 }
 
-// setupSeed is seed 000's WarmPoolManager made to return items: LPOP an ID
+// setupSeed is a hand-written WarmPoolManager made to return items: LPOP an ID
 // from a list, HGETALL its record; on return HSET the record, EXPIRE it and
 // RPUSH the ID in one pipeline. Not atomic, no owners, no global counts:
 // the floor of a plain Redis warm pool.

@@ -1,6 +1,6 @@
 // Package redispool is a pool.Inventory on Redis: one warm pool shared by
-// several pool.Pool instances in several processes (seed 000's gateway
-// instances sharing their pre-started containers).
+// several pool.Pool instances in several processes (the backend instances of
+// an AI assistant sharing their pre-started sandbox containers).
 //
 // Give every instance its own pool.Pool with the same Provisioner type, an
 // Inventory with the same Options.Prefix, and its own Options.Instance name:

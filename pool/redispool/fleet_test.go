@@ -54,7 +54,7 @@ func closeAll(t *testing.T, pools []*pool.Pool[box]) {
 }
 
 // TestFleetSharesOneWarmPool runs three pool instances on separate Redis
-// connections, sharing one inventory, under concurrent load (seed 000, issue
+// connections, sharing one inventory, under concurrent load (a sandbox system, issue
 // 5). No item is ever handed to two holders at once, none is destroyed
 // while held, even though instance 0 reconciles against the provider's
 // list all along with a short orphan grace while the others hold items
