@@ -45,7 +45,7 @@ func Client(t testing.TB) *client.Client {
 		}
 		t.Skipf("%s is not set", EnvDocker)
 	}
-	cli, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(host))
 	if err != nil {
 		t.Fatalf("docker client for %s: %v", host, err)
 	}

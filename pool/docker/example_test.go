@@ -16,7 +16,7 @@ import (
 // It needs a Docker engine, so it is compiled but not run by go test; the
 // package's tests run the same on a real engine.
 func Example() {
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		panic(err)
 	}
