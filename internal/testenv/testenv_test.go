@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -258,4 +259,37 @@ func scanAll(t *testing.T, c *redis.Client, match string) []string {
 	}
 	require.NoError(t, iter.Err())
 	return keys
+}
+
+func TestStartRedisRestartsEmptyOrWithItsAOF(t *testing.T) {
+	if os.Getenv(EnvRedis) == "" {
+		t.Skip(EnvRedis + " is not set")
+	}
+	ctx := context.Background()
+	for _, aof := range []bool{false, true} {
+		s := StartRedis(t, RedisServerOptions{AppendOnly: aof})
+		c := s.Client(t)
+		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before, err := s.RunID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Restart(0)
+		after, err := s.RunID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before == after {
+			t.Errorf("aof=%v: run_id %s did not change across a restart", aof, before)
+		}
+		n, err := c.Exists(ctx, "k").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int64{false: 0, true: 1}[aof]; n != want {
+			t.Errorf("aof=%v: key exists %d after restart, want %d", aof, n, want)
+		}
+	}
 }
