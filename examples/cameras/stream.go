@@ -65,7 +65,7 @@ func NewStreams(cfg Config, m *lease.Manager, api *leasehttp.Handler, log *slog.
 	base, stop := context.WithCancel(context.Background())
 	return &Streams{
 		leases: m, api: api, cameras: cfg.Cameras, cfg: cfg, log: log,
-		base: base, stop: stop,
+		base: base, stop: stop, frames: frameCache{draw: drawFrame},
 		byLease: map[string]map[*modalStream]struct{}{}, byHolder: map[string]map[*modalStream]struct{}{},
 	}
 }
@@ -268,13 +268,17 @@ func (s *Streams) serveMJPEG(ctx context.Context, w http.ResponseWriter, fps int
 			return err
 		}
 		s.framesSent.Add(1)
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-tick.C:
-		case <-wake:
-			if err := onWake(); err != nil {
-				return err
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-tick.C:
+				break wait
+			case <-wake:
+				if err := onWake(); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -290,6 +294,8 @@ func qualityOf(cfg Config, cost int) Quality {
 
 // frameCache shares the drawing of a frame among every viewer of a camera.
 type frameCache struct {
+	draw func(cam string, q Quality, t time.Time) []byte // drawFrame; tests draw less
+
 	mu sync.Mutex
 	m  map[frameKey]cachedFrame
 }
@@ -314,7 +320,7 @@ func (c *frameCache) get(cam string, q Quality, now time.Time) []byte {
 	if ok && f.at.Equal(at) {
 		return f.jpg
 	}
-	jpg := drawFrame(cam, q, now)
+	jpg := c.draw(cam, q, now)
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[frameKey]cachedFrame{}
