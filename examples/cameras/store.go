@@ -48,6 +48,10 @@ func openBackend(ctx context.Context, cfg Config) (Backend, error) {
 		if err != nil {
 			return Backend{}, err
 		}
+		// Grants serialise on one row anyway; more connections than this
+		// only queue in the server (MariaDB allows 151 by default).
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
 		b, err := mysqlBackend(ctx, db)
 		if err != nil {
 			_ = db.Close()
