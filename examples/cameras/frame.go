@@ -69,7 +69,7 @@ func drawFrame(id string, q Quality, t time.Time) []byte {
 	fillRect(img, bx+bw/6, by+bh, bw/5, h/30, color.RGBA{20, 20, 20, 255})
 	fillRect(img, bx+bw*4/6, by+bh, bw/5, h/30, color.RGBA{20, 20, 20, 255})
 
-	scale := max(1, w/240)
+	scale := max(1, w/320)
 	white := color.RGBA{255, 255, 255, 255}
 	label := strings.ToUpper(id)
 	if q != thumb {
