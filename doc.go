@@ -25,6 +25,9 @@
 //   - [github.com/ttlkit/ttlkit/lease/sqllease]: a lease Store on PostgreSQL
 //     and MySQL/MariaDB, one locked transaction per grant on the database's
 //     clock.
+//   - [github.com/ttlkit/ttlkit/lease/leasehttp]: leases for browsers: an
+//     http.Handler for grant, heartbeat, release and status with stable JSON
+//     error codes, and a small JavaScript client that heartbeats.
 //   - [github.com/ttlkit/ttlkit/lease/leasetest]: the conformance suite every
 //     lease Store passes.
 //   - [github.com/ttlkit/ttlkit/pool]: Pool[T] and Group[K,T], warm pools with
@@ -55,6 +58,8 @@
 // the client.
 //
 // Runnable programs built on the packages are in the examples directory:
-// examples/loadwatch watches this machine through the seed 003 load gate, and
-// examples/kvserver is a Redis-compatible server on expiry.Map.
+// examples/cameras is a camera admission server (leases for live streams from
+// a shared budget, heartbeated by a web page, behind an overload gate),
+// examples/loadwatch watches this machine through a camera server's load
+// gate, and examples/kvserver is a Redis-compatible server on expiry.Map.
 package ttlkit
