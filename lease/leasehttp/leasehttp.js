@@ -109,6 +109,9 @@ export class LeaseClient {
   async _beat() {
     const id = this.id;
     if (!id) return;
+    // A heartbeat cannot outlive the TTL: within its last second, let the
+    // expiry timer speak.
+    if (performance.now() >= this._deadline - 1000) return;
     let res, body;
     try {
       res = await this.opts.fetch(this.opts.heartbeatURL(id), { method: 'POST', credentials: 'same-origin' });
@@ -118,8 +121,16 @@ export class LeaseClient {
     }
     if (this.id !== id) return;
     if (!res.ok) {
-      // The server refused: the lease is gone (expired, not found, not ours).
-      if (res.status >= 400 && res.status < 500) this._lose({ code: body.error_code || String(res.status), status: res.status, body });
+      if (res.status < 400 || res.status >= 500) return; // the server's trouble: retry until the grace runs out
+      // The server refused: the lease is gone. Within the estimate's error
+      // (the Date header's second, remaining_sec rounded down) of its TTL,
+      // that is the TTL; else it was lost (lapsed, released, not ours).
+      if (performance.now() >= this._deadline - 2000) {
+        this._stop();
+        this._call('onExpired', {});
+      } else {
+        this._lose({ code: body.error_code || String(res.status), status: res.status, body });
+      }
       return;
     }
     this._lastOK = performance.now();
