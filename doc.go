@@ -25,6 +25,9 @@
 //   - [github.com/ttlkit/ttlkit/lease/sqllease]: a lease Store on PostgreSQL
 //     and MySQL/MariaDB, one locked transaction per grant on the database's
 //     clock.
+//   - [github.com/ttlkit/ttlkit/lease/leasehttp]: leases for browsers: an
+//     http.Handler for grant, heartbeat, release and status with stable JSON
+//     error codes, and a small JavaScript client that heartbeats.
 //   - [github.com/ttlkit/ttlkit/lease/leasetest]: the conformance suite every
 //     lease Store passes.
 //   - [github.com/ttlkit/ttlkit/pool]: Pool[T] and Group[K,T], warm pools with

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sessionCookie names the cookie that carries a session.
+const sessionCookie = "cam_session"
+
+// activeWindow is how recently a page must have asked for the system status
+// (it does every few seconds) to count as an active UI user.
+const activeWindow = 15 * time.Second
+
+// Sessions issues and checks session cookies and counts the pages that are
+// open. A session is the user of the design: one modal per session. The
+// cookie is "<id>.<mac>", the MAC an HMAC-SHA256 of the id under the key, so
+// a client can neither forge a session nor take another's by guessing; it is
+// HttpOnly (no script reads it) and SameSite=Lax (other sites' requests do
+// not carry it).
+type Sessions struct {
+	key []byte
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]time.Time // session → last status poll
+}
+
+type sessionKey struct{}
+
+// NewSessions returns Sessions signing with key, or with a random key when
+// key is empty (sessions then last as long as the process).
+func NewSessions(key string, now func() time.Time) *Sessions {
+	k := []byte(key)
+	if len(k) == 0 {
+		k = make([]byte, 32)
+		_, _ = rand.Read(k)
+	}
+	return &Sessions{key: k, now: now, seen: map[string]time.Time{}}
+}
+
+func (s *Sessions) mac(id string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// verify returns the session id of a cookie value, or "".
+func (s *Sessions) verify(v string) string {
+	id, mac, ok := strings.Cut(v, ".")
+	if !ok || len(id) != 22 || !hmac.Equal([]byte(mac), []byte(s.mac(id))) {
+		return ""
+	}
+	return id
+}
+
+// Middleware gives every request a session: the one its cookie names when
+// the cookie is genuine, else a new one, set as a cookie on the answer.
+func (s *Sessions) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := ""
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			id = s.verify(c.Value)
+		}
+		if id == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			id = base64.RawURLEncoding.EncodeToString(b[:])
+			http.SetCookie(w, &http.Cookie{
+				Name: sessionCookie, Value: id + "." + s.mac(id), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
+			})
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, id)))
+	})
+}
+
+var errNoSession = errors.New("cameras: no session")
+
+// Holder returns the request's session id: the lease holder.
+func Holder(r *http.Request) (string, error) {
+	id, _ := r.Context().Value(sessionKey{}).(string)
+	if id == "" {
+		return "", errNoSession
+	}
+	return id, nil
+}
+
+// Touch records that the request's page is open.
+func (s *Sessions) Touch(r *http.Request) {
+	if id, err := Holder(r); err == nil {
+		s.mu.Lock()
+		s.seen[id] = s.now()
+		s.mu.Unlock()
+	}
+}
+
+// Active returns how many pages asked for the status within activeWindow,
+// forgetting the others, so the map never holds more than the open pages.
+func (s *Sessions) Active() int {
+	cutoff := s.now().Add(-activeWindow)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, t := range s.seen {
+		if t.Before(cutoff) {
+			delete(s.seen, id)
+		}
+	}
+	return len(s.seen)
+}
+
+// tracked returns how many sessions are remembered (for the long-run test).
+func (s *Sessions) tracked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}

@@ -1,0 +1,30 @@
+package leasehttp
+
+import (
+	"bytes"
+	_ "embed"
+	"net/http"
+	"time"
+)
+
+// ClientJS is leasehttp.js, the browser client (see the package doc), for
+// servers that bundle or serve it their own way.
+//
+//go:embed leasehttp.js
+var ClientJS []byte
+
+// loaded is the modification time ClientScript reports, so that browsers
+// revalidate the script when the program restarts.
+var loaded = time.Now()
+
+// ClientScript returns a handler that serves ClientJS as a JavaScript
+// module, on whatever path it is mounted.
+//
+//	mux.Handle("GET /leasehttp.js", leasehttp.ClientScript())
+func ClientScript() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeContent(w, r, "leasehttp.js", loaded, bytes.NewReader(ClientJS))
+	})
+}

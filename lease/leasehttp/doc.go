@@ -1,0 +1,45 @@
+// Package leasehttp hands leases to browsers over HTTP: an http.Handler for
+// grant, heartbeat, release and status on a lease.Manager, and a small
+// JavaScript client that heartbeats the lease while a page uses it.
+//
+// The holder of every lease is whoever the request says it is, through a
+// HolderFunc the server supplies (typically the session behind a cookie).
+// A lease's heartbeat and release belong to its holder: another holder gets
+// 403 not_holder and changes nothing. Handler.Held answers the same question
+// for the resource the lease guards (a stream, a download), so that resource
+// refuses every request but its holder's.
+//
+// # Errors
+//
+// Every refusal and error is a JSON body {"error_code": ..., "message": ...}
+// with a stable code and a fitting status:
+//
+//	code                    status  when
+//	overloaded              503     the admission gate is closed (lease.ReasonOverloaded)
+//	holder_has_lease        409     the holder already has a live lease (lease.ReasonHolderHasLease)
+//	over_capacity           429     no requested cost fits in the budget (lease.ReasonOverCapacity)
+//	bad_json                400     the body is not one JSON object of the expected shape
+//	invalid_argument        400     the decoded request is refused (lease.ErrInvalid, Options.Decode)
+//	body_too_large          413     the body is longer than Options.MaxBody
+//	unsupported_media_type  415     a grant's Content-Type is not application/json
+//	no_holder               401     the HolderFunc found no holder in the request
+//	not_holder              403     the lease belongs to another holder
+//	not_found               404     no such lease (never granted, released, or swept)
+//	expired                 410     the lease has expired
+//	unavailable             503     the Manager is closed, or the request was cancelled
+//	internal                500     the store failed; the message says no more
+//
+// Options.Problem may rewrite any of them (a server that must answer with its
+// own codes and messages in its users' language), and Options.Decode,
+// Options.Granted, Options.Heartbeated and Options.Status shape the bodies, so
+// the handler can speak an API that already exists.
+//
+// # The JavaScript client
+//
+// ClientScript serves leasehttp.js, an ES module with one class, LeaseClient:
+// it grants, heartbeats at an interval, releases when asked, when the page
+// is closed (pagehide, with a keepalive request) and when the page goes to
+// the background (visibilitychange), and calls back when the lease is lost
+// (the server refused a heartbeat, or no heartbeat got through within the
+// grace) or its TTL is reached. See the file's header for its options.
+package leasehttp
