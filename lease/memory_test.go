@@ -64,9 +64,9 @@ func TestMemoryStoreMatchesModel(t *testing.T) {
 					ids = append(ids, l.ID)
 				}
 			case n < 60:
-				_, _ = s.Heartbeat(ctx, pick())
+				_, _ = s.Heartbeat(ctx, pick(), "")
 			case n < 70:
-				_, _ = s.Release(ctx, pick())
+				_, _ = s.Release(ctx, pick(), "")
 			case n < 78:
 				_, _ = s.Get(ctx, pick())
 			case n < 84:

@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 		{"BadInputStoresNothing", testBadInput, ""},
 		{"UnknownID", testUnknownID, ""},
 		{"ReleaseReturnsUnits", testRelease, ""},
+		{"HolderChecked", testHolderChecked, ""},
 		{"CanceledContext", testCanceledContext, ""},
 		{"HeartbeatMovesOnlyHeartbeatDeadline", testHeartbeat, ""},
 		{"HeartbeatNeverPastExpiresAt", testHeartbeatCapped, ""},

@@ -67,9 +67,12 @@ for _, id in ipairs(expiredIDs) do
   redis.call('ZREM', DEADLINES, id)
 end
 
-local function find(id)
+-- find returns the record of the live lease id, or nil and why not. A
+-- holder other than '' must be the lease's.
+local function find(id, holder)
   local rec = redis.call('HGET', LEASES, id)
   if not rec then return nil, 'NOTFOUND' end
+  if holder ~= '' and decode(rec).holder ~= holder then return nil, 'WRONGHOLDER' end
   if redis.call('ZSCORE', EXPIRED, id) then return nil, 'EXPIRED' end
   return rec
 end
@@ -116,9 +119,9 @@ redis.call('INCRBY', USED, cost)
 return {'OK', rec}
 `)
 
-// heartbeatScript: ARGV = id.
+// heartbeatScript: ARGV = id, holder (” for any).
 var heartbeatScript = redis.NewScript(prelude + `
-local rec, err = find(ARGV[1])
+local rec, err = find(ARGV[1], ARGV[2])
 if not rec then return {err} end
 local l = decode(rec)
 l.hb = now
@@ -128,11 +131,12 @@ redis.call('ZADD', DEADLINES, 'XX', deadline(l), ARGV[1])
 return {'OK', rec}
 `)
 
-// releaseScript: KEYS[7] = receipt, ARGV = id, receipt TTL (ms).
+// releaseScript: KEYS[7] = receipt, ARGV = id, receipt TTL (ms), holder
+// (” for any).
 var releaseScript = redis.NewScript(prelude + `
 local done = redis.call('GET', KEYS[7])
 if done then return {'OK', done} end
-local rec, err = find(ARGV[1])
+local rec, err = find(ARGV[1], ARGV[3])
 if not rec then return {err} end
 local l = decode(rec)
 redis.call('HDEL', LEASES, ARGV[1])
@@ -145,7 +149,7 @@ return {'OK', rec}
 
 // getScript: ARGV = id.
 var getScript = redis.NewScript(prelude + `
-local rec, err = find(ARGV[1])
+local rec, err = find(ARGV[1], '')
 if not rec then return {err} end
 return {'OK', rec}
 `)

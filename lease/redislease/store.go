@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type Store struct {
 	client redis.UniversalClient
 	keys   []string
 	base   string // the prefix every key name is appended to
+	// once: the client sends every command once (no retries), so a failure
+	// to connect or a refusal by the server proves nothing was applied.
+	once bool
 }
 
 // receiptTTL is how long a Release or Sweep keeps its reply for a repeat
@@ -85,7 +89,52 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
-	return &Store{client: client, keys: keys, base: base}, nil
+	return &Store{client: client, keys: keys, base: base, once: noRetries(client)}, nil
+}
+
+// noRetries reports whether client sends each command at most once. Only
+// then can a failed call be known not to have been applied: with retries,
+// an attempt whose reply was lost may have taken effect before the attempt
+// whose error the client returns.
+func noRetries(client redis.UniversalClient) bool {
+	c, ok := client.(*redis.Client)
+	return ok && c.Options().MaxRetries == 0
+}
+
+// refusals are the prefixes of server errors that refuse a script before it
+// runs (or, OOM, before its first write): nothing was applied.
+var refusals = []string{"LOADING ", "BUSY ", "READONLY ", "MASTERDOWN ", "MISCONF ", "NOREPLICAS ",
+	"NOPERM ", "NOSCRIPT ", "CROSSSLOT ", "MOVED ", "ASK ", "CLUSTERDOWN ", "TRYAGAIN ", "OOM "}
+
+// classify marks a failed call (err from go-redis, wrapped as wrapped) as
+// lease.ErrNotApplied when nothing can have reached the server or the
+// server refused it, and the client did not retry; else as
+// lease.ErrUnknownOutcome.
+func (s *Store) classify(err, wrapped error) error {
+	if s.once && notSent(err) {
+		return lease.NotApplied(wrapped)
+	}
+	return lease.UnknownOutcome(wrapped)
+}
+
+// notSent reports whether err proves that one attempt of a command had no
+// effect: no connection was made, or the server refused the command.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, p := range refusals {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Keys returns the names of the Redis keys the store uses. Deleting them
@@ -104,14 +153,14 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, args .
 // runKeys is run with the given keys.
 func (s *Store) runKeys(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
-		return nil, err
+		return nil, lease.NotApplied(err)
 	}
 	v, err := script.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		return nil, errs.Wrap(ctx, "redislease", op, err)
+		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
 	}
 	if len(v) == 0 {
-		return nil, fmt.Errorf("redislease: %s: empty reply", op)
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: empty reply", op))
 	}
 	return v, nil
 }
@@ -121,14 +170,17 @@ func one(op, id string, v []any) (lease.Lease, error) {
 	switch v[0] {
 	case "OK":
 		if len(v) == 2 {
-			return parse(id, v[1])
+			l, err := parse(id, v[1])
+			return l, lease.UnknownOutcome(err)
 		}
 	case "NOTFOUND":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
 	case "EXPIRED":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	case "WRONGHOLDER":
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
-	return lease.Lease{}, fmt.Errorf("redislease: %s: unexpected reply %v", op, v)
+	return lease.Lease{}, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
 }
 
 // Grant implements lease.Store.
@@ -192,8 +244,8 @@ func rejection(v []any) error {
 }
 
 // Heartbeat implements lease.Store.
-func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	v, err := s.run(ctx, "heartbeat", heartbeatScript, id)
+func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	v, err := s.run(ctx, "heartbeat", heartbeatScript, id, holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -206,8 +258,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 // repeats (it retries on network errors) returns the released lease: the
 // first attempt left a receipt that the repeat finds. A later, separate
 // Release of the same id reports ErrNotFound.
-func (s *Store) Release(ctx context.Context, id string) (lease.Lease, error) {
-	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds())
+func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds(), holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -252,7 +304,7 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, err
 	}
 	if len(v) != 3 || v[0] != "OK" {
-		return 0, 0, fmt.Errorf("redislease: usage: unexpected reply %v", v)
+		return 0, 0, lease.NotApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
 	}
 	u, _ := v[1].(int64)
 	n, _ := v[2].(int64)
@@ -278,7 +330,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 // pairs parses an 'OK', id, record, id, record ... reply.
 func pairs(op string, v []any) ([]lease.Lease, error) {
 	if v[0] != "OK" || len(v)%2 != 1 {
-		return nil, fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v))
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
 	}
 	if len(v) == 1 {
 		return nil, nil
@@ -288,7 +340,7 @@ func pairs(op string, v []any) ([]lease.Lease, error) {
 		id, _ := v[i].(string)
 		l, err := parse(id, v[i+1])
 		if err != nil {
-			return nil, fmt.Errorf("redislease: %s: %w", op, err)
+			return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
 		}
 		out = append(out, l)
 	}

@@ -2,6 +2,7 @@ package sqllease
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -103,10 +104,32 @@ func wrap(ctx context.Context, dialect, op string, err error) error {
 	return errs.Wrap(ctx, "sqllease", dialect+": "+op, err)
 }
 
-// checkCtx returns a wrapped context.Cause(ctx) if ctx has already ended,
-// so that a call with a dead context sends nothing.
+// checkCtx returns a wrapped context.Cause(ctx), matching
+// lease.ErrNotApplied, if ctx has already ended, so that a call with a dead
+// context sends nothing.
 func checkCtx(ctx context.Context, dialect, op string) error {
-	return errs.Canceled(ctx, "sqllease", dialect+": "+op)
+	return lease.NotApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
+}
+
+// afterCommit classifies wrapped, the wrapped form of err, an error of a
+// call that sent COMMIT (or ran a statement in autocommit): the server
+// reported an error, which rolls the whole transaction back, or nothing was
+// sent (lease.ErrNotApplied); else the commit may have happened
+// (lease.ErrUnknownOutcome).
+func afterCommit(wrapped, err error) error {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	if errors.As(err, &pe) || errors.As(err, &me) || pgconn.SafeToRetry(err) || errors.Is(err, driver.ErrBadConn) {
+		return lease.NotApplied(wrapped)
+	}
+	return lease.UnknownOutcome(wrapped)
+}
+
+// storable reports whether s could be a stored id, holder or resource: valid
+// UTF-8 without NUL bytes, at most limit bytes (0: no limit). A call on an
+// id that is not storable finds nothing without asking the database.
+func storable(s string, limit int) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && (limit == 0 || len(s) <= limit)
 }
 
 var (

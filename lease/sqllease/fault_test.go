@@ -78,6 +78,9 @@ func proveFault(t *testing.T, stores []lease.Store, every time.Duration, ops int
 			errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrClosed) || !strings.HasPrefix(err.Error(), "sqllease: ") {
 			t.Errorf("store error %q matches a lease sentinel or is not wrapped", err)
 		}
+		if errors.Is(err, lease.ErrNotApplied) == errors.Is(err, lease.ErrUnknownOutcome) {
+			t.Errorf("store error %q matches not exactly one of ErrNotApplied and ErrUnknownOutcome", err)
+		}
 	}
 	t.Logf("%d connections killed, %d calls failed, e.g. %v", killed.Load(), len(failed), failed[0])
 

@@ -150,7 +150,10 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 // inTx runs fn in a READ COMMITTED transaction (no gap locks; every
 // statement reads what was committed before it) and commits unless fn
 // returns an error. A deadlock or lock wait timeout rolls the whole
-// transaction back, so it is retried a few times.
+// transaction back, so it is retried a few times. An error before COMMIT
+// was sent matches lease.ErrNotApplied (the transaction rolls back, on the
+// server if the connection is gone); an error of the COMMIT itself is
+// classified by afterCommit.
 func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
@@ -158,10 +161,12 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return wrap(ctx, "mysql", op, err)
+			return lease.NotApplied(wrap(ctx, "mysql", op, err))
 		}
+		committing := false
 		err = fn(tx)
 		if err == nil {
+			committing = true
 			err = tx.Commit()
 			if err == nil {
 				return nil
@@ -173,10 +178,13 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 3 && ctx.Err() == nil {
 			continue
 		}
-		if isRuleError(err) {
+		switch {
+		case isRuleError(err):
 			return err
+		case committing:
+			return afterCommit(wrap(ctx, "mysql", op, err), err)
 		}
-		return wrap(ctx, "mysql", op, err)
+		return lease.NotApplied(wrap(ctx, "mysql", op, err))
 	}
 }
 
@@ -185,7 +193,7 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 func isRuleError(err error) bool {
 	var re *lease.RejectedError
 	return errors.As(err, &re) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrExpired) ||
-		errors.Is(err, lease.ErrInvalid)
+		errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrWrongHolder)
 }
 
 // Grant implements lease.Store in one transaction: lock and bump the state
@@ -249,8 +257,8 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 }
 
 // lockLive takes a share lock on the state row, locks the row of id and
-// returns the lease if it is live at the database's now, else ErrExpired or
-// ErrNotFound. The share lock orders heartbeats and releases with grants: a
+// returns the lease if it is live at the database's now and, unless holder
+// is empty, holder's; else ErrWrongHolder, ErrExpired or ErrNotFound. The share lock orders heartbeats and releases with grants: a
 // grant reads the units in use after every heartbeat and release before it
 // has committed, and none commits between a grant's read and its commit.
 // Without it a heartbeat that read its time just before a lease's deadline
@@ -259,7 +267,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 //
 // With exclusive set it takes the state row exclusively instead (see
 // settled), for a second look at a lease that looked expired.
-func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive bool) (lease.Lease, time.Time, error) {
+func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
 	lock := s.q.share
 	if exclusive {
@@ -275,6 +283,9 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive b
 	if err != nil {
 		return l, time.Time{}, err
 	}
+	if holder != "" && l.Holder != holder {
+		return l, time.Time{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
+	}
 	now := time.UnixMicro(nowUS).UTC()
 	if !dl.After(now) {
 		return l, now, notFoundOrExpired(true, id)
@@ -285,18 +296,21 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive b
 // Heartbeat implements lease.Store in one transaction, and a second one,
 // holding the state row exclusively, if the lease looked expired (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	l, err := s.heartbeat(ctx, id, false)
+func (s *MySQL) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
+	l, err := s.heartbeat(ctx, id, holder, false)
 	if errors.Is(err, lease.ErrExpired) {
-		l, err = s.heartbeat(ctx, id, true)
+		l, err = s.heartbeat(ctx, id, holder, true)
 	}
 	return l, err
 }
 
-func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
+func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
-		cur, now, err := s.lockLive(ctx, tx, id, exclusive)
+		cur, now, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
 		}
@@ -317,18 +331,21 @@ func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease
 // Release implements lease.Store in one transaction, and a second one,
 // holding the state row exclusively, if the lease looked expired (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
-	l, err := s.release(ctx, id, false)
+func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
+	l, err := s.release(ctx, id, holder, false)
 	if errors.Is(err, lease.ErrExpired) {
-		l, err = s.release(ctx, id, true)
+		l, err = s.release(ctx, id, holder, true)
 	}
 	return l, err
 }
 
-func (s *MySQL) release(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
+func (s *MySQL) release(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
-		cur, _, err := s.lockLive(ctx, tx, id, exclusive)
+		cur, _, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
 		}
@@ -366,6 +383,9 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "get"); err != nil {
 		return lease.Lease{}, err
 	}
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
 	var nowUS int64
 	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
 	if err == nil && !dl.After(time.UnixMicro(nowUS)) {
@@ -382,7 +402,7 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	case err != nil:
-		return lease.Lease{}, wrap(ctx, "mysql", "get", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "mysql", "get", err))
 	case !dl.After(time.UnixMicro(nowUS)):
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -398,7 +418,7 @@ func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.db)
 	if err != nil {
-		return nil, wrap(ctx, "mysql", "list", err)
+		return nil, lease.NotApplied(wrap(ctx, "mysql", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
@@ -446,7 +466,7 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 	}
 	var u, n, expired int64
 	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, wrap(ctx, "mysql", "usage", err)
+		return 0, 0, lease.NotApplied(wrap(ctx, "mysql", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {

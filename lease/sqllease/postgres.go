@@ -71,10 +71,11 @@ FROM (SELECT clock_timestamp() AS now) n`,
 	heartbeat_at = GREATEST(l.heartbeat_at, n.now),
 	deadline = LEAST(l.expires_at, GREATEST(l.heartbeat_at, n.now) + ((l.grace_ns + 999) / 1000) * interval '1 microsecond')
 FROM (SELECT clock_timestamp() AS now) n
-WHERE l.id = $1 AND l.deadline > n.now
+WHERE l.id = $1 AND l.deadline > n.now AND ($2 = '' OR l.holder = $2)
 RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_at, l.heartbeat_at, l.grace_ns, l.deadline`,
-		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() RETURNING ` + pgCols,
-		present: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE id = $1)`,
+		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() AND ($2 = '' OR holder = $2) RETURNING ` + pgCols,
+		// The holder of the record id, live or expired, or no row.
+		present: `SELECT holder FROM ` + t + ` WHERE id = $1`,
 		get:     `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
 		// List and Usage also tell whether an expired row was there.
 		list: `SELECT ` + pgCols + `, deadline > n.now FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n ORDER BY token`,
@@ -154,7 +155,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, wrap(ctx, "postgres", "grant", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "grant", err))
 	}
 	// A connection released inside a transaction (after an error) is
 	// closed by the pool, and the server rolls the transaction back.
@@ -203,60 +204,77 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 		l.HeartbeatAt, int64(l.Grace), deadline(l))
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+		return lease.Lease{}, s.abortCommit(ctx, conn, "grant", err)
 	}
 	return l, nil
 }
 
-// abort wraps err and closes conn's transaction if one is open and the
-// connection still works; otherwise the pool discards the connection.
+// abort wraps err, from before a COMMIT was sent, and closes conn's
+// transaction if one is open and the connection still works; otherwise the
+// pool discards the connection, and the server rolls the transaction back.
+// Nothing was committed: the error matches lease.ErrNotApplied.
 func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
 	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
-	return wrap(ctx, "postgres", op, err)
+	return lease.NotApplied(wrap(ctx, "postgres", op, err))
+}
+
+// abortCommit is abort for an error of a pipeline that ended with COMMIT:
+// the transaction may have committed unless the server reported an error
+// (which aborts the whole transaction) or nothing was sent.
+func (s *Postgres) abortCommit(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
+	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+	}
+	return afterCommit(wrap(ctx, "postgres", op, err), err)
 }
 
 // Heartbeat implements lease.Store in one round trip: BEGIN, a share lock
 // on the state row, the update, an existence check and COMMIT go in one
 // pipeline.
-func (s *Postgres) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	return s.change(ctx, "heartbeat", s.q.heartbeat, id)
+func (s *Postgres) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	return s.change(ctx, "heartbeat", s.q.heartbeat, id, holder)
 }
 
 // Release implements lease.Store in one round trip: BEGIN, a share lock on
 // the state row, the delete, an existence check and COMMIT go in one
 // pipeline.
-func (s *Postgres) Release(ctx context.Context, id string) (lease.Lease, error) {
-	return s.change(ctx, "release", s.q.release, id)
+func (s *Postgres) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	return s.change(ctx, "release", s.q.release, id, holder)
 }
 
-// change runs query, which changes the live lease id and returns it, in a
-// transaction that holds a share lock on the state row, and tells
-// ErrExpired from ErrNotFound when it changed nothing. The share lock
-// orders heartbeats and releases with grants: a grant reads the units in
-// use after every heartbeat and release before it has committed, and none
-// commits between a grant's read and its commit. Without it a heartbeat
-// that read its time just before a lease's deadline could commit after a
-// grant had counted that lease as expired, and overfill the budget.
-// BEGIN, lock, change, existence check and COMMIT go in one pipeline.
-func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Lease, error) {
+// change runs query, which changes the live lease id (of holder, unless
+// empty) and returns it, in a transaction that holds a share lock on the
+// state row, and tells ErrWrongHolder, ErrExpired and ErrNotFound apart when
+// it changed nothing. The share lock orders heartbeats and releases with
+// grants: a grant reads the units in use after every heartbeat and release
+// before it has committed, and none commits between a grant's read and its
+// commit. Without it a heartbeat that read its time just before a lease's
+// deadline could commit after a grant had counted that lease as expired,
+// and overfill the budget. BEGIN, lock, change, existence check and COMMIT
+// go in one pipeline.
+func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", op); err != nil {
 		return lease.Lease{}, err
 	}
+	if !storable(id, 0) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, wrap(ctx, "postgres", op, err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", op, err))
 	}
 	defer conn.Release()
 	var (
 		l              lease.Lease
 		found, present bool
+		stored         string // the record's holder
 	)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.q.share, s.n.key)
-	b.Queue(query, id).QueryRow(func(r pgx.Row) error {
+	b.Queue(query, id, holder).QueryRow(func(r pgx.Row) error {
 		var err error
 		l, err = scanPG(r)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -265,21 +283,32 @@ func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Leas
 		found = err == nil
 		return err
 	})
-	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error { return r.Scan(&present) })
+	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		present = err == nil
+		return err
+	})
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return lease.Lease{}, s.abort(ctx, conn, op, err)
+		return lease.Lease{}, s.abortCommit(ctx, conn, op, err)
 	}
-	if !found && present {
+	if !found && present && (holder == "" || stored == holder) {
 		// Expired, or a heartbeat sent before the deadline has not
 		// committed yet: decide once every write in flight is done.
 		conn.Release()
 		err := s.settled(ctx, op, func(tx pgx.Tx) error {
 			var err error
-			l, err = scanPG(tx.QueryRow(ctx, query, id))
+			l, err = scanPG(tx.QueryRow(ctx, query, id, holder))
 			found = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, s.q.present, id).Scan(&present)
+				err = tx.QueryRow(ctx, s.q.present, id).Scan(&stored)
+				present = err == nil
+				if errors.Is(err, pgx.ErrNoRows) {
+					err = nil
+				}
 			}
 			return err
 		})
@@ -287,10 +316,13 @@ func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Leas
 			return lease.Lease{}, err
 		}
 	}
-	if !found {
-		return lease.Lease{}, notFoundOrExpired(present, id)
+	switch {
+	case found:
+		return l, nil
+	case present && holder != "" && stored != holder:
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
-	return l, nil
+	return lease.Lease{}, notFoundOrExpired(present, id)
 }
 
 // settled runs fn in a transaction that holds the state row exclusively,
@@ -308,7 +340,7 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 		return fn(tx)
 	})
 	if err != nil && !isRuleError(err) {
-		return wrap(ctx, "postgres", op, err)
+		return afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	return err
 }
@@ -319,6 +351,9 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "get"); err != nil {
 		return lease.Lease{}, err
+	}
+	if !storable(id, 0) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var live bool
 	l, err := scanPG(s.pool.QueryRow(ctx, s.q.get, id), &live)
@@ -336,7 +371,7 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	case err != nil:
-		return lease.Lease{}, wrap(ctx, "postgres", "get", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "get", err))
 	case !live:
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -352,7 +387,7 @@ func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.pool)
 	if err != nil {
-		return nil, wrap(ctx, "postgres", "list", err)
+		return nil, lease.NotApplied(wrap(ctx, "postgres", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx pgx.Tx) error {
@@ -400,7 +435,7 @@ func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 	}
 	var u, n, expired int64
 	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, wrap(ctx, "postgres", "usage", err)
+		return 0, 0, lease.NotApplied(wrap(ctx, "postgres", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx pgx.Tx) error {
@@ -428,21 +463,21 @@ func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]l
 	}
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, wrap(ctx, "postgres", op, err)
+		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	defer rows.Close()
 	var out []lease.Lease
 	for rows.Next() {
 		l, err := scanPG(rows)
 		if err != nil {
-			return nil, wrap(ctx, "postgres", op, err)
+			return nil, lease.UnknownOutcome(wrap(ctx, "postgres", op, err))
 		}
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
 		// A sweep whose result was cut off may have deleted rows it
 		// could not return: the caller sees an error (ambiguous).
-		return nil, wrap(ctx, "postgres", op, err)
+		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	return out, nil
 }
