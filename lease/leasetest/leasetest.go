@@ -55,6 +55,18 @@ type Harness struct {
 	// Wrap, if set, runs the body of every subtest, for example
 	// synctest.Test for a store on fake time. Nil runs the body directly.
 	Wrap func(t *testing.T, body func(t *testing.T))
+
+	// LocalClock says that the store's clock is this process's time.Now:
+	// an in-process store, or a server on this host. It enables the
+	// StampsNeverBeforeSend subtest, which compares the store's stamps
+	// with the moments the calls were sent.
+	LocalClock bool
+
+	// RemembersReleases says that the store keeps releases for
+	// lease.ReleasedRetention, as every store whose Release can fail with
+	// lease.ErrUnknownOutcome must. It enables the ReleaseRemembered
+	// subtest.
+	RemembersReleases bool
 }
 
 // Run runs the whole conformance suite against the stores h makes, one
@@ -89,6 +101,10 @@ func Run(t *testing.T, h Harness) {
 		{"UnknownID", testUnknownID, ""},
 		{"ReleaseReturnsUnits", testRelease, ""},
 		{"HolderChecked", testHolderChecked, ""},
+		{"ReleaseRemembered", testReleaseRemembered, "RemembersReleases"},
+		{"TextIsExact", testTextIsExact, ""},
+		{"TextLimits", testTextLimits, ""},
+		{"StampsNeverBeforeSend", testStampsNeverBeforeSend, "LocalClock"},
 		{"CanceledContext", testCanceledContext, ""},
 		{"HeartbeatMovesOnlyHeartbeatDeadline", testHeartbeat, ""},
 		{"HeartbeatNeverPastExpiresAt", testHeartbeatCapped, ""},
@@ -101,8 +117,13 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.needs == "Peer" && h.Peer == nil {
+			switch {
+			case tc.needs == "Peer" && h.Peer == nil:
 				t.Skip("leasetest: Harness.Peer is nil; set it to check that two instances share one store")
+			case tc.needs == "LocalClock" && !h.LocalClock:
+				t.Skip("leasetest: Harness.LocalClock is false; set it for a store on this process's clock")
+			case tc.needs == "RemembersReleases" && !h.RemembersReleases:
+				t.Skip("leasetest: Harness.RemembersReleases is false; set it for a store that remembers releases")
 			}
 			h.Wrap(t, func(t *testing.T) {
 				e := &env{h: h, s: h.New(t), u: h.Unit, ctx: context.Background()}

@@ -28,6 +28,7 @@ var _ lease.Store = (*Postgres)(nil)
 type pgQueries struct {
 	lock, share, excl, read, insert  string
 	heartbeat, release, present, get string
+	released                         string
 	list, usage, sweep               string
 	migrate                          []string
 }
@@ -46,7 +47,7 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, st := quote(n.table, `"`), quote(n.state, `"`)
+	t, st, rt := quote(n.table, `"`), quote(n.state, `"`), quote(n.released, `"`)
 	q := pgQueries{
 		// The UPDATE takes the row lock every grant serialises on and
 		// bumps the token; a rejection rolls it back.
@@ -73,10 +74,17 @@ FROM (SELECT clock_timestamp() AS now) n`,
 FROM (SELECT clock_timestamp() AS now) n
 WHERE l.id = $1 AND l.deadline > n.now AND ($2 = '' OR l.holder = $2)
 RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_at, l.heartbeat_at, l.grace_ns, l.deadline`,
-		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() AND ($2 = '' OR holder = $2) RETURNING ` + pgCols,
-		// The holder of the record id, live or expired, or no row.
-		present: `SELECT holder FROM ` + t + ` WHERE id = $1`,
-		get:     `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
+		// The release is remembered in the same statement, for a retry
+		// of a release whose reply was lost (lease.ErrReleased).
+		release: `WITH d AS (DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() AND ($2 = '' OR holder = $2) RETURNING ` + pgCols + `),
+	r AS (INSERT INTO ` + rt + ` (id, released_at) SELECT id, clock_timestamp() FROM d
+		ON CONFLICT (id) DO UPDATE SET released_at = EXCLUDED.released_at)
+SELECT ` + pgCols + ` FROM d`,
+		// The holder of the record id (live or expired, NULL if none), and
+		// whether id was released recently.
+		present:  `SELECT (SELECT holder FROM ` + t + ` WHERE id = $1), EXISTS (SELECT 1 FROM ` + rt + ` WHERE id = $1)`,
+		released: `SELECT EXISTS (SELECT 1 FROM ` + rt + ` WHERE id = $1)`,
+		get:      `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
 		// List and Usage also tell whether an expired row was there.
 		list: `SELECT ` + pgCols + `, deadline > n.now FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n ORDER BY token`,
 		usage: `SELECT COALESCE(SUM(cost) FILTER (WHERE deadline > n.now), 0), COUNT(*) FILTER (WHERE deadline > n.now),
@@ -84,7 +92,9 @@ RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_a
 FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n`,
 		// SKIP LOCKED: a row another sweeper holds is its to return; a
 		// row it already deleted is gone when the lock is granted.
-		sweep: `DELETE FROM ` + t + ` WHERE id IN (
+		// It also forgets releases older than lease.ReleasedRetention.
+		sweep: `WITH f AS (DELETE FROM ` + rt + ` WHERE released_at < clock_timestamp() - $2 * interval '1 microsecond')
+DELETE FROM ` + t + ` WHERE id IN (
 	SELECT id FROM ` + t + ` WHERE deadline <= (SELECT clock_timestamp())
 	ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING ` + pgCols,
@@ -107,15 +117,22 @@ RETURNING ` + pgCols,
 	name  text   PRIMARY KEY,
 	token bigint NOT NULL DEFAULT 0
 )`,
+			`CREATE TABLE IF NOT EXISTS ` + rt + ` (
+	id          text        PRIMARY KEY,
+	released_at timestamptz NOT NULL
+)`,
+			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_released_at_idx", `"`) + ` ON ` + rt + ` (released_at)`,
 		},
 	}
 	return &Postgres{pool: pool, n: n, q: q}, nil
 }
 
-// Migrate creates the lease table, its indexes, the state table and the
-// store's state row if they do not exist. It is idempotent and safe to run
-// from several instances at once (it holds a transaction-level advisory
-// lock).
+// Migrate creates the lease table, its indexes, the state table, the table
+// of recent releases (Table + ReleasedSuffix) and the store's state row if
+// they do not exist. It is idempotent and safe to run from several
+// instances at once (it holds a transaction-level advisory lock). Run it
+// after every upgrade of this package: a store whose tables lack what this
+// version uses fails with ErrNotMigrated.
 func (s *Postgres) Migrate(ctx context.Context) error {
 	if err := checkCtx(ctx, "postgres", "migrate"); err != nil {
 		return err
@@ -147,7 +164,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	if err := validText(a, 0); err != nil {
+	if err := validText(a, 0, "PostgreSQL"); err != nil {
 		return lease.Lease{}, err
 	}
 	if err := checkCtx(ctx, "postgres", "grant"); err != nil {
@@ -269,7 +286,8 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 	var (
 		l              lease.Lease
 		found, present bool
-		stored         string // the record's holder
+		released       bool
+		stored         *string // the record's holder, nil if no record
 	)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -283,19 +301,13 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 		found = err == nil
 		return err
 	})
-	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&stored)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		present = err == nil
-		return err
-	})
+	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error { return r.Scan(&stored, &released) })
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return lease.Lease{}, s.abortCommit(ctx, conn, op, err)
 	}
-	if !found && present && (holder == "" || stored == holder) {
+	present = stored != nil
+	if !found && present && (holder == "" || *stored == holder) {
 		// Expired, or a heartbeat sent before the deadline has not
 		// committed yet: decide once every write in flight is done.
 		conn.Release()
@@ -304,11 +316,8 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 			l, err = scanPG(tx.QueryRow(ctx, query, id, holder))
 			found = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, s.q.present, id).Scan(&stored)
-				present = err == nil
-				if errors.Is(err, pgx.ErrNoRows) {
-					err = nil
-				}
+				err = tx.QueryRow(ctx, s.q.present, id).Scan(&stored, &released)
+				present = stored != nil
 			}
 			return err
 		})
@@ -319,10 +328,12 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 	switch {
 	case found:
 		return l, nil
-	case present && holder != "" && stored != holder:
+	case present && holder != "" && *stored != holder:
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
+	case !present:
+		return lease.Lease{}, notFound(id, released)
 	}
-	return lease.Lease{}, notFoundOrExpired(present, id)
+	return lease.Lease{}, notFoundOrExpired(true, id)
 }
 
 // settled runs fn in a transaction that holds the state row exclusively,
@@ -369,7 +380,11 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return lease.Lease{}, notFoundOrExpired(false, id)
+		var released bool
+		if err := s.pool.QueryRow(ctx, s.q.released, id).Scan(&released); err != nil {
+			return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "get", err))
+		}
+		return lease.Lease{}, notFound(id, released)
 	case err != nil:
 		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "get", err))
 	case !live:
@@ -454,7 +469,7 @@ func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) 
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
-	return s.many(ctx, "sweep", s.q.sweep, limit)
+	return s.many(ctx, "sweep", s.q.sweep, limit, lease.ReleasedRetention.Microseconds())
 }
 
 func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]lease.Lease, error) {
