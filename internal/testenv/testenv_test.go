@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -213,4 +214,32 @@ func TestPostgresTerminateEndsOnlyNamed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	require.NoError(t, p.Pool.Ping(ctx), "the test's own pool survives")
+}
+
+// TestStartRedis: a private server restarts empty without AOF and with its
+// data with AOF (fsync always), and is gone after the test.
+func TestStartRedis(t *testing.T) {
+	ctx := context.Background()
+	for _, aof := range []bool{false, true} {
+		t.Run(fmt.Sprint("aof=", aof), func(t *testing.T) {
+			var addr string
+			t.Run("server", func(t *testing.T) {
+				s := StartRedis(t, RedisServerOptions{AOF: aof, Args: []string{"--appendfsync", "always"}})
+				addr = s.Addr
+				c := s.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1 })
+				require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+				s.Restart(t)
+				v, err := c.Get(ctx, "k").Result()
+				if aof {
+					require.NoError(t, err)
+					assert.Equal(t, "v", v)
+				} else {
+					require.ErrorIs(t, err, redis.Nil, "the data survived a restart without AOF")
+				}
+			})
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			defer c.Close()
+			assert.Error(t, c.Ping(ctx).Err(), "the server outlived its test")
+		})
+	}
 }
