@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -54,7 +55,7 @@ func TestMySQLMultiInstance(t *testing.T) {
 	for range 2 {
 		stores = append(stores, newMy(t, my.NewDB(t), opts))
 	}
-	proveMultiInstance(t, stores, 6, 250)
+	leasecheck.ProveMultiInstance(t, stores, 6, 250)
 }
 
 // TestMySQLConnectionsKilled kills the stores' server connections (KILL,
@@ -71,7 +72,7 @@ func TestMySQLConnectionsKilled(t *testing.T) {
 	killer.SetMaxOpenConns(1)
 	// Fewer kills than on PostgreSQL: a MySQL grant is six round trips, so
 	// more calls fail, and each failed write widens the history check.
-	proveFault(t, stores, 80*time.Millisecond, 150, func() (int, error) {
+	leasecheck.ProveFault(t, stores, "sqllease: ", 80*time.Millisecond, 150, func() (int, error) {
 		rows, err := killer.QueryContext(ctx,
 			`SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()`, my.Database)
 		if err != nil {
@@ -95,7 +96,7 @@ func TestMySQLConnectionsKilled(t *testing.T) {
 			}
 		}
 		return n, rows.Err()
-	})
+	}, nil)
 }
 
 // TestMySQLMigratesPadSpaceColumns: a lease table created by an earlier

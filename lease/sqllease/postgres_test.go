@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -57,7 +58,7 @@ func TestPostgresMultiInstance(t *testing.T) {
 	for range 2 {
 		stores = append(stores, newPG(t, pg.NewPool(t), opts))
 	}
-	proveMultiInstance(t, stores, 6, 250)
+	leasecheck.ProveMultiInstance(t, stores, 6, 250)
 }
 
 // TestPostgresBackendTerminated terminates the stores' server backends
@@ -71,7 +72,7 @@ func TestPostgresBackendTerminated(t *testing.T) {
 	for range 3 {
 		stores = append(stores, newPG(t, pg.NamedPool(t, app, nil), opts))
 	}
-	proveFault(t, stores, 100*time.Millisecond, 150, func() (int, error) {
+	leasecheck.ProveFault(t, stores, "sqllease: ", 100*time.Millisecond, 150, func() (int, error) {
 		return pg.Terminate(ctx, app)
-	})
+	}, nil)
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-var ctx = context.Background()
-
 func args(holder string, budget int, costs ...int) lease.GrantArgs {
 	return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Costs: costs, TTL: 10 * time.Second,
 		Grace: 5 * time.Second, Budget: budget, OnePerHolder: true}
