@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +36,27 @@ type Options struct {
 	// app:{cams}:leases, ... A Prefix without a hash tag must not contain
 	// "}" (it would end the added tag early): New refuses it.
 	Prefix string
+
+	// MaxGrace bounds how long any lease of the store can stay live
+	// without a heartbeat: Grant refuses, with lease.ErrInvalid, a lease
+	// whose Grace and TTL both exceed it. After the store detects that it
+	// lost state (see "State loss" in the package documentation) it
+	// refuses grants for MaxGrace, with lease.ReasonRecovering, so that
+	// every lease granted before has lapsed for its holder. Every Store on
+	// one Prefix must use the same MaxGrace. 0 means DefaultMaxGrace.
+	MaxGrace time.Duration
+
+	// TrustRestarts says that the server never loses an acknowledged
+	// write across a restart or failover (appendonly yes with appendfsync
+	// always, and WAITAOF or WAIT on every failover candidate; see the
+	// package documentation). A restart then is not treated as a loss.
+	// Leave it false unless the server is configured so.
+	TrustRestarts bool
 }
+
+// DefaultMaxGrace is Options.MaxGrace when it is 0: lease.DefaultGrace, a
+// camera admission server's heartbeat grace.
+const DefaultMaxGrace = lease.DefaultGrace
 
 // Store is a lease.Store on Redis. Each operation is one round trip: a Lua
 // script (EVALSHA, falling back to EVAL when the server does not have it
@@ -44,8 +65,9 @@ type Options struct {
 // the same Prefix, in any number of processes, act as one store, and
 // clients' clocks never matter.
 //
-// Times are kept in milliseconds. Fencing tokens come from INCR on the
-// store's token key, in the same script as the grant, and are never reused.
+// Times are kept in microseconds, as the server's TIME gives them. Fencing
+// tokens come from the store's counter, in the same script as the grant,
+// never below the server's clock in microseconds, and are never reused.
 //
 // The work of retiring expired leases (moving them out of the live set and
 // the budget) is done once per lease, by whichever script runs first after
@@ -58,7 +80,13 @@ type Store struct {
 	base   string // the prefix every key name is appended to
 	// once: the client sends every command once (no retries), so a failure
 	// to connect or a refusal by the server proves nothing was applied.
-	once bool
+	once     bool
+	maxGrace time.Duration
+	trust    int // TrustRestarts as a script flag
+	// gen is the generation of the state this Store last saw ("" before
+	// its first grant): a state that is missing or of another generation
+	// later was lost.
+	gen atomic.Pointer[string]
 }
 
 // receiptTTL is how long a Release or Sweep keeps its reply for a repeat
@@ -89,7 +117,16 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
-	return &Store{client: client, keys: keys, base: base, once: noRetries(client)}, nil
+	if opts.MaxGrace < 0 {
+		return nil, errs.Invalid(ErrInvalid, "redislease: MaxGrace (%v) must not be negative", opts.MaxGrace)
+	}
+	if opts.MaxGrace == 0 {
+		opts.MaxGrace = DefaultMaxGrace
+	}
+	s := &Store{client: client, keys: keys, base: base, once: noRetries(client),
+		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts)}
+	s.gen.Store(new(string))
+	return s, nil
 }
 
 // noRetries reports whether client sends each command at most once. Only
@@ -138,10 +175,10 @@ func notSent(err error) bool {
 }
 
 // Keys returns the names of the Redis keys the store uses. Deleting them
-// deletes every lease and resets the fencing token; do that only when no
-// Manager uses the store. Besides these, each Release and each Sweep that
-// removed something leaves a receipt key (the same prefix, then
-// "receipt:<nonce>") that expires after a minute.
+// deletes every lease; a running Store then treats the store as lost (see
+// "State loss" in the package documentation). Besides these, each Release
+// and each Sweep that removed something leaves a receipt key (the same
+// prefix, then "receipt:<nonce>") that expires after a minute.
 func (s *Store) Keys() []string { return slices.Clone(s.keys) }
 
 // run runs script on the store's keys and checks its status: the first
@@ -177,6 +214,8 @@ func one(op, id string, v []any) (lease.Lease, error) {
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
 	case "EXPIRED":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	case "RELEASED":
+		return lease.Lease{}, fmt.Errorf("%w: %s (%w)", lease.ErrNotFound, id, lease.ErrReleased)
 	case "WRONGHOLDER":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
@@ -188,9 +227,13 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	args := make([]any, 0, 8+len(a.Costs))
+	if a.TTL > s.maxGrace && a.Grace > s.maxGrace {
+		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
+			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
+	}
+	args := make([]any, 0, 11+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		millis(a.TTL), int64(a.Grace))
+		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust)
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -200,25 +243,40 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	switch v[0] {
 	case "REJ":
+		if len(v) == 6 {
+			s.saw(v[5])
+		}
 		return lease.Lease{}, rejection(v)
 	case "DUP":
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
+	case "OK":
+		if len(v) == 3 {
+			s.saw(v[2])
+			v = v[:2]
+		}
 	}
 	return one("grant", a.ID, v)
 }
 
-// maxMillis caps TTLs (about 1500 years) so that deadlines keep at most
-// 14 digits, which Lua formats exactly.
-const maxMillis = 50_000_000_000_000
-
-// millis returns d in whole milliseconds, rounded up (a positive duration
-// stays positive) and capped at maxMillis.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
+// saw records the generation of the state a grant saw.
+func (s *Store) saw(gen any) {
+	if g, ok := gen.(string); ok && g != *s.gen.Load() {
+		s.gen.Store(&g)
 	}
-	return min(ms, maxMillis)
+}
+
+// maxMicros caps TTLs (about 150 years) so that deadlines stay below 2^53
+// µs, which Lua's numbers hold exactly.
+const maxMicros = 5_000_000_000_000_000
+
+// micros returns d in whole microseconds, rounded up (a positive duration
+// stays positive) and capped at maxMicros.
+func micros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return min(us, maxMicros)
 }
 
 func flag(b bool) int {
@@ -228,8 +286,8 @@ func flag(b bool) int {
 	return 0
 }
 
-// rejection turns a REJ reply (reason, available, existing id) into a
-// *lease.RejectedError.
+// rejection turns a REJ reply (reason, available, existing id, retry after
+// in µs) into a *lease.RejectedError.
 func rejection(v []any) error {
 	re := &lease.RejectedError{}
 	if len(v) >= 3 {
@@ -239,6 +297,10 @@ func rejection(v []any) error {
 	}
 	if len(v) >= 4 {
 		re.Existing, _ = v[3].(string)
+	}
+	if len(v) >= 5 {
+		us, _ := v[4].(int64)
+		re.RetryAfter = time.Duration(us) * time.Microsecond
 	}
 	return re
 }
@@ -320,7 +382,8 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
-	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds())
+	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds(),
+		lease.ReleasedRetention.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -380,9 +443,9 @@ func parse(id string, v any) (lease.Lease, error) {
 		Resource:    rest[hl:],
 		Cost:        int(n[1]),
 		Token:       uint64(n[0]),
-		CreatedAt:   time.UnixMilli(n[2]),
-		ExpiresAt:   time.UnixMilli(n[3]),
-		HeartbeatAt: time.UnixMilli(n[4]),
+		CreatedAt:   time.UnixMicro(n[2]),
+		ExpiresAt:   time.UnixMicro(n[3]),
+		HeartbeatAt: time.UnixMicro(n[4]),
 		Grace:       time.Duration(n[5]),
 	}, nil
 }
