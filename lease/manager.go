@@ -18,6 +18,15 @@ import (
 )
 
 // Request asks a Manager for a lease.
+//
+// Holder and Resource are compared and returned byte for byte (trailing
+// spaces and case count) by every store. Every store accepts valid UTF-8
+// without NUL bytes up to 255 bytes; beyond that the stores differ, and a
+// store that cannot keep a value refuses the grant with an error matching
+// ErrInvalid that names the field and the problem: MemoryStore and
+// lease/redislease keep any bytes of any length; lease/sqllease refuses a
+// NUL byte and invalid UTF-8 on both dialects, and on MySQL/MariaDB more
+// than 255 bytes.
 type Request struct {
 	// Holder is who asks (a user or session id). Required.
 	Holder string
