@@ -237,9 +237,36 @@ func TestStartRedis(t *testing.T) {
 					require.ErrorIs(t, err, redis.Nil, "the data survived a restart without AOF")
 				}
 			})
+			if addr == "" {
+				t.Skip("skipped: no server was started")
+			}
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 			defer c.Close()
 			assert.Error(t, c.Ping(ctx).Err(), "the server outlived its test")
 		})
 	}
+}
+
+// TestStartRedisPolicy: StartRedis follows the Redis policy (an unset
+// TTLKIT_TEST_REDIS_URL skips, or fails when backends are required), and
+// so does a missing redis-server.
+func TestStartRedisPolicy(t *testing.T) {
+	start := func(t testing.TB) { StartRedis(t, RedisServerOptions{}) }
+	t.Setenv(EnvRedis, "")
+	t.Setenv(EnvRequire, "")
+	r := run(t, start)
+	assert.True(t, r.skipped, "want skip, got %q", r.msg)
+	assert.Contains(t, r.msg, EnvRedis+" is not set")
+	t.Setenv(EnvRequire, "1")
+	r = run(t, start)
+	assert.True(t, r.failed, "want failure, got %q", r.msg)
+
+	t.Setenv(EnvRedis, "redis://127.0.0.1:6379/0")
+	t.Setenv("PATH", t.TempDir())
+	r = run(t, start)
+	assert.True(t, r.failed, "want failure, got %q", r.msg)
+	assert.Contains(t, r.msg, "redis-server is not on PATH")
+	t.Setenv(EnvRequire, "")
+	r = run(t, start)
+	assert.True(t, r.skipped, "want skip, got %q", r.msg)
 }
