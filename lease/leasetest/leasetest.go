@@ -13,7 +13,9 @@
 // It imports only the standard library and package lease. The suite is in
 // files by concern: leasetest.go (Harness, Run), env.go (a subtest's store
 // and checks), grant.go (the grant decision), lifecycle.go (heartbeat,
-// release, expiry, sweep), concurrency.go and peers.go (several instances).
+// release, expiry, sweep), holder.go (holder-checked calls), text.go
+// (byte-exact text, limits, stamps, remembered releases), concurrency.go
+// and peers.go (several instances).
 package leasetest
 
 import (
