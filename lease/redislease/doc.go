@@ -33,6 +33,11 @@
 //
 // Holder and Resource may be any bytes of any length.
 //
+// The layout changed with the microsecond times and the state hash: data
+// written by an earlier version under a Prefix (millisecond times, used
+// and token keys) cannot be read by this one. Move to a new Prefix, or
+// delete the old keys once no lease under them is live.
+//
 // # What the server must provide
 //
 // The promises of lease.Store hold as long as Redis keeps every write it
