@@ -28,7 +28,7 @@ func BenchmarkMemoryStoreGrantRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Release(ctx, l.ID); err != nil {
+		if _, err := s.Release(ctx, l.ID, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,8 +33,8 @@ func Example() {
 		fmt.Println("rejected:", re.Reason, re.Existing == l.ID)
 	}
 
-	remaining, _ := m.Heartbeat(ctx, l.ID)
-	fmt.Println("heartbeat, live for", remaining)
+	hb, _ := m.Heartbeat(ctx, l.ID)
+	fmt.Println("heartbeat, live for", hb.Remaining)
 
 	u, _ := m.Usage(ctx)
 	fmt.Printf("used %d of %d units\n", u.Units, u.Budget)

@@ -29,6 +29,7 @@ var ErrLost = errors.New("lease: lost")
 type KeepAlive struct {
 	m        *Manager
 	id       string
+	holder   string // checked on every heartbeat: l.Holder
 	grace    time.Duration
 	interval time.Duration
 
@@ -51,7 +52,7 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
 	}
-	k := &KeepAlive{m: m, id: l.ID, grace: l.Grace, interval: interval, done: make(chan struct{})}
+	k := &KeepAlive{m: m, id: l.ID, holder: l.Holder, grace: l.Grace, interval: interval, done: make(chan struct{})}
 	k.stop, k.stopNow = context.WithCancel(context.Background())
 	// Until the first heartbeat returns, trust the lease for what the grant
 	// left, counted from when it was sent (the store granted it no earlier).
@@ -156,7 +157,7 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 		hctx, cancel := c.WithDeadline(ctx, deadline)
 		unhookManager := context.AfterFunc(k.m.ctx, cancel)
 		unhookStop := context.AfterFunc(k.stop, cancel)
-		rem, err := k.m.Heartbeat(hctx, k.id)
+		hb, err := k.m.heartbeat(hctx, k.id, k.holder)
 		unhookStop()
 		unhookManager()
 		cancel()
@@ -168,11 +169,13 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 		}
 		switch {
 		case err == nil:
-			deadline, capped, last = sent.Add(rem), rem < k.grace, nil
+			// The Manager's send time is read after sent, so this local
+			// deadline is no later than the one the result carries.
+			deadline, capped, last = sent.Add(hb.Remaining), hb.Remaining < k.grace, nil
 			lost.Reset(c.Until(deadline))
 			next.Reset(k.interval)
 			continue
-		case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongHolder):
 			return fmt.Errorf("%w: %w", ErrLost, err)
 		case errors.Is(err, ErrClosed):
 			return ErrClosed
@@ -197,16 +200,16 @@ func (k *KeepAlive) lost(last error, capped bool) error {
 	return fmt.Errorf("%w: no heartbeat before the local deadline", ErrLost)
 }
 
-// releasedKeepAlives stops the KeepAlives of lease id, which its owner is
-// releasing.
-func (m *Manager) releasedKeepAlives(id string) {
+// releasedKeepAlives stops the KeepAlives of lease id (of holder, unless
+// empty), which its owner is releasing.
+func (m *Manager) releasedKeepAlives(id, holder string) {
 	if m.nKeep.Load() == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k := range m.keepAlives {
-		if k.id == id {
+		if k.id == id && (holder == "" || k.holder == holder) {
 			k.signal()
 		}
 	}

@@ -24,7 +24,7 @@ type faulty struct {
 
 var errTransport = errors.New("connection reset")
 
-func (f *faulty) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+func (f *faulty) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
 	f.calls.Add(1)
 	switch f.mode.Load() {
 	case 1:
@@ -33,7 +33,7 @@ func (f *faulty) Heartbeat(ctx context.Context, id string) (lease.Lease, error) 
 	case 2:
 		return lease.Lease{}, errTransport
 	}
-	return f.Store.Heartbeat(ctx, id)
+	return f.Store.Heartbeat(ctx, id, holder)
 }
 
 // newCamerasManager returns a Manager as a camera admission server runs it:
@@ -288,7 +288,7 @@ type stuckHeartbeat struct {
 	release chan struct{}
 }
 
-func (s *stuckHeartbeat) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
+func (s *stuckHeartbeat) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
 	<-s.release
-	return s.Store.Heartbeat(ctx, id)
+	return s.Store.Heartbeat(ctx, id, holder)
 }

@@ -18,6 +18,15 @@ import (
 )
 
 // Request asks a Manager for a lease.
+//
+// Holder and Resource are compared and returned byte for byte (trailing
+// spaces and case count) by every store. Every store accepts valid UTF-8
+// without NUL bytes up to 255 bytes; beyond that the stores differ, and a
+// store that cannot keep a value refuses the grant with an error matching
+// ErrInvalid that names the field and the problem: MemoryStore and
+// lease/redislease keep any bytes of any length; lease/sqllease refuses a
+// NUL byte and invalid UTF-8 on both dialects, and on MySQL/MariaDB more
+// than 255 bytes.
 type Request struct {
 	// Holder is who asks (a user or session id). Required.
 	Holder string
@@ -175,6 +184,8 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		switch {
 		case errors.As(err, &re):
 			switch re.Reason {
+			case ReasonRecovering:
+				m.stats.rejRecovering.Add(1)
 			case ReasonOverloaded:
 				m.stats.rejOverloaded.Add(1)
 			case ReasonHolderHasLease:
@@ -253,49 +264,123 @@ func sameClock(a, b clock.Clock) bool {
 	return a == b || reflect.TypeOf(a) == realClock && reflect.TypeOf(b) == realClock
 }
 
-// Heartbeat records a heartbeat for lease id and returns how long the lease
-// now stays live without another one: min(Grace, time left to ExpiresAt),
-// by the store's clock. A lease that is expired (ErrExpired) or unknown
-// (ErrNotFound) stays so. After Close it returns ErrClosed.
-func (m *Manager) Heartbeat(ctx context.Context, id string) (time.Duration, error) {
-	if m.isClosed() {
-		return 0, ErrClosed
+// HeartbeatResult is what a successful heartbeat returns.
+type HeartbeatResult struct {
+	// Lease is the lease as the store holds it after the heartbeat.
+	Lease Lease
+	// Remaining is how long the lease stays live without another
+	// heartbeat: Lease.Deadline() − Lease.HeartbeatAt, that is
+	// min(Grace, time left to ExpiresAt), by the store's clock.
+	Remaining time.Duration
+	// Deadline is Lease.Deadline(): when the store ends the lease unless
+	// another heartbeat comes first (store clock).
+	Deadline time.Time
+	// LocalDeadline is when the caller must stop trusting the lease, on
+	// the Manager's clock: the moment the heartbeat was sent plus
+	// Remaining. The store received the heartbeat no earlier than it was
+	// sent, and stamps it with its clock's reading at that moment, so
+	// (clocks running at the same rate) the store's deadline is never
+	// earlier than this one. KeepAlive keeps its deadline the same way.
+	LocalDeadline time.Time
+}
+
+// Heartbeat records a heartbeat for lease id and returns the lease's new
+// deadline, as the store and as the caller should see it. A lease that is
+// expired (ErrExpired) or unknown (ErrNotFound) stays so. Anyone who knows
+// the id may heartbeat the lease; HeartbeatAs checks the holder too. After
+// Close it returns ErrClosed.
+func (m *Manager) Heartbeat(ctx context.Context, id string) (HeartbeatResult, error) {
+	return m.heartbeat(ctx, id, "")
+}
+
+// HeartbeatAs is Heartbeat for holder only: if the lease id belongs to
+// another holder it returns ErrWrongHolder and changes nothing. The check
+// and the heartbeat are one atomic step in the store, so a server can let
+// user B heartbeat only B's own leases in one round trip. An empty holder
+// returns an error matching ErrInvalid.
+func (m *Manager) HeartbeatAs(ctx context.Context, id, holder string) (HeartbeatResult, error) {
+	if holder == "" {
+		m.stats.invalid.Add(1)
+		return HeartbeatResult{}, errs.Invalid(ErrInvalid, "lease: holder is empty")
 	}
-	var l Lease
-	var err error
+	return m.heartbeat(ctx, id, holder)
+}
+
+func (m *Manager) heartbeat(ctx context.Context, id, holder string) (HeartbeatResult, error) {
+	if m.isClosed() {
+		return HeartbeatResult{}, ErrClosed
+	}
+	var (
+		r    HeartbeatResult
+		err  error
+		sent time.Time
+	)
 	if m.mem != nil {
-		err = m.mem.heartbeat(ctx, id, &l)
+		if !m.memClock {
+			sent = m.clock.Now()
+		}
+		err = m.mem.heartbeat(ctx, id, holder, &r.Lease)
+		if m.memClock {
+			// The store read the Manager's clock after the call began.
+			sent = r.Lease.HeartbeatAt
+		}
 	} else {
-		l, err = m.store.Heartbeat(ctx, id)
+		sent = m.clock.Now()
+		r.Lease, err = m.store.Heartbeat(ctx, id, holder)
 	}
 	if err != nil {
 		m.countFailure(err, &m.stats.heartbeatsFailed)
-		return 0, err
+		return HeartbeatResult{}, err
 	}
 	m.stats.heartbeats.Add(1)
 	if m.events.Enabled() {
-		m.emit(Event{Kind: EventHeartbeat, Lease: l})
+		m.emit(Event{Kind: EventHeartbeat, Lease: r.Lease})
 	}
-	return l.Remaining(l.HeartbeatAt), nil
+	r.Deadline = r.Lease.Deadline()
+	r.Remaining = r.Lease.Remaining(r.Lease.HeartbeatAt)
+	r.LocalDeadline = sent.Add(r.Remaining)
+	return r, nil
 }
 
 // Release ends lease id at once and returns its units to the budget. It
 // first stops the lease's KeepAlives of this Manager (with a nil Err),
 // whatever the outcome. An expired lease returns ErrExpired and is left for
-// the sweep to report. After Close it returns ErrClosed.
+// the sweep to report. Anyone who knows the id may release the lease;
+// ReleaseAs checks the holder too. After Close it returns ErrClosed.
+//
+// After a Release that failed with ErrUnknownOutcome, call Release again:
+// it returns the lease if the first did not take effect, or, on a store
+// that remembers releases, an error matching ErrReleased (and ErrNotFound)
+// if it did.
 func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
+	return m.release(ctx, id, "")
+}
+
+// ReleaseAs is Release for holder only: if the lease id belongs to another
+// holder it returns ErrWrongHolder, changes nothing and leaves the lease's
+// KeepAlives running. The check and the release are one atomic step in the
+// store. An empty holder returns an error matching ErrInvalid.
+func (m *Manager) ReleaseAs(ctx context.Context, id, holder string) (Lease, error) {
+	if holder == "" {
+		m.stats.invalid.Add(1)
+		return Lease{}, errs.Invalid(ErrInvalid, "lease: holder is empty")
+	}
+	return m.release(ctx, id, holder)
+}
+
+func (m *Manager) release(ctx context.Context, id, holder string) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
 	}
 	// Stop KeepAlives first, so none reports as lost the lease its owner
 	// is releasing.
-	m.releasedKeepAlives(id)
+	m.releasedKeepAlives(id, holder)
 	var l Lease
 	var err error
 	if m.mem != nil {
-		err = m.mem.release(ctx, id, &l)
+		err = m.mem.release(ctx, id, holder, &l)
 	} else {
-		l, err = m.store.Release(ctx, id)
+		l, err = m.store.Release(ctx, id, holder)
 	}
 	if err != nil {
 		m.countFailure(err, nil)
@@ -402,11 +487,11 @@ func (m *Manager) running() string {
 }
 
 // countFailure counts a failed store call: a rule outcome (expired,
-// unknown) in rule, if given; the caller's own cancellation or deadline not
-// at all; anything else as a store error.
+// unknown, another holder's) in rule, if given; the caller's own
+// cancellation or deadline not at all; anything else as a store error.
 func (m *Manager) countFailure(err error, rule interface{ Add(uint64) uint64 }) {
 	switch {
-	case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongHolder):
 		if rule != nil {
 			rule.Add(1)
 		}

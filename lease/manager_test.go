@@ -130,7 +130,7 @@ func TestCameraAdmission(t *testing.T) {
 			for _, l := range leases[1:] {
 				rem, err := m.Heartbeat(ctx, l.ID)
 				require.NoError(t, err)
-				assert.Equal(t, 45*time.Second, rem)
+				assert.Equal(t, 45*time.Second, rem.Remaining)
 			}
 			_, err := m.Heartbeat(ctx, l.ID)
 			require.NoError(t, err)
@@ -211,11 +211,11 @@ func TestHeartbeatNeverPastExpiresAt(t *testing.T) {
 		time.Sleep(40 * time.Second)
 		rem, err := m.Heartbeat(ctx, l.ID)
 		require.NoError(t, err)
-		assert.Equal(t, 45*time.Second, rem)
+		assert.Equal(t, 45*time.Second, rem.Remaining)
 		time.Sleep(40 * time.Second)
 		rem, err = m.Heartbeat(ctx, l.ID)
 		require.NoError(t, err)
-		assert.Equal(t, 20*time.Second, rem, "capped by ExpiresAt")
+		assert.Equal(t, 20*time.Second, rem.Remaining, "capped by ExpiresAt")
 		time.Sleep(20 * time.Second)
 		_, err = m.Heartbeat(ctx, l.ID)
 		require.ErrorIs(t, err, lease.ErrExpired)
@@ -387,7 +387,7 @@ func TestMockClock(t *testing.T) {
 	mc.Add(44 * time.Second)
 	rem, err := m.Heartbeat(ctx, l.ID)
 	require.NoError(t, err)
-	assert.Equal(t, lease.DefaultGrace, rem)
+	assert.Equal(t, lease.DefaultGrace, rem.Remaining)
 	mc.Add(50 * time.Second) // grace runs out at 89 s; the sweep ticker fires at 90 s
 	_, err = m.Get(ctx, l.ID)
 	assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
@@ -563,4 +563,75 @@ func TestEventKindString(t *testing.T) {
 	} {
 		assert.Equal(t, want, string(r))
 	}
+}
+
+// TestHolderCheckedCalls: HeartbeatAs and ReleaseAs refuse another holder's
+// lease with ErrWrongHolder, change nothing and leave its KeepAlive
+// running; with the right holder they heartbeat and release.
+func TestHolderCheckedCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newCamerasManager(t, nil)
+		l, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
+		require.NoError(t, err)
+		k := m.KeepAlive(ctx, l, 15*time.Second)
+
+		_, err = m.HeartbeatAs(ctx, l.ID, "bob")
+		require.ErrorIs(t, err, lease.ErrWrongHolder)
+		_, err = m.ReleaseAs(ctx, l.ID, "bob")
+		require.ErrorIs(t, err, lease.ErrWrongHolder)
+		_, err = m.HeartbeatAs(ctx, l.ID, "")
+		require.ErrorIs(t, err, lease.ErrInvalid)
+		_, err = m.ReleaseAs(ctx, l.ID, "")
+		require.ErrorIs(t, err, lease.ErrInvalid)
+		time.Sleep(time.Minute)
+		require.NoError(t, k.Err(), "a refused ReleaseAs stopped the KeepAlive")
+		u, err := m.Usage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, u.Units)
+
+		time.Sleep(10 * time.Second)
+		hb, err := m.HeartbeatAs(ctx, l.ID, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, time.Now(), hb.Lease.HeartbeatAt)
+		assert.Equal(t, lease.DefaultGrace, hb.Remaining)
+		assert.Equal(t, hb.Lease.Deadline(), hb.Deadline)
+		assert.Equal(t, time.Now().Add(lease.DefaultGrace), hb.LocalDeadline)
+
+		got, err := m.ReleaseAs(ctx, l.ID, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, l.ID, got.ID)
+		<-k.Done()
+		require.NoError(t, k.Err(), "released by its holder")
+		st := m.Stats()
+		assert.Equal(t, uint64(1), st.HeartbeatsFailed, "the wrong holder's heartbeat")
+		assert.Zero(t, st.StoreErrors)
+	})
+}
+
+// TestHeartbeatLocalDeadline: with a store on another clock, the local
+// deadline counts from when the Manager sent the heartbeat.
+func TestHeartbeatLocalDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := lease.NewMemoryStore(clock.New()) // another clock value, same time source
+		m := newManager(t, 35, lease.Options{Store: &slowStore{Store: s, delay: 3 * time.Second}, ManualSweep: true})
+		l, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
+		require.NoError(t, err)
+		sent := time.Now()
+		hb, err := m.Heartbeat(ctx, l.ID)
+		require.NoError(t, err)
+		assert.Equal(t, sent.Add(3*time.Second), hb.Lease.HeartbeatAt, "the store stamps on arrival")
+		assert.Equal(t, sent.Add(lease.DefaultGrace), hb.LocalDeadline)
+		assert.True(t, hb.LocalDeadline.Before(hb.Deadline))
+	})
+}
+
+// slowStore delays every Heartbeat by delay before it reaches the store.
+type slowStore struct {
+	lease.Store
+	delay time.Duration
+}
+
+func (s *slowStore) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	time.Sleep(s.delay)
+	return s.Store.Heartbeat(ctx, id, holder)
 }

@@ -58,9 +58,11 @@ func NewMemoryStore(c clock.Clock) *MemoryStore {
 	}
 }
 
+// ctxErr returns the error of a call whose context has ended before it
+// began: it changed nothing.
 func ctxErr(ctx context.Context) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("lease: %w", context.Cause(ctx))
+		return NotApplied(errs.Canceled(ctx, "lease", "memory store"))
 	}
 	return nil
 }
@@ -135,22 +137,22 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 }
 
 // Heartbeat implements Store.
-func (s *MemoryStore) Heartbeat(ctx context.Context, id string) (Lease, error) {
+func (s *MemoryStore) Heartbeat(ctx context.Context, id, holder string) (Lease, error) {
 	var l Lease
-	err := s.heartbeat(ctx, id, &l)
+	err := s.heartbeat(ctx, id, holder, &l)
 	return l, err
 }
 
 // heartbeat is Heartbeat storing the lease in *out, which the Manager calls
 // directly.
-func (s *MemoryStore) heartbeat(ctx context.Context, id string, out *Lease) error {
+func (s *MemoryStore) heartbeat(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.retire()
-	r, err := s.find(id)
+	r, err := s.find(id, holder)
 	if err != nil {
 		return err
 	}
@@ -169,22 +171,22 @@ func (s *MemoryStore) heartbeat(ctx context.Context, id string, out *Lease) erro
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, id string) (Lease, error) {
+func (s *MemoryStore) Release(ctx context.Context, id, holder string) (Lease, error) {
 	var l Lease
-	err := s.release(ctx, id, &l)
+	err := s.release(ctx, id, holder, &l)
 	return l, err
 }
 
 // release is Release storing the lease in *out, which the Manager calls
 // directly.
-func (s *MemoryStore) release(ctx context.Context, id string, out *Lease) error {
+func (s *MemoryStore) release(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retire()
-	r, err := s.find(id)
+	r, err := s.find(id, holder)
 	if err != nil {
 		return err
 	}
@@ -204,7 +206,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retire()
-	r, err := s.find(id)
+	r, err := s.find(id, "")
 	if err != nil {
 		return Lease{}, err
 	}
@@ -300,12 +302,15 @@ func (s *MemoryStore) free(r *record) {
 	}
 }
 
-// find returns the live record id, or ErrExpired or ErrNotFound.
-func (s *MemoryStore) find(id string) (*record, error) {
+// find returns the live record id, or ErrNotFound, ErrWrongHolder (holder
+// is set and the record is another's) or ErrExpired, checked in that order.
+func (s *MemoryStore) find(id, holder string) (*record, error) {
 	r := s.records[id]
 	switch {
 	case r == nil:
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case holder != "" && r.l.Holder != holder:
+		return nil, fmt.Errorf("%w: %s", ErrWrongHolder, id)
 	case r.heap < 0:
 		return nil, fmt.Errorf("%w: %s", ErrExpired, id)
 	}

@@ -16,10 +16,11 @@ import (
 
 func TestMemoryStoreConformance(t *testing.T) {
 	leasetest.Run(t, leasetest.Harness{
-		New:  func(t *testing.T) lease.Store { return lease.NewMemoryStore(nil) },
-		Peer: func(t *testing.T, s lease.Store) lease.Store { return s },
-		Unit: time.Second,
-		Wrap: func(t *testing.T, body func(t *testing.T)) { synctest.Test(t, body) },
+		New:        func(t *testing.T) lease.Store { return lease.NewMemoryStore(nil) },
+		Peer:       func(t *testing.T, s lease.Store) lease.Store { return s },
+		Unit:       time.Second,
+		LocalClock: true,
+		Wrap:       func(t *testing.T, body func(t *testing.T)) { synctest.Test(t, body) },
 	})
 }
 
@@ -30,9 +31,10 @@ func TestMemoryStoreConformanceRealTime(t *testing.T) {
 		t.Skip("real time")
 	}
 	leasetest.Run(t, leasetest.Harness{
-		New:  func(t *testing.T) lease.Store { return lease.NewMemoryStore(nil) },
-		Peer: func(t *testing.T, s lease.Store) lease.Store { return s },
-		Unit: 250 * time.Millisecond, // margins of Unit/2 survive a loaded CI machine
+		New:        func(t *testing.T) lease.Store { return lease.NewMemoryStore(nil) },
+		Peer:       func(t *testing.T, s lease.Store) lease.Store { return s },
+		Unit:       250 * time.Millisecond, // margins of Unit/2 survive a loaded CI machine
+		LocalClock: true,
 	})
 }
 
@@ -64,9 +66,9 @@ func TestMemoryStoreMatchesModel(t *testing.T) {
 					ids = append(ids, l.ID)
 				}
 			case n < 60:
-				_, _ = s.Heartbeat(ctx, pick())
+				_, _ = s.Heartbeat(ctx, pick(), "")
 			case n < 70:
-				_, _ = s.Release(ctx, pick())
+				_, _ = s.Release(ctx, pick(), "")
 			case n < 78:
 				_, _ = s.Get(ctx, pick())
 			case n < 84:

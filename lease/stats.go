@@ -11,16 +11,16 @@ import (
 type Stats struct {
 	Granted uint64 // leases granted
 	// Rejected by reason.
-	RejectedOverloaded, RejectedHolderHasLease, RejectedOverCapacity uint64
-	Invalid                                                          uint64 // grants refused for bad input
-	Heartbeats                                                       uint64 // successful heartbeats
-	HeartbeatsFailed                                                 uint64 // heartbeats on expired or unknown leases
-	Released                                                         uint64 // leases released
-	Expired                                                          uint64 // expired leases reclaimed by this Manager's sweeps
-	ExpiredLapsed                                                    uint64 // of which ended by missing heartbeats (Lease.Lapsed)
-	Sweeps                                                           uint64 // Sweep calls completed
-	StoreErrors                                                      uint64 // store calls that failed other than by a rule or the caller's context
-	EventsDropped                                                    uint64 // events dropped: the queue was full, or Close had ended it
+	RejectedRecovering, RejectedOverloaded, RejectedHolderHasLease, RejectedOverCapacity uint64
+	Invalid                                                                              uint64 // grants refused for bad input
+	Heartbeats                                                                           uint64 // successful heartbeats
+	HeartbeatsFailed                                                                     uint64 // heartbeats on expired, unknown or another holder's leases
+	Released                                                                             uint64 // leases released
+	Expired                                                                              uint64 // expired leases reclaimed by this Manager's sweeps
+	ExpiredLapsed                                                                        uint64 // of which ended by missing heartbeats (Lease.Lapsed)
+	Sweeps                                                                               uint64 // Sweep calls completed
+	StoreErrors                                                                          uint64 // store calls that failed other than by a rule or the caller's context
+	EventsDropped                                                                        uint64 // events dropped: the queue was full, or Close had ended it
 
 	// Gauges for the whole store: exact with a *MemoryStore; with any
 	// other store (a round trip away) as of the last Sweep or Usage call,
@@ -33,6 +33,7 @@ type Stats struct {
 // counters are the Manager's live counters.
 type counters struct {
 	granted, rejOverloaded, rejHolder, rejCapacity, invalid atomic.Uint64
+	rejRecovering                                           atomic.Uint64
 	heartbeats, heartbeatsFailed, released, expired, sweeps atomic.Uint64
 	expiredLapsed                                           atomic.Uint64
 	storeErrors, eventsLate                                 atomic.Uint64
@@ -50,6 +51,7 @@ func (m *Manager) Stats() Stats {
 	}
 	return Stats{
 		Granted:                c.granted.Load(),
+		RejectedRecovering:     c.rejRecovering.Load(),
 		RejectedOverloaded:     c.rejOverloaded.Load(),
 		RejectedHolderHasLease: c.rejHolder.Load(),
 		RejectedOverCapacity:   c.rejCapacity.Load(),

@@ -19,8 +19,14 @@ import (
 // The store's clock decides: Redis TIME inside the script, SQL now() inside
 // the transaction, the injected clock for the memory store. Never the
 // caller's clock. Every time a store returns (CreatedAt, ExpiresAt,
-// HeartbeatAt) comes from that clock; a store may round them to its precision
-// (1 ms or finer).
+// HeartbeatAt) comes from that clock, at microsecond precision or finer:
+// CreatedAt and HeartbeatAt are the clock reading the decision was made at,
+// never rounded down to a coarser unit, and the store's own deadline is
+// never earlier than Lease.Deadline() of the lease it returned. A caller
+// that counts Deadline − HeartbeatAt from the moment it sent the call (as
+// KeepAlive does) therefore never trusts a lease longer than the store
+// keeps it. (A stamp rounded down to whole milliseconds could lie up to
+// 1 ms before the call was sent, and break that promise.)
 //
 // # Liveness
 //
@@ -35,12 +41,25 @@ import (
 //
 // # Errors
 //
-// Errors that match ErrNotFound, ErrExpired, ErrInvalid or a *RejectedError
-// mean the call changed nothing. Any other error (network, server) is
-// returned wrapped with %w and must not match those; the caller cannot tell
-// whether the operation took effect. A cancelled context makes the call
-// return an error wrapping the context's error; an operation already applied
-// by the server stays applied.
+// Every error is of exactly one of these kinds:
+//
+//   - a rule outcome: ErrNotFound (with ErrReleased for a lease released
+//     within ReleasedRetention), ErrExpired, ErrWrongHolder, ErrInvalid or a
+//     *RejectedError. The call was decided and changed nothing.
+//   - ErrNotApplied: the call failed and certainly changed nothing (it never
+//     reached the server, or the server refused or rolled it back whole).
+//     A context that had ended before the call matches it too.
+//   - ErrUnknownOutcome: the call failed after it may have reached the
+//     server; it may or may not have taken effect. A context that ended
+//     while the call was in flight gives this kind.
+//
+// Store failures wrap the backend's error with %w and match exactly one of
+// ErrNotApplied and ErrUnknownOutcome (see NotApplied and UnknownOutcome);
+// a cancelled context is also matched by the context's error. What a caller
+// may conclude after ErrUnknownOutcome: a repeated Grant with the same ID
+// returns the lease if the first took effect; a repeated Release returns
+// the lease, or ErrNotFound with ErrReleased if the first took effect; a
+// repeated Heartbeat is harmless.
 type Store interface {
 	// Grant decides and records a new lease in one atomic step, at the
 	// store's current time now. Let used be the summed Cost of the leases
@@ -51,6 +70,10 @@ type Store interface {
 	//     *RejectedError{Reason: ReasonHolderHasLease, Existing: that lease's ID}.
 	//  3. The first cost in a.Costs with cost ≤ available is granted; if
 	//     none fits → *RejectedError{Reason: ReasonOverCapacity}.
+	//
+	// A store that detected that it lost state (see ReasonRecovering) may
+	// refuse every grant first, with ReasonRecovering and RetryAfter, until
+	// every lease it granted before the loss must have lapsed.
 	//
 	// Every *RejectedError carries Available = available at now (never
 	// negative). A granted lease has ID a.ID, Holder, Resource, the chosen
@@ -77,15 +100,25 @@ type Store interface {
 	// ExpiresAt never moves, so Deadline never passes ExpiresAt. An expired
 	// lease returns ErrExpired (record still present) or ErrNotFound, and is
 	// not changed.
-	Heartbeat(ctx context.Context, id string) (Lease, error)
+	//
+	// With a holder other than "", the call is holder-checked in the same
+	// atomic step: a record of id (live or expired) that belongs to another
+	// holder returns ErrWrongHolder and is not changed.
+	Heartbeat(ctx context.Context, id, holder string) (Lease, error)
 
 	// Release removes the lease id if it is live at now and returns it as
 	// it was. An expired lease returns ErrExpired and its record stays for
-	// Sweep to report; an unknown id returns ErrNotFound.
-	Release(ctx context.Context, id string) (Lease, error)
+	// Sweep to report; an unknown id returns ErrNotFound. A store whose
+	// Release can fail with ErrUnknownOutcome (one over a network)
+	// remembers the release for at least ReleasedRetention: until then,
+	// Get, Heartbeat and Release of id return an error that matches both
+	// ErrNotFound and ErrReleased. (MemoryStore never needs to.) A holder
+	// other than "" is checked as for Heartbeat.
+	Release(ctx context.Context, id, holder string) (Lease, error)
 
 	// Get returns the lease id if it is live at now; else ErrExpired
-	// (record still present) or ErrNotFound.
+	// (record still present) or ErrNotFound (with ErrReleased after a
+	// recent release).
 	Get(ctx context.Context, id string) (Lease, error)
 
 	// List returns every lease live at now, ordered by Token ascending, as

@@ -95,10 +95,7 @@ func BenchmarkLeaseRedisInterleaved(b *testing.B) {
 		req := lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
 		locker := redislock.New(r.Client)
 		key := r.Prefix + "cam_2f_19"
-		impls := []struct {
-			name string
-			op   func() error
-		}{
+		impls := []impl{
 			{"ttlkit", func() error {
 				l, err := m.Grant(ctx, req)
 				if err != nil {
@@ -121,21 +118,39 @@ func BenchmarkLeaseRedisInterleaved(b *testing.B) {
 				return r.Client.Ping(ctx).Err()
 			}},
 		}
-		lat := make([][]time.Duration, len(impls))
-		for b.Loop() {
-			for i, im := range impls {
-				start := time.Now()
-				if err := im.op(); err != nil {
-					b.Fatal(err)
-				}
-				lat[i] = append(lat[i], time.Since(start))
-			}
-		}
-		for i, im := range impls {
-			d := lat[i]
-			slices.Sort(d)
-			b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), im.name+"-p50-ns")
-			b.ReportMetric(float64(d[len(d)/10].Nanoseconds()), im.name+"-p10-ns")
-		}
+		interleave(b, impls)
 	})
+}
+
+// impl is one implementation of an operation in an interleaved benchmark.
+type impl struct {
+	name string
+	op   func() error
+}
+
+// interleave runs one op of each implementation per iteration, in turn,
+// and reports each one's median and 10th-percentile latency, and the
+// ratio of each one's median to the first one's.
+func interleave(b *testing.B, impls []impl) {
+	lat := make([][]time.Duration, len(impls))
+	for b.Loop() {
+		for i, im := range impls {
+			start := time.Now()
+			if err := im.op(); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(start))
+		}
+	}
+	p50 := make([]time.Duration, len(impls))
+	for i, im := range impls {
+		d := lat[i]
+		slices.Sort(d)
+		p50[i] = d[len(d)/2]
+		b.ReportMetric(float64(p50[i].Nanoseconds()), im.name+"-p50-ns")
+		b.ReportMetric(float64(d[len(d)/10].Nanoseconds()), im.name+"-p10-ns")
+	}
+	for i := 1; i < len(impls); i++ {
+		b.ReportMetric(float64(p50[0])/float64(p50[i]), impls[0].name+"/"+impls[i].name+"-p50-x")
+	}
 }

@@ -77,6 +77,25 @@ func (s *RedisServer) Client(t testing.TB) *redis.Client {
 	return c
 }
 
+// Options returns client options for the server (a fresh copy each call).
+func (s *RedisServer) Options() *redis.Options { return &redis.Options{Addr: s.Addr} }
+
+// NewClient returns a client of the server, closed when the test ends;
+// configure, if not nil, adjusts its options first.
+func (s *RedisServer) NewClient(t testing.TB, configure func(*redis.Options)) *redis.Client {
+	t.Helper()
+	o := s.Options()
+	if configure != nil {
+		configure(o)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// String returns the server's address, for messages.
+func (s *RedisServer) String() string { return "redis-server " + s.Addr }
+
 // URL returns redis://Addr/0.
 func (s *RedisServer) URL() string { return "redis://" + s.Addr + "/0" }
 

@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -261,35 +260,62 @@ func scanAll(t *testing.T, c *redis.Client, match string) []string {
 	return keys
 }
 
-func TestStartRedisRestartsEmptyOrWithItsAOF(t *testing.T) {
-	if os.Getenv(EnvRedis) == "" {
-		t.Skip(EnvRedis + " is not set")
-	}
+// TestStartRedis: a private server restarts empty without AOF and with its
+// data with AOF (fsync always), and is gone after the test.
+func TestStartRedis(t *testing.T) {
 	ctx := context.Background()
 	for _, aof := range []bool{false, true} {
-		s := StartRedis(t, RedisServerOptions{AppendOnly: aof})
-		c := s.Client(t)
-		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		before, err := s.RunID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Restart(0)
-		after, err := s.RunID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if before == after {
-			t.Errorf("aof=%v: run_id %s did not change across a restart", aof, before)
-		}
-		n, err := c.Exists(ctx, "k").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := map[bool]int64{false: 0, true: 1}[aof]; n != want {
-			t.Errorf("aof=%v: key exists %d after restart, want %d", aof, n, want)
-		}
+		t.Run(fmt.Sprint("aof=", aof), func(t *testing.T) {
+			var addr string
+			t.Run("server", func(t *testing.T) {
+				s := StartRedis(t, RedisServerOptions{AppendOnly: aof})
+				addr = s.Addr
+				c := s.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1 })
+				require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+				before, err := s.RunID(ctx)
+				require.NoError(t, err)
+				s.Restart(0)
+				after, err := s.RunID(ctx)
+				require.NoError(t, err)
+				assert.NotEqual(t, before, after, "run_id did not change across a restart")
+				v, err := c.Get(ctx, "k").Result()
+				if aof {
+					require.NoError(t, err)
+					assert.Equal(t, "v", v)
+				} else {
+					require.ErrorIs(t, err, redis.Nil, "the data survived a restart without AOF")
+				}
+			})
+			if addr == "" {
+				t.Skip("skipped: no server was started")
+			}
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			defer c.Close()
+			assert.Error(t, c.Ping(ctx).Err(), "the server outlived its test")
+		})
 	}
+}
+
+// TestStartRedisPolicy: StartRedis follows the Redis policy (an unset
+// TTLKIT_TEST_REDIS_URL skips, or fails when backends are required), and
+// so does a missing redis-server.
+func TestStartRedisPolicy(t *testing.T) {
+	start := func(t testing.TB) { StartRedis(t, RedisServerOptions{}) }
+	t.Setenv(EnvRedis, "")
+	t.Setenv(EnvRequire, "")
+	r := run(t, start)
+	assert.True(t, r.skipped, "want skip, got %q", r.msg)
+	assert.Contains(t, r.msg, EnvRedis+" is not set")
+	t.Setenv(EnvRequire, "1")
+	r = run(t, start)
+	assert.True(t, r.failed, "want failure, got %q", r.msg)
+
+	t.Setenv(EnvRedis, "redis://127.0.0.1:6379/0")
+	t.Setenv("PATH", t.TempDir())
+	r = run(t, start)
+	assert.True(t, r.failed, "want failure, got %q", r.msg)
+	assert.Contains(t, r.msg, "redis-server is not on PATH")
+	t.Setenv(EnvRequire, "")
+	r = run(t, start)
+	assert.True(t, r.skipped, "want skip, got %q", r.msg)
 }

@@ -18,12 +18,13 @@
 //	overloaded              503     the admission gate is closed (lease.ReasonOverloaded)
 //	holder_has_lease        409     the holder already has a live lease (lease.ReasonHolderHasLease)
 //	over_capacity           429     no requested cost fits in the budget (lease.ReasonOverCapacity)
+//	recovering              503     the store lost its state and refuses grants for a while (lease.ReasonRecovering)
 //	bad_json                400     the body is not one JSON object of the expected shape
 //	invalid_argument        400     the decoded request is refused (lease.ErrInvalid, Options.Decode)
 //	body_too_large          413     the body is longer than Options.MaxBody
 //	unsupported_media_type  415     a grant's Content-Type is not application/json
 //	no_holder               401     the HolderFunc found no holder in the request
-//	not_holder              403     the lease belongs to another holder
+//	not_holder              403     the lease belongs to another holder (lease.ErrWrongHolder; checked in the store, atomically)
 //	not_found               404     no such lease (never granted, released, or swept)
 //	expired                 410     the lease has expired
 //	unavailable             503     the Manager is closed, or the request was cancelled

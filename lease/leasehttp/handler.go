@@ -191,15 +191,9 @@ func noHolder(err error) error {
 	return &Problem{Status: http.StatusUnauthorized, Code: CodeNoHolder, Message: "the request names no holder", Err: err}
 }
 
-// The holder check. lease.Manager's Heartbeat and Release take only an id,
-// so a heartbeat or release is a Get, a comparison of holders and then the
-// call, two store round trips. That is safe, not merely likely: a lease id
-// is never granted twice, so a lease that belongs to holder at the Get
-// belongs to it at the call, or has ended (and the call fails). These three
-// functions are the only place that knows; they become one holder-checked
-// store call each when the Manager offers one.
-
-// owned returns lease id if it is live and held by holder.
+// owned returns lease id if it is live and held by holder: the read
+// behind Held. Heartbeat and Release check the holder inside the store, in
+// the same atomic step as the change (Manager.HeartbeatAs, ReleaseAs).
 func (h *Handler) owned(ctx context.Context, holder, id string) (lease.Lease, error) {
 	if id == "" || len(id) > maxIDLen {
 		return lease.Lease{}, lease.ErrNotFound
@@ -214,23 +208,25 @@ func (h *Handler) owned(ctx context.Context, holder, id string) (lease.Lease, er
 	return l, nil
 }
 
-// heartbeat heartbeats lease id of holder; it returns the lease as it was
-// before and how long it now stays live.
+// heartbeat heartbeats lease id of holder; it returns the lease and how
+// long it now stays live.
 func (h *Handler) heartbeat(ctx context.Context, holder, id string) (lease.Lease, time.Duration, error) {
-	l, err := h.owned(ctx, holder, id)
-	if err != nil {
-		return l, 0, err
+	if id == "" || len(id) > maxIDLen {
+		return lease.Lease{}, 0, lease.ErrNotFound
 	}
-	live, err := h.m.Heartbeat(ctx, id)
-	return l, live, err
+	res, err := h.m.HeartbeatAs(ctx, id, holder)
+	if err != nil {
+		return lease.Lease{}, 0, err
+	}
+	return res.Lease, res.Remaining, nil
 }
 
 // release releases lease id of holder.
 func (h *Handler) release(ctx context.Context, holder, id string) error {
-	if _, err := h.owned(ctx, holder, id); err != nil {
-		return err
+	if id == "" || len(id) > maxIDLen {
+		return lease.ErrNotFound
 	}
-	_, err := h.m.Release(ctx, id)
+	_, err := h.m.ReleaseAs(ctx, id, holder)
 	return err
 }
 

@@ -14,6 +14,7 @@ const (
 	CodeOverloaded           = string(lease.ReasonOverloaded)
 	CodeHolderHasLease       = string(lease.ReasonHolderHasLease)
 	CodeOverCapacity         = string(lease.ReasonOverCapacity)
+	CodeRecovering           = string(lease.ReasonRecovering)
 	CodeBadJSON              = "bad_json"
 	CodeInvalidArgument      = "invalid_argument"
 	CodeBodyTooLarge         = "body_too_large"
@@ -28,7 +29,8 @@ const (
 
 // ErrNotHolder is returned by Handler.Held, and matched by Problem.Err, when
 // the lease belongs to another holder than the request's.
-var ErrNotHolder = errors.New("leasehttp: lease held by another holder")
+// It is lease.ErrWrongHolder, which the holder-checked store calls return.
+var ErrNotHolder = lease.ErrWrongHolder
 
 // Problem is the JSON body of every error response, and its status.
 type Problem struct {
@@ -63,6 +65,8 @@ func problemFor(err error) *Problem {
 			return &Problem{http.StatusServiceUnavailable, CodeOverloaded, "the server is overloaded; try again later", err}
 		case lease.ReasonHolderHasLease:
 			return &Problem{http.StatusConflict, CodeHolderHasLease, "you already hold a lease; release it first", err}
+		case lease.ReasonRecovering:
+			return &Problem{http.StatusServiceUnavailable, CodeRecovering, "the lease store is recovering from a restart; try again later", err}
 		default:
 			return &Problem{http.StatusTooManyRequests, CodeOverCapacity, "no capacity is left; try again later", err}
 		}
@@ -73,6 +77,8 @@ func problemFor(err error) *Problem {
 		return &Problem{http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the request body is too large", err}
 	case errors.Is(err, ErrNotHolder):
 		return &Problem{http.StatusForbidden, CodeNotHolder, "the lease belongs to someone else", err}
+	case errors.Is(err, lease.ErrReleased):
+		return &Problem{http.StatusNotFound, CodeNotFound, "the lease was released", err}
 	case errors.Is(err, lease.ErrNotFound):
 		return &Problem{http.StatusNotFound, CodeNotFound, "no such lease", err}
 	case errors.Is(err, lease.ErrExpired):

@@ -115,13 +115,13 @@ func testConcurrentMixed(t *testing.T, e *env) {
 					}
 				case 2:
 					if len(mine) > 0 {
-						if _, err := s.Heartbeat(e.ctx, mine[0]); err != nil {
+						if _, err := s.Heartbeat(e.ctx, mine[0], ""); err != nil {
 							t.Errorf("Heartbeat of a live lease: %v", err)
 						}
 					}
 				case 3:
 					if len(mine) > 0 {
-						if _, err := s.Release(e.ctx, mine[0]); err != nil {
+						if _, err := s.Release(e.ctx, mine[0], ""); err != nil {
 							t.Errorf("Release of own live lease: %v", err)
 						}
 						mine = mine[1:]
@@ -144,7 +144,7 @@ func testConcurrentMixed(t *testing.T, e *env) {
 				}
 			}
 			for _, id := range mine {
-				if _, err := s.Release(e.ctx, id); err != nil {
+				if _, err := s.Release(e.ctx, id, ""); err != nil {
 					t.Errorf("final Release: %v", err)
 				}
 			}

@@ -101,10 +101,10 @@ func (e *env) gone(t *testing.T, id string, want error) {
 	if _, err := e.s.Get(e.ctx, id); !errors.Is(err, want) {
 		t.Errorf("Get(%s) error = %v, want %v", id, err, want)
 	}
-	if _, err := e.s.Heartbeat(e.ctx, id); !errors.Is(err, want) {
+	if _, err := e.s.Heartbeat(e.ctx, id, ""); !errors.Is(err, want) {
 		t.Errorf("Heartbeat(%s) error = %v, want %v", id, err, want)
 	}
-	if _, err := e.s.Release(e.ctx, id); !errors.Is(err, want) {
+	if _, err := e.s.Release(e.ctx, id, ""); !errors.Is(err, want) {
 		t.Errorf("Release(%s) error = %v, want %v", id, err, want)
 	}
 }

@@ -65,7 +65,7 @@ func testRepeatedGrant(t *testing.T, e *env) {
 	if ls := e.list(t); len(ls) != 1 || ls[0].Holder != "alice" {
 		t.Errorf("List = %v, want alice's lease alone", ls)
 	}
-	if _, err := e.s.Release(e.ctx, l.ID); err != nil {
+	if _, err := e.s.Release(e.ctx, l.ID, ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if n := e.grant(t, e.args("carol", 2, 2)); n.Token <= l.Token {
@@ -92,7 +92,7 @@ func testDecisionOrder(t *testing.T, e *env) {
 	rejected(t, err, lease.ReasonOverCapacity, 0, "")
 
 	// Overloaded with budget to spare still reports what is available.
-	if _, err := e.s.Release(e.ctx, a.ID); err != nil {
+	if _, err := e.s.Release(e.ctx, a.ID, ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	r = e.args("bob", budget, 1)
@@ -137,7 +137,7 @@ func testFallbackCosts(t *testing.T, e *env) {
 	}
 	_, err := e.s.Grant(e.ctx, e.args("z", budget, 2, 1))
 	rejected(t, err, lease.ReasonOverCapacity, 0, "")
-	if _, err := e.s.Release(e.ctx, y.ID); err != nil {
+	if _, err := e.s.Release(e.ctx, y.ID, ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	// The first cost that fits wins, even a smaller one listed first.
@@ -178,7 +178,7 @@ func testFencingTokens(t *testing.T, e *env) {
 		l := e.grant(t, e.args(fmt.Sprint("h", i), 10, 1))
 		check(l)
 		if i%2 == 0 {
-			if _, err := e.s.Release(e.ctx, l.ID); err != nil {
+			if _, err := e.s.Release(e.ctx, l.ID, ""); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 		}

@@ -13,7 +13,9 @@
 // It imports only the standard library and package lease. The suite is in
 // files by concern: leasetest.go (Harness, Run), env.go (a subtest's store
 // and checks), grant.go (the grant decision), lifecycle.go (heartbeat,
-// release, expiry, sweep), concurrency.go and peers.go (several instances).
+// release, expiry, sweep), holder.go (holder-checked calls), text.go
+// (byte-exact text, limits, stamps, remembered releases), concurrency.go
+// and peers.go (several instances).
 package leasetest
 
 import (
@@ -55,6 +57,18 @@ type Harness struct {
 	// Wrap, if set, runs the body of every subtest, for example
 	// synctest.Test for a store on fake time. Nil runs the body directly.
 	Wrap func(t *testing.T, body func(t *testing.T))
+
+	// LocalClock says that the store's clock is this process's time.Now:
+	// an in-process store, or a server on this host. It enables the
+	// StampsNeverBeforeSend subtest, which compares the store's stamps
+	// with the moments the calls were sent.
+	LocalClock bool
+
+	// RemembersReleases says that the store keeps releases for
+	// lease.ReleasedRetention, as every store whose Release can fail with
+	// lease.ErrUnknownOutcome must. It enables the ReleaseRemembered
+	// subtest.
+	RemembersReleases bool
 }
 
 // Run runs the whole conformance suite against the stores h makes, one
@@ -88,6 +102,11 @@ func Run(t *testing.T, h Harness) {
 		{"BadInputStoresNothing", testBadInput, ""},
 		{"UnknownID", testUnknownID, ""},
 		{"ReleaseReturnsUnits", testRelease, ""},
+		{"HolderChecked", testHolderChecked, ""},
+		{"ReleaseRemembered", testReleaseRemembered, "RemembersReleases"},
+		{"TextIsExact", testTextIsExact, ""},
+		{"TextLimits", testTextLimits, ""},
+		{"StampsNeverBeforeSend", testStampsNeverBeforeSend, "LocalClock"},
 		{"CanceledContext", testCanceledContext, ""},
 		{"HeartbeatMovesOnlyHeartbeatDeadline", testHeartbeat, ""},
 		{"HeartbeatNeverPastExpiresAt", testHeartbeatCapped, ""},
@@ -100,8 +119,13 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.needs == "Peer" && h.Peer == nil {
+			switch {
+			case tc.needs == "Peer" && h.Peer == nil:
 				t.Skip("leasetest: Harness.Peer is nil; set it to check that two instances share one store")
+			case tc.needs == "LocalClock" && !h.LocalClock:
+				t.Skip("leasetest: Harness.LocalClock is false; set it for a store on this process's clock")
+			case tc.needs == "RemembersReleases" && !h.RemembersReleases:
+				t.Skip("leasetest: Harness.RemembersReleases is false; set it for a store that remembers releases")
 			}
 			h.Wrap(t, func(t *testing.T) {
 				e := &env{h: h, s: h.New(t), u: h.Unit, ctx: context.Background()}

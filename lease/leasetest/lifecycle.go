@@ -18,7 +18,7 @@ func testUnknownID(t *testing.T, e *env) {
 
 func testRelease(t *testing.T, e *env) {
 	a := e.grant(t, e.args("alice", 2, 2))
-	r, err := e.s.Release(e.ctx, a.ID)
+	r, err := e.s.Release(e.ctx, a.ID, "")
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -47,20 +47,32 @@ func testCanceledContext(t *testing.T, e *env) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	a := e.args("alice", 2, 1)
-	if _, err := e.s.Grant(ctx, a); !errors.Is(err, context.Canceled) {
+	notApplied := func(op string, err error) {
+		t.Helper()
+		if !errors.Is(err, lease.ErrNotApplied) || errors.Is(err, lease.ErrUnknownOutcome) {
+			t.Errorf("%s with a context cancelled before the call = %v, want ErrNotApplied only", op, err)
+		}
+	}
+	_, err := e.s.Grant(ctx, a)
+	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Grant with cancelled context = %v, want context.Canceled", err)
 	}
+	notApplied("Grant", err)
 	e.usage(t, 0, 0)
 	if _, err := e.s.Get(e.ctx, a.ID); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("Get after cancelled grant = %v, want ErrNotFound", err)
 	}
 	l := e.grant(t, e.args("alice", 2, 1))
-	if _, err := e.s.Heartbeat(ctx, l.ID); !errors.Is(err, context.Canceled) {
+	_, err = e.s.Heartbeat(ctx, l.ID, "")
+	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Heartbeat with cancelled context = %v, want context.Canceled", err)
 	}
-	if _, err := e.s.Release(ctx, l.ID); !errors.Is(err, context.Canceled) {
+	notApplied("Heartbeat", err)
+	_, err = e.s.Release(ctx, l.ID, "")
+	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Release with cancelled context = %v, want context.Canceled", err)
 	}
+	notApplied("Release", err)
 	e.usage(t, 1, 1)
 }
 
@@ -73,7 +85,7 @@ func testHeartbeat(t *testing.T, e *env) {
 	a.Grace = 4 * e.u
 	l := e.grant(t, a)
 	e.wait(t, 2)
-	h, err := e.s.Heartbeat(e.ctx, l.ID)
+	h, err := e.s.Heartbeat(e.ctx, l.ID, "")
 	if err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
@@ -103,7 +115,7 @@ func testHeartbeatCapped(t *testing.T, e *env) {
 	a.TTL, a.Grace = 3*e.u, 3*e.u
 	l := e.grant(t, a)
 	e.wait(t, 1)
-	h, err := e.s.Heartbeat(e.ctx, l.ID)
+	h, err := e.s.Heartbeat(e.ctx, l.ID, "")
 	if err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}

@@ -40,7 +40,7 @@ func testSharedByPeers(t *testing.T, e *env) {
 	}
 
 	// A heartbeat through one instance is seen by the other.
-	h, err := p.Heartbeat(e.ctx, a.ID)
+	h, err := p.Heartbeat(e.ctx, a.ID, "")
 	if err != nil {
 		t.Fatalf("peer Heartbeat: %v", err)
 	}
@@ -51,10 +51,10 @@ func testSharedByPeers(t *testing.T, e *env) {
 	sameLease(t, "Get after the peer's heartbeat", got, h)
 
 	// Either instance releases the other's lease, once.
-	if _, err := p.Release(e.ctx, a.ID); err != nil {
+	if _, err := p.Release(e.ctx, a.ID, ""); err != nil {
 		t.Fatalf("peer Release of the first instance's lease: %v", err)
 	}
-	if _, err := e.s.Release(e.ctx, a.ID); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := e.s.Release(e.ctx, a.ID, ""); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("second Release through the other instance = %v, want ErrNotFound", err)
 	}
 	if ls := e.list(t); len(ls) != 1 || ls[0].ID != b.ID {

@@ -65,7 +65,7 @@ func ExampleStore_Keys() {
 	_, err := redislease.New(client, redislease.Options{})
 	fmt.Println(err)
 	// Output:
-	// [{cams}:leases {cams}:deadlines {cams}:expired {cams}:holders {cams}:used {cams}:token]
-	// [app:{cams}:leases app:{cams}:deadlines app:{cams}:expired app:{cams}:holders app:{cams}:used app:{cams}:token]
+	// [{cams}:leases {cams}:deadlines {cams}:expired {cams}:holders {cams}:state {cams}:released]
+	// [app:{cams}:leases app:{cams}:deadlines app:{cams}:expired app:{cams}:holders app:{cams}:state app:{cams}:released]
 	// redislease: Prefix is empty
 }

@@ -75,6 +75,9 @@ func testConnectionKilled(t *testing.T, maxRetries int) {
 			}
 		}
 		if !errors.Is(err, lease.ErrNotFound) {
+			if errors.Is(err, lease.ErrNotApplied) == errors.Is(err, lease.ErrUnknownOutcome) {
+				t.Errorf("%s: %v matches not exactly one of ErrNotApplied and ErrUnknownOutcome", op, err)
+			}
 			storeErrs.Add(1)
 			if !strings.Contains(err.Error(), "redislease: ") {
 				t.Errorf("%s: %v is not wrapped by the store", op, err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,7 +36,27 @@ type Options struct {
 	// app:{cams}:leases, ... A Prefix without a hash tag must not contain
 	// "}" (it would end the added tag early): New refuses it.
 	Prefix string
+
+	// MaxGrace bounds how long any lease of the store can stay live
+	// without a heartbeat: Grant refuses, with lease.ErrInvalid, a lease
+	// whose Grace and TTL both exceed it. After the store detects that it
+	// lost state (see "State loss" in the package documentation) it
+	// refuses grants for MaxGrace, with lease.ReasonRecovering, so that
+	// every lease granted before has lapsed for its holder. Every Store on
+	// one Prefix must use the same MaxGrace. 0 means DefaultMaxGrace.
+	MaxGrace time.Duration
+
+	// TrustRestarts says that the server never loses an acknowledged
+	// write across a restart or failover (appendonly yes with appendfsync
+	// always, and WAITAOF or WAIT on every failover candidate; see the
+	// package documentation). A restart then is not treated as a loss.
+	// Leave it false unless the server is configured so.
+	TrustRestarts bool
 }
+
+// DefaultMaxGrace is Options.MaxGrace when it is 0: lease.DefaultGrace, a
+// camera admission server's heartbeat grace.
+const DefaultMaxGrace = lease.DefaultGrace
 
 // Store is a lease.Store on Redis. Each operation is one round trip: a Lua
 // script (EVALSHA, falling back to EVAL when the server does not have it
@@ -43,8 +65,9 @@ type Options struct {
 // the same Prefix, in any number of processes, act as one store, and
 // clients' clocks never matter.
 //
-// Times are kept in milliseconds. Fencing tokens come from INCR on the
-// store's token key, in the same script as the grant, and are never reused.
+// Times are kept in microseconds, as the server's TIME gives them. Fencing
+// tokens come from the store's counter, in the same script as the grant,
+// never below the server's clock in microseconds, and are never reused.
 //
 // The work of retiring expired leases (moving them out of the live set and
 // the budget) is done once per lease, by whichever script runs first after
@@ -55,6 +78,15 @@ type Store struct {
 	client redis.UniversalClient
 	keys   []string
 	base   string // the prefix every key name is appended to
+	// once: the client sends every command once (no retries), so a failure
+	// to connect or a refusal by the server proves nothing was applied.
+	once     bool
+	maxGrace time.Duration
+	trust    int // TrustRestarts as a script flag
+	// gen is the generation of the state this Store last saw ("" before
+	// its first grant): a state that is missing or of another generation
+	// later was lost.
+	gen atomic.Pointer[string]
 }
 
 // receiptTTL is how long a Release or Sweep keeps its reply for a repeat
@@ -85,14 +117,68 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
-	return &Store{client: client, keys: keys, base: base}, nil
+	if opts.MaxGrace < 0 {
+		return nil, errs.Invalid(ErrInvalid, "redislease: MaxGrace (%v) must not be negative", opts.MaxGrace)
+	}
+	if opts.MaxGrace == 0 {
+		opts.MaxGrace = DefaultMaxGrace
+	}
+	s := &Store{client: client, keys: keys, base: base, once: noRetries(client),
+		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts)}
+	s.gen.Store(new(string))
+	return s, nil
+}
+
+// noRetries reports whether client sends each command at most once. Only
+// then can a failed call be known not to have been applied: with retries,
+// an attempt whose reply was lost may have taken effect before the attempt
+// whose error the client returns.
+func noRetries(client redis.UniversalClient) bool {
+	c, ok := client.(*redis.Client)
+	return ok && c.Options().MaxRetries == 0
+}
+
+// refusals are the prefixes of server errors that refuse a script before it
+// runs (or, OOM, before its first write): nothing was applied.
+var refusals = []string{"LOADING ", "BUSY ", "READONLY ", "MASTERDOWN ", "MISCONF ", "NOREPLICAS ",
+	"NOPERM ", "NOSCRIPT ", "CROSSSLOT ", "MOVED ", "ASK ", "CLUSTERDOWN ", "TRYAGAIN ", "OOM "}
+
+// classify marks a failed call (err from go-redis, wrapped as wrapped) as
+// lease.ErrNotApplied when nothing can have reached the server or the
+// server refused it, and the client did not retry; else as
+// lease.ErrUnknownOutcome.
+func (s *Store) classify(err, wrapped error) error {
+	if s.once && notSent(err) {
+		return lease.NotApplied(wrapped)
+	}
+	return lease.UnknownOutcome(wrapped)
+}
+
+// notSent reports whether err proves that one attempt of a command had no
+// effect: no connection was made, or the server refused the command.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, p := range refusals {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Keys returns the names of the Redis keys the store uses. Deleting them
-// deletes every lease and resets the fencing token; do that only when no
-// Manager uses the store. Besides these, each Release and each Sweep that
-// removed something leaves a receipt key (the same prefix, then
-// "receipt:<nonce>") that expires after a minute.
+// deletes every lease; a running Store then treats the store as lost (see
+// "State loss" in the package documentation). Besides these, each Release
+// and each Sweep that removed something leaves a receipt key (the same
+// prefix, then "receipt:<nonce>") that expires after a minute.
 func (s *Store) Keys() []string { return slices.Clone(s.keys) }
 
 // run runs script on the store's keys and checks its status: the first
@@ -104,14 +190,14 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, args .
 // runKeys is run with the given keys.
 func (s *Store) runKeys(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
-		return nil, err
+		return nil, lease.NotApplied(err)
 	}
 	v, err := script.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		return nil, errs.Wrap(ctx, "redislease", op, err)
+		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
 	}
 	if len(v) == 0 {
-		return nil, fmt.Errorf("redislease: %s: empty reply", op)
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: empty reply", op))
 	}
 	return v, nil
 }
@@ -121,14 +207,19 @@ func one(op, id string, v []any) (lease.Lease, error) {
 	switch v[0] {
 	case "OK":
 		if len(v) == 2 {
-			return parse(id, v[1])
+			l, err := parse(id, v[1])
+			return l, lease.UnknownOutcome(err)
 		}
 	case "NOTFOUND":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
 	case "EXPIRED":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	case "RELEASED":
+		return lease.Lease{}, fmt.Errorf("%w: %s (%w)", lease.ErrNotFound, id, lease.ErrReleased)
+	case "WRONGHOLDER":
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
-	return lease.Lease{}, fmt.Errorf("redislease: %s: unexpected reply %v", op, v)
+	return lease.Lease{}, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
 }
 
 // Grant implements lease.Store.
@@ -136,9 +227,13 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	args := make([]any, 0, 8+len(a.Costs))
+	if a.TTL > s.maxGrace && a.Grace > s.maxGrace {
+		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
+			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
+	}
+	args := make([]any, 0, 11+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		millis(a.TTL), int64(a.Grace))
+		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust)
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -148,25 +243,40 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	switch v[0] {
 	case "REJ":
+		if len(v) == 6 {
+			s.saw(v[5])
+		}
 		return lease.Lease{}, rejection(v)
 	case "DUP":
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
+	case "OK":
+		if len(v) == 3 {
+			s.saw(v[2])
+			v = v[:2]
+		}
 	}
 	return one("grant", a.ID, v)
 }
 
-// maxMillis caps TTLs (about 1500 years) so that deadlines keep at most
-// 14 digits, which Lua formats exactly.
-const maxMillis = 50_000_000_000_000
-
-// millis returns d in whole milliseconds, rounded up (a positive duration
-// stays positive) and capped at maxMillis.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
+// saw records the generation of the state a grant saw.
+func (s *Store) saw(gen any) {
+	if g, ok := gen.(string); ok && g != *s.gen.Load() {
+		s.gen.Store(&g)
 	}
-	return min(ms, maxMillis)
+}
+
+// maxMicros caps TTLs (about 150 years) so that deadlines stay below 2^53
+// µs, which Lua's numbers hold exactly.
+const maxMicros = 5_000_000_000_000_000
+
+// micros returns d in whole microseconds, rounded up (a positive duration
+// stays positive) and capped at maxMicros.
+func micros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return min(us, maxMicros)
 }
 
 func flag(b bool) int {
@@ -176,8 +286,8 @@ func flag(b bool) int {
 	return 0
 }
 
-// rejection turns a REJ reply (reason, available, existing id) into a
-// *lease.RejectedError.
+// rejection turns a REJ reply (reason, available, existing id, retry after
+// in µs) into a *lease.RejectedError.
 func rejection(v []any) error {
 	re := &lease.RejectedError{}
 	if len(v) >= 3 {
@@ -188,12 +298,16 @@ func rejection(v []any) error {
 	if len(v) >= 4 {
 		re.Existing, _ = v[3].(string)
 	}
+	if len(v) >= 5 {
+		us, _ := v[4].(int64)
+		re.RetryAfter = time.Duration(us) * time.Microsecond
+	}
 	return re
 }
 
 // Heartbeat implements lease.Store.
-func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	v, err := s.run(ctx, "heartbeat", heartbeatScript, id)
+func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	v, err := s.run(ctx, "heartbeat", heartbeatScript, id, holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -206,8 +320,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
 // repeats (it retries on network errors) returns the released lease: the
 // first attempt left a receipt that the repeat finds. A later, separate
 // Release of the same id reports ErrNotFound.
-func (s *Store) Release(ctx context.Context, id string) (lease.Lease, error) {
-	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds())
+func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds(), holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -252,7 +366,7 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, err
 	}
 	if len(v) != 3 || v[0] != "OK" {
-		return 0, 0, fmt.Errorf("redislease: usage: unexpected reply %v", v)
+		return 0, 0, lease.NotApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
 	}
 	u, _ := v[1].(int64)
 	n, _ := v[2].(int64)
@@ -268,7 +382,8 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
-	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds())
+	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds(),
+		lease.ReleasedRetention.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +393,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 // pairs parses an 'OK', id, record, id, record ... reply.
 func pairs(op string, v []any) ([]lease.Lease, error) {
 	if v[0] != "OK" || len(v)%2 != 1 {
-		return nil, fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v))
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
 	}
 	if len(v) == 1 {
 		return nil, nil
@@ -288,7 +403,7 @@ func pairs(op string, v []any) ([]lease.Lease, error) {
 		id, _ := v[i].(string)
 		l, err := parse(id, v[i+1])
 		if err != nil {
-			return nil, fmt.Errorf("redislease: %s: %w", op, err)
+			return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
 		}
 		out = append(out, l)
 	}
@@ -328,9 +443,9 @@ func parse(id string, v any) (lease.Lease, error) {
 		Resource:    rest[hl:],
 		Cost:        int(n[1]),
 		Token:       uint64(n[0]),
-		CreatedAt:   time.UnixMilli(n[2]),
-		ExpiresAt:   time.UnixMilli(n[3]),
-		HeartbeatAt: time.UnixMilli(n[4]),
+		CreatedAt:   time.UnixMicro(n[2]),
+		ExpiresAt:   time.UnixMicro(n[3]),
+		HeartbeatAt: time.UnixMicro(n[4]),
 		Grace:       time.Duration(n[5]),
 	}, nil
 }

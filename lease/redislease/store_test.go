@@ -26,9 +26,11 @@ var ctx = context.Background()
 // hash tag, so that testenv finds (and deletes) every key the store writes.
 func storePrefix(r *testenv.Redis) string { return r.Prefix + "{lease}:" }
 
+// newStore returns a store on c under prefix whose leases may have a grace
+// of up to 10 minutes (tests that restart the server use their own).
 func newStore(t *testing.T, c redis.UniversalClient, prefix string) *redislease.Store {
 	t.Helper()
-	s, err := redislease.New(c, redislease.Options{Prefix: prefix})
+	s, err := redislease.New(c, redislease.Options{Prefix: prefix, MaxGrace: 10 * time.Minute})
 	require.NoError(t, err)
 	return s
 }
@@ -56,6 +58,8 @@ func TestConformance(t *testing.T) {
 		// Waits keep half a Unit of margin; 250ms absorbs scheduling delays
 		// on a loaded machine.
 		Unit: 250 * time.Millisecond,
+		// The servers run on this host, on its clock; each remembers releases.
+		LocalClock: true, RemembersReleases: true,
 	})
 }
 
@@ -126,16 +130,24 @@ func TestKeysUnderPrefix(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.Grant(ctx, args("bob", 10, time.Minute, time.Minute))
 		require.NoError(t, err)
-		_, err = s.Heartbeat(ctx, l.ID)
+		_, err = s.Heartbeat(ctx, l.ID, "")
+		require.NoError(t, err)
+		c, err := s.Grant(ctx, args("carol", 10, time.Minute, time.Minute))
+		require.NoError(t, err)
+		_, err = s.Release(ctx, c.ID, "")
 		require.NoError(t, err)
 		time.Sleep(100 * time.Millisecond)
 		_, _, err = s.Usage(ctx) // retires alice's lease
 		require.NoError(t, err)
 	}
 
+	// Besides Keys, only receipts (carol's release left one).
+	noReceipts := func(keys []string) []string {
+		return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return strings.Contains(k, "}:receipt:") })
+	}
 	keys, err := r.Keys(ctx)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, tagged.Keys(), keys, "keys under the test prefix")
+	assert.ElementsMatch(t, tagged.Keys(), noReceipts(keys), "keys under the test prefix")
 	for _, k := range keys {
 		assert.True(t, strings.HasPrefix(k, storePrefix(r)), k)
 		assert.Equal(t, "lease", slot(k), k)
@@ -147,13 +159,14 @@ func TestKeysUnderPrefix(t *testing.T) {
 		plainKeys = append(plainKeys, iter.Val())
 	}
 	require.NoError(t, iter.Err())
-	assert.ElementsMatch(t, plain.Keys(), plainKeys)
+	assert.ElementsMatch(t, plain.Keys(), noReceipts(plainKeys))
 	for _, k := range plainKeys {
 		assert.Equal(t, strings.TrimSuffix(r.Prefix, ":")+"-plain", slot(k), k)
 	}
 
-	// Sweeping and releasing everything leaves the counters and the two
-	// calls' receipts, which expire.
+	// Sweeping and releasing everything leaves the counters (the state
+	// hash), the memory of the releases and the calls' receipts, which
+	// expire.
 	for _, s := range []*redislease.Store{tagged, plain} {
 		swept, err := s.Sweep(ctx, 10)
 		require.NoError(t, err)
@@ -161,7 +174,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 		ls, err := s.List(ctx)
 		require.NoError(t, err)
 		require.Len(t, ls, 1)
-		_, err = s.Release(ctx, ls[0].ID)
+		_, err = s.Release(ctx, ls[0].ID, "")
 		require.NoError(t, err)
 	}
 	keys, err = r.Keys(ctx)
@@ -174,8 +187,8 @@ func TestKeysUnderPrefix(t *testing.T) {
 		}
 		return false
 	})
-	assert.ElementsMatch(t, []string{storePrefix(r) + "used", storePrefix(r) + "token"}, keys)
-	assert.Len(t, receipts, 2)
+	assert.ElementsMatch(t, []string{storePrefix(r) + "state", storePrefix(r) + "released"}, keys)
+	assert.Len(t, receipts, 3) // carol's release, the sweep, the last release
 	for _, k := range receipts {
 		ttl, err := r.Client.PTTL(ctx, k).Result()
 		require.NoError(t, err)
@@ -310,7 +323,7 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	s := newStore(t, c, storePrefix(r))
 	l, err := s.Grant(ctx, args("alice", 2, time.Minute, time.Minute))
 	require.NoError(t, err)
-	_, err = s.Heartbeat(ctx, l.ID)
+	_, err = s.Heartbeat(ctx, l.ID, "")
 	require.NoError(t, err)
 	_, err = s.Get(ctx, l.ID)
 	require.NoError(t, err)
@@ -322,7 +335,7 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	assert.Equal(t, [2]int{1, 1}, [2]int{u, n})
 	_, err = s.Sweep(ctx, 1)
 	require.NoError(t, err)
-	_, err = s.Release(ctx, l.ID)
+	_, err = s.Release(ctx, l.ID, "")
 	require.NoError(t, err)
 	assert.Equal(t, int64(7), hook.evals.Load())
 }
@@ -354,15 +367,15 @@ func TestHolderIndex(t *testing.T) {
 	short := grant(100 * time.Millisecond)
 	a, b, c := grant(time.Minute), grant(time.Minute), grant(time.Minute)
 	assert.Contains(t, []string{short.ID, a.ID, b.ID, c.ID}, existing())
-	_, err := s.Release(ctx, b.ID)
+	_, err := s.Release(ctx, b.ID, "")
 	require.NoError(t, err)
 	assert.Contains(t, []string{short.ID, a.ID, c.ID}, existing())
 	time.Sleep(150 * time.Millisecond) // short expires
 	assert.Contains(t, []string{a.ID, c.ID}, existing())
-	_, err = s.Release(ctx, a.ID)
+	_, err = s.Release(ctx, a.ID, "")
 	require.NoError(t, err)
 	assert.Equal(t, c.ID, existing())
-	_, err = s.Release(ctx, c.ID)
+	_, err = s.Release(ctx, c.ID, "")
 	require.NoError(t, err)
 	free := existing() // granted now: the holder had nothing left
 	assert.Empty(t, free)

@@ -60,7 +60,7 @@ func testHeartbeatAcrossDeadline(t *testing.T, s lease.Store) {
 	var hbDone atomic.Bool
 	hbErr := make(chan error, 1)
 	go func() {
-		_, err := s.Heartbeat(ctx, l.ID)
+		_, err := s.Heartbeat(ctx, l.ID, "")
 		hbDone.Store(true)
 		hbErr <- err
 	}()
@@ -72,7 +72,7 @@ func testHeartbeatAcrossDeadline(t *testing.T, s lease.Store) {
 		getErr <- err
 	}()
 	go func() {
-		_, err := s.Heartbeat(ctx, l.ID)
+		_, err := s.Heartbeat(ctx, l.ID, "")
 		hb2Err <- err
 	}()
 	listed, used := make(chan []string, 1), make(chan [2]int, 1)

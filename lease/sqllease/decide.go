@@ -2,6 +2,7 @@ package sqllease
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,16 +16,20 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// validText checks the strings of a for what a database column cannot
-// hold: invalid UTF-8 and NUL bytes (PostgreSQL text rejects NUL, MySQL
-// utf8mb4 rejects invalid UTF-8), and lengths above limit bytes (0: none).
-func validText(a lease.GrantArgs, limit int) error {
-	for _, f := range []struct{ name, v string }{{"ID", a.ID}, {"Holder", a.Holder}, {"Resource", a.Resource}} {
+// validText checks Holder and Resource of a for what the stores refuse,
+// each with its own error naming the field: a NUL byte and invalid UTF-8
+// (PostgreSQL text holds neither; MySQL's binary columns could, but both
+// dialects accept the same values), and more than limit bytes (0: no
+// limit). IDs come from lease.NewID and are not checked here.
+func validText(a lease.GrantArgs, limit int, dialect string) error {
+	for _, f := range []struct{ name, v string }{{"Holder", a.Holder}, {"Resource", a.Resource}} {
 		switch {
-		case !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0:
-			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%q) is not valid UTF-8 text without NUL bytes", f.name, f.v)
+		case strings.IndexByte(f.v, 0) >= 0:
+			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%.40q) contains a NUL byte, which the SQL stores do not accept", f.name, f.v)
+		case !utf8.ValidString(f.v):
+			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%.40q) is not valid UTF-8", f.name, f.v)
 		case limit > 0 && len(f.v) > limit:
-			return errs.Invalid(lease.ErrInvalid, "sqllease: %s (%d bytes) is longer than %d bytes", f.name, len(f.v), limit)
+			return errs.Invalid(lease.ErrInvalid, "sqllease: %s is %d bytes, longer than the %d bytes %s keeps", f.name, len(f.v), limit, dialect)
 		}
 	}
 	return nil
@@ -103,10 +108,44 @@ func wrap(ctx context.Context, dialect, op string, err error) error {
 	return errs.Wrap(ctx, "sqllease", dialect+": "+op, err)
 }
 
-// checkCtx returns a wrapped context.Cause(ctx) if ctx has already ended,
-// so that a call with a dead context sends nothing.
+// checkCtx returns a wrapped context.Cause(ctx), matching
+// lease.ErrNotApplied, if ctx has already ended, so that a call with a dead
+// context sends nothing.
 func checkCtx(ctx context.Context, dialect, op string) error {
-	return errs.Canceled(ctx, "sqllease", dialect+": "+op)
+	return lease.NotApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
+}
+
+// afterCommit classifies wrapped, the wrapped form of err, an error of a
+// call that sent COMMIT (or ran a statement in autocommit): the server
+// reported that the statement failed, which rolls the whole transaction
+// back, or nothing was sent (lease.ErrNotApplied); else the commit may have
+// happened (lease.ErrUnknownOutcome). A connection the server ends (a
+// FATAL error, a killed MySQL connection) may end it after the commit.
+func afterCommit(wrapped, err error) error {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		if pe.Severity == "ERROR" {
+			return lease.NotApplied(wrapped)
+		}
+	case errors.As(err, &me):
+		switch me.Number {
+		case 1053, 1317, 1927: // server shutdown, query interrupted, connection killed
+		default:
+			return lease.NotApplied(wrapped)
+		}
+	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn):
+		return lease.NotApplied(wrapped)
+	}
+	return lease.UnknownOutcome(wrapped)
+}
+
+// storable reports whether s could be a stored id: valid UTF-8 without NUL
+// bytes, at most limit bytes (0: no limit). A call on an id that is not
+// storable finds nothing without asking the database.
+func storable(s string, limit int) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && (limit == 0 || len(s) <= limit)
 }
 
 var (
@@ -132,6 +171,15 @@ func missingTable(err error) bool {
 func notFoundOrExpired(present bool, id string) error {
 	if present {
 		return fmt.Errorf("%w: %s", lease.ErrExpired, id)
+	}
+	return fmt.Errorf("%w: %s", lease.ErrNotFound, id)
+}
+
+// notFound returns ErrNotFound for id, with ErrReleased if the store
+// remembers releasing it.
+func notFound(id string, released bool) error {
+	if released {
+		return fmt.Errorf("%w: %s (%w)", lease.ErrNotFound, id, lease.ErrReleased)
 	}
 	return fmt.Errorf("%w: %s", lease.ErrNotFound, id)
 }

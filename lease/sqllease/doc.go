@@ -2,13 +2,13 @@
 // MariaDB (go-sql-driver/mysql), so that several server instances share one
 // lease budget through one database.
 //
-// Two tables hold a store: the lease table (the shape of a camera admission
+// Three tables hold a store: the lease table (the shape of a camera admission
 // server's modal_leases: id, holder, resource, cost, token, created_at,
 // expires_at, heartbeat_at, grace_ns, plus the deadline min(expires_at,
-// heartbeat_at + grace) that the sweep and the holder rule are indexed on) and
-// a state table whose row per lease table is the fencing-token counter and the
-// lock every grant serialises on. Migrate creates both, idempotently; the
-// names are Options.
+// heartbeat_at + grace) that the sweep and the holder rule are indexed on), a
+// state table whose row per lease table is the fencing-token counter and the
+// lock every grant serialises on, and the table of recent releases. Migrate
+// creates them, idempotently; the names derive from Options.
 //
 // Every decision takes its time from the database clock inside the
 // statement or transaction that makes it (PostgreSQL clock_timestamp(),
@@ -42,8 +42,47 @@
 // sweep that locked the row first fails with ErrNotFound.
 //
 // Times are stored with microsecond precision (timestamptz, DATETIME(6) in
-// UTC). The MySQL store reads and writes times as microseconds since the
-// epoch, so it is right whatever the DSN's loc or the session time_zone.
+// UTC), as the database clock gives them, never rounded down: a lease's
+// HeartbeatAt is never earlier than the moment its heartbeat was sent, so
+// the local deadline of lease.KeepAlive and lease.HeartbeatResult is never
+// after the store's. The MySQL store reads and writes times as
+// microseconds since the epoch, so it is right whatever the DSN's loc or
+// the session time_zone.
+//
+// # Text
+//
+// Holder, Resource and ids compare byte for byte: PostgreSQL text columns,
+// and on MySQL/MariaDB VARBINARY(255) columns (a PAD SPACE collation such
+// as utf8mb4_bin would make "alice " equal "alice"; Migrate converts the
+// VARCHAR columns of a table created by an earlier version). Both dialects
+// refuse a Holder or Resource with a NUL byte or invalid UTF-8, and MySQL
+// one longer than 255 bytes, each with its own lease.ErrInvalid message.
+//
+// # What the database must provide
+//
+// The promises of lease.Store hold as long as the database keeps every
+// commit it acknowledged: on PostgreSQL fsync = on and synchronous_commit =
+// on (or remote_apply/on with synchronous_standby_names when a standby may
+// be promoted); on MySQL/MariaDB InnoDB with
+// innodb_flush_log_at_trx_commit = 1 and sync_binlog = 1, and
+// semi-synchronous replication (rpl_semi_sync_master_wait_point =
+// AFTER_SYNC) when a replica may be promoted. The store does not detect
+// lost commits: after restoring a backup or promoting a replica that
+// missed commits, keep grants back by hand for the longest grace in use.
+//
+// # Failures
+//
+// Errors from the database are wrapped and match lease.ErrNotApplied when
+// nothing was committed (the context had ended, no connection was made,
+// the failure came before COMMIT was sent, or the server reported an
+// ERROR for the transaction) and lease.ErrUnknownOutcome when the commit
+// may have happened (the connection broke after COMMIT was sent, or the
+// server ended it with a FATAL error or a kill). A failed read matches
+// lease.ErrNotApplied. A Release also records the id in a table of recent
+// releases (Table + ReleasedSuffix, pruned by Sweep after
+// lease.ReleasedRetention), so that a Release repeated after
+// lease.ErrUnknownOutcome returns lease.ErrNotFound with lease.ErrReleased
+// if the first took effect.
 //
 // Files: options.go (Options, table names), decide.go (the grant rule and
 // error helpers both dialects share), postgres.go, mysql.go.

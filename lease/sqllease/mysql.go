@@ -35,8 +35,10 @@ var _ lease.Store = (*MySQL)(nil)
 
 type myQueries struct {
 	lock, share, excl, read, insert       string
+	padded, unpad                         string
 	lockRow, heartbeat, release, get      string
 	list, usage, sweepSelect, sweepDelete string
+	remember, released, forget            string
 	migrate                               []string
 }
 
@@ -53,8 +55,11 @@ func us(col string) string { return `TIMESTAMPDIFF(MICROSECOND, ` + myEpoch + `,
 var myCols = `id, holder, resource, cost, token, ` + us("created_at") + `, ` + us("expires_at") + `, ` +
 	us("heartbeat_at") + `, grace_ns, ` + us("deadline")
 
-// maxMyField is the length limit of id, holder and resource in the MySQL
-// schema (VARCHAR(255)); longer values are rejected as invalid.
+// maxMyField is the length limit in bytes of id, holder and resource in the
+// MySQL schema (VARBINARY(255)); longer values are rejected as invalid.
+// The columns are binary so that values compare byte for byte: a PAD SPACE
+// collation (utf8mb4_bin, utf8mb4_general_ci) would make "alice " equal
+// "alice", and utf8mb4_0900_bin, which does not pad, exists only on MySQL 8.
 const maxMyField = 255
 
 // NewMySQL returns a store on the tables that opts names in the database of
@@ -68,7 +73,7 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, st := quote(n.table, "`"), quote(n.state, "`")
+	t, st, rt := quote(n.table, "`"), quote(n.state, "`"), quote(n.released, "`")
 	q := myQueries{
 		// LAST_INSERT_ID(expr) hands the new token back in the OK packet:
 		// one statement locks the row every grant serialises on and bumps
@@ -100,11 +105,23 @@ VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + my
 FROM ` + t + ` l CROSS JOIN (SELECT UTC_TIMESTAMP(6) AS now) n`,
 		sweepSelect: `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline <= UTC_TIMESTAMP(6) ORDER BY deadline LIMIT ? FOR UPDATE SKIP LOCKED`,
 		sweepDelete: `DELETE FROM ` + t + ` WHERE id IN `,
+		// Tables created before the columns were binary: their text
+		// columns (utf8mb4_bin pads with spaces) become VARBINARY.
+		padded: `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schemaOf(n.table) + `
+	AND TABLE_NAME = ? AND COLUMN_NAME IN ('id', 'holder', 'resource') AND DATA_TYPE <> 'varbinary'`,
+		unpad: `ALTER TABLE ` + t + ` MODIFY id VARBINARY(255) NOT NULL, MODIFY holder VARBINARY(255) NOT NULL,
+	MODIFY resource VARBINARY(255) NOT NULL`,
+		// Releases are remembered for a retry of a release whose reply
+		// was lost (lease.ErrReleased), and forgotten by sweeps.
+		remember: `INSERT INTO ` + rt + ` (id, released_at) VALUES (?, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE released_at = VALUES(released_at)`,
+		released: `SELECT COUNT(*) FROM ` + rt + ` WHERE id = ?`,
+		forget:   `DELETE FROM ` + rt + ` WHERE released_at < TIMESTAMPADD(MICROSECOND, -?, UTC_TIMESTAMP(6))`,
 		migrate: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
-	id           VARCHAR(255) NOT NULL,
-	holder       VARCHAR(255) NOT NULL,
-	resource     VARCHAR(255) NOT NULL,
+	id           VARBINARY(255) NOT NULL,
+	holder       VARBINARY(255) NOT NULL,
+	resource     VARBINARY(255) NOT NULL,
 	cost         INT          NOT NULL,
 	token        BIGINT UNSIGNED NOT NULL,
 	created_at   DATETIME(6)  NOT NULL,
@@ -121,6 +138,12 @@ FROM ` + t + ` l CROSS JOIN (SELECT UTC_TIMESTAMP(6) AS now) n`,
 	token BIGINT UNSIGNED NOT NULL DEFAULT 0,
 	PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`CREATE TABLE IF NOT EXISTS ` + rt + ` (
+	id          VARBINARY(255) NOT NULL,
+	released_at DATETIME(6)    NOT NULL,
+	PRIMARY KEY (id),
+	KEY ` + quote(n.base+"_released_at_idx", "`") + ` (released_at)
+) ENGINE=InnoDB`,
 			// A state row created while leases exist (say, deleted by
 			// hand) resumes the counter above their tokens.
 			`INSERT IGNORE INTO ` + st + ` (name, token) SELECT ?, COALESCE(MAX(token), 0) FROM ` + t,
@@ -129,8 +152,14 @@ FROM ` + t + ` l CROSS JOIN (SELECT UTC_TIMESTAMP(6) AS now) n`,
 	return &MySQL{db: db, n: n, q: q}, nil
 }
 
-// Migrate creates the lease table with its indexes, the state table and the
-// store's state row if they do not exist. It is idempotent.
+// Migrate creates the lease table with its indexes, the state table, the
+// table of recent releases (Table + ReleasedSuffix) and the store's state
+// row if they do not exist, and turns the text columns of a lease table
+// created by an earlier version (VARCHAR with the PAD SPACE collation
+// utf8mb4_bin, under which "alice " equals "alice") into VARBINARY. It is
+// idempotent. Run it after every upgrade of
+// this package: a store whose tables lack what this version uses fails with
+// ErrNotMigrated.
 func (s *MySQL) Migrate(ctx context.Context) error {
 	if err := checkCtx(ctx, "mysql", "migrate"); err != nil {
 		return err
@@ -144,13 +173,37 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 			return wrap(ctx, "mysql", "migrate", err)
 		}
 	}
+	var padded int
+	if err := s.db.QueryRowContext(ctx, s.q.padded, s.n.base).Scan(&padded); err != nil {
+		return wrap(ctx, "mysql", "migrate", err)
+	}
+	if padded > 0 {
+		// Values were limited to 255 bytes, so they fit; the table is
+		// rebuilt once. Concurrent Migrates run the same ALTER twice,
+		// which is harmless.
+		if _, err := s.db.ExecContext(ctx, s.q.unpad); err != nil {
+			return wrap(ctx, "mysql", "migrate: binary columns", err)
+		}
+	}
 	return nil
+}
+
+// schemaOf returns the SQL expression for the schema of a validated table
+// name: its qualifier, quoted, or DATABASE().
+func schemaOf(table string) string {
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		return "'" + table[:i] + "'"
+	}
+	return "DATABASE()"
 }
 
 // inTx runs fn in a READ COMMITTED transaction (no gap locks; every
 // statement reads what was committed before it) and commits unless fn
 // returns an error. A deadlock or lock wait timeout rolls the whole
-// transaction back, so it is retried a few times.
+// transaction back, so it is retried a few times. An error before COMMIT
+// was sent matches lease.ErrNotApplied (the transaction rolls back, on the
+// server if the connection is gone); an error of the COMMIT itself is
+// classified by afterCommit.
 func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
@@ -158,10 +211,12 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return wrap(ctx, "mysql", op, err)
+			return lease.NotApplied(wrap(ctx, "mysql", op, err))
 		}
+		committing := false
 		err = fn(tx)
 		if err == nil {
+			committing = true
 			err = tx.Commit()
 			if err == nil {
 				return nil
@@ -173,10 +228,13 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 3 && ctx.Err() == nil {
 			continue
 		}
-		if isRuleError(err) {
+		switch {
+		case isRuleError(err):
 			return err
+		case committing:
+			return afterCommit(wrap(ctx, "mysql", op, err), err)
 		}
-		return wrap(ctx, "mysql", op, err)
+		return lease.NotApplied(wrap(ctx, "mysql", op, err))
 	}
 }
 
@@ -185,7 +243,7 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 func isRuleError(err error) bool {
 	var re *lease.RejectedError
 	return errors.As(err, &re) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrExpired) ||
-		errors.Is(err, lease.ErrInvalid)
+		errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrWrongHolder)
 }
 
 // Grant implements lease.Store in one transaction: lock and bump the state
@@ -194,7 +252,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	if err := validText(a, maxMyField); err != nil {
+	if err := validText(a, maxMyField, "MySQL"); err != nil {
 		return lease.Lease{}, err
 	}
 	var l lease.Lease
@@ -249,8 +307,8 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 }
 
 // lockLive takes a share lock on the state row, locks the row of id and
-// returns the lease if it is live at the database's now, else ErrExpired or
-// ErrNotFound. The share lock orders heartbeats and releases with grants: a
+// returns the lease if it is live at the database's now and, unless holder
+// is empty, holder's; else ErrWrongHolder, ErrExpired or ErrNotFound. The share lock orders heartbeats and releases with grants: a
 // grant reads the units in use after every heartbeat and release before it
 // has committed, and none commits between a grant's read and its commit.
 // Without it a heartbeat that read its time just before a lease's deadline
@@ -259,7 +317,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 //
 // With exclusive set it takes the state row exclusively instead (see
 // settled), for a second look at a lease that looked expired.
-func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive bool) (lease.Lease, time.Time, error) {
+func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
 	lock := s.q.share
 	if exclusive {
@@ -270,10 +328,17 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive b
 	}
 	l, dl, err := scanMy(tx.QueryRowContext(ctx, s.q.lockRow, id), &nowUS)
 	if errors.Is(err, sql.ErrNoRows) {
-		return l, time.Time{}, notFoundOrExpired(false, id)
+		released, err := s.wasReleased(ctx, tx, id)
+		if err != nil {
+			return l, time.Time{}, err
+		}
+		return l, time.Time{}, notFound(id, released)
 	}
 	if err != nil {
 		return l, time.Time{}, err
+	}
+	if holder != "" && l.Holder != holder {
+		return l, time.Time{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
 	now := time.UnixMicro(nowUS).UTC()
 	if !dl.After(now) {
@@ -285,18 +350,21 @@ func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id string, exclusive b
 // Heartbeat implements lease.Store in one transaction, and a second one,
 // holding the state row exclusively, if the lease looked expired (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	l, err := s.heartbeat(ctx, id, false)
+func (s *MySQL) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
+	l, err := s.heartbeat(ctx, id, holder, false)
 	if errors.Is(err, lease.ErrExpired) {
-		l, err = s.heartbeat(ctx, id, true)
+		l, err = s.heartbeat(ctx, id, holder, true)
 	}
 	return l, err
 }
 
-func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
+func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
-		cur, now, err := s.lockLive(ctx, tx, id, exclusive)
+		cur, now, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
 		}
@@ -317,29 +385,44 @@ func (s *MySQL) heartbeat(ctx context.Context, id string, exclusive bool) (lease
 // Release implements lease.Store in one transaction, and a second one,
 // holding the state row exclusively, if the lease looked expired (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Release(ctx context.Context, id string) (lease.Lease, error) {
-	l, err := s.release(ctx, id, false)
+func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
+	l, err := s.release(ctx, id, holder, false)
 	if errors.Is(err, lease.ErrExpired) {
-		l, err = s.release(ctx, id, true)
+		l, err = s.release(ctx, id, holder, true)
 	}
 	return l, err
 }
 
-func (s *MySQL) release(ctx context.Context, id string, exclusive bool) (lease.Lease, error) {
+func (s *MySQL) release(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
-		cur, _, err := s.lockLive(ctx, tx, id, exclusive)
+		cur, _, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, s.q.release, id)
+		if _, err = tx.ExecContext(ctx, s.q.release, id); err != nil {
+			return err
+		}
 		l = cur
+		_, err = tx.ExecContext(ctx, s.q.remember, id)
 		return err
 	})
 	if err != nil {
 		return lease.Lease{}, err
 	}
 	return l, nil
+}
+
+// wasReleased reports whether id was released recently.
+func (s *MySQL) wasReleased(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, s.q.released, id).Scan(&n)
+	return n > 0, err
 }
 
 // settled runs fn in a transaction that holds the state row exclusively,
@@ -366,6 +449,9 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "get"); err != nil {
 		return lease.Lease{}, err
 	}
+	if !storable(id, maxMyField) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
 	var nowUS int64
 	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
 	if err == nil && !dl.After(time.UnixMicro(nowUS)) {
@@ -380,9 +466,13 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return lease.Lease{}, notFoundOrExpired(false, id)
+		released, err := s.wasReleased(ctx, s.db, id)
+		if err != nil {
+			return lease.Lease{}, lease.NotApplied(wrap(ctx, "mysql", "get", err))
+		}
+		return lease.Lease{}, notFound(id, released)
 	case err != nil:
-		return lease.Lease{}, wrap(ctx, "mysql", "get", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "mysql", "get", err))
 	case !dl.After(time.UnixMicro(nowUS)):
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -398,7 +488,7 @@ func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.db)
 	if err != nil {
-		return nil, wrap(ctx, "mysql", "list", err)
+		return nil, lease.NotApplied(wrap(ctx, "mysql", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
@@ -446,7 +536,7 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 	}
 	var u, n, expired int64
 	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, wrap(ctx, "mysql", "usage", err)
+		return 0, 0, lease.NotApplied(wrap(ctx, "mysql", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {
@@ -468,6 +558,9 @@ func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	}
 	var out []lease.Lease
 	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q.forget, lease.ReleasedRetention.Microseconds()); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, s.q.sweepSelect, limit)
 		if err != nil {
 			return err

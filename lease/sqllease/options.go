@@ -14,6 +14,10 @@ const DefaultTable = "ttlkit_leases"
 // Options.StateTable is empty.
 const DefaultStateSuffix = "_state"
 
+// ReleasedSuffix follows Table in the name of the table that remembers
+// recent releases (see lease.ErrReleased).
+const ReleasedSuffix = "_released"
+
 // Options configure a store. The zero value means the defaults; a bad name
 // makes NewPostgres and NewMySQL return an error matching ErrInvalid.
 type Options struct {
@@ -32,6 +36,7 @@ type Options struct {
 // names are the resolved, validated names of one store.
 type names struct {
 	table, state string // as given, possibly qualified
+	released     string // Table + "_released": recent releases
 	base         string // Table without its qualifier, for index names
 	key          string // the store's row in the state table
 }
@@ -71,6 +76,7 @@ func (o Options) resolve() (names, error) {
 		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is the same as Table", o.StateTable)
 	}
 	n.base = n.table[strings.LastIndexByte(n.table, '.')+1:]
+	n.released = n.table + ReleasedSuffix
 	n.key = n.table
 	return n, nil
 }

@@ -77,7 +77,7 @@ func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists 
 	_, err := s.Grant(ctx, args)
 	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	assert.False(t, errors.Is(err, lease.ErrInvalid))
-	_, err = s.Heartbeat(ctx, "x")
+	_, err = s.Heartbeat(ctx, "x", "")
 	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	for range 3 {
 		require.NoError(t, s.Migrate(ctx))

@@ -28,6 +28,7 @@ var _ lease.Store = (*Postgres)(nil)
 type pgQueries struct {
 	lock, share, excl, read, insert  string
 	heartbeat, release, present, get string
+	released                         string
 	list, usage, sweep               string
 	migrate                          []string
 }
@@ -46,7 +47,7 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, st := quote(n.table, `"`), quote(n.state, `"`)
+	t, st, rt := quote(n.table, `"`), quote(n.state, `"`), quote(n.released, `"`)
 	q := pgQueries{
 		// The UPDATE takes the row lock every grant serialises on and
 		// bumps the token; a rejection rolls it back.
@@ -71,11 +72,19 @@ FROM (SELECT clock_timestamp() AS now) n`,
 	heartbeat_at = GREATEST(l.heartbeat_at, n.now),
 	deadline = LEAST(l.expires_at, GREATEST(l.heartbeat_at, n.now) + ((l.grace_ns + 999) / 1000) * interval '1 microsecond')
 FROM (SELECT clock_timestamp() AS now) n
-WHERE l.id = $1 AND l.deadline > n.now
+WHERE l.id = $1 AND l.deadline > n.now AND ($2 = '' OR l.holder = $2)
 RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_at, l.heartbeat_at, l.grace_ns, l.deadline`,
-		release: `DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() RETURNING ` + pgCols,
-		present: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE id = $1)`,
-		get:     `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
+		// The release is remembered in the same statement, for a retry
+		// of a release whose reply was lost (lease.ErrReleased).
+		release: `WITH d AS (DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() AND ($2 = '' OR holder = $2) RETURNING ` + pgCols + `),
+	r AS (INSERT INTO ` + rt + ` (id, released_at) SELECT id, clock_timestamp() FROM d
+		ON CONFLICT (id) DO UPDATE SET released_at = EXCLUDED.released_at)
+SELECT ` + pgCols + ` FROM d`,
+		// The holder of the record id (live or expired, NULL if none), and
+		// whether id was released recently.
+		present:  `SELECT (SELECT holder FROM ` + t + ` WHERE id = $1), EXISTS (SELECT 1 FROM ` + rt + ` WHERE id = $1)`,
+		released: `SELECT EXISTS (SELECT 1 FROM ` + rt + ` WHERE id = $1)`,
+		get:      `SELECT ` + pgCols + `, deadline > clock_timestamp() FROM ` + t + ` WHERE id = $1`,
 		// List and Usage also tell whether an expired row was there.
 		list: `SELECT ` + pgCols + `, deadline > n.now FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n ORDER BY token`,
 		usage: `SELECT COALESCE(SUM(cost) FILTER (WHERE deadline > n.now), 0), COUNT(*) FILTER (WHERE deadline > n.now),
@@ -83,7 +92,9 @@ RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_a
 FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n`,
 		// SKIP LOCKED: a row another sweeper holds is its to return; a
 		// row it already deleted is gone when the lock is granted.
-		sweep: `DELETE FROM ` + t + ` WHERE id IN (
+		// It also forgets releases older than lease.ReleasedRetention.
+		sweep: `WITH f AS (DELETE FROM ` + rt + ` WHERE released_at < clock_timestamp() - $2 * interval '1 microsecond')
+DELETE FROM ` + t + ` WHERE id IN (
 	SELECT id FROM ` + t + ` WHERE deadline <= (SELECT clock_timestamp())
 	ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING ` + pgCols,
@@ -106,15 +117,22 @@ RETURNING ` + pgCols,
 	name  text   PRIMARY KEY,
 	token bigint NOT NULL DEFAULT 0
 )`,
+			`CREATE TABLE IF NOT EXISTS ` + rt + ` (
+	id          text        PRIMARY KEY,
+	released_at timestamptz NOT NULL
+)`,
+			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_released_at_idx", `"`) + ` ON ` + rt + ` (released_at)`,
 		},
 	}
 	return &Postgres{pool: pool, n: n, q: q}, nil
 }
 
-// Migrate creates the lease table, its indexes, the state table and the
-// store's state row if they do not exist. It is idempotent and safe to run
-// from several instances at once (it holds a transaction-level advisory
-// lock).
+// Migrate creates the lease table, its indexes, the state table, the table
+// of recent releases (Table + ReleasedSuffix) and the store's state row if
+// they do not exist. It is idempotent and safe to run from several
+// instances at once (it holds a transaction-level advisory lock). Run it
+// after every upgrade of this package: a store whose tables lack what this
+// version uses fails with ErrNotMigrated.
 func (s *Postgres) Migrate(ctx context.Context) error {
 	if err := checkCtx(ctx, "postgres", "migrate"); err != nil {
 		return err
@@ -146,7 +164,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
-	if err := validText(a, 0); err != nil {
+	if err := validText(a, 0, "PostgreSQL"); err != nil {
 		return lease.Lease{}, err
 	}
 	if err := checkCtx(ctx, "postgres", "grant"); err != nil {
@@ -154,7 +172,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, wrap(ctx, "postgres", "grant", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "grant", err))
 	}
 	// A connection released inside a transaction (after an error) is
 	// closed by the pool, and the server rolls the transaction back.
@@ -203,60 +221,78 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 		l.HeartbeatAt, int64(l.Grace), deadline(l))
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return lease.Lease{}, s.abort(ctx, conn, "grant", err)
+		return lease.Lease{}, s.abortCommit(ctx, conn, "grant", err)
 	}
 	return l, nil
 }
 
-// abort wraps err and closes conn's transaction if one is open and the
-// connection still works; otherwise the pool discards the connection.
+// abort wraps err, from before a COMMIT was sent, and closes conn's
+// transaction if one is open and the connection still works; otherwise the
+// pool discards the connection, and the server rolls the transaction back.
+// Nothing was committed: the error matches lease.ErrNotApplied.
 func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
 	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
-	return wrap(ctx, "postgres", op, err)
+	return lease.NotApplied(wrap(ctx, "postgres", op, err))
+}
+
+// abortCommit is abort for an error of a pipeline that ended with COMMIT:
+// the transaction may have committed unless the server reported an error
+// (which aborts the whole transaction) or nothing was sent.
+func (s *Postgres) abortCommit(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
+	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+	}
+	return afterCommit(wrap(ctx, "postgres", op, err), err)
 }
 
 // Heartbeat implements lease.Store in one round trip: BEGIN, a share lock
 // on the state row, the update, an existence check and COMMIT go in one
 // pipeline.
-func (s *Postgres) Heartbeat(ctx context.Context, id string) (lease.Lease, error) {
-	return s.change(ctx, "heartbeat", s.q.heartbeat, id)
+func (s *Postgres) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+	return s.change(ctx, "heartbeat", s.q.heartbeat, id, holder)
 }
 
 // Release implements lease.Store in one round trip: BEGIN, a share lock on
 // the state row, the delete, an existence check and COMMIT go in one
 // pipeline.
-func (s *Postgres) Release(ctx context.Context, id string) (lease.Lease, error) {
-	return s.change(ctx, "release", s.q.release, id)
+func (s *Postgres) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+	return s.change(ctx, "release", s.q.release, id, holder)
 }
 
-// change runs query, which changes the live lease id and returns it, in a
-// transaction that holds a share lock on the state row, and tells
-// ErrExpired from ErrNotFound when it changed nothing. The share lock
-// orders heartbeats and releases with grants: a grant reads the units in
-// use after every heartbeat and release before it has committed, and none
-// commits between a grant's read and its commit. Without it a heartbeat
-// that read its time just before a lease's deadline could commit after a
-// grant had counted that lease as expired, and overfill the budget.
-// BEGIN, lock, change, existence check and COMMIT go in one pipeline.
-func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Lease, error) {
+// change runs query, which changes the live lease id (of holder, unless
+// empty) and returns it, in a transaction that holds a share lock on the
+// state row, and tells ErrWrongHolder, ErrExpired and ErrNotFound apart when
+// it changed nothing. The share lock orders heartbeats and releases with
+// grants: a grant reads the units in use after every heartbeat and release
+// before it has committed, and none commits between a grant's read and its
+// commit. Without it a heartbeat that read its time just before a lease's
+// deadline could commit after a grant had counted that lease as expired,
+// and overfill the budget. BEGIN, lock, change, existence check and COMMIT
+// go in one pipeline.
+func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", op); err != nil {
 		return lease.Lease{}, err
 	}
+	if !storable(id, 0) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, wrap(ctx, "postgres", op, err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", op, err))
 	}
 	defer conn.Release()
 	var (
 		l              lease.Lease
 		found, present bool
+		released       bool
+		stored         *string // the record's holder, nil if no record
 	)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.q.share, s.n.key)
-	b.Queue(query, id).QueryRow(func(r pgx.Row) error {
+	b.Queue(query, id, holder).QueryRow(func(r pgx.Row) error {
 		var err error
 		l, err = scanPG(r)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -265,21 +301,23 @@ func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Leas
 		found = err == nil
 		return err
 	})
-	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error { return r.Scan(&present) })
+	b.Queue(s.q.present, id).QueryRow(func(r pgx.Row) error { return r.Scan(&stored, &released) })
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return lease.Lease{}, s.abort(ctx, conn, op, err)
+		return lease.Lease{}, s.abortCommit(ctx, conn, op, err)
 	}
-	if !found && present {
+	present = stored != nil
+	if !found && present && (holder == "" || *stored == holder) {
 		// Expired, or a heartbeat sent before the deadline has not
 		// committed yet: decide once every write in flight is done.
 		conn.Release()
 		err := s.settled(ctx, op, func(tx pgx.Tx) error {
 			var err error
-			l, err = scanPG(tx.QueryRow(ctx, query, id))
+			l, err = scanPG(tx.QueryRow(ctx, query, id, holder))
 			found = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, s.q.present, id).Scan(&present)
+				err = tx.QueryRow(ctx, s.q.present, id).Scan(&stored, &released)
+				present = stored != nil
 			}
 			return err
 		})
@@ -287,10 +325,15 @@ func (s *Postgres) change(ctx context.Context, op, query, id string) (lease.Leas
 			return lease.Lease{}, err
 		}
 	}
-	if !found {
-		return lease.Lease{}, notFoundOrExpired(present, id)
+	switch {
+	case found:
+		return l, nil
+	case present && holder != "" && *stored != holder:
+		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
+	case !present:
+		return lease.Lease{}, notFound(id, released)
 	}
-	return l, nil
+	return lease.Lease{}, notFoundOrExpired(true, id)
 }
 
 // settled runs fn in a transaction that holds the state row exclusively,
@@ -308,7 +351,7 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 		return fn(tx)
 	})
 	if err != nil && !isRuleError(err) {
-		return wrap(ctx, "postgres", op, err)
+		return afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	return err
 }
@@ -319,6 +362,9 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "get"); err != nil {
 		return lease.Lease{}, err
+	}
+	if !storable(id, 0) {
+		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var live bool
 	l, err := scanPG(s.pool.QueryRow(ctx, s.q.get, id), &live)
@@ -334,9 +380,13 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return lease.Lease{}, notFoundOrExpired(false, id)
+		var released bool
+		if err := s.pool.QueryRow(ctx, s.q.released, id).Scan(&released); err != nil {
+			return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "get", err))
+		}
+		return lease.Lease{}, notFound(id, released)
 	case err != nil:
-		return lease.Lease{}, wrap(ctx, "postgres", "get", err)
+		return lease.Lease{}, lease.NotApplied(wrap(ctx, "postgres", "get", err))
 	case !live:
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -352,7 +402,7 @@ func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.pool)
 	if err != nil {
-		return nil, wrap(ctx, "postgres", "list", err)
+		return nil, lease.NotApplied(wrap(ctx, "postgres", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx pgx.Tx) error {
@@ -400,7 +450,7 @@ func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 	}
 	var u, n, expired int64
 	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, wrap(ctx, "postgres", "usage", err)
+		return 0, 0, lease.NotApplied(wrap(ctx, "postgres", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx pgx.Tx) error {
@@ -419,7 +469,7 @@ func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) 
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
-	return s.many(ctx, "sweep", s.q.sweep, limit)
+	return s.many(ctx, "sweep", s.q.sweep, limit, lease.ReleasedRetention.Microseconds())
 }
 
 func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]lease.Lease, error) {
@@ -428,21 +478,21 @@ func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]l
 	}
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, wrap(ctx, "postgres", op, err)
+		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	defer rows.Close()
 	var out []lease.Lease
 	for rows.Next() {
 		l, err := scanPG(rows)
 		if err != nil {
-			return nil, wrap(ctx, "postgres", op, err)
+			return nil, lease.UnknownOutcome(wrap(ctx, "postgres", op, err))
 		}
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
 		// A sweep whose result was cut off may have deleted rows it
 		// could not return: the caller sees an error (ambiguous).
-		return nil, wrap(ctx, "postgres", op, err)
+		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -43,6 +44,8 @@ func TestPostgresConformance(t *testing.T) {
 			return p
 		},
 		Unit: 500 * time.Millisecond, // 23 grants must fit in one Unit, on a loaded CI machine
+		// The servers run on this host, on its clock; each remembers releases.
+		LocalClock: true, RemembersReleases: true,
 	})
 }
 
@@ -55,7 +58,7 @@ func TestPostgresMultiInstance(t *testing.T) {
 	for range 2 {
 		stores = append(stores, newPG(t, pg.NewPool(t), opts))
 	}
-	proveMultiInstance(t, stores, 6, 250)
+	leasecheck.ProveMultiInstance(t, stores, 6, 250)
 }
 
 // TestPostgresBackendTerminated terminates the stores' server backends
@@ -69,7 +72,7 @@ func TestPostgresBackendTerminated(t *testing.T) {
 	for range 3 {
 		stores = append(stores, newPG(t, pg.NamedPool(t, app, nil), opts))
 	}
-	proveFault(t, stores, 100*time.Millisecond, 150, func() (int, error) {
+	leasecheck.ProveFault(t, stores, "sqllease: ", 100*time.Millisecond, 150, func() (int, error) {
 		return pg.Terminate(ctx, app)
-	})
+	}, nil)
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-var ctx = context.Background()
-
 func args(holder string, budget int, costs ...int) lease.GrantArgs {
 	return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Costs: costs, TTL: 10 * time.Second,
 		Grace: 5 * time.Second, Budget: budget, OnePerHolder: true}
@@ -32,18 +30,18 @@ func exercise(t *testing.T, s lease.Store) {
 	_, _ = s.Grant(ctx, o)
 	_, _ = s.Grant(ctx, args("", 3, 1))
 	time.Sleep(3 * time.Second)
-	_, _ = s.Heartbeat(ctx, a.ID)
+	_, _ = s.Heartbeat(ctx, a.ID, "")
 	_, _ = s.Get(ctx, b.ID)
 	_, _, _ = s.Usage(ctx)
 	_, _ = s.List(ctx)
 	time.Sleep(3 * time.Second) // b expired by grace
 	_, _ = s.Get(ctx, b.ID)
-	_, _ = s.Heartbeat(ctx, b.ID)
+	_, _ = s.Heartbeat(ctx, b.ID, "")
 	_, _ = s.Sweep(ctx, 10)
 	_, _ = s.Get(ctx, b.ID)
 	_, _ = s.Grant(ctx, args("c", 3, 1))
-	_, _ = s.Release(ctx, a.ID)
-	_, _ = s.Release(ctx, a.ID)
+	_, _ = s.Release(ctx, a.ID, "")
+	_, _ = s.Release(ctx, a.ID, "")
 	_, _, _ = s.Usage(ctx)
 }
 

@@ -98,6 +98,9 @@ func describe(in, out any) string {
 		}
 	case opHeartbeat, opRelease, opGet:
 		arg = short(i.id)
+		if i.holder != "" {
+			arg += " as " + i.holder
+		}
 	case opSweep:
 		arg = fmt.Sprint(i.limit)
 	}
@@ -119,7 +122,7 @@ func describe(in, out any) string {
 	case rejected:
 		res = fmt.Sprintf("%s avail %d %s", o.rej.Reason, o.rej.Available, short(o.rej.Existing))
 	default:
-		res = [...]string{"", "", "invalid", "expired", "not found", "ambiguous"}[o.outcome]
+		res = [...]string{"", "", "invalid", "expired", "not found", "ambiguous", "wrong holder"}[o.outcome]
 	}
 	return fmt.Sprintf("%s(%s) → %s", opNames[i.kind], arg, res)
 }

@@ -27,11 +27,12 @@ const (
 var opNames = [...]string{"grant", "heartbeat", "release", "get", "list", "usage", "sweep"}
 
 type input struct {
-	kind  opKind
-	now   time.Time
-	args  lease.GrantArgs // grant
-	id    string          // heartbeat, release, get
-	limit int             // sweep
+	kind   opKind
+	now    time.Time
+	args   lease.GrantArgs // grant
+	id     string          // heartbeat, release, get
+	holder string          // heartbeat, release: "" or the holder checked
+	limit  int             // sweep
 }
 
 type outcome int
@@ -43,6 +44,7 @@ const (
 	expired
 	notFound
 	ambiguous
+	wrongHolder
 )
 
 type output struct {
@@ -72,8 +74,12 @@ func (r *recorder) record(in input, call func() (output, error)) {
 	case err == nil:
 	case errors.As(err, &re):
 		out.outcome, out.rej = rejected, *re
+	case errors.Is(err, lease.ErrNotApplied):
+		return // certainly changed nothing
 	case errors.Is(err, lease.ErrInvalid):
 		out.outcome = invalid
+	case errors.Is(err, lease.ErrWrongHolder):
+		out.outcome = wrongHolder
 	case errors.Is(err, lease.ErrExpired):
 		out.outcome = expired
 	case errors.Is(err, lease.ErrNotFound):
@@ -100,18 +106,18 @@ func (r *recorder) Grant(ctx context.Context, a lease.GrantArgs) (l lease.Lease,
 }
 
 // Heartbeat implements lease.Store: it calls the wrapped store and records the call.
-func (r *recorder) Heartbeat(ctx context.Context, id string) (l lease.Lease, err error) {
-	r.record(input{kind: opHeartbeat, id: id}, func() (output, error) {
-		l, err = r.s.Heartbeat(ctx, id)
+func (r *recorder) Heartbeat(ctx context.Context, id, holder string) (l lease.Lease, err error) {
+	r.record(input{kind: opHeartbeat, id: id, holder: holder}, func() (output, error) {
+		l, err = r.s.Heartbeat(ctx, id, holder)
 		return output{lease: l}, err
 	})
 	return l, err
 }
 
 // Release implements lease.Store: it calls the wrapped store and records the call.
-func (r *recorder) Release(ctx context.Context, id string) (l lease.Lease, err error) {
-	r.record(input{kind: opRelease, id: id}, func() (output, error) {
-		l, err = r.s.Release(ctx, id)
+func (r *recorder) Release(ctx context.Context, id, holder string) (l lease.Lease, err error) {
+	r.record(input{kind: opRelease, id: id, holder: holder}, func() (output, error) {
+		l, err = r.s.Release(ctx, id, holder)
 		return output{lease: l}, err
 	})
 	return l, err

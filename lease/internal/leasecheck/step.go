@@ -19,6 +19,13 @@ func step(s state, in input, out output) []any {
 	case opHeartbeat, opRelease, opGet:
 		i, found := s.find(in.id)
 		isLive := found && live(s.leases[i], now)
+		if found && in.holder != "" && s.leases[i].Holder != in.holder {
+			// Another holder's lease, live or expired: refused, unchanged.
+			if out.outcome == wrongHolder || out.outcome == ambiguous {
+				return one(s)
+			}
+			return nil
+		}
 		switch out.outcome {
 		case notFound:
 			if found {
@@ -193,6 +200,9 @@ func stepGrant(s state, in input, out output) []any {
 	switch out.outcome {
 	case rejected:
 		r := out.rej
+		if r.Reason == lease.ReasonRecovering {
+			return []any{s} // the store's own condition, never the model's
+		}
 		if r.Reason != reason || r.Available != available {
 			return nil
 		}
