@@ -87,12 +87,12 @@ func ExampleBuffer() {
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}})
 
-	batch, _ := buf.Peek(ctx, 100)
+	batch, _ := buf.Peek(ctx, ttl.Activity{}, 100)
 	// ... the batch is written to the store; meanwhile ws-1 is active again:
 	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0.Add(time.Second)}})
 	removed, _ := buf.Remove(ctx, batch)
 
-	left, _ := buf.Peek(ctx, 100)
+	left, _ := buf.Peek(ctx, ttl.Activity{}, 100)
 	fmt.Println("removed:", removed)
 	fmt.Println("kept:", left[0].ID, left[0].At.Format(time.TimeOnly))
 	// Output:

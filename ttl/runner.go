@@ -53,6 +53,7 @@ type Runner struct {
 	store     Store
 	rules     []Rule
 	buffer    Buffer
+	interval  time.Duration
 	batchSize int
 	wake      func(context.Context, []string) error
 	clock     clock.Clock
@@ -86,9 +87,14 @@ type TickResult struct {
 	Synced int
 	// Expired lists the entities the rules changed, in rule order.
 	Expired []Expiry
-	// Skipped names the rules not applied because activity read from the
-	// Buffer could not be merged into the Store (see Tick).
-	Skipped []string
+	// Drained reports whether the drain reached the end of the Buffer
+	// (always true without a Buffer).
+	Drained bool
+	// Skipped names the SinceLastActivity rules not applied because the
+	// Store's LastActivityAt could be stale, and SkipReason says why (see
+	// Tick).
+	Skipped    []string
+	SkipReason Reason
 	// Duration is how long the tick took.
 	Duration time.Duration
 }
@@ -135,6 +141,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		store:     store,
 		rules:     append([]Rule(nil), rules...),
 		buffer:    opts.Buffer,
+		interval:  opts.Interval,
 		batchSize: opts.BatchSize,
 		wake:      opts.Wake,
 		clock:     opts.Clock,
@@ -170,20 +177,29 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 
 // Tick runs one round, as the loop does every Interval:
 //
-//  1. drain the Buffer into the Store (Peek, MergeActivity, Remove, in
-//     batches), so activity that reached the buffer before the tick counts;
+//  1. drain the Buffer into the Store, so activity that reached the buffer
+//     before the tick counts: walk the buffer page by page in (At, ID)
+//     order (Buffer.Peek), merge every page into the Store
+//     (Store.MergeActivity) and Remove it, until a page comes back short;
 //  2. apply every rule, in order, with Store.Apply;
 //  3. call Wake with the changed ids, if any.
 //
-// A failing step does not stop the later ones: when the buffer is
-// unreachable or lost (a restarted Redis), the Store, the source of truth,
-// still decides with the activity it has, and what stays buffered is synced
-// on a later tick. But when activity was read from the buffer and could not
-// be merged into the Store, the Store's LastActivityAt is known to be stale,
-// so the rules measured from it (SinceLastActivity) are skipped for this
-// tick, rather than expire an entity whose only recent activity is still
-// buffered; the other rules run. Tick returns what it did and all the
-// errors joined. Concurrent calls run one after the other.
+// The drain merges every page it reads, whatever Remove then finds: an
+// entry that a flush made newer after the Peek stays buffered and is read
+// again further along the same walk, so a busy buffer slows the drain but
+// never stops it short. A drain that does not reach the end of the buffer
+// within one Interval stops there; the next tick starts again from the
+// oldest entry.
+//
+// The rules measured from LastActivityAt (SinceLastActivity) run only on a
+// tick whose drain reached the end of the buffer: when the buffer cannot be
+// read, when activity read from it cannot be merged into the Store, or when
+// the drain ran out of time, the Store's LastActivityAt may be older than
+// the truth, so those rules are skipped for this tick (TickResult.Skipped
+// and SkipReason, an EventRuleSkipped each, RuleStats.Skipped) rather than
+// expire an entity whose recent activity is still buffered. The other
+// rules and Wake run whatever happened before them. Tick returns what it
+// did and all the errors joined. Concurrent calls run one after the other.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -193,23 +209,28 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		failed []error
 	)
 
-	synced, stale, syncErr := r.sync(ctx)
-	res.Synced = synced
-	if r.buffer != nil && (synced > 0 || syncErr != nil) {
-		r.emit(Event{Kind: EventSync, Count: synced, Err: syncErr})
+	d := r.drain(ctx, start)
+	res.Synced = d.synced
+	res.Drained = d.complete
+	if r.buffer != nil && (d.synced > 0 || d.err != nil) {
+		r.emit(Event{Kind: EventSync, Count: d.synced, Err: d.err})
 	}
-	if syncErr != nil {
-		failed = append(failed, syncErr)
+	if d.err != nil {
+		failed = append(failed, d.err)
+	}
+	if !d.complete {
+		res.SkipReason = d.reason
+		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(d.reason), "synced", d.synced, "err", d.err)
 	}
 
 	perRule := make([]int, len(r.rules))
 	ruleErr := make([]bool, len(r.rules))
 	ruleSkip := make([]bool, len(r.rules))
 	for i, rule := range r.rules {
-		if stale && rule.Since == SinceLastActivity {
+		if res.SkipReason != "" && rule.Since == SinceLastActivity {
 			ruleSkip[i] = true
 			res.Skipped = append(res.Skipped, rule.String())
-			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Err: syncErr})
+			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Reason: res.SkipReason, Err: d.err})
 			continue
 		}
 		ids, err := r.store.Apply(ctx, rule)
@@ -243,9 +264,12 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.mu.Lock()
 	st := &r.stats
 	st.Ticks++
-	st.Synced += uint64(synced)
-	if syncErr != nil {
+	st.Synced += uint64(d.synced)
+	if d.err != nil {
 		st.SyncErrors++
+	}
+	if !d.complete {
+		st.IncompleteDrains++
 	}
 	for i := range r.rules {
 		st.Rules[i].Expired += uint64(perRule[i])
@@ -267,42 +291,57 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	return res, errors.Join(failed...)
 }
 
-// sync drains the buffer into the store and returns how many activities it
-// merged, and whether activity it read could not be merged (the store's
-// LastActivityAt is then stale). An entry updated between Peek and Remove
-// stays buffered for the next tick; merging it twice is harmless (greater
-// wins).
-func (r *Runner) sync(ctx context.Context) (synced int, stale bool, err error) {
+// drainResult is what one drain did.
+type drainResult struct {
+	synced   int    // activities merged into the store
+	complete bool   // the walk reached the end of the buffer
+	reason   Reason // why not, when not complete
+	err      error
+}
+
+// drain walks the buffer once, page by page, merging every page into the
+// store and removing it (see Tick). It stops short, incomplete, on the
+// first failure, when ctx ends, or when it has run for one Interval.
+func (r *Runner) drain(ctx context.Context, start time.Time) drainResult {
+	var d drainResult
 	if r.buffer == nil {
-		return 0, false, nil
+		d.complete = true
+		return d
 	}
+	stop := func(reason Reason, err error) drainResult {
+		d.reason, d.err = reason, err
+		return d
+	}
+	var after Activity
 	for {
 		if err := context.Cause(ctx); err != nil {
-			return synced, false, fmt.Errorf("ttl: sync: %w", err)
+			return stop(ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err))
 		}
-		batch, err := r.buffer.Peek(ctx, r.batchSize)
+		if r.clock.Since(start) > r.interval {
+			return stop(ReasonDrainIncomplete, nil)
+		}
+		batch, err := r.buffer.Peek(ctx, after, r.batchSize)
 		if err != nil {
-			return synced, false, fmt.Errorf("ttl: sync: read buffer: %w", err)
+			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: read buffer: %w", err))
 		}
 		if len(batch) == 0 {
-			return synced, false, nil
+			d.complete = true
+			return d
 		}
 		if err := r.store.MergeActivity(ctx, batch); err != nil {
-			return synced, true, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err)
+			return stop(ReasonMergeFailed, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err))
 		}
-		synced += len(batch)
-		removed, err := r.buffer.Remove(ctx, batch)
-		if err != nil {
-			// The batch is in the store; leaving it buffered only means
-			// merging it again next tick.
-			return synced, false, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err)
+		d.synced += len(batch)
+		// What Remove leaves behind was made newer since the Peek: it lies
+		// further along the walk, which reads it again.
+		if _, err := r.buffer.Remove(ctx, batch); err != nil {
+			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err))
 		}
-		// A short batch was the last one. When nothing could be removed,
-		// every entry changed since Peek: leave them to the next tick
-		// rather than chase a busy buffer.
-		if len(batch) < r.batchSize || removed == 0 {
-			return synced, false, nil
+		if len(batch) < r.batchSize {
+			d.complete = true
+			return d
 		}
+		after = batch[len(batch)-1]
 	}
 }
 
@@ -343,7 +382,7 @@ type RuleStats struct {
 	// Errors is the number of failed applications.
 	Errors uint64
 	// Skipped is the number of ticks that did not apply the rule because
-	// buffered activity could not be merged into the Store (see Tick).
+	// the Store's LastActivityAt could be stale (see Tick).
 	Skipped uint64
 }
 
@@ -360,6 +399,9 @@ type RunnerStats struct {
 	// SyncErrors, RuleErrors and WakeErrors count failed syncs, rule
 	// applications and Wake calls.
 	SyncErrors, RuleErrors, WakeErrors uint64
+	// IncompleteDrains is the number of ticks whose drain did not reach
+	// the end of the Buffer.
+	IncompleteDrains uint64
 	// LastTick is when the last tick started; zero if none.
 	LastTick time.Time
 	// LastTickDuration is how long the last tick took.

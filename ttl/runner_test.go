@@ -184,12 +184,12 @@ func (f *flakyBuffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	return b.Add(ctx, acts)
 }
 
-func (f *flakyBuffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+func (f *flakyBuffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.Activity, error) {
 	b, err := f.get()
 	if err != nil {
 		return nil, err
 	}
-	acts, err := b.Peek(ctx, max)
+	acts, err := b.Peek(ctx, after, max)
 	if f.afterPeek != nil {
 		f.afterPeek(acts)
 	}
@@ -229,8 +229,10 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		assert.Zero(t, res.Synced)
 		assert.Equal(t, old, get(t, st, "ws").LastActivityAt)
 
-		// The buffer is unreachable: the tick reports it, the rules still
-		// run, the tracker keeps its activity for later.
+		// The buffer is unreachable: the tick reports it and, since the
+		// drain could not reach the end of the buffer, skips the idle rule
+		// (ws would expire on the store's stale activity); the tracker
+		// keeps its activity for later.
 		buf.mu.Lock()
 		buf.down = true
 		buf.mu.Unlock()
@@ -238,7 +240,10 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		synctest.Wait()
 		res, err = r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
-		assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Empty(t, res.Expired)
+		assert.Equal(t, []string{"standby"}, res.Skipped)
+		assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
+		assert.False(t, res.Drained)
 		tr.Record("ws")
 		require.ErrorIs(t, flushErr(tr.Flush(ctx)), errDown)
 

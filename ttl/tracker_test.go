@@ -21,7 +21,7 @@ import (
 // contents peeks a whole memory buffer into a map.
 func contents(t *testing.T, b *ttl.MemoryBuffer) map[string]time.Time {
 	t.Helper()
-	acts, err := b.Peek(context.Background(), 1<<20)
+	acts, err := b.Peek(context.Background(), ttl.Activity{}, 1<<20)
 	require.NoError(t, err)
 	m := make(map[string]time.Time, len(acts))
 	for _, a := range acts {

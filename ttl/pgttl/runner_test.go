@@ -161,7 +161,8 @@ func TestPipelineBufferLost(t *testing.T) {
 }
 
 // TestPipelineRedisDown: with the buffer unreachable the tick reports the
-// sync error and still applies the rules.
+// sync error and applies the rules, except the idle rule: the drain did not
+// reach the end of the buffer, so the store's last activity may be stale.
 func TestPipelineRedisDown(t *testing.T) {
 	ctx := context.Background()
 	p := newPipeline(t, nil)
@@ -176,7 +177,9 @@ func TestPipelineRedisDown(t *testing.T) {
 	res, err := r.Tick(ctx)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "redisttl: peek")
-	assert.Equal(t, []string{"ws-idle"}, expiredIDs(res))
+	assert.Empty(t, expiredIDs(res))
+	assert.Equal(t, []string{"standby"}, res.Skipped)
+	assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
 }
 
 // TestPipelinePostgresTerminated: the store's server connections are

@@ -107,12 +107,49 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	return nil
 }
 
-// Peek returns up to max entries, oldest first, without removing them.
-func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+// peekAfterScript returns, WITHSCORES, up to ARGV[3] members that come
+// after the member ARGV[2] at score ARGV[1] in the sorted set's order
+// (score, then member byte-wise). The cursor need not be in the set any
+// more: the script counts the members below its score, then binary
+// searches the members of equal score for the first one after it, so a
+// page costs O(log n) plus its size, even when thousands of members share
+// one score. Members compare byte by byte, as Redis orders them; Lua's own
+// string comparison follows the server's locale.
+var peekAfterScript = redis.NewScript(`
+local key, s, m, max = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
+local function after(x)
+  local n = math.min(#x, #m)
+  for i = 1, n do
+    local a, b = string.byte(x, i), string.byte(m, i)
+    if a ~= b then return a > b end
+  end
+  return #x > #m
+end
+local lo = redis.call('ZCOUNT', key, '-inf', '(' .. s)
+local hi = redis.call('ZCOUNT', key, '-inf', s)
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  if after(redis.call('ZRANGE', key, mid, mid)[1]) then hi = mid else lo = mid + 1 end
+end
+return redis.call('ZRANGE', key, lo, lo + max - 1, 'WITHSCORES')
+`)
+
+// Peek returns up to max entries after after, in (score, member) order,
+// which is (At, ID) order, without removing them: ZRANGE for the first
+// page, and a script that finds the cursor's place for the next ones.
+func (b *Buffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.Activity, error) {
 	if max <= 0 {
 		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: peek max (%d) must be positive", max)
 	}
-	zs, err := b.client.ZRangeWithScores(ctx, b.key, 0, int64(max-1)).Result()
+	var (
+		zs  []redis.Z
+		err error
+	)
+	if after.ID == "" && after.At.IsZero() {
+		zs, err = b.client.ZRangeWithScores(ctx, b.key, 0, int64(max-1)).Result()
+	} else {
+		zs, err = b.peekAfter(ctx, after, max)
+	}
 	if err != nil {
 		return nil, errs.Wrap(ctx, "redisttl", "peek", err)
 	}
@@ -125,6 +162,27 @@ func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
 		out[i] = ttl.Activity{ID: id, At: ScoreTime(int64(z.Score))}
 	}
 	return out, nil
+}
+
+// peekAfter runs peekAfterScript and parses its flat member, score reply.
+func (b *Buffer) peekAfter(ctx context.Context, after ttl.Activity, max int) ([]redis.Z, error) {
+	v, err := peekAfterScript.Run(ctx, b.client, []string{b.key},
+		strconv.FormatInt(Score(after.At), 10), after.ID, max).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%2 != 0 {
+		return nil, fmt.Errorf("odd reply of %d elements", len(v))
+	}
+	zs := make([]redis.Z, len(v)/2)
+	for i := range zs {
+		score, err := strconv.ParseFloat(v[2*i+1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("score %q: %w", v[2*i+1], err)
+		}
+		zs[i] = redis.Z{Member: v[2*i], Score: score}
+	}
+	return zs, nil
 }
 
 // removeScript is Remove's fallback when a write refused its EXEC: it

@@ -5,8 +5,10 @@
 //
 // Every member is an entity id; its score is the entity's latest activity
 // time in Unix milliseconds, which a float64 score holds exactly. Add is
-// ZADD GT, so a late or out-of-order batch never moves a time back. Peek is
-// ZRANGE WITHSCORES (oldest first). Remove deletes a member only if its
+// ZADD GT, so a late or out-of-order batch never moves a time back. Peek walks
+// the set in (score, member) order: ZRANGE WITHSCORES for the first page, and
+// for the next ones a script that finds the place after the previous page's
+// last entry, so a drain continues past entries refreshed under it. Remove deletes a member only if its
 // score is still the one Peek returned: an activity that lands between Peek
 // and Remove survives to the next tick, where a hand-written ZRANGE,
 // UPDATE, ZREM would lose it. Remove reads the scores with ZMSCORE under WATCH and
