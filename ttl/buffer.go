@@ -55,6 +55,20 @@ type Buffer interface {
 	Remove(ctx context.Context, acts []Activity) (int, error)
 }
 
+// Lossy is implemented by a Buffer, or any Sink, that can lose what it
+// holds without anyone being told: a Redis server restarted without
+// persistence comes back empty, and the Adds that follow succeed. Its
+// generation changes whenever that happens, so a Runner and the Trackers
+// that compare it with the one they saw before know that activity was lost:
+// the Runner holds its idle rules (RunnerOptions.Hold) and every Tracker
+// sends again what it flushed within TrackerOptions.Retain.
+type Lossy interface {
+	// Generation returns the current generation: a token that stays the
+	// same as long as the buffer keeps its contents, and changes when it
+	// loses them. If there is none (a new or lost buffer), it makes one.
+	Generation(ctx context.Context) (string, error)
+}
+
 // Less reports whether a comes before b in the order Buffer.Peek walks:
 // by At, then by ID.
 func Less(a, b Activity) bool {

@@ -32,6 +32,10 @@ const (
 	// rule, because the Store's LastActivityAt could be stale (Reason, and
 	// Err when a failure caused it); see Runner.Tick.
 	EventRuleSkipped
+	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
+	// held was lost. A Runner then holds its idle rules until Time + Hold;
+	// a Tracker sends again the Count activities it still retains.
+	EventBufferLost
 )
 
 // Reason says why a Runner skipped its SinceLastActivity rules on a tick
@@ -49,6 +53,13 @@ const (
 	// ReasonDrainIncomplete: the drain did not reach the end of the buffer
 	// within one Interval (or its context ended).
 	ReasonDrainIncomplete Reason = "drain_incomplete"
+	// ReasonBufferLost: the Buffer lost its contents (a Lossy buffer's
+	// generation changed) since the last tick, or during this one's drain.
+	ReasonBufferLost Reason = "buffer_lost"
+	// ReasonHeld: the drain completed, but an earlier tick found the
+	// Buffer lost or unreadable less than RunnerOptions.Hold ago, and the
+	// Trackers may not all have flushed (or sent again) what they hold.
+	ReasonHeld Reason = "held"
 )
 
 // String returns the kind's stable lower_snake name ("flush", "rule_error"),
@@ -68,6 +79,8 @@ func (k EventKind) String() string {
 		return "wake"
 	case EventRuleSkipped:
 		return "rule_skipped"
+	case EventBufferLost:
+		return "buffer_lost"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,15 @@ type RunnerOptions struct {
 	// BatchSize is how many buffered activities one Peek reads and one
 	// MergeActivity writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
+	// Hold is how long the Runner keeps skipping its SinceLastActivity
+	// rules after a tick found the Buffer unreadable or lost (see Tick),
+	// or, without a Buffer, the Store failing. It must cover the time every
+	// Tracker needs to flush what it recorded while its flushes failed, or
+	// to send again what it retained when the Buffer's generation changed:
+	// at least the Trackers' FlushInterval plus this Interval. 0 means
+	// DefaultFlushInterval + Interval (90 s with the defaults); negative is
+	// an error.
+	Hold time.Duration
 	// Wake, if set, is called at the end of a tick with the ids whose
 	// DesiredState the rules changed, when there are any, so that the
 	// controller acts on them now rather than at its next reconcile. A
@@ -54,13 +64,17 @@ type Runner struct {
 	rules     []Rule
 	buffer    Buffer
 	interval  time.Duration
+	hold      time.Duration
+	lossy     Lossy // buffer's generation, if it has one
 	batchSize int
 	wake      func(context.Context, []string) error
 	clock     clock.Clock
 	logger    *slog.Logger
 	events    *event.Queue[Event]
 
-	tickMu sync.Mutex // serializes Tick
+	tickMu    sync.Mutex // serializes Tick; guards gen and holdUntil
+	gen       string     // the buffer generation seen last, "" if none yet
+	holdUntil time.Time  // idle rules wait until then
 
 	mu    sync.Mutex // guards stats
 	stats RunnerStats
@@ -95,6 +109,9 @@ type TickResult struct {
 	// Tick).
 	Skipped    []string
 	SkipReason Reason
+	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
+	// one is in force after this tick (see Tick); zero otherwise.
+	HeldUntil time.Time
 	// Duration is how long the tick took.
 	Duration time.Duration
 }
@@ -111,6 +128,8 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner Interval (%v) is negative", opts.Interval)
 	case opts.BatchSize < 0:
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner BatchSize (%d) is negative", opts.BatchSize)
+	case opts.Hold < 0:
+		return nil, errs.Invalid(ErrInvalid, "ttl: runner Hold (%v) is negative", opts.Hold)
 	}
 	if err := event.CheckSize("ttl: runner", "EventQueue", opts.EventQueue); err != nil {
 		return nil, errs.Invalid(ErrInvalid, "%v", err)
@@ -131,6 +150,9 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	if opts.Hold == 0 {
+		opts.Hold = DefaultFlushInterval + opts.Interval
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
 	}
@@ -142,6 +164,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		rules:     append([]Rule(nil), rules...),
 		buffer:    opts.Buffer,
 		interval:  opts.Interval,
+		hold:      opts.Hold,
 		batchSize: opts.BatchSize,
 		wake:      opts.Wake,
 		clock:     opts.Clock,
@@ -150,6 +173,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
+	r.lossy, _ = opts.Buffer.(Lossy)
 	r.stats.Rules = make([]RuleStats, len(rules))
 	for i, rule := range rules {
 		r.stats.Rules[i].Name = rule.String()
@@ -218,9 +242,23 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	if d.err != nil {
 		failed = append(failed, d.err)
 	}
-	if !d.complete {
+	if d.lost {
+		r.emit(Event{Kind: EventBufferLost})
+		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.hold)
+	}
+	if d.lost || d.reason == ReasonBufferError {
+		r.holdFrom(r.clock.Now())
+	}
+	switch {
+	case !d.complete:
 		res.SkipReason = d.reason
-		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(d.reason), "synced", d.synced, "err", d.err)
+	case d.lost:
+		res.SkipReason = ReasonBufferLost
+	case r.clock.Now().Before(r.holdUntil):
+		res.SkipReason = ReasonHeld
+	}
+	if res.SkipReason != "" && res.SkipReason != ReasonHeld {
+		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(res.SkipReason), "synced", d.synced, "err", d.err)
 	}
 
 	perRule := make([]int, len(r.rules))
@@ -247,6 +285,15 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		}
 	}
 
+	if r.buffer == nil && slices.Contains(ruleErr, true) {
+		// Trackers write to the Store directly: their flushes fail too
+		// while it is down, and are retried only every FlushInterval.
+		r.holdFrom(r.clock.Now())
+	}
+	if now := r.clock.Now(); now.Before(r.holdUntil) {
+		res.HeldUntil = r.holdUntil
+	}
+
 	var wakeErr error
 	if r.wake != nil && len(res.Expired) > 0 {
 		ids := make([]string, len(res.Expired))
@@ -271,6 +318,10 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	if !d.complete {
 		st.IncompleteDrains++
 	}
+	if d.lost {
+		st.BufferLosses++
+	}
+	st.HeldUntil = res.HeldUntil
 	for i := range r.rules {
 		st.Rules[i].Expired += uint64(perRule[i])
 		st.Expired += uint64(perRule[i])
@@ -296,14 +347,35 @@ type drainResult struct {
 	synced   int    // activities merged into the store
 	complete bool   // the walk reached the end of the buffer
 	reason   Reason // why not, when not complete
+	lost     bool   // the buffer's generation changed
 	err      error
+}
+
+// holdFrom holds the idle rules until at least now + Hold.
+func (r *Runner) holdFrom(now time.Time) {
+	if until := now.Add(r.hold); until.After(r.holdUntil) {
+		r.holdUntil = until
+	}
+}
+
+// checkGeneration reads the buffer's generation and reports whether it
+// differs from the one seen before.
+func (r *Runner) checkGeneration(ctx context.Context) (lost bool, err error) {
+	g, err := r.lossy.Generation(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ttl: sync: read buffer generation: %w", err)
+	}
+	lost = r.gen != "" && g != r.gen
+	r.gen = g
+	return lost, nil
 }
 
 // drain walks the buffer once, page by page, merging every page into the
 // store and removing it (see Tick). It stops short, incomplete, on the
-// first failure, when ctx ends, or when it has run for one Interval.
-func (r *Runner) drain(ctx context.Context, start time.Time) drainResult {
-	var d drainResult
+// first failure, when ctx ends, or when it has run for one Interval. A
+// Lossy buffer's generation is read after the walk: a change since the
+// previous read is a loss.
+func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 	if r.buffer == nil {
 		d.complete = true
 		return d
@@ -311,6 +383,23 @@ func (r *Runner) drain(ctx context.Context, start time.Time) drainResult {
 	stop := func(reason Reason, err error) drainResult {
 		d.reason, d.err = reason, err
 		return d
+	}
+	if r.lossy != nil {
+		// One read after the walk sees every loss since the previous read,
+		// whether it happened between the ticks or during this walk.
+		defer func() {
+			if d.reason == ReasonBufferError {
+				return // the buffer is unreachable, and the rules held anyway
+			}
+			lost, err := r.checkGeneration(ctx)
+			switch {
+			case err != nil:
+				d.complete, d.reason = false, ReasonBufferError
+				d.err = errors.Join(d.err, err)
+			case lost:
+				d.lost = true
+			}
+		}()
 	}
 	var after Activity
 	for {
@@ -402,6 +491,12 @@ type RunnerStats struct {
 	// IncompleteDrains is the number of ticks whose drain did not reach
 	// the end of the Buffer.
 	IncompleteDrains uint64
+	// BufferLosses is the number of times a Lossy Buffer's generation
+	// changed.
+	BufferLosses uint64
+	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
+	// one was in force after the last tick; zero otherwise.
+	HeldUntil time.Time
 	// LastTick is when the last tick started; zero if none.
 	LastTick time.Time
 	// LastTickDuration is how long the last tick took.

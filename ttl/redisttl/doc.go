@@ -18,7 +18,12 @@
 // Remove that comes late, after another Runner drained the batch and newer
 // activity arrived, compares with the newer scores and leaves them.
 //
-// Redis is only a write buffer: losing the key (a restarted server without
-// persistence) loses at most the activity of one sync interval, and the
-// Store, the source of truth, keeps deciding with what it has.
+// Redis is only a write buffer, and may lose it: a server restarted without
+// persistence comes back empty and accepts the next flushes as if nothing
+// happened. So the set also holds the buffer's generation (Buffer.Generation,
+// a member at score -inf that Peek and Len never show): whatever loses the
+// set loses it too. A ttl.Runner that sees a new generation holds its idle
+// rules for RunnerOptions.Hold, and every ttl.Tracker that sees it sends
+// again the activity it flushed within TrackerOptions.Retain, so the lost
+// activity reaches the Store before an idle rule runs again.
 package redisttl
