@@ -146,7 +146,8 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
 		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY"}}, res.Expired)
-		assert.Equal(t, time.Now(), get(t, st, "active").LastActivityAt)
+		// The tracker's coarse time, rounded up by its Resolution (1 s).
+		assert.Equal(t, time.Now().Add(time.Second), get(t, st, "active").LastActivityAt)
 		assert.Zero(t, buf.Len())
 	})
 }
@@ -255,7 +256,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
-		assert.Equal(t, time.Now(), get(t, st, "ws").LastActivityAt)
+		assert.Equal(t, time.Now().Add(time.Second), get(t, st, "ws").LastActivityAt, "coarse time rounded up by Resolution")
 		s := r.Stats()
 		assert.Equal(t, uint64(1), s.SyncErrors)
 		assert.GreaterOrEqual(t, s.Ticks, uint64(3))

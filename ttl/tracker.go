@@ -43,13 +43,15 @@ type TrackerOptions struct {
 	// DefaultFlushInterval (30 s).
 	FlushInterval time.Duration
 	// Resolution is how often the tracker reads the clock. Record uses the
-	// last reading instead of reading the clock itself, which is most of
-	// its cost, so recorded times lag the truth by at most Resolution
-	// (activity looks slightly older, never newer). 0 means
-	// DefaultResolution (1 s); a negative value reads the clock on every
-	// Record. Tests that move time under testing/synctest call
-	// synctest.Wait after time.Sleep, so that the refresh runs before the
-	// next Record, or use a negative value.
+	// last reading plus Resolution instead of reading the clock itself,
+	// which is most of its cost: the time recorded is never earlier than
+	// the activity, and later by at most Resolution, so a TTL never fires
+	// before it has elapsed, and fires at most Resolution late. (That holds
+	// as long as the refresh, a goroutine woken every Resolution, keeps
+	// up.) 0 means DefaultResolution (1 s); a negative value reads the
+	// clock on every Record. Tests that move time under testing/synctest
+	// call synctest.Wait after time.Sleep, so that the refresh runs before
+	// the next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
 	// rounded up to a power of two. 0 means 4 × GOMAXPROCS, at least
@@ -109,8 +111,10 @@ type Tracker struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
-	// now is the coarse clock in Unix nanoseconds, or readClock.
-	now atomic.Int64
+	// now is the coarse clock in Unix nanoseconds, rounded up (the last
+	// reading plus resolution), or readClock.
+	now        atomic.Int64
+	resolution int64
 
 	flushMu   sync.Mutex // serializes Flush; guards gen
 	gen       string     // the sink generation seen last, "" if none yet
@@ -217,7 +221,8 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	if opts.Resolution > 0 {
-		t.now.Store(t.clock.Now().UnixNano())
+		t.resolution = int64(opts.Resolution)
+		t.now.Store(t.clock.Now().UnixNano() + t.resolution)
 		t.wg.Add(1)
 		go t.tickClock(t.clock.Ticker(opts.Resolution))
 	} else {
@@ -239,7 +244,7 @@ func (t *Tracker) tickClock(tk *clock.Ticker) {
 		case <-t.done:
 			return
 		case <-tk.C:
-			t.now.Store(t.clock.Now().UnixNano())
+			t.now.Store(t.clock.Now().UnixNano() + t.resolution)
 		}
 	}
 }
@@ -260,8 +265,10 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 	}
 }
 
-// Record notes that entity id is active now. It is safe for concurrent use
-// and allocates only the first time an id enters the buffer.
+// Record notes that entity id is active now: at the coarse clock's time,
+// which is never earlier than now (see TrackerOptions.Resolution). It is
+// safe for concurrent use and allocates only the first time an id enters
+// the buffer.
 func (t *Tracker) Record(id string) {
 	now := t.now.Load()
 	if now == readClock {
