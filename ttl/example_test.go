@@ -25,7 +25,11 @@ func Example() {
 	defer tracker.Close(ctx)
 	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Buffer: buffer,
-		Wake: func(_ context.Context, ids []string) error {
+		Wake: func(_ context.Context, expired []ttl.Expiry) error {
+			var ids []string
+			for _, x := range expired {
+				ids = append(ids, x.ID+" ("+x.Rule+" -> "+x.Then+")")
+			}
 			slices.Sort(ids)
 			fmt.Println("wake controller:", ids)
 			return nil
@@ -57,7 +61,7 @@ func Example() {
 		fmt.Printf("%s: phase %s, desired %q\n", id, e.Phase, e.DesiredState)
 	}
 	// Output:
-	// wake controller: [ws-2]
+	// wake controller: [ws-2 (standby -> STANDBY)]
 	// synced: 1
 	// ws-1: phase RUNNING, desired ""
 	// ws-2: phase RUNNING, desired "STANDBY"

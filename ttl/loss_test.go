@@ -84,7 +84,7 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY", LastActivityAt: old, DecidedAt: time.Now()}}, res.Expired)
 		assert.Empty(t, res.Skipped)
 		assert.True(t, res.HeldUntil.IsZero())
 		assert.Empty(t, get(t, st, "active").DesiredState)

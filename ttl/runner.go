@@ -35,12 +35,16 @@ type RunnerOptions struct {
 	// DefaultFlushInterval + Interval (90 s with the defaults); negative is
 	// an error.
 	Hold time.Duration
-	// Wake, if set, is called at the end of a tick with the ids whose
+	// Wake, if set, is called at the end of a tick with the entities whose
 	// DesiredState the rules changed, when there are any, so that the
-	// controller acts on them now rather than at its next reconcile. A
+	// controller acts on them now rather than at its next reconcile. Each
+	// Expiry carries the decision and the LastActivityAt it was based on,
+	// so the controller can tell activity that arrived since (and keep the
+	// entity, see Update.ExpectLastActivityAt and ClearDesiredState). A
 	// failed Wake is not retried (the rules will not fire again for those
-	// ids), so the controller must still reconcile periodically.
-	Wake func(ctx context.Context, ids []string) error
+	// entities), so the controller must still reconcile periodically
+	// (Store.List).
+	Wake func(ctx context.Context, expired []Expiry) error
 	// Clock is the time source of the loop and of Stats. Nil means real
 	// time. Expiry itself is decided by the Store's clock.
 	Clock clock.Clock
@@ -67,7 +71,7 @@ type Runner struct {
 	hold      time.Duration
 	lossy     Lossy // buffer's generation, if it has one
 	batchSize int
-	wake      func(context.Context, []string) error
+	wake      func(context.Context, []Expiry) error
 	clock     clock.Clock
 	logger    *slog.Logger
 	events    *event.Queue[Event]
@@ -83,16 +87,6 @@ type Runner struct {
 	cancel    context.CancelFunc
 	done      chan struct{} // closed by Close: the loop stops
 	stopped   chan struct{} // closed when the loop has stopped
-}
-
-// Expiry is one entity a rule changed during a tick.
-type Expiry struct {
-	// ID is the entity.
-	ID string
-	// Rule is the name of the rule that fired.
-	Rule string
-	// Then is the desired state the rule set.
-	Then string
 }
 
 // TickResult is what one Tick did.
@@ -271,17 +265,18 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Reason: res.SkipReason, Err: d.err})
 			continue
 		}
-		ids, err := r.store.Apply(ctx, rule)
+		exps, err := r.store.Apply(ctx, rule)
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
 			failed = append(failed, err)
 			ruleErr[i] = true
 			r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
 		}
-		perRule[i] = len(ids)
-		for _, id := range ids {
-			res.Expired = append(res.Expired, Expiry{ID: id, Rule: rule.String(), Then: rule.Then})
-			r.emit(Event{Kind: EventExpire, ID: id, Rule: rule.String(), Then: rule.Then})
+		perRule[i] = len(exps)
+		for _, e := range exps {
+			e.Rule, e.Then = rule.String(), rule.Then
+			res.Expired = append(res.Expired, e)
+			r.emit(Event{Kind: EventExpire, ID: e.ID, Rule: e.Rule, Then: e.Then})
 		}
 	}
 
@@ -296,15 +291,11 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 
 	var wakeErr error
 	if r.wake != nil && len(res.Expired) > 0 {
-		ids := make([]string, len(res.Expired))
-		for i, e := range res.Expired {
-			ids[i] = e.ID
-		}
-		if wakeErr = r.wake(ctx, ids); wakeErr != nil {
+		if wakeErr = r.wake(ctx, slices.Clone(res.Expired)); wakeErr != nil {
 			wakeErr = fmt.Errorf("ttl: wake: %w", wakeErr)
 			failed = append(failed, wakeErr)
 		}
-		r.emit(Event{Kind: EventWake, Count: len(ids), Err: wakeErr})
+		r.emit(Event{Kind: EventWake, Count: len(res.Expired), Err: wakeErr})
 	}
 
 	res.Duration = r.clock.Since(start)

@@ -23,10 +23,13 @@ type wakes struct {
 	err   error
 }
 
-func (w *wakes) Wake(_ context.Context, ids []string) error {
+func (w *wakes) Wake(_ context.Context, exps []ttl.Expiry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids = slices.Clone(ids)
+	ids := make([]string, len(exps))
+	for i, x := range exps {
+		ids[i] = x.ID
+	}
 	slices.Sort(ids)
 	w.calls = append(w.calls, ids)
 	return w.err
@@ -145,7 +148,7 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
-		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY", LastActivityAt: old, DecidedAt: time.Now()}}, res.Expired)
 		// The tracker's coarse time, rounded up by its Resolution (1 s).
 		assert.Equal(t, time.Now().Add(time.Second), get(t, st, "active").LastActivityAt)
 		assert.Zero(t, buf.Len())
@@ -309,7 +312,7 @@ type failingStore struct {
 	failRule string
 }
 
-func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
+func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if r.Name == s.failRule {
 		return nil, errDown
 	}
@@ -326,12 +329,13 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
 			Wake: w.Wake, OnEvent: log.add})
 		defer r.Close(context.Background())
-		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: time.Now().Add(-9 * time.Hour)})
+		created := time.Now().Add(-9 * time.Hour)
+		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: created})
 
 		res, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
 		require.ErrorContains(t, err, "controller away")
-		assert.Equal(t, []ttl.Expiry{{ID: "old", Rule: "lifetime", Then: "DESTROYED"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "old", Rule: "lifetime", Then: "DESTROYED", LastActivityAt: created, DecidedAt: time.Now()}}, res.Expired)
 		assert.Equal(t, [][]string{{"old"}}, w.take())
 		s := r.Stats()
 		assert.Equal(t, []ttl.RuleStats{{Name: "inactive", Errors: 1}, {Name: "lifetime", Expired: 1}}, s.Rules)
@@ -357,7 +361,14 @@ func TestRunnerMockClock(t *testing.T) {
 	woken := make(chan []string, 10)
 	r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Clock: mock,
-		Wake:  func(_ context.Context, ids []string) error { woken <- ids; return nil },
+		Wake: func(_ context.Context, exps []ttl.Expiry) error {
+			ids := make([]string, len(exps))
+			for i, x := range exps {
+				ids[i] = x.ID
+			}
+			woken <- ids
+			return nil
+		},
 	})
 	defer r.Close(context.Background())
 	create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING"})
@@ -437,7 +448,7 @@ func TestNewRunnerValidates(t *testing.T) {
 // stuckStore blocks Apply until the caller's context ends.
 type stuckStore struct{ ttl.Store }
 
-func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]string, error) {
+func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]ttl.Expiry, error) {
 	<-ctx.Done()
 	return nil, context.Cause(ctx)
 }
@@ -499,14 +510,16 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		defer r.Close(context.Background())
 		old := time.Now().Add(-11 * time.Minute)
 		create(t, mem, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
-		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: time.Now().Add(-31 * time.Minute)})
-		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: time.Now()}}))
+		standbySince := time.Now().Add(-31 * time.Minute)
+		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: standbySince})
+		activeAt := time.Now()
+		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: activeAt}}))
 
 		st.setDown(true)
 		res, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
 		assert.Zero(t, res.Synced)
-		assert.Equal(t, []ttl.Expiry{{ID: "standby", Rule: "archive", Then: "ARCHIVED"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "standby", Rule: "archive", Then: "ARCHIVED", LastActivityAt: standbySince, DecidedAt: time.Now()}}, res.Expired)
 		assert.Equal(t, []string{"standby"}, res.Skipped)
 		assert.Empty(t, get(t, mem, "active").DesiredState, "activity still buffered: not idle")
 		assert.Equal(t, 1, buf.Len())
@@ -538,6 +551,6 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, res.Skipped)
-		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY", LastActivityAt: activeAt, DecidedAt: time.Now()}}, res.Expired)
 	})
 }

@@ -55,7 +55,7 @@ func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pi
 	p.runner, err = ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Interval: time.Hour, // ticked by hand
 		Buffer:   p.buf,
-		Wake:     notifier.Wake,
+		Wake:     notifier.WakeExpired,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.runner.Close(context.Background()) })
