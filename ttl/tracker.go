@@ -92,13 +92,14 @@ type TrackerOptions struct {
 // Record is built for the hot path: the buffer is split into shards locked
 // separately (chosen by a hash of the id), an id already buffered costs no
 // allocation, and the time comes from a clock reading refreshed every
-// Resolution. Flushed ids stay in their shard, marked clean, for one more
-// interval, so a steadily active id never allocates; ids idle for a whole
-// interval are dropped.
+// Resolution, rounded up. Flushed ids stay in their shard, marked clean, so
+// a steadily active id never allocates: for one more interval, or, with a
+// Lossy Sink, for Retain, so that they can be sent again when the Sink loses
+// them (see Flush).
 //
 // A failed flush puts its activities back (greater wins), so nothing is lost
 // while the Sink is down; a crash loses at most what was recorded since the
-// last successful flush, one FlushInterval.
+// last successful flush, one FlushInterval (see the package's Guarantees).
 type Tracker struct {
 	sink      Sink
 	lossy     Lossy // sink's generation, if it has one
