@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,4 +54,54 @@ func TestRunnerDrainsPastRefreshedBatch(t *testing.T) {
 			assert.Equal(t, a.At, get(t, st, a.ID).LastActivityAt, a.ID)
 		}
 	})
+}
+
+// slowBuffer makes every Peek take a while on a mock clock.
+type slowBuffer struct {
+	*ttl.MemoryBuffer
+	mock  *clock.Mock
+	delay time.Duration
+}
+
+func (b slowBuffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.Activity, error) {
+	b.mock.Add(b.delay)
+	return b.MemoryBuffer.Peek(ctx, after, max)
+}
+
+// TestRunnerDrainStopsAfterOneInterval: a drain that has not reached the
+// end of the buffer after one Interval stops there, and the tick skips its
+// idle rules; the next tick goes on from the oldest entry left. (A mock
+// clock, not synctest: the loop's own tick, due meanwhile, waits for the
+// one in progress on a mutex.)
+func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
+	ctx := context.Background()
+	mock := clock.NewMock()
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
+	mock.Set(t0)
+	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	buf := slowBuffer{ttl.NewMemoryBuffer(), mock, 4 * time.Second}
+	r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour),
+		ttl.RunnerOptions{Buffer: buf, Interval: 10 * time.Second, BatchSize: 10, Clock: mock})
+	defer r.Close(context.Background())
+	var acts []ttl.Activity
+	for i := range 50 {
+		id := fmt.Sprintf("ws-%02d", i)
+		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: t0.Add(-time.Hour)})
+		acts = append(acts, ttl.Activity{ID: id, At: t0})
+	}
+	require.NoError(t, buf.Add(ctx, acts))
+	res, err := r.Tick(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 30, res.Synced, "three pages in 12 s, then the Interval (10 s) is over")
+	assert.False(t, res.Drained)
+	assert.Equal(t, ttl.ReasonDrainIncomplete, res.SkipReason)
+	assert.Equal(t, []string{"standby"}, res.Skipped)
+	assert.Empty(t, res.Expired)
+
+	// The loop's tick, due at 10 s, drains the rest; then the rule runs.
+	require.Eventually(t, func() bool { return buf.Len() == 0 && r.Stats().Ticks >= 2 }, 5*time.Second, 10*time.Millisecond)
+	s := r.Stats()
+	assert.Equal(t, uint64(50), s.Synced)
+	assert.Equal(t, uint64(1), s.IncompleteDrains)
+	assert.Zero(t, s.Expired, "every entity's activity reached the store first")
 }

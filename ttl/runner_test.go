@@ -435,6 +435,7 @@ func TestNewRunnerValidates(t *testing.T) {
 		{st, ok, ttl.RunnerOptions{Interval: -1}, "Interval"},
 		{st, ok, ttl.RunnerOptions{BatchSize: -1}, "BatchSize"},
 		{st, ok, ttl.RunnerOptions{EventQueue: -1}, "EventQueue"},
+		{st, ok, ttl.RunnerOptions{Hold: -1}, "Hold"},
 		{st, []ttl.Rule{{Phase: "RUNNING", Then: "STANDBY"}}, ttl.RunnerOptions{}, "rules[0]: ttl: rule RUNNING->STANDBY: After (0s) must be positive"},
 		{st, append(ok, ok[0]), ttl.RunnerOptions{}, `rules[2]: duplicate rule name "standby"`},
 	} {

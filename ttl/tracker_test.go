@@ -384,6 +384,7 @@ func TestNewTrackerValidates(t *testing.T) {
 		{buf, ttl.TrackerOptions{Shards: 1 << 20}, "Shards"},
 		{buf, ttl.TrackerOptions{BatchSize: -1}, "BatchSize"},
 		{buf, ttl.TrackerOptions{EventQueue: -1}, "EventQueue"},
+		{buf, ttl.TrackerOptions{Retain: -time.Second}, "Retain"},
 	} {
 		tr, err := ttl.NewTracker(c.sink, c.opts)
 		assert.Nil(t, tr)
