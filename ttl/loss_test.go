@@ -135,3 +135,31 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		require.Len(t, lost, 2, "one from the runner, one from the tracker")
 	})
 }
+
+// TestRunnerHoldsWithoutBufferAfterStoreErrors: without a Buffer the
+// Trackers write to the Store themselves, and their flushes fail while it
+// is down; so after a tick whose rules the Store refused, the idle rules
+// wait for Hold, until every Tracker has flushed again.
+func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := &failingStore{Store: mem, failRule: "standby"}
+		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Hold: time.Minute})
+		defer r.Close(context.Background())
+		create(t, mem, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)})
+		_, err := r.Tick(ctx)
+		require.ErrorIs(t, err, errDown)
+
+		st.failRule = "" // the store is back
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, ttl.ReasonHeld, res.SkipReason)
+		assert.Empty(t, res.Expired)
+		time.Sleep(time.Minute + time.Second)
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, res.Skipped)
+		assert.Len(t, res.Expired, 1)
+	})
+}
