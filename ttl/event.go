@@ -29,9 +29,37 @@ const (
 	// EventWake: a Runner called Wake with Count ids; Err is what it returned.
 	EventWake
 	// EventRuleSkipped: a Runner did not apply Rule, a SinceLastActivity
-	// rule, because activity read from the Buffer could not be merged into
-	// the Store (Err); see Runner.Tick.
+	// rule, because the Store's LastActivityAt could be stale (Reason, and
+	// Err when a failure caused it); see Runner.Tick.
 	EventRuleSkipped
+	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
+	// held was lost. A Runner then holds its idle rules until Time + Hold;
+	// a Tracker sends again the Count activities it still retains.
+	EventBufferLost
+)
+
+// Reason says why a Runner skipped its SinceLastActivity rules on a tick
+// (Event.Reason, TickResult.SkipReason). Values are stable lower_snake
+// strings, usable as log fields and metric labels.
+type Reason string
+
+const (
+	// ReasonMergeFailed: activity read from the Buffer could not be merged
+	// into the Store.
+	ReasonMergeFailed Reason = "merge_failed"
+	// ReasonBufferError: reading or removing from the Buffer failed, so the
+	// drain did not reach the end of the buffer.
+	ReasonBufferError Reason = "buffer_error"
+	// ReasonDrainIncomplete: the drain did not reach the end of the buffer
+	// within one Interval (or its context ended).
+	ReasonDrainIncomplete Reason = "drain_incomplete"
+	// ReasonBufferLost: the Buffer lost its contents (a Lossy buffer's
+	// generation changed) since the last tick, or during this one's drain.
+	ReasonBufferLost Reason = "buffer_lost"
+	// ReasonHeld: the drain completed, but an earlier tick found the
+	// Buffer lost or unreadable less than RunnerOptions.Hold ago, and the
+	// Trackers may not all have flushed (or sent again) what they hold.
+	ReasonHeld Reason = "held"
 )
 
 // String returns the kind's stable lower_snake name ("flush", "rule_error"),
@@ -51,6 +79,8 @@ func (k EventKind) String() string {
 		return "wake"
 	case EventRuleSkipped:
 		return "rule_skipped"
+	case EventBufferLost:
+		return "buffer_lost"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -77,6 +107,8 @@ type Event struct {
 	Then string
 	// Count is the number of activities or ids concerned.
 	Count int
+	// Reason is why the rule was skipped (EventRuleSkipped).
+	Reason Reason
 	// Err is the failure, if any.
 	Err error
 }

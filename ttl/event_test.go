@@ -21,6 +21,7 @@ func TestEventKindString(t *testing.T) {
 		ttl.EventRuleError:   "rule_error",
 		ttl.EventWake:        "wake",
 		ttl.EventRuleSkipped: "rule_skipped",
+		ttl.EventBufferLost:  "buffer_lost",
 		0:                    "EventKind(0)",
 		99:                   "EventKind(99)",
 	} {

@@ -25,7 +25,11 @@ func Example() {
 	defer tracker.Close(ctx)
 	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Buffer: buffer,
-		Wake: func(_ context.Context, ids []string) error {
+		Wake: func(_ context.Context, expired []ttl.Expiry) error {
+			var ids []string
+			for _, x := range expired {
+				ids = append(ids, x.ID+" ("+x.Rule+" -> "+x.Then+")")
+			}
 			slices.Sort(ids)
 			fmt.Println("wake controller:", ids)
 			return nil
@@ -57,7 +61,7 @@ func Example() {
 		fmt.Printf("%s: phase %s, desired %q\n", id, e.Phase, e.DesiredState)
 	}
 	// Output:
-	// wake controller: [ws-2]
+	// wake controller: [ws-2 (standby -> STANDBY)]
 	// synced: 1
 	// ws-1: phase RUNNING, desired ""
 	// ws-2: phase RUNNING, desired "STANDBY"
@@ -87,12 +91,12 @@ func ExampleBuffer() {
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}})
 
-	batch, _ := buf.Peek(ctx, 100)
+	batch, _ := buf.Peek(ctx, ttl.Activity{}, 100)
 	// ... the batch is written to the store; meanwhile ws-1 is active again:
 	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0.Add(time.Second)}})
 	removed, _ := buf.Remove(ctx, batch)
 
-	left, _ := buf.Peek(ctx, 100)
+	left, _ := buf.Peek(ctx, ttl.Activity{}, 100)
 	fmt.Println("removed:", removed)
 	fmt.Println("kept:", left[0].ID, left[0].At.Format(time.TimeOnly))
 	// Output:

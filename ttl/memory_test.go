@@ -56,7 +56,7 @@ func TestMemoryStoreUsesItsClock(t *testing.T) {
 	mock.Add(time.Millisecond)
 	ids, err = st.Apply(ctx, rules[0])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"ws"}, ids)
+	assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY", LastActivityAt: start, DecidedAt: mock.Now()}}, ids)
 
 	e, err = st.Update(ctx, "ws", ttl.Update{Phase: "STANDBY"})
 	require.NoError(t, err)
@@ -64,5 +64,5 @@ func TestMemoryStoreUsesItsClock(t *testing.T) {
 	mock.Add(30*time.Minute + time.Millisecond)
 	ids, err = st.Apply(ctx, rules[1])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"ws"}, ids)
+	assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "archive", Then: "ARCHIVED", LastActivityAt: start, DecidedAt: mock.Now()}}, ids)
 }

@@ -3,6 +3,8 @@ package ttl
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/benbjohnson/clock"
@@ -41,32 +43,54 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 
 // Create inserts e; see Store.Create.
 func (s *MemoryStore) Create(ctx context.Context, e Entity) (Entity, error) {
+	got, err := s.CreateMany(ctx, []Entity{e})
+	if err != nil {
+		return Entity{}, err
+	}
+	return got[0], nil
+}
+
+// CreateMany inserts es, all or none; see Store.CreateMany.
+func (s *MemoryStore) CreateMany(ctx context.Context, es []Entity) ([]Entity, error) {
 	if err := ctx.Err(); err != nil {
-		return Entity{}, context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	if e.ID == "" {
-		return Entity{}, errs.Invalid(ErrInvalid, "ttl: entity ID is empty")
-	}
-	if e.Phase == "" {
-		return Entity{}, errs.Invalid(ErrInvalid, "ttl: entity %q: Phase is empty", e.ID)
+	seen := make(map[string]bool, len(es))
+	for _, e := range es {
+		switch {
+		case e.ID == "":
+			return nil, errs.Invalid(ErrInvalid, "ttl: entity ID is empty")
+		case e.Phase == "":
+			return nil, errs.Invalid(ErrInvalid, "ttl: entity %q: Phase is empty", e.ID)
+		case seen[e.ID]:
+			return nil, errs.Invalid(ErrInvalid, "ttl: entity %q: ID given twice", e.ID)
+		}
+		seen[e.ID] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[e.ID]; ok {
-		return Entity{}, fmt.Errorf("ttl: entity %q: %w", e.ID, ErrExists)
+	for _, e := range es {
+		if _, ok := s.m[e.ID]; ok {
+			return nil, fmt.Errorf("ttl: entity %q: %w", e.ID, ErrExists)
+		}
 	}
-	if e.CreatedAt.IsZero() {
-		e.CreatedAt = s.clock.Now()
+	now := s.clock.Now()
+	out := make([]Entity, len(es))
+	for i, e := range es {
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = now
+		}
+		if e.LastActivityAt.IsZero() {
+			e.LastActivityAt = e.CreatedAt
+		}
+		if e.PhaseChangedAt.IsZero() {
+			e.PhaseChangedAt = e.CreatedAt
+		}
+		stored := e
+		s.m[e.ID] = &stored
+		out[i] = e
 	}
-	if e.LastActivityAt.IsZero() {
-		e.LastActivityAt = e.CreatedAt
-	}
-	if e.PhaseChangedAt.IsZero() {
-		e.PhaseChangedAt = e.CreatedAt
-	}
-	stored := e
-	s.m[e.ID] = &stored
-	return e, nil
+	return out, nil
 }
 
 // Get returns the entity with the given id; see Store.Get.
@@ -88,15 +112,18 @@ func (s *MemoryStore) Update(ctx context.Context, id string, u Update) (Entity, 
 	if err := ctx.Err(); err != nil {
 		return Entity{}, context.Cause(ctx)
 	}
+	if err := u.Validate(); err != nil {
+		return Entity{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
 	if !ok {
 		return Entity{}, fmt.Errorf("ttl: entity %q: %w", id, ErrNotFound)
 	}
-	if e.Operation != u.ExpectOperation {
-		return Entity{}, fmt.Errorf("ttl: entity %q: operation is %q, expected %q: %w",
-			id, e.Operation, u.ExpectOperation, ErrConflict)
+	if !u.Matches(*e) {
+		return Entity{}, fmt.Errorf("ttl: entity %q: {Operation %q, Phase %q, DesiredState %q, LastActivityAt %v} is not as expected: %w",
+			id, e.Operation, e.Phase, e.DesiredState, e.LastActivityAt, ErrConflict)
 	}
 	now := s.clock.Now()
 	e.Operation = u.Operation
@@ -106,6 +133,9 @@ func (s *MemoryStore) Update(ctx context.Context, id string, u Update) (Entity, 
 	}
 	if u.DesiredState != "" {
 		e.DesiredState = u.DesiredState
+	}
+	if u.ClearDesiredState {
+		e.DesiredState = ""
 	}
 	if u.Delete && e.DeletedAt.IsZero() {
 		e.DeletedAt = now
@@ -128,8 +158,31 @@ func (s *MemoryStore) MergeActivity(ctx context.Context, acts []Activity) error 
 	return nil
 }
 
+// List returns the entities f selects, by ID; see Store.List.
+func (s *MemoryStore) List(ctx context.Context, f Filter) ([]Entity, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultListLimit
+	}
+	s.mu.Lock()
+	var out []Entity
+	for id, e := range s.m {
+		if (f.After == "" || id > f.After) && f.Matches(*e) {
+			out = append(out, *e)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Entity) int { return strings.Compare(a.ID, b.ID) })
+	return out[:min(len(out), f.Limit)], nil
+}
+
 // Apply applies r at the store's now; see Store.Apply.
-func (s *MemoryStore) Apply(ctx context.Context, r Rule) ([]string, error) {
+func (s *MemoryStore) Apply(ctx context.Context, r Rule) ([]Expiry, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,14 +192,14 @@ func (s *MemoryStore) Apply(ctx context.Context, r Rule) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	var ids []string
+	var out []Expiry
 	for id, e := range s.m {
 		if r.Matches(*e, now) {
 			e.DesiredState = r.Then
-			ids = append(ids, id)
+			out = append(out, Expiry{ID: id, Rule: r.String(), Then: r.Then, LastActivityAt: e.LastActivityAt, DecidedAt: now})
 		}
 	}
-	return ids, nil
+	return out, nil
 }
 
 // Len returns the number of entities, deleted ones included.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,12 +26,25 @@ type RunnerOptions struct {
 	// BatchSize is how many buffered activities one Peek reads and one
 	// MergeActivity writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
-	// Wake, if set, is called at the end of a tick with the ids whose
+	// Hold is how long the Runner keeps skipping its SinceLastActivity
+	// rules after a tick found the Buffer unreadable or lost (see Tick),
+	// or, without a Buffer, the Store failing. It must cover the time every
+	// Tracker needs to flush what it recorded while its flushes failed, or
+	// to send again what it retained when the Buffer's generation changed:
+	// at least the Trackers' FlushInterval plus this Interval. 0 means
+	// DefaultFlushInterval + Interval (90 s with the defaults); negative is
+	// an error.
+	Hold time.Duration
+	// Wake, if set, is called at the end of a tick with the entities whose
 	// DesiredState the rules changed, when there are any, so that the
-	// controller acts on them now rather than at its next reconcile. A
+	// controller acts on them now rather than at its next reconcile. Each
+	// Expiry carries the decision and the LastActivityAt it was based on,
+	// so the controller can tell activity that arrived since (and keep the
+	// entity, see Update.ExpectLastActivityAt and ClearDesiredState). A
 	// failed Wake is not retried (the rules will not fire again for those
-	// ids), so the controller must still reconcile periodically.
-	Wake func(ctx context.Context, ids []string) error
+	// entities), so the controller must still reconcile periodically
+	// (Store.List).
+	Wake func(ctx context.Context, expired []Expiry) error
 	// Clock is the time source of the loop and of Stats. Nil means real
 	// time. Expiry itself is decided by the Store's clock.
 	Clock clock.Clock
@@ -53,13 +67,18 @@ type Runner struct {
 	store     Store
 	rules     []Rule
 	buffer    Buffer
+	interval  time.Duration
+	hold      time.Duration
+	lossy     Lossy // buffer's generation, if it has one
 	batchSize int
-	wake      func(context.Context, []string) error
+	wake      func(context.Context, []Expiry) error
 	clock     clock.Clock
 	logger    *slog.Logger
 	events    *event.Queue[Event]
 
-	tickMu sync.Mutex // serializes Tick
+	tickMu    sync.Mutex // serializes Tick; guards gen and holdUntil
+	gen       string     // the buffer generation seen last, "" if none yet
+	holdUntil time.Time  // idle rules wait until then
 
 	mu    sync.Mutex // guards stats
 	stats RunnerStats
@@ -70,25 +89,23 @@ type Runner struct {
 	stopped   chan struct{} // closed when the loop has stopped
 }
 
-// Expiry is one entity a rule changed during a tick.
-type Expiry struct {
-	// ID is the entity.
-	ID string
-	// Rule is the name of the rule that fired.
-	Rule string
-	// Then is the desired state the rule set.
-	Then string
-}
-
 // TickResult is what one Tick did.
 type TickResult struct {
 	// Synced is the number of activities moved from the Buffer to the Store.
 	Synced int
 	// Expired lists the entities the rules changed, in rule order.
 	Expired []Expiry
-	// Skipped names the rules not applied because activity read from the
-	// Buffer could not be merged into the Store (see Tick).
-	Skipped []string
+	// Drained reports whether the drain reached the end of the Buffer
+	// (always true without a Buffer).
+	Drained bool
+	// Skipped names the SinceLastActivity rules not applied because the
+	// Store's LastActivityAt could be stale, and SkipReason says why (see
+	// Tick).
+	Skipped    []string
+	SkipReason Reason
+	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
+	// one is in force after this tick (see Tick); zero otherwise.
+	HeldUntil time.Time
 	// Duration is how long the tick took.
 	Duration time.Duration
 }
@@ -105,6 +122,8 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner Interval (%v) is negative", opts.Interval)
 	case opts.BatchSize < 0:
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner BatchSize (%d) is negative", opts.BatchSize)
+	case opts.Hold < 0:
+		return nil, errs.Invalid(ErrInvalid, "ttl: runner Hold (%v) is negative", opts.Hold)
 	}
 	if err := event.CheckSize("ttl: runner", "EventQueue", opts.EventQueue); err != nil {
 		return nil, errs.Invalid(ErrInvalid, "%v", err)
@@ -125,6 +144,9 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	if opts.Hold == 0 {
+		opts.Hold = DefaultFlushInterval + opts.Interval
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
 	}
@@ -135,6 +157,8 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		store:     store,
 		rules:     append([]Rule(nil), rules...),
 		buffer:    opts.Buffer,
+		interval:  opts.Interval,
+		hold:      opts.Hold,
 		batchSize: opts.BatchSize,
 		wake:      opts.Wake,
 		clock:     opts.Clock,
@@ -143,6 +167,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
+	r.lossy, _ = opts.Buffer.(Lossy)
 	r.stats.Rules = make([]RuleStats, len(rules))
 	for i, rule := range rules {
 		r.stats.Rules[i].Name = rule.String()
@@ -170,20 +195,29 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 
 // Tick runs one round, as the loop does every Interval:
 //
-//  1. drain the Buffer into the Store (Peek, MergeActivity, Remove, in
-//     batches), so activity that reached the buffer before the tick counts;
+//  1. drain the Buffer into the Store, so activity that reached the buffer
+//     before the tick counts: walk the buffer page by page in (At, ID)
+//     order (Buffer.Peek), merge every page into the Store
+//     (Store.MergeActivity) and Remove it, until a page comes back short;
 //  2. apply every rule, in order, with Store.Apply;
 //  3. call Wake with the changed ids, if any.
 //
-// A failing step does not stop the later ones: when the buffer is
-// unreachable or lost (a restarted Redis), the Store, the source of truth,
-// still decides with the activity it has, and what stays buffered is synced
-// on a later tick. But when activity was read from the buffer and could not
-// be merged into the Store, the Store's LastActivityAt is known to be stale,
-// so the rules measured from it (SinceLastActivity) are skipped for this
-// tick, rather than expire an entity whose only recent activity is still
-// buffered; the other rules run. Tick returns what it did and all the
-// errors joined. Concurrent calls run one after the other.
+// The drain merges every page it reads, whatever Remove then finds: an
+// entry that a flush made newer after the Peek stays buffered and is read
+// again further along the same walk, so a busy buffer slows the drain but
+// never stops it short. A drain that does not reach the end of the buffer
+// within one Interval stops there; the next tick starts again from the
+// oldest entry.
+//
+// The rules measured from LastActivityAt (SinceLastActivity) run only on a
+// tick whose drain reached the end of the buffer: when the buffer cannot be
+// read, when activity read from it cannot be merged into the Store, or when
+// the drain ran out of time, the Store's LastActivityAt may be older than
+// the truth, so those rules are skipped for this tick (TickResult.Skipped
+// and SkipReason, an EventRuleSkipped each, RuleStats.Skipped) rather than
+// expire an entity whose recent activity is still buffered. The other
+// rules and Wake run whatever happened before them. Tick returns what it
+// did and all the errors joined. Concurrent calls run one after the other.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -193,60 +227,92 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		failed []error
 	)
 
-	synced, stale, syncErr := r.sync(ctx)
-	res.Synced = synced
-	if r.buffer != nil && (synced > 0 || syncErr != nil) {
-		r.emit(Event{Kind: EventSync, Count: synced, Err: syncErr})
+	d := r.drain(ctx, start)
+	res.Synced = d.synced
+	res.Drained = d.complete
+	if r.buffer != nil && (d.synced > 0 || d.err != nil) {
+		r.emit(Event{Kind: EventSync, Count: d.synced, Err: d.err})
 	}
-	if syncErr != nil {
-		failed = append(failed, syncErr)
+	if d.err != nil {
+		failed = append(failed, d.err)
+	}
+	if d.lost {
+		r.emit(Event{Kind: EventBufferLost})
+		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.hold)
+	}
+	if d.lost || d.reason == ReasonBufferError {
+		r.holdFrom(r.clock.Now())
+	}
+	switch {
+	case !d.complete:
+		res.SkipReason = d.reason
+	case d.lost:
+		res.SkipReason = ReasonBufferLost
+	case r.clock.Now().Before(r.holdUntil):
+		res.SkipReason = ReasonHeld
+	}
+	if res.SkipReason != "" && res.SkipReason != ReasonHeld {
+		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(res.SkipReason), "synced", d.synced, "err", d.err)
 	}
 
 	perRule := make([]int, len(r.rules))
 	ruleErr := make([]bool, len(r.rules))
 	ruleSkip := make([]bool, len(r.rules))
 	for i, rule := range r.rules {
-		if stale && rule.Since == SinceLastActivity {
+		if res.SkipReason != "" && rule.Since == SinceLastActivity {
 			ruleSkip[i] = true
 			res.Skipped = append(res.Skipped, rule.String())
-			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Err: syncErr})
+			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Reason: res.SkipReason, Err: d.err})
 			continue
 		}
-		ids, err := r.store.Apply(ctx, rule)
+		exps, err := r.store.Apply(ctx, rule)
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
 			failed = append(failed, err)
 			ruleErr[i] = true
 			r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
 		}
-		perRule[i] = len(ids)
-		for _, id := range ids {
-			res.Expired = append(res.Expired, Expiry{ID: id, Rule: rule.String(), Then: rule.Then})
-			r.emit(Event{Kind: EventExpire, ID: id, Rule: rule.String(), Then: rule.Then})
+		perRule[i] = len(exps)
+		for _, e := range exps {
+			e.Rule, e.Then = rule.String(), rule.Then
+			res.Expired = append(res.Expired, e)
+			r.emit(Event{Kind: EventExpire, ID: e.ID, Rule: e.Rule, Then: e.Then})
 		}
+	}
+
+	if r.buffer == nil && slices.Contains(ruleErr, true) {
+		// Trackers write to the Store directly: their flushes fail too
+		// while it is down, and are retried only every FlushInterval.
+		r.holdFrom(r.clock.Now())
+	}
+	if now := r.clock.Now(); now.Before(r.holdUntil) {
+		res.HeldUntil = r.holdUntil
 	}
 
 	var wakeErr error
 	if r.wake != nil && len(res.Expired) > 0 {
-		ids := make([]string, len(res.Expired))
-		for i, e := range res.Expired {
-			ids[i] = e.ID
-		}
-		if wakeErr = r.wake(ctx, ids); wakeErr != nil {
+		if wakeErr = r.wake(ctx, slices.Clone(res.Expired)); wakeErr != nil {
 			wakeErr = fmt.Errorf("ttl: wake: %w", wakeErr)
 			failed = append(failed, wakeErr)
 		}
-		r.emit(Event{Kind: EventWake, Count: len(ids), Err: wakeErr})
+		r.emit(Event{Kind: EventWake, Count: len(res.Expired), Err: wakeErr})
 	}
 
 	res.Duration = r.clock.Since(start)
 	r.mu.Lock()
 	st := &r.stats
 	st.Ticks++
-	st.Synced += uint64(synced)
-	if syncErr != nil {
+	st.Synced += uint64(d.synced)
+	if d.err != nil {
 		st.SyncErrors++
 	}
+	if !d.complete {
+		st.IncompleteDrains++
+	}
+	if d.lost {
+		st.BufferLosses++
+	}
+	st.HeldUntil = res.HeldUntil
 	for i := range r.rules {
 		st.Rules[i].Expired += uint64(perRule[i])
 		st.Expired += uint64(perRule[i])
@@ -267,42 +333,95 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	return res, errors.Join(failed...)
 }
 
-// sync drains the buffer into the store and returns how many activities it
-// merged, and whether activity it read could not be merged (the store's
-// LastActivityAt is then stale). An entry updated between Peek and Remove
-// stays buffered for the next tick; merging it twice is harmless (greater
-// wins).
-func (r *Runner) sync(ctx context.Context) (synced int, stale bool, err error) {
-	if r.buffer == nil {
-		return 0, false, nil
+// drainResult is what one drain did.
+type drainResult struct {
+	synced   int    // activities merged into the store
+	complete bool   // the walk reached the end of the buffer
+	reason   Reason // why not, when not complete
+	lost     bool   // the buffer's generation changed
+	err      error
+}
+
+// holdFrom holds the idle rules until at least now + Hold.
+func (r *Runner) holdFrom(now time.Time) {
+	if until := now.Add(r.hold); until.After(r.holdUntil) {
+		r.holdUntil = until
 	}
+}
+
+// checkGeneration reads the buffer's generation and reports whether it
+// differs from the one seen before.
+func (r *Runner) checkGeneration(ctx context.Context) (lost bool, err error) {
+	g, err := r.lossy.Generation(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ttl: sync: read buffer generation: %w", err)
+	}
+	lost = r.gen != "" && g != r.gen
+	r.gen = g
+	return lost, nil
+}
+
+// drain walks the buffer once, page by page, merging every page into the
+// store and removing it (see Tick). It stops short, incomplete, on the
+// first failure, when ctx ends, or when it has run for one Interval. A
+// Lossy buffer's generation is read after the walk: a change since the
+// previous read is a loss.
+func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
+	if r.buffer == nil {
+		d.complete = true
+		return d
+	}
+	stop := func(reason Reason, err error) drainResult {
+		d.reason, d.err = reason, err
+		return d
+	}
+	if r.lossy != nil {
+		// One read after the walk sees every loss since the previous read,
+		// whether it happened between the ticks or during this walk.
+		defer func() {
+			if d.reason == ReasonBufferError {
+				return // the buffer is unreachable, and the rules held anyway
+			}
+			lost, err := r.checkGeneration(ctx)
+			switch {
+			case err != nil:
+				d.complete, d.reason = false, ReasonBufferError
+				d.err = errors.Join(d.err, err)
+			case lost:
+				d.lost = true
+			}
+		}()
+	}
+	var after Activity
 	for {
 		if err := context.Cause(ctx); err != nil {
-			return synced, false, fmt.Errorf("ttl: sync: %w", err)
+			return stop(ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err))
 		}
-		batch, err := r.buffer.Peek(ctx, r.batchSize)
+		if r.clock.Since(start) > r.interval {
+			return stop(ReasonDrainIncomplete, nil)
+		}
+		batch, err := r.buffer.Peek(ctx, after, r.batchSize)
 		if err != nil {
-			return synced, false, fmt.Errorf("ttl: sync: read buffer: %w", err)
+			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: read buffer: %w", err))
 		}
 		if len(batch) == 0 {
-			return synced, false, nil
+			d.complete = true
+			return d
 		}
 		if err := r.store.MergeActivity(ctx, batch); err != nil {
-			return synced, true, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err)
+			return stop(ReasonMergeFailed, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err))
 		}
-		synced += len(batch)
-		removed, err := r.buffer.Remove(ctx, batch)
-		if err != nil {
-			// The batch is in the store; leaving it buffered only means
-			// merging it again next tick.
-			return synced, false, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err)
+		d.synced += len(batch)
+		// What Remove leaves behind was made newer since the Peek: it lies
+		// further along the walk, which reads it again.
+		if _, err := r.buffer.Remove(ctx, batch); err != nil {
+			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err))
 		}
-		// A short batch was the last one. When nothing could be removed,
-		// every entry changed since Peek: leave them to the next tick
-		// rather than chase a busy buffer.
-		if len(batch) < r.batchSize || removed == 0 {
-			return synced, false, nil
+		if len(batch) < r.batchSize {
+			d.complete = true
+			return d
 		}
+		after = batch[len(batch)-1]
 	}
 }
 
@@ -343,7 +462,7 @@ type RuleStats struct {
 	// Errors is the number of failed applications.
 	Errors uint64
 	// Skipped is the number of ticks that did not apply the rule because
-	// buffered activity could not be merged into the Store (see Tick).
+	// the Store's LastActivityAt could be stale (see Tick).
 	Skipped uint64
 }
 
@@ -360,6 +479,15 @@ type RunnerStats struct {
 	// SyncErrors, RuleErrors and WakeErrors count failed syncs, rule
 	// applications and Wake calls.
 	SyncErrors, RuleErrors, WakeErrors uint64
+	// IncompleteDrains is the number of ticks whose drain did not reach
+	// the end of the Buffer.
+	IncompleteDrains uint64
+	// BufferLosses is the number of times a Lossy Buffer's generation
+	// changed.
+	BufferLosses uint64
+	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
+	// one was in force after the last tick; zero otherwise.
+	HeldUntil time.Time
 	// LastTick is when the last tick started; zero if none.
 	LastTick time.Time
 	// LastTickDuration is how long the last tick took.

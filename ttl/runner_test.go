@@ -23,10 +23,13 @@ type wakes struct {
 	err   error
 }
 
-func (w *wakes) Wake(_ context.Context, ids []string) error {
+func (w *wakes) Wake(_ context.Context, exps []ttl.Expiry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids = slices.Clone(ids)
+	ids := make([]string, len(exps))
+	for i, x := range exps {
+		ids[i] = x.ID
+	}
 	slices.Sort(ids)
 	w.calls = append(w.calls, ids)
 	return w.err
@@ -145,8 +148,9 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
-		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY"}}, res.Expired)
-		assert.Equal(t, time.Now(), get(t, st, "active").LastActivityAt)
+		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY", LastActivityAt: old, DecidedAt: time.Now()}}, res.Expired)
+		// The tracker's coarse time, rounded up by its Resolution (1 s).
+		assert.Equal(t, time.Now().Add(time.Second), get(t, st, "active").LastActivityAt)
 		assert.Zero(t, buf.Len())
 	})
 }
@@ -184,12 +188,12 @@ func (f *flakyBuffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	return b.Add(ctx, acts)
 }
 
-func (f *flakyBuffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+func (f *flakyBuffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.Activity, error) {
 	b, err := f.get()
 	if err != nil {
 		return nil, err
 	}
-	acts, err := b.Peek(ctx, max)
+	acts, err := b.Peek(ctx, after, max)
 	if f.afterPeek != nil {
 		f.afterPeek(acts)
 	}
@@ -229,8 +233,10 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		assert.Zero(t, res.Synced)
 		assert.Equal(t, old, get(t, st, "ws").LastActivityAt)
 
-		// The buffer is unreachable: the tick reports it, the rules still
-		// run, the tracker keeps its activity for later.
+		// The buffer is unreachable: the tick reports it and, since the
+		// drain could not reach the end of the buffer, skips the idle rule
+		// (ws would expire on the store's stale activity); the tracker
+		// keeps its activity for later.
 		buf.mu.Lock()
 		buf.down = true
 		buf.mu.Unlock()
@@ -238,7 +244,10 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		synctest.Wait()
 		res, err = r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
-		assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Empty(t, res.Expired)
+		assert.Equal(t, []string{"standby"}, res.Skipped)
+		assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
+		assert.False(t, res.Drained)
 		tr.Record("ws")
 		require.ErrorIs(t, flushErr(tr.Flush(ctx)), errDown)
 
@@ -250,7 +259,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
-		assert.Equal(t, time.Now(), get(t, st, "ws").LastActivityAt)
+		assert.Equal(t, time.Now().Add(time.Second), get(t, st, "ws").LastActivityAt, "coarse time rounded up by Resolution")
 		s := r.Stats()
 		assert.Equal(t, uint64(1), s.SyncErrors)
 		assert.GreaterOrEqual(t, s.Ticks, uint64(3))
@@ -303,7 +312,7 @@ type failingStore struct {
 	failRule string
 }
 
-func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
+func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if r.Name == s.failRule {
 		return nil, errDown
 	}
@@ -320,12 +329,13 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
 			Wake: w.Wake, OnEvent: log.add})
 		defer r.Close(context.Background())
-		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: time.Now().Add(-9 * time.Hour)})
+		created := time.Now().Add(-9 * time.Hour)
+		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: created})
 
 		res, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
 		require.ErrorContains(t, err, "controller away")
-		assert.Equal(t, []ttl.Expiry{{ID: "old", Rule: "lifetime", Then: "DESTROYED"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "old", Rule: "lifetime", Then: "DESTROYED", LastActivityAt: created, DecidedAt: time.Now()}}, res.Expired)
 		assert.Equal(t, [][]string{{"old"}}, w.take())
 		s := r.Stats()
 		assert.Equal(t, []ttl.RuleStats{{Name: "inactive", Errors: 1}, {Name: "lifetime", Expired: 1}}, s.Rules)
@@ -351,7 +361,14 @@ func TestRunnerMockClock(t *testing.T) {
 	woken := make(chan []string, 10)
 	r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Clock: mock,
-		Wake:  func(_ context.Context, ids []string) error { woken <- ids; return nil },
+		Wake: func(_ context.Context, exps []ttl.Expiry) error {
+			ids := make([]string, len(exps))
+			for i, x := range exps {
+				ids[i] = x.ID
+			}
+			woken <- ids
+			return nil
+		},
 	})
 	defer r.Close(context.Background())
 	create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING"})
@@ -418,6 +435,7 @@ func TestNewRunnerValidates(t *testing.T) {
 		{st, ok, ttl.RunnerOptions{Interval: -1}, "Interval"},
 		{st, ok, ttl.RunnerOptions{BatchSize: -1}, "BatchSize"},
 		{st, ok, ttl.RunnerOptions{EventQueue: -1}, "EventQueue"},
+		{st, ok, ttl.RunnerOptions{Hold: -1}, "Hold"},
 		{st, []ttl.Rule{{Phase: "RUNNING", Then: "STANDBY"}}, ttl.RunnerOptions{}, "rules[0]: ttl: rule RUNNING->STANDBY: After (0s) must be positive"},
 		{st, append(ok, ok[0]), ttl.RunnerOptions{}, `rules[2]: duplicate rule name "standby"`},
 	} {
@@ -431,7 +449,7 @@ func TestNewRunnerValidates(t *testing.T) {
 // stuckStore blocks Apply until the caller's context ends.
 type stuckStore struct{ ttl.Store }
 
-func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]string, error) {
+func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]ttl.Expiry, error) {
 	<-ctx.Done()
 	return nil, context.Cause(ctx)
 }
@@ -493,14 +511,16 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		defer r.Close(context.Background())
 		old := time.Now().Add(-11 * time.Minute)
 		create(t, mem, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
-		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: time.Now().Add(-31 * time.Minute)})
-		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: time.Now()}}))
+		standbySince := time.Now().Add(-31 * time.Minute)
+		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: standbySince})
+		activeAt := time.Now()
+		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: activeAt}}))
 
 		st.setDown(true)
 		res, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
 		assert.Zero(t, res.Synced)
-		assert.Equal(t, []ttl.Expiry{{ID: "standby", Rule: "archive", Then: "ARCHIVED"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "standby", Rule: "archive", Then: "ARCHIVED", LastActivityAt: standbySince, DecidedAt: time.Now()}}, res.Expired)
 		assert.Equal(t, []string{"standby"}, res.Skipped)
 		assert.Empty(t, get(t, mem, "active").DesiredState, "activity still buffered: not idle")
 		assert.Equal(t, 1, buf.Len())
@@ -532,6 +552,6 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, res.Skipped)
-		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY"}}, res.Expired)
+		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY", LastActivityAt: activeAt, DecidedAt: time.Now()}}, res.Expired)
 	})
 }

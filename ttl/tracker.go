@@ -33,6 +33,8 @@ const (
 	DefaultBatchSize = 1000
 	// DefaultInterval is RunnerOptions.Interval's default.
 	DefaultInterval = 60 * time.Second
+	// DefaultRetain is TrackerOptions.Retain's default.
+	DefaultRetain = 5 * time.Minute
 )
 
 // TrackerOptions configures a Tracker. The zero value means defaults.
@@ -41,13 +43,15 @@ type TrackerOptions struct {
 	// DefaultFlushInterval (30 s).
 	FlushInterval time.Duration
 	// Resolution is how often the tracker reads the clock. Record uses the
-	// last reading instead of reading the clock itself, which is most of
-	// its cost, so recorded times lag the truth by at most Resolution
-	// (activity looks slightly older, never newer). 0 means
-	// DefaultResolution (1 s); a negative value reads the clock on every
-	// Record. Tests that move time under testing/synctest call
-	// synctest.Wait after time.Sleep, so that the refresh runs before the
-	// next Record, or use a negative value.
+	// last reading plus Resolution instead of reading the clock itself,
+	// which is most of its cost: the time recorded is never earlier than
+	// the activity, and later by at most Resolution, so a TTL never fires
+	// before it has elapsed, and fires at most Resolution late. (That holds
+	// as long as the refresh, a goroutine woken every Resolution, keeps
+	// up.) 0 means DefaultResolution (1 s); a negative value reads the
+	// clock on every Record. Tests that move time under testing/synctest
+	// call synctest.Wait after time.Sleep, so that the refresh runs before
+	// the next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
 	// rounded up to a power of two. 0 means 4 × GOMAXPROCS, at least
@@ -56,6 +60,16 @@ type TrackerOptions struct {
 	// BatchSize caps the activities handed to the Sink in one Add call.
 	// 0 means DefaultBatchSize (1000).
 	BatchSize int
+	// Retain matters only when the Sink is Lossy (a Redis buffer): it is
+	// how long the Tracker keeps an id's latest activity after flushing it,
+	// so that it can send it again when the Sink's generation changes,
+	// that is when the Sink lost what it was sent. It must cover the time
+	// from a flush to the Runner's drain of it, plus the time until the
+	// Tracker sees the loss: at least twice FlushInterval plus the Runner's
+	// Interval, plus the longest outage of the Sink to ride out. 0 means
+	// DefaultRetain (5 minutes); negative is an error. With any other Sink,
+	// a flushed id is kept for one more FlushInterval.
+	Retain time.Duration
 	// Clock is the time source. Nil means real time.
 	Clock clock.Clock
 	// Logger receives flush failures and the first dropped event. Nil
@@ -78,15 +92,18 @@ type TrackerOptions struct {
 // Record is built for the hot path: the buffer is split into shards locked
 // separately (chosen by a hash of the id), an id already buffered costs no
 // allocation, and the time comes from a clock reading refreshed every
-// Resolution. Flushed ids stay in their shard, marked clean, for one more
-// interval, so a steadily active id never allocates; ids idle for a whole
-// interval are dropped.
+// Resolution, rounded up. Flushed ids stay in their shard, marked clean, so
+// a steadily active id never allocates: for one more interval, or, with a
+// Lossy Sink, for Retain, so that they can be sent again when the Sink loses
+// them (see Flush).
 //
 // A failed flush puts its activities back (greater wins), so nothing is lost
 // while the Sink is down; a crash loses at most what was recorded since the
-// last successful flush, one FlushInterval.
+// last successful flush, one FlushInterval (see the package's Guarantees).
 type Tracker struct {
 	sink      Sink
+	lossy     Lossy // sink's generation, if it has one
+	retain    int64 // ns; with lossy only
 	clock     clock.Clock
 	batchSize int
 	logger    *slog.Logger
@@ -95,11 +112,16 @@ type Tracker struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
-	// now is the coarse clock in Unix nanoseconds, or readClock.
-	now atomic.Int64
+	// now is the coarse clock in Unix nanoseconds, rounded up (the last
+	// reading plus resolution), or readClock.
+	now        atomic.Int64
+	resolution int64
 
-	flushMu   sync.Mutex // serializes Flush
+	flushMu   sync.Mutex // serializes Flush; guards gen
+	gen       string     // the sink generation seen last, "" if none yet
 	flushes   atomic.Uint64
+	resent    atomic.Uint64
+	losses    atomic.Uint64
 	flushed   atomic.Uint64
 	errors    atomic.Uint64
 	lastFlush atomic.Int64 // Unix nanoseconds of the last successful flush
@@ -148,6 +170,8 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		return nil, errs.Invalid(ErrInvalid, "ttl: tracker Shards (%d) is above 65536", opts.Shards)
 	case opts.BatchSize < 0:
 		return nil, errs.Invalid(ErrInvalid, "ttl: tracker BatchSize (%d) is negative", opts.BatchSize)
+	case opts.Retain < 0:
+		return nil, errs.Invalid(ErrInvalid, "ttl: tracker Retain (%v) is negative", opts.Retain)
 	}
 	if err := event.CheckSize("ttl: tracker", "EventQueue", opts.EventQueue); err != nil {
 		return nil, errs.Invalid(ErrInvalid, "%v", err)
@@ -164,6 +188,9 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
 	}
@@ -174,8 +201,11 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	for n < opts.Shards {
 		n <<= 1
 	}
+	lossy, _ := sink.(Lossy)
 	t := &Tracker{
 		sink:      sink,
+		lossy:     lossy,
+		retain:    int64(opts.Retain),
 		clock:     opts.Clock,
 		batchSize: opts.BatchSize,
 		logger:    opts.Logger,
@@ -192,7 +222,8 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	if opts.Resolution > 0 {
-		t.now.Store(t.clock.Now().UnixNano())
+		t.resolution = int64(opts.Resolution)
+		t.now.Store(t.clock.Now().UnixNano() + t.resolution)
 		t.wg.Add(1)
 		go t.tickClock(t.clock.Ticker(opts.Resolution))
 	} else {
@@ -214,7 +245,7 @@ func (t *Tracker) tickClock(tk *clock.Ticker) {
 		case <-t.done:
 			return
 		case <-tk.C:
-			t.now.Store(t.clock.Now().UnixNano())
+			t.now.Store(t.clock.Now().UnixNano() + t.resolution)
 		}
 	}
 }
@@ -235,8 +266,10 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 	}
 }
 
-// Record notes that entity id is active now. It is safe for concurrent use
-// and allocates only the first time an id enters the buffer.
+// Record notes that entity id is active now: at the coarse clock's time,
+// which is never earlier than now (see TrackerOptions.Resolution). It is
+// safe for concurrent use and allocates only the first time an id enters
+// the buffer.
 func (t *Tracker) Record(id string) {
 	now := t.now.Load()
 	if now == readClock {
@@ -284,22 +317,68 @@ func (t *Tracker) record(id string, now int64) {
 
 // FlushResult is what one Flush did.
 type FlushResult struct {
-	// Flushed is the number of activities handed to the Sink.
+	// Flushed is the number of activities handed to the Sink, Resent
+	// included.
 	Flushed int
 	// Kept is the number of activities put back for the next flush because
 	// the Sink refused them (or ctx ended first).
 	Kept int
+	// Resent is the number of activities sent again because the Lossy
+	// Sink's generation changed.
+	Resent int
 }
 
 // Flush hands everything recorded since the last flush to the Sink, in
 // batches of BatchSize. If a batch fails, it and the batches after it are
 // put back (greater wins) for the next flush, and the error is returned.
+//
+// With a Lossy Sink, Flush then reads the Sink's generation. When it has
+// changed since the last flush, the Sink lost activity this Tracker had
+// handed to it, so Flush sends again, at once, the latest activity of every
+// id it still retains (TrackerOptions.Retain) and reports an
+// EventBufferLost. A generation that cannot be read is read again at the
+// next flush.
+//
 // Concurrent calls run one after the other. Flush may be called after
 // Close; its events are then not delivered.
 func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
+	if t.lossy != nil && t.gen == "" {
+		// The generation the first batch goes to, so that a loss right
+		// after it is seen.
+		if g, err := t.lossy.Generation(ctx); err == nil {
+			t.gen = g
+		}
+	}
 	acts := t.take()
+	res, err := t.send(ctx, acts)
+	if err != nil || t.lossy == nil || (len(acts) == 0 && t.held() == 0) {
+		return res, err
+	}
+	g, gerr := t.lossy.Generation(ctx)
+	if gerr != nil {
+		return res, nil
+	}
+	lost := t.gen != "" && g != t.gen
+	t.gen = g
+	if !lost {
+		return res, nil
+	}
+	n := t.markDirty()
+	t.losses.Add(1)
+	t.emit(Event{Kind: EventBufferLost, Count: n})
+	t.logger.Warn("ttl: tracker found its sink lost; sending retained activity again", "count", n)
+	again, err := t.send(ctx, t.take())
+	t.resent.Add(uint64(again.Flushed))
+	res.Flushed += again.Flushed
+	res.Kept += again.Kept
+	res.Resent = again.Flushed
+	return res, err
+}
+
+// send hands acts to the Sink in batches; see Flush.
+func (t *Tracker) send(ctx context.Context, acts []Activity) (FlushResult, error) {
 	if len(acts) == 0 {
 		return FlushResult{}, nil
 	}
@@ -329,16 +408,23 @@ func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	return FlushResult{Flushed: len(acts)}, nil
 }
 
-// take collects the dirty slots and marks them clean, and drops the slots
-// that stayed clean for a whole interval.
+// take collects the dirty slots and marks them clean, and drops the clean
+// slots that are no longer needed: with a Lossy sink those older than
+// Retain, else those that stayed clean for a whole interval.
 func (t *Tracker) take() []Activity {
 	var acts []Activity
+	oldest := int64(math.MaxInt64) // drop every clean slot
+	if t.lossy != nil {
+		oldest = t.clock.Now().UnixNano() - t.retain
+	}
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
 		for id, v := range s.m {
 			if v&dirty == 0 {
-				delete(s.m, id)
+				if timeOf(v) < oldest {
+					delete(s.m, id)
+				}
 				continue
 			}
 			acts = append(acts, Activity{ID: id, At: time.Unix(0, timeOf(v))})
@@ -347,6 +433,34 @@ func (t *Tracker) take() []Activity {
 		s.mu.Unlock()
 	}
 	return acts
+}
+
+// markDirty marks every slot dirty, so that the next take sends it again,
+// and returns how many there are.
+func (t *Tracker) markDirty() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, v := range s.m {
+			s.m[id] = v | dirty
+		}
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// held returns the number of slots, pending or retained.
+func (t *Tracker) held() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // restore merges acts back after a failed flush, greater wins.
@@ -417,6 +531,10 @@ type TrackerStats struct {
 	Flushed uint64
 	// FlushErrors is the number of flushes that failed.
 	FlushErrors uint64
+	// SinkLosses is the number of times a Lossy Sink's generation changed.
+	SinkLosses uint64
+	// Resent is the number of activities sent again after a loss.
+	Resent uint64
 	// LastFlush is when the last successful flush ended; zero if none.
 	LastFlush time.Time
 	// EventsDropped is the number of events not delivered to OnEvent
@@ -431,6 +549,8 @@ func (t *Tracker) Stats() TrackerStats {
 		Flushes:       t.flushes.Load(),
 		Flushed:       t.flushed.Load(),
 		FlushErrors:   t.errors.Load(),
+		SinkLosses:    t.losses.Load(),
+		Resent:        t.resent.Load(),
 		EventsDropped: t.events.Dropped(),
 	}
 	if n := t.lastFlush.Load(); n != 0 {

@@ -21,7 +21,7 @@ import (
 // contents peeks a whole memory buffer into a map.
 func contents(t *testing.T, b *ttl.MemoryBuffer) map[string]time.Time {
 	t.Helper()
-	acts, err := b.Peek(context.Background(), 1<<20)
+	acts, err := b.Peek(context.Background(), ttl.Activity{}, 1<<20)
 	require.NoError(t, err)
 	m := make(map[string]time.Time, len(acts))
 	for _, a := range acts {
@@ -83,7 +83,8 @@ func TestTrackerRecordAndFlush(t *testing.T) {
 		assert.Empty(t, contents(t, buf), "nothing before a flush")
 
 		require.NoError(t, flushErr(tr.Flush(ctx)))
-		assertTimes(t, map[string]time.Time{"a": t0.Add(5 * time.Second), "b": t0}, contents(t, buf))
+		// Coarse times are rounded up: the default Resolution (1 s) later.
+		assertTimes(t, map[string]time.Time{"a": t0.Add(6 * time.Second), "b": t0.Add(time.Second)}, contents(t, buf))
 		st := tr.Stats()
 		assert.Equal(t, uint64(3), st.Records)
 		assert.Equal(t, uint64(2), st.Flushed)
@@ -100,8 +101,9 @@ func TestTrackerRecordAndFlush(t *testing.T) {
 	})
 }
 
-// TestTrackerResolution shows the coarse clock: times lag by less than
-// Resolution, and a negative Resolution reads the clock every time.
+// TestTrackerResolution shows the coarse clock: times are the last reading
+// plus Resolution, never earlier than the truth and later by at most
+// Resolution; a negative Resolution reads the clock every time.
 func TestTrackerResolution(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -114,7 +116,7 @@ func TestTrackerResolution(t *testing.T) {
 		exact.Record("a")
 		require.NoError(t, coarse.Close(ctx))
 		require.NoError(t, exact.Close(ctx))
-		assertTimes(t, map[string]time.Time{"a": t0.Add(time.Second)}, contents(t, coarseBuf))
+		assertTimes(t, map[string]time.Time{"a": t0.Add(2 * time.Second)}, contents(t, coarseBuf))
 		assertTimes(t, map[string]time.Time{"a": t0.Add(1500 * time.Millisecond)}, contents(t, exactBuf))
 	})
 }
@@ -131,11 +133,12 @@ func TestTrackerLoopAndClose(t *testing.T) {
 		assert.Empty(t, contents(t, buf), "flushed before FlushInterval")
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assertTimes(t, map[string]time.Time{"a": t0}, contents(t, buf))
+		// Rounded up by the default Resolution (1 s).
+		assertTimes(t, map[string]time.Time{"a": t0.Add(time.Second)}, contents(t, buf))
 
 		tr.Record("b")
 		require.NoError(t, tr.Close(ctx))
-		assertTimes(t, map[string]time.Time{"a": t0, "b": t0.Add(30 * time.Second)}, contents(t, buf))
+		assertTimes(t, map[string]time.Time{"a": t0.Add(time.Second), "b": t0.Add(31 * time.Second)}, contents(t, buf))
 		require.NoError(t, tr.Close(ctx), "Close is idempotent")
 
 		// After Close the loop is gone; Record still works, read from the clock.
@@ -381,6 +384,7 @@ func TestNewTrackerValidates(t *testing.T) {
 		{buf, ttl.TrackerOptions{Shards: 1 << 20}, "Shards"},
 		{buf, ttl.TrackerOptions{BatchSize: -1}, "BatchSize"},
 		{buf, ttl.TrackerOptions{EventQueue: -1}, "EventQueue"},
+		{buf, ttl.TrackerOptions{Retain: -time.Second}, "Retain"},
 	} {
 		tr, err := ttl.NewTracker(c.sink, c.opts)
 		assert.Nil(t, tr)
@@ -417,7 +421,7 @@ func TestTrackerCloseDuringStuckFlush(t *testing.T) {
 		assert.Equal(t, uint64(0), tr.Stats().Flushed)
 		sink.block.Store(false)
 		require.NoError(t, tr.Close(context.Background()))
-		assertTimes(t, map[string]time.Time{"a": t0}, contents(t, sink.buf))
+		assertTimes(t, map[string]time.Time{"a": t0.Add(time.Second)}, contents(t, sink.buf)) // rounded up by Resolution
 		assert.Equal(t, uint64(1), tr.Stats().FlushErrors, "the cancelled loop flush")
 	})
 }

@@ -141,10 +141,12 @@ func BenchmarkBufferDrain(b *testing.B) {
 		drain func(ctx context.Context, c redis.UniversalClient, buf *redisttl.Buffer) (int, error)
 	}{
 		{"ttlkit", func(ctx context.Context, _ redis.UniversalClient, buf *redisttl.Buffer) (int, error) {
-			// As the Runner drains: Peek and Remove until Peek finds nothing.
+			// As the Runner drains: walk the buffer with Peek, Remove
+			// every page, until a page comes back short.
 			total := 0
+			var after ttl.Activity
 			for {
-				acts, err := buf.Peek(ctx, n)
+				acts, err := buf.Peek(ctx, after, n)
 				if err != nil || len(acts) == 0 {
 					return total, err
 				}
@@ -153,6 +155,10 @@ func BenchmarkBufferDrain(b *testing.B) {
 					return total, err
 				}
 				total += removed
+				if len(acts) < n {
+					return total, nil
+				}
+				after = acts[len(acts)-1]
 			}
 		}},
 		{"zrangezrem", func(ctx context.Context, c redis.UniversalClient, buf *redisttl.Buffer) (int, error) {

@@ -51,7 +51,7 @@ func ExampleNotifier() {
 		panic(err)
 	}
 	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
-		ttl.RunnerOptions{Interval: time.Minute, Wake: wake.Wake})
+		ttl.RunnerOptions{Interval: time.Minute, Wake: wake.WakeExpired})
 	if err != nil {
 		panic(err)
 	}

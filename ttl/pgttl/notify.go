@@ -29,9 +29,9 @@ func validChannel(channel string) error {
 	return nil
 }
 
-// Notifier wakes controllers in other processes: Wake sends the ids the
-// rules changed on a LISTEN/NOTIFY channel. Its Wake method is a
-// ttl.RunnerOptions.Wake.
+// Notifier wakes controllers in other processes: WakeExpired sends the
+// decisions the rules made, and Wake bare ids, on a LISTEN/NOTIFY channel.
+// Its WakeExpired method is a ttl.RunnerOptions.Wake.
 type Notifier struct {
 	pool    *pgxpool.Pool
 	channel string
@@ -59,7 +59,12 @@ func (n *Notifier) Wake(ctx context.Context, ids []string) error {
 	if err != nil || len(payloads) == 0 {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, n.pool, func(tx pgx.Tx) error {
+	return n.send(ctx, payloads)
+}
+
+// send sends payloads in one transaction.
+func (n *Notifier) send(ctx context.Context, payloads []string) error {
+	err := pgx.BeginFunc(ctx, n.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, p := range payloads {
 			b.Queue(`SELECT pg_notify($1, $2)`, n.channel, p)
@@ -72,19 +77,56 @@ func (n *Notifier) Wake(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// WakeExpired sends the decisions in exps, each as a JSON object
+//
+//	{"id":"ws-1","rule":"standby","then":"STANDBY",
+//	 "last_activity_at":"2026-02-07T10:00:00.123456Z","decided_at":"..."}
+//
+// in arrays split and sent as Wake does. A ListenExpired callback gets them
+// back as ttl.Expiry values; a Listen callback gets their ids.
+func (n *Notifier) WakeExpired(ctx context.Context, exps []ttl.Expiry) error {
+	elems := make([]any, len(exps))
+	for i, x := range exps {
+		elems[i] = wireExpiry{ID: x.ID, Rule: x.Rule, Then: x.Then, LastActivityAt: x.LastActivityAt, DecidedAt: x.DecidedAt}
+	}
+	payloads, err := chunkJSON(elems, MaxPayload)
+	if err != nil || len(payloads) == 0 {
+		return err
+	}
+	return n.send(ctx, payloads)
+}
+
+// wireExpiry is a ttl.Expiry in a NOTIFY payload.
+type wireExpiry struct {
+	ID             string    `json:"id"`
+	Rule           string    `json:"rule,omitempty"`
+	Then           string    `json:"then,omitempty"`
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	DecidedAt      time.Time `json:"decided_at,omitzero"`
+}
+
 // chunk encodes ids as JSON arrays of at most limit bytes each.
 func chunk(ids []string, limit int) ([]string, error) {
+	elems := make([]any, len(ids))
+	for i, id := range ids {
+		elems[i] = id
+	}
+	return chunkJSON(elems, limit)
+}
+
+// chunkJSON encodes elems as JSON arrays of at most limit bytes each.
+func chunkJSON(elems []any, limit int) ([]string, error) {
 	var (
 		out []string
 		buf = []byte{'['}
 	)
-	for _, id := range ids {
-		enc, err := json.Marshal(id)
+	for _, el := range elems {
+		enc, err := json.Marshal(el)
 		if err != nil {
 			return nil, fmt.Errorf("pgttl: notify: %w", err)
 		}
 		if len(enc)+2 > limit {
-			return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: notify: id of %d bytes does not fit a payload of %d", len(id), limit)
+			return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: notify: element of %d bytes does not fit a payload of %d", len(enc), limit)
 		}
 		// +1 for the separator or the closing bracket.
 		if len(buf) > 1 && len(buf)+1+len(enc)+1 > limit {
@@ -102,18 +144,30 @@ func chunk(ids []string, limit int) ([]string, error) {
 	return out, nil
 }
 
-// parsePayload decodes a Wake payload. A payload that is not a JSON array
-// of strings (a hand-written NOTIFY channel, 'ws-1') is taken as one id; an
-// empty one as no ids.
-func parsePayload(p string) []string {
+// parsePayload decodes a Wake or WakeExpired payload. A payload that is
+// neither a JSON array of strings nor one of objects (a hand-written NOTIFY
+// channel, 'ws-1') is taken as one id; an empty one as no ids.
+func parsePayload(p string) []ttl.Expiry {
 	if p == "" {
 		return nil
 	}
 	var ids []string
-	if err := json.Unmarshal([]byte(p), &ids); err != nil {
-		return []string{p}
+	if err := json.Unmarshal([]byte(p), &ids); err == nil {
+		out := make([]ttl.Expiry, len(ids))
+		for i, id := range ids {
+			out[i] = ttl.Expiry{ID: id}
+		}
+		return out
 	}
-	return ids
+	var ws []wireExpiry
+	if err := json.Unmarshal([]byte(p), &ws); err == nil {
+		out := make([]ttl.Expiry, len(ws))
+		for i, w := range ws {
+			out[i] = ttl.Expiry{ID: w.ID, Rule: w.Rule, Then: w.Then, LastActivityAt: w.LastActivityAt, DecidedAt: w.DecidedAt}
+		}
+		return out
+	}
+	return []ttl.Expiry{{ID: p}}
 }
 
 // ListenOptions configure a Listener. The zero value means defaults.
@@ -135,7 +189,7 @@ const DefaultRetryInterval = time.Second
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
-	fn      func(ids []string)
+	fn      func(exps []ttl.Expiry)
 	opts    ListenOptions
 
 	cancel    context.CancelFunc
@@ -153,6 +207,29 @@ type Listener struct {
 // while it was disconnected are lost, so a nil call means "reconcile
 // everything". ctx bounds only the first connection.
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids []string), opts ListenOptions) (*Listener, error) {
+	if fn == nil {
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: listen function is nil")
+	}
+	return ListenExpired(ctx, pool, channel, func(exps []ttl.Expiry) {
+		if exps == nil {
+			fn(nil)
+			return
+		}
+		ids := make([]string, len(exps))
+		for i, x := range exps {
+			ids[i] = x.ID
+		}
+		fn(ids)
+	}, opts)
+}
+
+// ListenExpired is Listen for a controller that wants the decisions
+// WakeExpired sends: fn gets them as ttl.Expiry values, with the rule, the
+// desired state it set, the entity's LastActivityAt the rule saw and the
+// server's now when it decided. Ids sent by Wake (or a hand-written NOTIFY)
+// arrive as an Expiry with only ID set. fn(nil) still means "reconcile
+// everything" (see Listen).
+func ListenExpired(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(exps []ttl.Expiry), opts ListenOptions) (*Listener, error) {
 	switch {
 	case pool == nil:
 		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")

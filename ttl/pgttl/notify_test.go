@@ -193,3 +193,52 @@ func terminate(t *testing.T, pg *testenv.Postgres, app string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// TestWakeExpiredCarriesDecision: a controller in another process gets the
+// decision and the LastActivityAt it was based on; a Listen callback gets
+// the ids of the same notification.
+func TestWakeExpiredCarriesDecision(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	got := make(chan []ttl.Expiry, 10)
+	l, err := pgttl.ListenExpired(ctx, pg.NewPool(t), "ttl_wake", func(exps []ttl.Expiry) { got <- exps }, pgttl.ListenOptions{})
+	require.NoError(t, err)
+	defer l.Close(context.Background())
+	c := newCollector()
+	l2, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
+	require.NoError(t, err)
+	defer l2.Close(context.Background())
+
+	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	require.NoError(t, err)
+	t0 := time.Date(2026, 2, 7, 10, 0, 0, 123456000, time.UTC)
+	exps := make([]ttl.Expiry, 200) // several payloads
+	for i := range exps {
+		exps[i] = ttl.Expiry{ID: fmt.Sprintf("ws-%03d", i), Rule: "standby", Then: "STANDBY",
+			LastActivityAt: t0.Add(time.Duration(i) * time.Second), DecidedAt: t0.Add(time.Hour)}
+	}
+	require.NoError(t, n.WakeExpired(ctx, exps))
+	var all []ttl.Expiry
+	for len(all) < len(exps) {
+		select {
+		case part := <-got:
+			all = append(all, part...)
+		case <-time.After(wait):
+			t.Fatalf("got %d of %d decisions", len(all), len(exps))
+		}
+	}
+	assert.Equal(t, exps, all)
+	c.waitFor(t, "ids", func(ids []string, _ int) bool { return len(ids) == len(exps) })
+	c.mu.Lock()
+	assert.Equal(t, "ws-199", c.ids[199])
+	c.mu.Unlock()
+
+	require.NoError(t, n.Wake(ctx, []string{"by-id"}))
+	select {
+	case part := <-got:
+		assert.Equal(t, []ttl.Expiry{{ID: "by-id"}}, part)
+	case <-time.After(wait):
+		t.Fatal("no wake by id")
+	}
+	require.NoError(t, n.WakeExpired(ctx, nil), "no decisions is a no-op")
+}

@@ -55,7 +55,7 @@ func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pi
 	p.runner, err = ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Interval: time.Hour, // ticked by hand
 		Buffer:   p.buf,
-		Wake:     notifier.Wake,
+		Wake:     notifier.WakeExpired,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.runner.Close(context.Background()) })
@@ -129,8 +129,10 @@ func TestPipelineActivityBeforeSyncKeepsRunning(t *testing.T) {
 }
 
 // TestPipelineBufferLost: Redis loses the buffer (the key is deleted, as a
-// restart without persistence would). The store still decides with the
-// activity it has, and the next flushes work again.
+// restart without persistence would). The tick sees the generation change
+// and holds the idle rule instead of deciding on the store's stale
+// activity; the tracker sends what it retains again, and the flushes work
+// again.
 func TestPipelineBufferLost(t *testing.T) {
 	ctx := context.Background()
 	p := newPipeline(t, nil)
@@ -150,18 +152,29 @@ func TestPipelineBufferLost(t *testing.T) {
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, res.Synced)
-	assert.Equal(t, []string{"ws-lost"}, expiredIDs(res), "the store decides from its own last_activity_at")
+	assert.Empty(t, expiredIDs(res), "the idle rule waits for the trackers to send again")
+	assert.Equal(t, []string{"standby"}, res.Skipped)
+	assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
 	assert.Equal(t, "", p.desired(t, "ws-synced"), "synced activity is kept in the store")
+	assert.Equal(t, "", p.desired(t, "ws-lost"))
 
 	p.tracker.Record("ws-synced")
-	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
+	fr, err := p.tracker.Flush(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, fr.Resent, "the tracker sent its retained activity again")
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Synced, "the buffer works again after the loss")
+	assert.Equal(t, 2, res.Synced, "the buffer works again after the loss")
+	assert.Equal(t, ttl.ReasonHeld, res.SkipReason)
+	e, err := p.store.Get(ctx, "ws-lost")
+	require.NoError(t, err)
+	assert.WithinDuration(t, p.now, e.LastActivityAt, time.Minute, "the lost activity reached the store")
+	assert.Equal(t, "", e.DesiredState)
 }
 
 // TestPipelineRedisDown: with the buffer unreachable the tick reports the
-// sync error and still applies the rules.
+// sync error and applies the rules, except the idle rule: the drain did not
+// reach the end of the buffer, so the store's last activity may be stale.
 func TestPipelineRedisDown(t *testing.T) {
 	ctx := context.Background()
 	p := newPipeline(t, nil)
@@ -176,7 +189,9 @@ func TestPipelineRedisDown(t *testing.T) {
 	res, err := r.Tick(ctx)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "redisttl: peek")
-	assert.Equal(t, []string{"ws-idle"}, expiredIDs(res))
+	assert.Empty(t, expiredIDs(res))
+	assert.Equal(t, []string{"standby"}, res.Skipped)
+	assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
 }
 
 // TestPipelinePostgresTerminated: the store's server connections are

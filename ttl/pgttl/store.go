@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
@@ -27,8 +28,8 @@ type Store struct {
 	table string // quoted
 	base  string // bare name, for index names
 
-	insertSQL, selectSQL, updateSQL, existsSQL, mergeSQL string
-	applySQL                                             [3]string // by ttl.Since
+	insertSQL, insertManySQL, selectSQL, updateSQL, existsSQL, mergeSQL string
+	applySQL                                                            [3]string // by ttl.Since
 }
 
 var _ ttl.Store = (*Store)(nil)
@@ -60,6 +61,17 @@ SELECT $1, $2, $3, $4,
 FROM (SELECT COALESCE($7::timestamptz, now()) AS at) c
 ON CONFLICT (id) DO NOTHING
 RETURNING ` + columns
+	// $5 to $8 are arrays of timestamps whose NULLs take the defaults;
+	// now() is the transaction's start, one time for the whole batch.
+	s.insertManySQL = `INSERT INTO ` + table + ` AS t (` + columns + `)
+SELECT a.id, a.phase, a.desired_state, a.operation,
+       COALESCE(a.last_activity_at, a.created_at, now()), COALESCE(a.phase_changed_at, a.created_at, now()),
+       COALESCE(a.created_at, now()), a.deleted_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+            $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::timestamptz[])
+  AS a(id, phase, desired_state, operation, last_activity_at, phase_changed_at, created_at, deleted_at)
+ON CONFLICT (id) DO NOTHING
+RETURNING ` + columns
 	s.selectSQL = `SELECT ` + columns + ` FROM ` + table + ` WHERE id = $1`
 	s.existsSQL = `SELECT true FROM ` + table + ` WHERE id = $1`
 	// In SET, phase is the value before the update.
@@ -67,24 +79,36 @@ RETURNING ` + columns
   operation = $3,
   phase = CASE WHEN $4 = '' THEN phase ELSE $4 END,
   phase_changed_at = CASE WHEN $4 <> '' AND phase <> $4 THEN now() ELSE phase_changed_at END,
-  desired_state = CASE WHEN $5 = '' THEN desired_state ELSE $5 END,
+  desired_state = CASE WHEN $7 THEN '' WHEN $5 = '' THEN desired_state ELSE $5 END,
   deleted_at = CASE WHEN $6 THEN COALESCE(deleted_at, now()) ELSE deleted_at END
 WHERE id = $1 AND operation = $2
+  AND ($8 = '' OR phase = $8)
+  AND ($9 = '' OR desired_state = $9)
+  AND ($10::timestamptz IS NULL OR last_activity_at <= $10)
 RETURNING ` + columns
 	// The batch arrives deduplicated (one row per id, so the UPDATE never
 	// meets a row twice) and sorted by id, so that concurrent batches tend
 	// to lock rows in one order. Rows whose time would not grow are not
-	// written at all.
+	// written at all. t.id = ANY($1) gives the planner an index condition
+	// on the primary key: without it, a batch of a thousand makes it hash
+	// the whole table (40 ms at 100,000 rows, against 5 ms of lookups).
 	s.mergeSQL = `UPDATE ` + table + ` AS t
 SET last_activity_at = GREATEST(t.last_activity_at, a.at)
 FROM unnest($1::text[], $2::timestamptz[]) AS a(id, at)
-WHERE t.id = a.id AND a.at > t.last_activity_at`
+WHERE t.id = ANY($1::text[]) AND t.id = a.id AND a.at > t.last_activity_at`
 	for since, col := range sinceColumn {
+		cond := col + ` < now() - make_interval(secs => $3)`
+		if ttl.Since(since) == ttl.SinceLastActivity {
+			// The bucket is never after last_activity_at, so this only
+			// narrows the rows through the index; the exact test follows.
+			cond = `last_activity_bucket < now() - make_interval(secs => $3)
+  AND ` + cond
+		}
 		s.applySQL[since] = `UPDATE ` + table + `
 SET desired_state = $1
 WHERE phase = $2 AND operation = '' AND deleted_at IS NULL AND desired_state <> $1
-  AND ` + col + ` < now() - make_interval(secs => $3)
-RETURNING id`
+  AND ` + cond + `
+RETURNING id, last_activity_at, now()`
 	}
 	return s, nil
 }
@@ -97,23 +121,24 @@ func (s *Store) Table() string { return s.table }
 // advisory lock on the table name serialises them.
 //
 // The partial indexes cover exactly the rows rules may change (no
-// operation, not deleted): (phase, phase_changed_at) and (phase,
-// created_at). last_activity_at is deliberately not indexed: it is the
-// column every sync writes, and leaving it out of every index (with a
-// fillfactor of 70 leaving room on each page) lets PostgreSQL update it in
-// place (HOT), which makes a sync about three times cheaper. An idle rule
-// then finds its phase through the phase prefix of either index and checks
-// last_activity_at on those rows, which is cheap while a phase holds up to
-// some hundred thousand entities. Beyond that, add
-//
-//	CREATE INDEX ON <table> (phase, last_activity_at) WHERE operation = '' AND deleted_at IS NULL
-//
-// and pay for it on every sync.
+// operation, not deleted), one per timestamp a rule can measure from, so a
+// rule reads the entities it expires rather than the whole table: (phase,
+// phase_changed_at), (phase, created_at) and (phase,
+// last_activity_bucket). The last is last_activity_at rounded down to the
+// minute, a generated column: the sync writes last_activity_at for every
+// active entity on every tick, and an index on it would make each of those
+// writes a new row version in every index of the table. Its bucket changes
+// at most once a minute, so most syncs still update rows in place (HOT,
+// with a fillfactor of 70 leaving room on each page), and an idle rule
+// scans its index for the buckets older than its TTL, then checks
+// last_activity_at itself. A table made by an older Migrate gets the
+// column (a table rewrite) and the index. PostgreSQL 14 or later is
+// required (date_bin). bench/README.md has the figures.
 func (s *Store) Migrate(ctx context.Context) error {
 	stmts := []string{
 		`SELECT pg_advisory_xact_lock(hashtext('ttlkit.pgttl:' || $1))`,
 		`CREATE TABLE IF NOT EXISTS ` + s.table + ` (
-  id               text PRIMARY KEY,
+  id               text COLLATE "C" PRIMARY KEY,
   phase            text NOT NULL,
   desired_state    text NOT NULL DEFAULT '',
   operation        text NOT NULL DEFAULT '',
@@ -122,8 +147,10 @@ func (s *Store) Migrate(ctx context.Context) error {
   created_at       timestamptz NOT NULL DEFAULT now(),
   deleted_at       timestamptz
 ) WITH (fillfactor = 70)`,
+		`ALTER TABLE ` + s.table + ` ADD COLUMN IF NOT EXISTS last_activity_bucket timestamptz
+  GENERATED ALWAYS AS (date_bin('1 minute', last_activity_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')) STORED`,
 	}
-	for _, col := range sinceColumn[ttl.SincePhaseChanged:] {
+	for _, col := range []string{"last_activity_bucket", "phase_changed_at", "created_at"} {
 		stmts = append(stmts, `CREATE INDEX IF NOT EXISTS "`+s.base+`_`+col+`" ON `+s.table+
 			` (phase, `+col+`) WHERE operation = '' AND deleted_at IS NULL`)
 	}
@@ -178,18 +205,26 @@ func storable(v string) bool {
 	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
 }
 
+// checkEntity validates e for Create and CreateMany.
+func checkEntity(e ttl.Entity) error {
+	switch {
+	case e.ID == "":
+		return errs.Invalid(ttl.ErrInvalid, "pgttl: create: ID is empty")
+	case e.Phase == "":
+		return errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: Phase is empty", e.ID)
+	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
+		return errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes", e.ID)
+	}
+	return nil
+}
+
 // Create inserts e (see ttl.Store.Create); a zero CreatedAt is the server's
 // now(). Times are stored with microsecond precision. ID, Phase,
 // DesiredState and Operation must be valid UTF-8 without NUL bytes, as
 // PostgreSQL text requires, else Create fails with ttl.ErrInvalid.
 func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
-	switch {
-	case e.ID == "":
-		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create: ID is empty")
-	case e.Phase == "":
-		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: Phase is empty", e.ID)
-	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
-		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes", e.ID)
+	if err := checkEntity(e); err != nil {
+		return ttl.Entity{}, err
 	}
 	got, err := scanEntity(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, e.Operation,
 		tsArg(e.LastActivityAt), tsArg(e.PhaseChangedAt), tsArg(e.CreatedAt), tsArg(e.DeletedAt)))
@@ -200,6 +235,73 @@ func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "create "+e.ID, err)
 	}
 	return got, nil
+}
+
+// createChunk bounds the rows of one INSERT in CreateMany.
+const createChunk = 10000
+
+// CreateMany inserts es in one transaction, with one INSERT ... SELECT
+// FROM unnest(...) per 10,000 entities (see ttl.Store.CreateMany): 100,000
+// rows take about a second, where one Create each takes minutes' worth of
+// round trips. Defaults and checks are Create's.
+func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, error) {
+	seen := make(map[string]int, len(es))
+	for i, e := range es {
+		if err := checkEntity(e); err != nil {
+			return nil, err
+		}
+		if _, dup := seen[e.ID]; dup {
+			return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: ID given twice", e.ID)
+		}
+		seen[e.ID] = i
+	}
+	if len(es) == 0 {
+		return nil, nil
+	}
+	out := make([]ttl.Entity, len(es))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for start := 0; start < len(es); start += createChunk {
+			part := es[start:min(start+createChunk, len(es))]
+			n := len(part)
+			ids, phases, desired, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			last, changed, created, deleted := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+			for i, e := range part {
+				ids[i], phases[i], desired[i], ops[i] = e.ID, e.Phase, e.DesiredState, e.Operation
+				last[i], changed[i], created[i], deleted[i] = tsNull(e.LastActivityAt), tsNull(e.PhaseChangedAt), tsNull(e.CreatedAt), tsNull(e.DeletedAt)
+			}
+			rows, err := tx.Query(ctx, s.insertManySQL, ids, phases, desired, ops, last, changed, created, deleted)
+			if err != nil {
+				return err
+			}
+			got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return scanEntity(row) })
+			if err != nil {
+				return err
+			}
+			for _, e := range got {
+				out[seen[e.ID]] = e
+			}
+			if len(got) < n {
+				for _, e := range part {
+					if out[seen[e.ID]].ID == "" {
+						return fmt.Errorf("pgttl: create %q: %w", e.ID, ttl.ErrExists)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ttl.ErrExists):
+		return nil, err
+	case err != nil:
+		return nil, errs.Wrap(ctx, "pgttl", fmt.Sprintf("create %d entities", len(es)), err)
+	}
+	return out, nil
+}
+
+// tsNull turns a time into a timestamptz array element, NULL when zero.
+func tsNull(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
 }
 
 // Get returns the entity with the given id, deleted or not, or an error
@@ -224,11 +326,21 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 	if !storable(id) {
 		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, ttl.ErrNotFound)
 	}
-	if !storable(u.ExpectOperation) || !storable(u.Operation) || !storable(u.Phase) || !storable(u.DesiredState) {
+	if err := u.Validate(); err != nil {
+		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, err)
+	}
+	if !storable(u.ExpectOperation) || !storable(u.Operation) || !storable(u.Phase) || !storable(u.DesiredState) ||
+		!storable(u.ExpectPhase) || !storable(u.ExpectDesiredState) {
 		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: update %q: Operation, Phase and DesiredState must be UTF-8 without NUL bytes", id)
 	}
+	var expectLast any
+	if !u.ExpectLastActivityAt.IsZero() {
+		// Stored times have microseconds; the server would round the
+		// argument, possibly up past a later activity.
+		expectLast = u.ExpectLastActivityAt.Truncate(time.Microsecond)
+	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, s.updateSQL, id, u.ExpectOperation, u.Operation,
-		u.Phase, u.DesiredState, u.Delete))
+		u.Phase, u.DesiredState, u.Delete, u.ClearDesiredState, u.ExpectPhase, u.ExpectDesiredState, expectLast))
 	if err == nil {
 		return e, nil
 	}
@@ -244,7 +356,61 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 	case err != nil:
 		return ttl.Entity{}, errs.Wrap(ctx, "pgttl", "update "+id, err)
 	}
-	return ttl.Entity{}, fmt.Errorf("pgttl: update %q: operation is not %q: %w", id, u.ExpectOperation, ttl.ErrConflict)
+	return ttl.Entity{}, fmt.Errorf("pgttl: update %q: not as expected (operation %q, phase %q, desired state %q, last activity at most %v): %w",
+		id, u.ExpectOperation, u.ExpectPhase, u.ExpectDesiredState, u.ExpectLastActivityAt, ttl.ErrConflict)
+}
+
+// List returns the entities f selects, in ID order (see ttl.Store.List),
+// with one SELECT ... WHERE ... AND id > $after ORDER BY id LIMIT $n,
+// which walks the primary key. IDs compare by the id column's collation:
+// byte-wise ("C") in a table Migrate created.
+func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("pgttl: list: %w", err)
+	}
+	if f.Limit == 0 {
+		f.Limit = ttl.DefaultListLimit
+	}
+	if !storable(f.Phase) || !storable(f.DesiredState) || !storable(f.After) {
+		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: list: Phase, DesiredState and After must be UTF-8 without NUL bytes")
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Phase != "" {
+		where = append(where, "phase = "+arg(f.Phase))
+	}
+	if f.DesiredState != "" {
+		where = append(where, "desired_state = "+arg(f.DesiredState))
+	}
+	if f.HasDesiredState {
+		where = append(where, "desired_state <> ''")
+	}
+	if !f.Deleted {
+		where = append(where, "deleted_at IS NULL")
+	}
+	if f.After != "" {
+		where = append(where, "id > "+arg(f.After))
+	}
+	q := `SELECT ` + columns + ` FROM ` + s.table
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY id LIMIT ` + arg(f.Limit)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, errs.Wrap(ctx, "pgttl", "list", err)
+	}
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return scanEntity(row) })
+	if err != nil {
+		return nil, errs.Wrap(ctx, "pgttl", "list", err)
+	}
+	return es, nil
 }
 
 // maxDeadlockRetries bounds how often MergeActivity reruns a batch that the
@@ -310,11 +476,11 @@ func isDeadlock(err error) bool {
 //	WHERE phase = 'RUNNING' AND operation = '' AND deleted_at IS NULL
 //	  AND desired_state <> 'STANDBY'
 //	  AND last_activity_at < now() - make_interval(secs => 600)
-//	RETURNING id
+//	RETURNING id, last_activity_at, now()
 //
 // Under concurrent Applies, the row lock and PostgreSQL's recheck of the
 // WHERE clause give every id to exactly one of them.
-func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
+func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("pgttl: apply: %w", err)
 	}
@@ -322,9 +488,14 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]string, error) {
 	if err != nil {
 		return nil, errs.Wrap(ctx, "pgttl", "apply "+r.String(), err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	exps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Expiry, error) {
+		x := ttl.Expiry{Rule: r.String(), Then: r.Then}
+		err := row.Scan(&x.ID, &x.LastActivityAt, &x.DecidedAt)
+		x.LastActivityAt, x.DecidedAt = x.LastActivityAt.UTC(), x.DecidedAt.UTC()
+		return x, err
+	})
 	if err != nil {
 		return nil, errs.Wrap(ctx, "pgttl", "apply "+r.String(), err)
 	}
-	return ids, nil
+	return exps, nil
 }

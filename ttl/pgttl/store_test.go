@@ -3,11 +3,13 @@ package pgttl_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,7 +101,7 @@ func TestMigrate(t *testing.T) {
 		names = append(names, n)
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"workspaces_created_at", "workspaces_phase_changed_at", "workspaces_pkey"}, names)
+	assert.Equal(t, []string{"workspaces_created_at", "workspaces_last_activity_bucket", "workspaces_phase_changed_at", "workspaces_pkey"}, names)
 
 	// A schema-qualified table, outside the search_path.
 	_, err = pg.Pool.Exec(ctx, `CREATE SCHEMA `+pg.Schema+`_ops`)
@@ -138,7 +140,7 @@ SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(
 		return strings.Join(plan, "\n")
 	}
 	for since, index := range map[ttl.Since]string{
-		ttl.SinceLastActivity: "ws_", // either index serves the phase
+		ttl.SinceLastActivity: "ws_last_activity_bucket",
 		ttl.SincePhaseChanged: "ws_phase_changed_at",
 		ttl.SinceCreated:      "ws_created_at",
 	} {
@@ -149,6 +151,50 @@ SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(
 	}
 	plan := explain(s.MergeSQL(), []string{"ws-1", "ws-2"}, []time.Time{time.Now(), time.Now()})
 	assert.Contains(t, plan, "ws_pkey", "merge: %s", plan)
+}
+
+// TestIndexesAtScale: with 100,000 workspaces, 20,000 of them STANDBY and
+// 20,000 idle for more than the standby TTL, the standby rule finds the idle
+// ones through its index, and a merge of 1,000 activities looks them up by
+// primary key, rather than scanning or hashing the whole table.
+func TestIndexesAtScale(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	s := newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
+	_, err := pg.Pool.Exec(ctx, `INSERT INTO ws (id, phase, last_activity_at, phase_changed_at)
+SELECT format('ws-%s', lpad(i::text, 6, '0')), CASE WHEN i % 5 = 0 THEN 'STANDBY' ELSE 'RUNNING' END,
+       CASE WHEN i % 5 = 1 THEN now() - interval '11 minutes' - (i % 540) * interval '1 second'
+            ELSE now() - (i % 60) * interval '1 second' END, now()
+FROM generate_series(1, 100000) i`)
+	require.NoError(t, err)
+	_, err = pg.Pool.Exec(ctx, `VACUUM ANALYZE ws`)
+	require.NoError(t, err)
+	explain := func(q string, args ...any) string {
+		t.Helper()
+		rows, err := pg.Pool.Query(ctx, `EXPLAIN (FORMAT TEXT) `+q, args...)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return strings.Join(lines, "\n")
+	}
+	for _, secs := range []float64{3600, 600} { // none idle; 20,000 idle
+		plan := explain(s.ApplySQL(ttl.SinceLastActivity), "STANDBY", "RUNNING", secs)
+		assert.Contains(t, plan, "ws_last_activity_bucket", "standby rule (%v s): %s", secs, plan)
+		assert.NotContains(t, plan, "Seq Scan", "standby rule (%v s): %s", secs, plan)
+	}
+	exps, err := s.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, time.Hour)[0])
+	require.NoError(t, err)
+	assert.Len(t, exps, 20000, "the index narrows the rows; the rule still finds every idle one")
+	ids := make([]string, 1000)
+	ats := make([]time.Time, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ws-%06d", i*97%100000+1)
+		ats[i] = time.Now()
+	}
+	slices.Sort(ids)
+	plan := explain(s.MergeSQL(), ids, ats)
+	assert.Contains(t, plan, "ws_pkey", "merge of 1,000: %s", plan)
+	assert.NotContains(t, plan, "Seq Scan", "merge of 1,000: %s", plan)
 }
 
 // TestMergeOutOfOrder: batches from several runners, late and out of order,
@@ -224,4 +270,27 @@ func TestMergeIgnoresIDsNoRowCanHave(t *testing.T) {
 	}
 	_, err = s.Update(ctx, "ws-1", ttl.Update{Phase: "STAND\x00BY"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
+}
+
+// TestMigrateAddsActivityBucket: a table made by an earlier Migrate, without
+// the last_activity_bucket column, gets it and its index, filled in.
+func TestMigrateAddsActivityBucket(t *testing.T) {
+	ctx := context.Background()
+	pg := testenv.OpenPostgres(t)
+	_, err := pg.Pool.Exec(ctx, `CREATE TABLE ws (
+  id text PRIMARY KEY, phase text NOT NULL, desired_state text NOT NULL DEFAULT '',
+  operation text NOT NULL DEFAULT '', last_activity_at timestamptz NOT NULL,
+  phase_changed_at timestamptz NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),
+  deleted_at timestamptz) WITH (fillfactor = 70);
+INSERT INTO ws (id, phase, last_activity_at, phase_changed_at) VALUES
+  ('idle', 'RUNNING', now() - interval '11 minutes', now()), ('busy', 'RUNNING', now(), now())`)
+	require.NoError(t, err)
+	s := newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
+	exps, err := s.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, time.Hour)[0])
+	require.NoError(t, err)
+	require.Len(t, exps, 1)
+	assert.Equal(t, "idle", exps[0].ID)
+	var n int
+	require.NoError(t, pg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'ws_last_activity_bucket'`, pg.Schema).Scan(&n))
+	assert.Equal(t, 1, n)
 }

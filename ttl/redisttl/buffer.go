@@ -2,9 +2,12 @@ package redisttl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,7 +48,42 @@ type Buffer struct {
 	beforeExec func()
 }
 
-var _ ttl.Buffer = (*Buffer)(nil)
+var (
+	_ ttl.Buffer = (*Buffer)(nil)
+	_ ttl.Lossy  = (*Buffer)(nil)
+)
+
+// generationPrefix starts the member that holds the buffer's generation in
+// the sorted set, at score -inf, below every activity. Activity for an id
+// that starts with it is dropped by Add.
+const generationPrefix = "\x00ttlkit-generation:"
+
+// generationScript returns the generation member of KEYS[1], adding
+// ARGV[1] as the new one if there is none.
+var generationScript = redis.NewScript(`
+local g = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if g[1] and g[2] == '-inf' then return g[1] end
+redis.call('ZADD', KEYS[1], '-inf', ARGV[1])
+return ARGV[1]
+`)
+
+// Generation returns the buffer's generation (see ttl.Lossy). It is kept
+// in the sorted set itself, as a member at score -inf, so that whatever
+// loses the set loses the generation with it: a server restarted without
+// persistence, FLUSHDB, a DEL of Key, an eviction. If there is none, it
+// adds a new random one. A failover to a replica that had not received the
+// last writes keeps the generation and is not detected.
+func (b *Buffer) Generation(ctx context.Context) (string, error) {
+	var token [12]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return "", fmt.Errorf("redisttl: generation: %w", err)
+	}
+	g, err := generationScript.Run(ctx, b.client, []string{b.key}, generationPrefix+hex.EncodeToString(token[:])).Text()
+	if err != nil {
+		return "", errs.Wrap(ctx, "redisttl", "generation", err)
+	}
+	return strings.TrimPrefix(g, generationPrefix), nil
+}
 
 // New returns a Buffer that keeps its entries in Redis through client, under
 // opts.Prefix. It does not contact the server. A nil client or a bad
@@ -62,7 +100,8 @@ func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 }
 
 // Key returns the name of the sorted set. Deleting it drops every buffered
-// activity; the Store keeps deciding with the activity it already has.
+// activity and the generation (see Generation), so Runners and Trackers
+// see the loss.
 func (b *Buffer) Key() string { return b.key }
 
 // Score returns the score Add stores for t: Unix milliseconds. Finer
@@ -83,9 +122,14 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 		return err
 	}
 	zadd := func(c redis.Cmdable, acts []ttl.Activity) *redis.IntCmd {
-		members := make([]redis.Z, len(acts))
-		for i, a := range acts {
-			members[i] = redis.Z{Score: float64(Score(a.At)), Member: a.ID}
+		members := make([]redis.Z, 0, len(acts))
+		for _, a := range acts {
+			if !strings.HasPrefix(a.ID, generationPrefix) {
+				members = append(members, redis.Z{Score: float64(Score(a.At)), Member: a.ID})
+			}
+		}
+		if len(members) == 0 {
+			return redis.NewIntResult(0, nil)
 		}
 		return c.ZAddGT(ctx, b.key, members...)
 	}
@@ -107,12 +151,52 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 	return nil
 }
 
-// Peek returns up to max entries, oldest first, without removing them.
-func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
+// peekAfterScript returns, WITHSCORES, up to ARGV[3] members that come
+// after the member ARGV[2] at score ARGV[1] in the sorted set's order
+// (score, then member byte-wise). The cursor need not be in the set any
+// more: the script counts the members below its score, then binary
+// searches the members of equal score for the first one after it, so a
+// page costs O(log n) plus its size, even when thousands of members share
+// one score. Members compare byte by byte, as Redis orders them; Lua's own
+// string comparison follows the server's locale.
+var peekAfterScript = redis.NewScript(`
+local key, s, m, max = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
+local function after(x)
+  local n = math.min(#x, #m)
+  for i = 1, n do
+    local a, b = string.byte(x, i), string.byte(m, i)
+    if a ~= b then return a > b end
+  end
+  return #x > #m
+end
+local lo = redis.call('ZCOUNT', key, '-inf', '(' .. s)
+local hi = redis.call('ZCOUNT', key, '-inf', s)
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  if after(redis.call('ZRANGE', key, mid, mid)[1]) then hi = mid else lo = mid + 1 end
+end
+return redis.call('ZRANGE', key, lo, lo + max - 1, 'WITHSCORES')
+`)
+
+// Peek returns up to max entries after after, in (score, member) order,
+// which is (At, ID) order, without removing them: ZRANGE for the first
+// page, and a script that finds the cursor's place for the next ones.
+func (b *Buffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.Activity, error) {
 	if max <= 0 {
 		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: peek max (%d) must be positive", max)
 	}
-	zs, err := b.client.ZRangeWithScores(ctx, b.key, 0, int64(max-1)).Result()
+	var (
+		zs  []redis.Z
+		err error
+	)
+	if after.ID == "" && after.At.IsZero() {
+		// Everything above -inf: the generation member is not activity.
+		zs, err = b.client.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: b.key, Start: "(-inf", Stop: "+inf", ByScore: true, Count: int64(max),
+		}).Result()
+	} else {
+		zs, err = b.peekAfter(ctx, after, max)
+	}
 	if err != nil {
 		return nil, errs.Wrap(ctx, "redisttl", "peek", err)
 	}
@@ -125,6 +209,27 @@ func (b *Buffer) Peek(ctx context.Context, max int) ([]ttl.Activity, error) {
 		out[i] = ttl.Activity{ID: id, At: ScoreTime(int64(z.Score))}
 	}
 	return out, nil
+}
+
+// peekAfter runs peekAfterScript and parses its flat member, score reply.
+func (b *Buffer) peekAfter(ctx context.Context, after ttl.Activity, max int) ([]redis.Z, error) {
+	v, err := peekAfterScript.Run(ctx, b.client, []string{b.key},
+		strconv.FormatInt(Score(after.At), 10), after.ID, max).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%2 != 0 {
+		return nil, fmt.Errorf("odd reply of %d elements", len(v))
+	}
+	zs := make([]redis.Z, len(v)/2)
+	for i := range zs {
+		score, err := strconv.ParseFloat(v[2*i+1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("score %q: %w", v[2*i+1], err)
+		}
+		zs[i] = redis.Z{Member: v[2*i], Score: score}
+	}
+	return zs, nil
 }
 
 // removeScript is Remove's fallback when a write refused its EXEC: it
@@ -244,9 +349,10 @@ func (b *Buffer) removeScripted(ctx context.Context, acts []ttl.Activity) (int, 
 	return removeScript.Run(ctx, b.client, []string{b.key}, args...).Int()
 }
 
-// Len returns the number of buffered ids (ZCARD).
+// Len returns the number of buffered ids (ZCOUNT above -inf, so not the
+// generation member).
 func (b *Buffer) Len(ctx context.Context) (int, error) {
-	n, err := b.client.ZCard(ctx, b.key).Result()
+	n, err := b.client.ZCount(ctx, b.key, "(-inf", "+inf").Result()
 	if err != nil {
 		return 0, errs.Wrap(ctx, "redisttl", "len", err)
 	}

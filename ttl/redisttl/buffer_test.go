@@ -80,7 +80,7 @@ func TestScoreExact(t *testing.T) {
 		acts = append(acts, ttl.Activity{ID: string(rune('a' + i)), At: at})
 	}
 	require.NoError(t, b.Add(ctx, acts))
-	got, err := b.Peek(ctx, 10)
+	got, err := b.Peek(ctx, ttl.Activity{}, 10)
 	require.NoError(t, err)
 	require.Len(t, got, len(times))
 	byID := map[string]time.Time{}
@@ -139,7 +139,7 @@ func TestActivityBetweenReadAndRemove(t *testing.T) {
 				}
 			}
 		}
-		peeked, err := b.Peek(ctx, 100)
+		peeked, err := b.Peek(ctx, ttl.Activity{}, 100)
 		require.NoError(t, err)
 		merge(peeked)
 		require.NoError(t, proxy.Add(ctx, []ttl.Activity{newer})) // between read and remove
@@ -147,7 +147,7 @@ func TestActivityBetweenReadAndRemove(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "only ws-2 is unchanged since Peek")
 
-		left, err := b.Peek(ctx, 100)
+		left, err := b.Peek(ctx, ttl.Activity{}, 100)
 		require.NoError(t, err)
 		require.Len(t, left, 1)
 		assert.Equal(t, "ws-1", left[0].ID)
@@ -195,7 +195,7 @@ func TestOutOfOrderAcrossClients(t *testing.T) {
 	}
 	require.NoError(t, b.Add(ctx, newBatch(time.Minute)))
 	require.NoError(t, other.Add(ctx, newBatch(time.Second))) // older, arrives later
-	got, err := b.Peek(ctx, 2*n)
+	got, err := b.Peek(ctx, ttl.Activity{}, 2*n)
 	require.NoError(t, err)
 	require.Len(t, got, n)
 	for _, a := range got {
@@ -214,7 +214,7 @@ func TestCancelledContext(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 	_, err = b.Remove(ctx, []ttl.Activity{{ID: "a", At: time.Now()}})
 	assert.ErrorIs(t, err, cause)
-	_, err = b.Peek(ctx, 1)
+	_, err = b.Peek(ctx, ttl.Activity{}, 1)
 	assert.Error(t, err)
 	n, err := b.Len(context.Background())
 	require.NoError(t, err)
@@ -232,7 +232,7 @@ func TestServerErrorWrapped(t *testing.T) {
 	assert.Contains(t, err.Error(), "redisttl: add:")
 	var rerr redis.Error
 	assert.ErrorAs(t, err, &rerr)
-	_, err = b.Peek(ctx, 10)
+	_, err = b.Peek(ctx, ttl.Activity{}, 10)
 	assert.ErrorContains(t, err, "redisttl: peek:")
 	_, err = b.Remove(ctx, []ttl.Activity{{ID: "a", At: time.Now()}})
 	assert.ErrorContains(t, err, "redisttl: remove:")
@@ -256,7 +256,7 @@ func TestRemoveLargeBatch(t *testing.T) {
 				acts[i] = ttl.Activity{ID: fmt.Sprint("ws-", i), At: t0.Add(time.Duration(i) * time.Millisecond)}
 			}
 			require.NoError(t, b.Add(ctx, acts))
-			peeked, err := b.Peek(ctx, n)
+			peeked, err := b.Peek(ctx, ttl.Activity{}, n)
 			require.NoError(t, err)
 			require.Len(t, peeked, n)
 			var newer []ttl.Activity
@@ -275,7 +275,7 @@ func TestRemoveLargeBatch(t *testing.T) {
 			removed, err := b.Remove(ctx, peeked)
 			require.NoError(t, err)
 			assert.Equal(t, n-len(newer), removed)
-			left, err := b.Peek(ctx, n)
+			left, err := b.Peek(ctx, ttl.Activity{}, n)
 			require.NoError(t, err)
 			assert.ElementsMatch(t, newer, left)
 			if late {
@@ -295,7 +295,7 @@ func TestRemoveWriteBeforeExec(t *testing.T) {
 	require.NoError(t, err)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	require.NoError(t, b.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}}))
-	peeked, err := b.Peek(ctx, 10)
+	peeked, err := b.Peek(ctx, ttl.Activity{}, 10)
 	require.NoError(t, err)
 	require.Len(t, peeked, 2)
 	newer := ttl.Activity{ID: "ws-1", At: t0.Add(time.Second)}
@@ -303,7 +303,7 @@ func TestRemoveWriteBeforeExec(t *testing.T) {
 	n, err := b.Remove(ctx, peeked)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "only ws-2 is unchanged")
-	left, err := b.Peek(ctx, 10)
+	left, err := b.Peek(ctx, ttl.Activity{}, 10)
 	require.NoError(t, err)
 	assert.Equal(t, []ttl.Activity{newer}, left)
 }

@@ -63,7 +63,7 @@ func TestRunnerTickKeepsActivityAddedDuringDrain(t *testing.T) {
 	res, err := runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Synced)
-	left, err := b.Peek(ctx, 10)
+	left, err := b.Peek(ctx, ttl.Activity{}, 10)
 	require.NoError(t, err)
 	assert.Equal(t, []ttl.Activity{{ID: "ws-1", At: t0}}, left, "the activity added during the drain is still buffered")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,8 @@ func RunBuffer(t *testing.T, h BufferHarness) {
 	t.Run("RemoveOnlyUnchanged", s.removeOnlyUnchanged)
 	t.Run("AddConcurrent", s.addConcurrent)
 	t.Run("DrainWhileAdding", s.drainWhileAdding)
+	t.Run("PeekOrder", s.peekOrder)
+	t.Run("WalkPastRefreshed", s.walkPastRefreshed)
 }
 
 type bufferSuite struct{ h BufferHarness }
@@ -59,7 +62,7 @@ func mustAdd(t *testing.T, ctx context.Context, b ttl.Buffer, acts ...ttl.Activi
 
 func mustPeek(t *testing.T, ctx context.Context, b ttl.Buffer, max int) []ttl.Activity {
 	t.Helper()
-	acts, err := b.Peek(ctx, max)
+	acts, err := b.Peek(ctx, ttl.Activity{}, max)
 	if err != nil {
 		t.Fatalf("Peek(%d): %v", max, err)
 	}
@@ -117,7 +120,7 @@ func (s *bufferSuite) addGreaterWins(t *testing.T) {
 	if got := mustPeek(t, ctx, b, 10); len(got) != 0 {
 		t.Errorf("Peek of an empty buffer = %v, want nothing", got)
 	}
-	if _, err := b.Peek(ctx, 0); !errors.Is(err, ttl.ErrInvalid) {
+	if _, err := b.Peek(ctx, ttl.Activity{}, 0); !errors.Is(err, ttl.ErrInvalid) {
 		t.Errorf("Peek(0): err = %v, want ErrInvalid", err)
 	}
 	mustAdd(t, ctx, b)
@@ -300,7 +303,7 @@ func (s *bufferSuite) drainWhileAdding(t *testing.T) {
 
 	store := make(map[string]time.Time)
 	drain := func() int {
-		peeked, err := b.Peek(ctx, batch)
+		peeked, err := b.Peek(ctx, ttl.Activity{}, batch)
 		if err != nil {
 			t.Errorf("Peek while adding: %v", err)
 			return 0
@@ -333,4 +336,134 @@ func (s *bufferSuite) drainWhileAdding(t *testing.T) {
 		want[fmt.Sprint("e", i)] = at((rounds-1)*writers + writers - 1)
 	}
 	sameContents(t, "drained while adding", store, want)
+}
+
+// peekOrder: Peek walks the buffer in (At, ID) order from any cursor, also
+// one that is not (or no longer) in the buffer, and a walk in small pages
+// reads every entry exactly once, even when many share one time.
+func (s *bufferSuite) peekOrder(t *testing.T) {
+	ctx, b := s.setup(t)
+	var want []ttl.Activity
+	for i := range 60 {
+		// 40 entries share one time; the others spread around it.
+		ms := 500
+		if i >= 40 {
+			ms = (i-40)*50 + 25
+		}
+		want = append(want, ttl.Activity{ID: fmt.Sprintf("e%02d", (i*37)%60), At: at(ms)})
+	}
+	mustAdd(t, ctx, b, want...)
+	slices.SortFunc(want, func(x, y ttl.Activity) int {
+		if ttl.Less(x, y) {
+			return -1
+		}
+		return 1
+	})
+	if got := mustPeek(t, ctx, b, 100); !sameList(got, want) {
+		t.Errorf("Peek from the start = %v, want %v", got, want)
+	}
+	var walked []ttl.Activity
+	var after ttl.Activity
+	for round := 0; ; round++ {
+		if round > len(want) {
+			t.Fatal("walk does not end")
+		}
+		page, err := b.Peek(ctx, after, 7)
+		if err != nil {
+			t.Fatalf("Peek(after %v, 7): %v", after, err)
+		}
+		if len(page) > 7 {
+			t.Fatalf("Peek(after %v, 7) returned %d entries", after, len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		walked = append(walked, page...)
+		after = page[len(page)-1]
+	}
+	if !sameList(walked, want) {
+		t.Errorf("walk in pages of 7 = %v, want %v", walked, want)
+	}
+	// Cursors that are not entries: between two ids of the shared time,
+	// past the last id of a time, before everything, after everything.
+	for _, after := range []ttl.Activity{
+		{ID: "e10x", At: at(500)},
+		{ID: "zz", At: at(500)},
+		{ID: "e", At: at(500)},
+		{ID: "a", At: at(-1)},
+		{ID: want[3].ID, At: want[3].At},
+		{ID: "", At: at(10000)},
+	} {
+		first := len(want)
+		for i, w := range want {
+			if ttl.Less(after, w) {
+				first = i
+				break
+			}
+		}
+		page, err := b.Peek(ctx, after, 3)
+		if err != nil {
+			t.Fatalf("Peek(after %v): %v", after, err)
+		}
+		end := min(first+3, len(want))
+		if !sameList(page, want[first:end]) {
+			t.Errorf("Peek(after %v, 3) = %v, want %v", after, page, want[first:end])
+		}
+	}
+}
+
+// walkPastRefreshed is the drain a busy buffer must not stall: every entry
+// of a page is made newer between Peek and Remove, so Remove deletes none;
+// the walk goes on from the page's last entry, reads the rest, and then
+// the refreshed entries at their new times.
+func (s *bufferSuite) walkPastRefreshed(t *testing.T) {
+	ctx, b := s.setup(t)
+	var old []ttl.Activity
+	for i := range 9 {
+		old = append(old, ttl.Activity{ID: fmt.Sprint("w", i), At: at(100 + i)})
+	}
+	mustAdd(t, ctx, b, old...)
+	page := mustPeek(t, ctx, b, 3)
+	if !sameList(page, old[:3]) {
+		t.Fatalf("first page = %v, want %v", page, old[:3])
+	}
+	var newer []ttl.Activity
+	for _, a := range page {
+		newer = append(newer, ttl.Activity{ID: a.ID, At: at(1000)})
+	}
+	mustAdd(t, ctx, b, newer...)
+	if n := mustRemove(t, ctx, b, page); n != 0 {
+		t.Errorf("Remove of a refreshed page removed %d", n)
+	}
+	var rest []ttl.Activity
+	after := page[len(page)-1]
+	for {
+		p, err := b.Peek(ctx, after, 4)
+		if err != nil {
+			t.Fatalf("Peek(after %v): %v", after, err)
+		}
+		if len(p) == 0 {
+			break
+		}
+		rest = append(rest, p...)
+		after = p[len(p)-1]
+		if len(rest) > 20 {
+			t.Fatal("walk does not end")
+		}
+	}
+	if want := append(slices.Clone(old[3:]), newer...); !sameList(rest, want) {
+		t.Errorf("walk after the refreshed page = %v, want %v", rest, want)
+	}
+}
+
+func sameList(got, want []ttl.Activity) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !got[i].At.Equal(want[i].At) {
+			return false
+		}
+	}
+	return true
 }

@@ -30,10 +30,12 @@ func Example() {
 			panic(err)
 		}
 	}
-	ids, err := store.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)[0])
+	expired, err := store.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)[0])
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("expired:", ids)
-	// Output: expired: [idle]
+	for _, x := range expired {
+		fmt.Printf("expired: %s (%s -> %s), idle %v\n", x.ID, x.Rule, x.Then, x.DecidedAt.Sub(x.LastActivityAt).Round(time.Minute))
+	}
+	// Output: expired: idle (standby -> STANDBY), idle 11m0s
 }

@@ -51,6 +51,10 @@ func RunStore(t *testing.T, h StoreHarness) {
 	t.Run("UpdateCompareAndSet", s.updateCompareAndSet)
 	t.Run("UpdatePhase", s.updatePhase)
 	t.Run("UpdateDelete", s.updateDelete)
+	t.Run("CreateMany", s.createMany)
+	t.Run("UpdateExpect", s.updateExpect)
+	t.Run("UpdateClearDesiredState", s.updateClearDesiredState)
+	t.Run("List", s.list)
 }
 
 type storeSuite struct{ h StoreHarness }
@@ -93,9 +97,21 @@ func mustMerge(t *testing.T, ctx context.Context, st ttl.Store, acts ...ttl.Acti
 
 func mustApply(t *testing.T, ctx context.Context, st ttl.Store, r ttl.Rule) []string {
 	t.Helper()
-	ids, err := st.Apply(ctx, r)
+	exps, err := st.Apply(ctx, r)
 	if err != nil {
 		t.Fatalf("Apply(%s): %v", r, err)
+	}
+	ids := make([]string, len(exps))
+	for i, x := range exps {
+		ids[i] = x.ID
+		if x.Rule != r.String() || x.Then != r.Then {
+			t.Errorf("Apply(%s) returned %q with Rule %q, Then %q; want %q, %q", r, x.ID, x.Rule, x.Then, r.String(), r.Then)
+		}
+		e := mustGet(t, ctx, st, x.ID)
+		sameTime(t, "Apply("+r.String()+") Expiry "+x.ID+".LastActivityAt", x.LastActivityAt, e.LastActivityAt)
+		if x.DecidedAt.IsZero() || !x.DecidedAt.After(r.Since.Of(e).Add(r.After)) {
+			t.Errorf("Apply(%s): %s.DecidedAt = %v, want the store's now, past %s + %v", r, x.ID, x.DecidedAt, r.Since, r.After)
+		}
 	}
 	return ids
 }
@@ -403,12 +419,14 @@ func (s *storeSuite) applyConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids, err := st.Apply(ctx, standby)
+			exps, err := st.Apply(ctx, standby)
 			if err != nil {
 				t.Errorf("concurrent Apply: %v", err)
 			}
 			mu.Lock()
-			got = append(got, ids...)
+			for _, x := range exps {
+				got = append(got, x.ID)
+			}
 			mu.Unlock()
 		}()
 	}
@@ -505,4 +523,231 @@ func (s *storeSuite) updateDelete(t *testing.T) {
 	sameTime(t, "DeletedAt after a second delete", again.DeletedAt, got.DeletedAt)
 	sameEntity(t, mustGet(t, ctx, st, "ws"), got)
 	sameIDs(t, "Apply(standby) on a deleted entity", mustApply(t, ctx, st, standby))
+}
+
+func (s *storeSuite) createMany(t *testing.T) {
+	ctx, st, now := s.setup(t)
+	if got, err := st.CreateMany(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("CreateMany(nil) = %v, %v; want nothing", got, err)
+	}
+	want := []ttl.Entity{
+		{ID: "b", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)},
+		{ID: "a", Phase: "STANDBY", DesiredState: "ARCHIVED", Operation: "STOPPING", CreatedAt: now.Add(-2 * time.Hour),
+			LastActivityAt: now.Add(-time.Minute), PhaseChangedAt: now.Add(-30 * time.Minute)},
+		{ID: "c", Phase: "RUNNING"},
+	}
+	before := s.h.Now(t)
+	got, err := st.CreateMany(ctx, want)
+	after := s.h.Now(t)
+	if err != nil {
+		t.Fatalf("CreateMany: %v", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("CreateMany returned %d entities, want %d", len(got), len(want))
+	}
+	want[0].LastActivityAt, want[0].PhaseChangedAt = want[0].CreatedAt, want[0].CreatedAt
+	nearNow(t, "c.CreatedAt", got[2].CreatedAt, before, after)
+	want[2].CreatedAt, want[2].LastActivityAt, want[2].PhaseChangedAt = got[2].CreatedAt, got[2].CreatedAt, got[2].CreatedAt
+	for i := range want {
+		sameEntity(t, got[i], want[i])
+		sameEntity(t, mustGet(t, ctx, st, want[i].ID), want[i])
+	}
+
+	// All or nothing.
+	for _, c := range []struct {
+		what string
+		es   []ttl.Entity
+		want error
+	}{
+		{"an existing id", []ttl.Entity{{ID: "d", Phase: "RUNNING"}, {ID: "a", Phase: "RUNNING"}}, ttl.ErrExists},
+		{"an id twice", []ttl.Entity{{ID: "d", Phase: "RUNNING"}, {ID: "d", Phase: "STANDBY"}}, ttl.ErrInvalid},
+		{"no Phase", []ttl.Entity{{ID: "d", Phase: "RUNNING"}, {ID: "e"}}, ttl.ErrInvalid},
+		{"no ID", []ttl.Entity{{ID: "d", Phase: "RUNNING"}, {Phase: "RUNNING"}}, ttl.ErrInvalid},
+	} {
+		if _, err := st.CreateMany(ctx, c.es); !errors.Is(err, c.want) {
+			t.Errorf("CreateMany with %s: err = %v, want %v", c.what, err, c.want)
+		}
+		if _, err := st.Get(ctx, "d"); !errors.Is(err, ttl.ErrNotFound) {
+			t.Errorf("CreateMany with %s created d: Get err = %v", c.what, err)
+		}
+	}
+	sameEntity(t, mustGet(t, ctx, st, "a"), want[1])
+
+	// Many at once.
+	many := make([]ttl.Entity, 2500)
+	for i := range many {
+		many[i] = ttl.Entity{ID: fmt.Sprintf("m%04d", i), Phase: "RUNNING", CreatedAt: now.Add(-time.Duration(i) * time.Second)}
+	}
+	got, err = st.CreateMany(ctx, many)
+	if err != nil {
+		t.Fatalf("CreateMany(2500): %v", err)
+	}
+	for _, i := range []int{0, 1234, 2499} {
+		if got[i].ID != many[i].ID {
+			t.Errorf("CreateMany(2500)[%d].ID = %q, want %q", i, got[i].ID, many[i].ID)
+		}
+		sameTime(t, many[i].ID+".LastActivityAt", mustGet(t, ctx, st, many[i].ID).LastActivityAt, many[i].CreatedAt)
+	}
+}
+
+func (s *storeSuite) updateExpect(t *testing.T) {
+	ctx, st, now := s.setup(t)
+	last := now.Add(-11 * time.Minute)
+	orig := mustCreate(t, ctx, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour), LastActivityAt: last})
+	exps := mustApply(t, ctx, st, standby)
+	sameIDs(t, "Apply(standby)", exps, "ws")
+	orig.DesiredState = "STANDBY"
+
+	for _, c := range []struct {
+		what string
+		u    ttl.Update
+	}{
+		{"ExpectPhase", ttl.Update{ExpectPhase: "STANDBY", Operation: "STOPPING"}},
+		{"ExpectDesiredState", ttl.Update{ExpectDesiredState: "ARCHIVED", Operation: "STOPPING"}},
+		{"ExpectLastActivityAt", ttl.Update{ExpectLastActivityAt: last.Add(-time.Millisecond), Operation: "STOPPING"}},
+		{"ExpectOperation", ttl.Update{ExpectOperation: "STARTING", ExpectPhase: "RUNNING", Operation: "STOPPING"}},
+	} {
+		if _, err := st.Update(ctx, "ws", c.u); !errors.Is(err, ttl.ErrConflict) {
+			t.Errorf("Update with a wrong %s: err = %v, want ErrConflict", c.what, err)
+		}
+		sameEntity(t, mustGet(t, ctx, st, "ws"), orig)
+	}
+
+	// Activity merged after the decision: a controller that acts on the
+	// decision's LastActivityAt loses, and keeps the workspace instead.
+	decided := ttl.Update{ExpectPhase: "RUNNING", ExpectDesiredState: "STANDBY", ExpectLastActivityAt: last, Operation: "STOPPING"}
+	mustMerge(t, ctx, st, ttl.Activity{ID: "ws", At: now.Add(-time.Second)})
+	if _, err := st.Update(ctx, "ws", decided); !errors.Is(err, ttl.ErrConflict) {
+		t.Errorf("Update expecting the decision's LastActivityAt after newer activity: err = %v, want ErrConflict", err)
+	}
+	// Without newer activity it goes through.
+	decided.ExpectLastActivityAt = now.Add(-time.Second)
+	got, err := st.Update(ctx, "ws", decided)
+	if err != nil {
+		t.Fatalf("Update with every expectation met: %v", err)
+	}
+	want := orig
+	want.Operation = "STOPPING"
+	want.LastActivityAt = now.Add(-time.Second)
+	sameEntity(t, got, want)
+}
+
+func (s *storeSuite) updateClearDesiredState(t *testing.T) {
+	ctx, st, now := s.setup(t)
+	mustCreate(t, ctx, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
+	sameIDs(t, "Apply(standby)", mustApply(t, ctx, st, standby), "ws")
+	if _, err := st.Update(ctx, "ws", ttl.Update{ClearDesiredState: true, DesiredState: "RUNNING"}); !errors.Is(err, ttl.ErrInvalid) {
+		t.Errorf("Update with DesiredState and ClearDesiredState: err = %v, want ErrInvalid", err)
+	}
+	if got := mustGet(t, ctx, st, "ws").DesiredState; got != "STANDBY" {
+		t.Errorf("DesiredState after an invalid update = %q, want STANDBY", got)
+	}
+	// The controller keeps the workspace: it clears the decision, and the
+	// rule may decide again later.
+	got, err := st.Update(ctx, "ws", ttl.Update{ExpectDesiredState: "STANDBY", ClearDesiredState: true})
+	if err != nil {
+		t.Fatalf("Update(ClearDesiredState): %v", err)
+	}
+	if got.DesiredState != "" {
+		t.Errorf("DesiredState after ClearDesiredState = %q, want empty", got.DesiredState)
+	}
+	sameIDs(t, "Apply(standby) after the decision was cleared", mustApply(t, ctx, st, standby), "ws")
+}
+
+func (s *storeSuite) list(t *testing.T) {
+	ctx, st, now := s.setup(t)
+	if _, err := st.List(ctx, ttl.Filter{Limit: -1}); !errors.Is(err, ttl.ErrInvalid) {
+		t.Errorf("List(Limit -1): err = %v, want ErrInvalid", err)
+	}
+	if got, err := st.List(ctx, ttl.Filter{}); err != nil || len(got) != 0 {
+		t.Errorf("List of an empty store = %v, %v", got, err)
+	}
+	created := now.Add(-time.Hour)
+	var es []ttl.Entity
+	for i := range 30 {
+		e := ttl.Entity{ID: fmt.Sprintf("ws-%02d", (i*7)%30), Phase: "RUNNING", CreatedAt: created}
+		switch i % 3 {
+		case 1:
+			e.Phase, e.DesiredState = "RUNNING", "STANDBY"
+		case 2:
+			e.Phase, e.DesiredState = "STANDBY", "ARCHIVED"
+		}
+		if i%10 == 9 {
+			e.DeletedAt = now.Add(-time.Minute)
+		}
+		es = append(es, e)
+	}
+	if _, err := st.CreateMany(ctx, es); err != nil {
+		t.Fatalf("CreateMany: %v", err)
+	}
+	ids := func(f ttl.Filter) []string {
+		t.Helper()
+		var out []string
+		for _, e := range es {
+			if f.Matches(e) {
+				out = append(out, e.ID)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, f := range []ttl.Filter{
+		{},
+		{Deleted: true},
+		{Phase: "RUNNING"},
+		{DesiredState: "STANDBY"},
+		{HasDesiredState: true},
+		{Phase: "RUNNING", HasDesiredState: true, Deleted: true},
+		{Phase: "STANDBY", DesiredState: "ARCHIVED"},
+		{Phase: "NONE"},
+	} {
+		want := ids(f)
+		// One page, then pages of 4.
+		got, err := st.List(ctx, f)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", f, err)
+		}
+		var gotIDs []string
+		for _, e := range got {
+			gotIDs = append(gotIDs, e.ID)
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Errorf("List(%+v) = %q, want %q (in ID order)", f, gotIDs, want)
+		}
+		var paged []string
+		page := f
+		page.Limit = 4
+		for round := 0; ; round++ {
+			if round > 10 {
+				t.Fatalf("List(%+v) paging does not end", f)
+			}
+			got, err := st.List(ctx, page)
+			if err != nil {
+				t.Fatalf("List(%+v): %v", page, err)
+			}
+			if len(got) > 4 {
+				t.Fatalf("List(%+v) returned %d entities", page, len(got))
+			}
+			for _, e := range got {
+				paged = append(paged, e.ID)
+			}
+			if len(got) < 4 {
+				break
+			}
+			page.After = got[len(got)-1].ID
+		}
+		if !slices.Equal(paged, want) {
+			t.Errorf("List(%+v) in pages of 4 = %q, want %q", f, paged, want)
+		}
+	}
+	got, err := st.List(ctx, ttl.Filter{DesiredState: "ARCHIVED", Deleted: true, Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("List(ARCHIVED, Limit 1) = %v, %v", got, err)
+	}
+	for _, e := range es {
+		if e.ID == got[0].ID {
+			sameEntity(t, got[0], ttl.Entity{ID: e.ID, Phase: e.Phase, DesiredState: e.DesiredState,
+				LastActivityAt: created, PhaseChangedAt: created, CreatedAt: created, DeletedAt: e.DeletedAt})
+		}
+	}
 }
