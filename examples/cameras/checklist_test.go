@@ -360,7 +360,11 @@ func TestChecklist11_3LongRun(t *testing.T) {
 		assert.Zero(t, res.sessions, "sessions of pages long gone are forgotten")
 		assert.Zero(t, res.streamLeases)
 		assert.Zero(t, res.streamHolders)
-		assert.Equal(t, res.goroutinesStart, res.goroutinesEnd, "goroutines")
+		// NumGoroutine counts the whole process, where goroutines of
+		// earlier tests may still be ending: allow two. A leak per lease,
+		// session or stream would show as thousands after 4,000 grants;
+		// goleak checks the exact count when the package's tests end.
+		assert.LessOrEqual(t, res.goroutinesEnd, res.goroutinesStart+2, "goroutines")
 		// The heap after 24 h is the heap after 2 h, give or take the
 		// metrics rows of the 22 h between (about 8,000 rows).
 		assert.Less(t, int64(res.heapEnd)-int64(res.heapHour2), int64(4<<20), "heap grew from %d to %d", res.heapHour2, res.heapEnd)
