@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // TickResult counts what one janitor pass did.
@@ -278,7 +280,7 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 // create of this pool is in flight: it may be that create's.
 func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
-		return ReconcileResult{}, invalid("pool: Cleanup needs a Provisioner that implements Lister")
+		return ReconcileResult{}, errs.Invalid(ErrInvalid, "pool: Cleanup needs a Provisioner that implements Lister")
 	}
 	return p.reconcile(ctx, true)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Defaults for zero Options fields.
@@ -135,7 +137,7 @@ func (o Options) normalize() (Options, error) {
 		{"EventQueue", int64(o.EventQueue)},
 	} {
 		if f.v < 0 {
-			return o, invalid("pool: %s (%d) is negative", f.name, f.v)
+			return o, errs.Invalid(ErrInvalid, "pool: %s (%d) is negative", f.name, f.v)
 		}
 	}
 	maxSize := fmt.Sprintf("MaxSize (%d)", o.MaxSize)
@@ -149,17 +151,17 @@ func (o Options) normalize() (Options, error) {
 	}
 	switch {
 	case setMaxIdle && o.MinIdle > o.MaxIdle:
-		return o, invalid("pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
+		return o, errs.Invalid(ErrInvalid, "pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
 	case setMaxIdle && o.MaxIdle > o.MaxSize && o.Inventory == nil:
-		return o, invalid("pool: MaxIdle (%d) > %s", o.MaxIdle, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MaxIdle (%d) > %s", o.MaxIdle, maxSize)
 	case o.MinIdle > o.MaxSize:
-		return o, invalid("pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
 	case o.LifetimeJitter > 0 && o.MaxLifetime == 0:
-		return o, invalid("pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
 	case o.LifetimeJitter > 0 && o.LifetimeJitter >= o.MaxLifetime:
-		return o, invalid("pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
 	case o.MaxConcurrentCreates > o.MaxSize:
-		return o, invalid("pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
 	}
 	if o.MaxConcurrentCreates == 0 {
 		o.MaxConcurrentCreates = o.MaxSize

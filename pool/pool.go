@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // Pool is a pool of items of type T made by a Provisioner. All methods are
@@ -113,7 +115,7 @@ func New[T any](prov Provisioner[T], opts Options) (*Pool[T], error) {
 
 func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], error) {
 	if prov == nil {
-		return nil, invalid("pool: Provisioner is nil")
+		return nil, errs.Invalid(ErrInvalid, "pool: Provisioner is nil")
 	}
 	o, err := opts.normalize()
 	if err != nil {
@@ -129,10 +131,10 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		p.codec = JSONCodec[T]{}
 	}
 	if p.inv != nil && p.ider == nil {
-		return nil, invalid("pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
+		return nil, errs.Invalid(ErrInvalid, "pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
 	}
 	if o.CleanupOnStart && p.lister == nil {
-		return nil, invalid("pool: CleanupOnStart needs a Provisioner that implements Lister")
+		return nil, errs.Invalid(ErrInvalid, "pool: CleanupOnStart needs a Provisioner that implements Lister")
 	}
 	if p.opts.Instance == "" {
 		var b [8]byte
@@ -140,7 +142,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		p.opts.Instance = hex.EncodeToString(b[:])
 	}
 	if o.CheckOnAcquire && p.checker == nil {
-		return nil, invalid("pool: CheckOnAcquire needs a Provisioner that implements Checker")
+		return nil, errs.Invalid(ErrInvalid, "pool: CheckOnAcquire needs a Provisioner that implements Checker")
 	}
 	p.checkOnAcquire = o.CheckOnAcquire
 	p.stampUse = o.IdleTimeout > 0 || p.inv != nil
