@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Defaults for zero Options fields.
@@ -19,7 +20,7 @@ const (
 	DefaultCreateTimeout         = time.Minute
 	DefaultDestroyTimeout        = 30 * time.Second
 	DefaultMaxConcurrentDestroys = 4
-	DefaultEventQueue            = 1024
+	DefaultEventQueue            = event.DefaultSize
 )
 
 // Options configures a Pool. The zero value is usable: a pool of up to
@@ -113,10 +114,11 @@ type Options struct {
 	// Close delivers the events queued before it.
 	OnEvent func(Event)
 	// EventQueue is how many events may wait for OnEvent. Zero means
-	// DefaultEventQueue.
+	// DefaultEventQueue; negative or above 1048576 is an error.
 	EventQueue int
-	// Logger receives warnings (create and destroy failures); nil means
-	// none are logged.
+	// Logger receives warnings (create and destroy failures, and the first
+	// event dropped because OnEvent fell behind); nil means none are
+	// logged.
 	Logger *slog.Logger
 }
 
@@ -139,6 +141,9 @@ func (o Options) normalize() (Options, error) {
 		if f.v < 0 {
 			return o, errs.Invalid(ErrInvalid, "pool: %s (%d) is negative", f.name, f.v)
 		}
+	}
+	if err := event.CheckSize("pool", "EventQueue", o.EventQueue); err != nil {
+		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	maxSize := fmt.Sprintf("MaxSize (%d)", o.MaxSize)
 	if o.MaxSize == 0 {

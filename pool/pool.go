@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Pool is a pool of items of type T made by a Provisioner. All methods are
@@ -85,13 +86,11 @@ type Pool[T any] struct {
 	canceledWaits atomic.Int64
 	waitCount     atomic.Int64
 	waitNanos     atomic.Int64
-	eventsDropped atomic.Uint64
-	delivering    atomic.Bool // OnEvent is running
 
-	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
-	events     chan Event
-	dispatchWG sync.WaitGroup
-	stopEvents chan struct{}
+	wg         sync.WaitGroup      // creates, destroys, provisioner calls, helpers
+	events     *event.Queue[Event] // nil without OnEvent
+	eventsSent atomic.Uint64       // events given to the queue, for Close's report
+	delivering atomic.Bool         // OnEvent is running
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
@@ -157,10 +156,11 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.lowSince = p.start
 	p.idleLow.Store(math.MaxInt64)
 	if o.OnEvent != nil {
-		p.events = make(chan Event, o.EventQueue)
-		p.stopEvents = make(chan struct{})
-		p.dispatchWG.Add(1)
-		go p.dispatch(p.stopEvents)
+		p.events = event.New(func(ev Event) {
+			p.delivering.Store(true)
+			defer p.delivering.Store(false)
+			o.OnEvent(ev)
+		}, o.EventQueue, o.Logger, "pool")
 	}
 	p.cleanupDue = o.CleanupOnStart
 	p.cleanupDone = make(chan struct{})

@@ -414,6 +414,14 @@ func TestHandleDestroy(t *testing.T) {
 	})
 }
 
+// An event queue larger than the shared queue allows is refused at New
+// rather than allocated.
+func TestEventQueueTooLarge(t *testing.T) {
+	_, err := pool.New[box](newFake(), pool.Options{EventQueue: 1<<20 + 1, OnEvent: func(pool.Event) {}})
+	require.ErrorIs(t, err, pool.ErrInvalid)
+	assert.ErrorContains(t, err, "pool: EventQueue (1048577)")
+}
+
 func TestBadOptions(t *testing.T) {
 	cases := []struct {
 		o     pool.Options
