@@ -23,13 +23,13 @@ type Pool[T any] struct {
 	lister  Lister[T]
 	ider    Identifier[T]
 	codec   Codec[T]
-	inv     Inventory
+	set     idleSet[T] // local, or the shared Inventory's
 	opts    Options
 	clock   clock.Clock
 	start   time.Time
 
 	// stampUse is set when releases must record their time (IdleTimeout,
-	// or a shared inventory), checkExpiry when acquires must read the clock
+	// or a shared Inventory), checkExpiry when acquires must read the clock
 	// (MaxLifetime, WarmTTL): with neither, the hot path never reads it.
 	stampUse, checkExpiry bool
 	checkOnAcquire        bool // Options.CheckOnAcquire
@@ -42,8 +42,8 @@ type Pool[T any] struct {
 	// mutex and waiters park in the runtime's FIFO queue of receivers, which
 	// hands each released item directly to the longest waiter. Its capacity
 	// is MaxIdle (MaxSize with a shared Inventory, where it only holds
-	// items on their way to a local waiter). It may also carry error
-	// tokens (Handle.err) for waiters.
+	// items on their way to a local waiter: see idleSet). It may also carry
+	// error tokens (Handle.err) for waiters.
 	idle chan *Handle[T]
 	// nwait counts the Acquire calls waiting on idle that no item or error
 	// in flight is meant for yet: the demand for creates. An item the pool
@@ -99,10 +99,6 @@ type Pool[T any] struct {
 	closeOnce   sync.Once
 	closeDone   chan struct{}
 	closeErr    error
-
-	replenishing   atomic.Bool // shared mode: one replenish at a time
-	replenishKicks atomic.Int32
-	tokenSeq       atomic.Int64
 }
 
 // New returns a pool of items made by prov, validated against opts. It starts
@@ -120,7 +116,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, inv: o.Inventory, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
+	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
 	p.checker, _ = prov.(Checker[T])
 	p.lister, _ = prov.(Lister[T])
 	p.ider, _ = prov.(Identifier[T])
@@ -129,7 +125,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	} else {
 		p.codec = JSONCodec[T]{}
 	}
-	if p.inv != nil && p.ider == nil {
+	if o.Inventory != nil && p.ider == nil {
 		return nil, errs.Invalid(ErrInvalid, "pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
 	}
 	if o.CleanupOnStart && p.lister == nil {
@@ -144,15 +140,18 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		return nil, errs.Invalid(ErrInvalid, "pool: CheckOnAcquire needs a Provisioner that implements Checker")
 	}
 	p.checkOnAcquire = o.CheckOnAcquire
-	p.stampUse = o.IdleTimeout > 0 || p.inv != nil
+	p.stampUse = o.IdleTimeout > 0
 	p.checkExpiry = o.MaxLifetime > 0 || o.WarmTTL > 0
-	p.start = p.clock.Now()
-	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if p.inv != nil {
+	if o.Inventory != nil {
+		p.set = &sharedSet[T]{p: p, inv: o.Inventory}
 		p.idle = make(chan *Handle[T], o.MaxSize)
+		p.stampUse = true // records carry LastUsed
 	} else {
+		p.set = &localSet[T]{p: p}
 		p.idle = make(chan *Handle[T], o.MaxIdle)
 	}
+	p.start = p.clock.Now()
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.lowSince = p.start
 	p.idleLow.Store(math.MaxInt64)
 	if o.OnEvent != nil {
@@ -180,9 +179,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 			p.cleanupDue = false
 			p.fillLocked()
 			p.mu.Unlock()
-			if p.inv != nil {
-				p.kickReplenish()
-			}
+			p.set.kick()
 		}()
 	}
 	if janitor && o.JanitorInterval > 0 {
@@ -193,8 +190,8 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.mu.Lock()
 	p.fillLocked()
 	p.mu.Unlock()
-	if p.inv != nil && !o.CleanupOnStart {
-		p.kickReplenish()
+	if !o.CleanupOnStart {
+		p.set.kick() // else once the cleanup is over
 	}
 	return p, nil
 }
