@@ -17,7 +17,13 @@ func (p *Pool[T]) fillLocked() (started int) {
 	if p.closedLocked {
 		return 0
 	}
-	demand := int(p.nwait.Load()) + p.set.warmLocked()
+	// nwait is below zero while an item dispatched to a waiter is still
+	// in p.idle although that waiter took another item, sent just before
+	// it: no waiter is owed a create then, and that item is simply idle
+	// (whoever receives it next puts nwait right). Adding the negative
+	// nwait would cancel a warm create the idle set still lacks and leave
+	// the pool below MinIdle.
+	demand := max(int(p.nwait.Load()), 0) + p.set.warmLocked()
 	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating+p.late < p.opts.MaxConcurrentCreates {
 		p.startCreateLocked()
 		started++

@@ -49,7 +49,8 @@ type Pool[T any] struct {
 	// in flight is meant for yet: the demand for creates. An item the pool
 	// sends to a waiter (a create's result, an error) is "dispatched": nwait
 	// drops when it is sent, not when the waiter wakes, so no second create
-	// starts for that waiter meanwhile (Handle.dispatched).
+	// starts for that waiter meanwhile (Handle.dispatched). It may go below
+	// zero for a while: see fillLocked.
 	nwait   atomic.Int64
 	waiting atomic.Int64 // Acquire calls waiting, for Stats
 	closed  atomic.Bool  // mirrors closedLocked for the hot path

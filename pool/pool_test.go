@@ -61,6 +61,28 @@ func TestWarmRefilledAfterAcquire(t *testing.T) {
 	})
 }
 
+// A waiter may take an item sent just before the one dispatched to it; the
+// dispatched item then stays idle and no waiter is owed a create. It counts
+// as one idle item, no more and no less: acquiring the other one refills
+// the pool to MinIdle.
+func TestWarmRefilledAfterStrandedDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 6, JanitorInterval: -1, HealthCheckInterval: -1})
+		synctest.Wait()
+		require.Equal(t, 2, p.Stats().Idle)
+		pool.StrandDispatched(p)
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.Equal(t, 2, p.Stats().Idle, "refilled to MinIdle")
+		assert.Equal(t, 3, f.counts().creates)
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, 3, p.Stats().Idle)
+	})
+}
+
 // Seed 001: at max capacity, requests wait (FIFO) and are served on release.
 func TestCapacityWaitFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
