@@ -22,7 +22,14 @@ func newPool(t *testing.T, prov pool.Provisioner[box], o pool.Options) *pool.Poo
 	t.Helper()
 	p, err := pool.New(prov, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded, so that a test that fails with handles out reports its
+		// failure: waiting for them would deadlock a synctest bubble, and
+		// that panic ends the whole test binary.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
 	return p
 }
 
