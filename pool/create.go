@@ -73,15 +73,22 @@ func (p *Pool[T]) obtain() {
 	h.state.Store(stateIdle)
 	h.fresh = !popped // just created: no need to check it on acquire
 	dispatched := !p.closedLocked && !h.lost.Load() && p.nwait.Load() > 0 && p.dispatchLocked(h)
-	if !dispatched {
-		h.fresh = false
-	}
 	if dispatched {
 		p.fillLocked() // other waiters, held back by MaxConcurrentCreates
+	} else {
+		h.fresh = false
+		// No longer creating and not yet in the idle set: until settle
+		// has placed it, it counts as idle, or a fill meanwhile would
+		// start a create to replace it.
+		p.settling++
 	}
 	p.mu.Unlock()
 	if !dispatched {
 		p.settle(h)
+		p.mu.Lock()
+		p.settling--
+		p.fillLocked() // settle may have handed it to a waiter, or destroyed it
+		p.mu.Unlock()
 	}
 	if popped {
 		p.set.kick()

@@ -45,11 +45,12 @@ func (s *localSet[T]) tryAcquire(context.Context) (*Handle[T], error) {
 	return nil, ErrUnavailable
 }
 
-// warmLocked counts an item being checked as idle, and creates nothing
-// while warm creates back off or wait for the start-up cleanup.
+// warmLocked counts an item being checked, or on its way from its create,
+// as idle, and creates nothing while warm creates back off or wait for the
+// start-up cleanup.
 func (s *localSet[T]) warmLocked() int {
 	p := s.p
-	if idle := len(p.idle) + p.checking; !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
+	if idle := len(p.idle) + p.checking + p.settling; !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
 		return p.opts.MinIdle - idle
 	}
 	return 0

@@ -62,6 +62,7 @@ type Pool[T any] struct {
 	mu             sync.Mutex
 	items          []*Handle[T] // every item this instance holds, in any state
 	checking       int          // idle items taken out by CheckHealth
+	settling       int          // new items on their way from their create to the idle set
 	creating       int
 	late           int            // Create calls past CreateTimeout still running
 	calls          map[string]int // Provisioner calls running, by op
