@@ -123,7 +123,7 @@ func (p *Pool[T]) take(ctx context.Context, h *Handle[T]) (_ *Handle[T], _ error
 	if p.opts.IdleTimeout > 0 && int64(n) < p.idleLow.Load() {
 		p.idleLow.Store(int64(n))
 	}
-	if n < p.opts.MinIdle {
+	if int64(n) < p.minIdle.Load() {
 		p.mu.Lock()
 		p.fillLocked()
 		p.mu.Unlock()

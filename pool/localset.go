@@ -17,6 +17,9 @@ var _ idleSet[int] = (*localSet[int])(nil)
 // is full, h is beyond MaxIdle and destroyed.
 func (s *localSet[T]) settle(h *Handle[T]) {
 	p := s.p
+	if p.over.Load() && p.shed(h) {
+		return
+	}
 	if !p.closed.Load() && !h.lost.Load() && p.offerDispatch(h) {
 		return
 	}

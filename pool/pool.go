@@ -54,6 +54,10 @@ type Pool[T any] struct {
 	nwait   atomic.Int64
 	waiting atomic.Int64 // Acquire calls waiting, for Stats
 	closed  atomic.Bool  // mirrors closedLocked for the hot path
+	// minIdle mirrors opts.MinIdle for the hot path, over tells settle that
+	// a shrink left more items than MaxSize (both set by SetLimits).
+	minIdle atomic.Int64
+	over    atomic.Bool
 	// idleLow is the fewest idle items seen since the last Prune: that many
 	// were not needed, whatever their idle times (FIFO rotation keeps every
 	// idle time short).
@@ -152,6 +156,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		p.set = &localSet[T]{p: p}
 		p.idle = make(chan *Handle[T], o.MaxIdle)
 	}
+	p.minIdle.Store(int64(o.MinIdle))
 	p.start = p.clock.Now()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.lowSince = p.start
