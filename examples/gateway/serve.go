@@ -121,6 +121,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	stopReload()
 	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
+	gw.Idle(sctx) // meanwhile new invocations get a clear 503
 	err = srv.Shutdown(sctx)
 	wg.Wait()
 	cctx, cancel2 := closeCtx()

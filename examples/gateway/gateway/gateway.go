@@ -60,7 +60,8 @@ type Gateway struct {
 	fns      atomic.Pointer[map[string]template.Function]
 	group    *pool.Group[string, Worker]
 	draining atomic.Bool
-	keys     sync.Map // key -> Worker
+	inflight atomic.Int64 // invocations being served
+	keys     sync.Map     // key -> Worker
 	log      *slog.Logger
 }
 
@@ -116,6 +117,16 @@ func (g *Gateway) Apply(fns []template.Function) error {
 
 // Drain makes new invocations fail with 503 from now on.
 func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// Idle waits until no invocation is in flight or ctx ends.
+func (g *Gateway) Idle(ctx context.Context) {
+	for g.inflight.Load() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // Close deletes every worker and stops the pools.
 func (g *Gateway) Close(ctx context.Context) error {

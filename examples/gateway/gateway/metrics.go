@@ -20,6 +20,7 @@ type Metrics struct {
 	waiting   *prometheus.Desc
 	waits     *prometheus.Desc
 	cold      *prometheus.Desc
+	capacity  *prometheus.Desc
 }
 
 // NewMetrics returns the collectors; Register them once the gateway exists.
@@ -33,11 +34,12 @@ func NewMetrics() *Metrics {
 			Name: "gateway_invocation_duration_seconds", Help: "Invocation latency, including the wait for a worker.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"function", "outcome"}),
-		inUse:   prometheus.NewDesc("gateway_workers_in_use", "Workers running an invocation.", fn, nil),
-		idle:    prometheus.NewDesc("gateway_workers_idle", "Idle workers.", fn, nil),
-		waiting: prometheus.NewDesc("gateway_invocations_waiting", "Invocations waiting for a worker now.", fn, nil),
-		waits:   prometheus.NewDesc("gateway_capacity_waits_total", "Invocations that waited because the function was at capacity.", fn, nil),
-		cold:    prometheus.NewDesc("gateway_cold_starts_total", "Workers created.", fn, nil),
+		inUse:    prometheus.NewDesc("gateway_workers_in_use", "Workers running an invocation.", fn, nil),
+		idle:     prometheus.NewDesc("gateway_workers_idle", "Idle workers.", fn, nil),
+		waiting:  prometheus.NewDesc("gateway_invocations_waiting", "Invocations waiting for a worker now.", fn, nil),
+		waits:    prometheus.NewDesc("gateway_capacity_waits_total", "Invocations that waited because the function was at capacity.", fn, nil),
+		cold:     prometheus.NewDesc("gateway_cold_starts_total", "Workers created.", fn, nil),
+		capacity: prometheus.NewDesc("gateway_capacity", "The function's capacity (ReservedConcurrentExecutions).", fn, nil),
 	}
 }
 
@@ -54,7 +56,7 @@ func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold} {
+	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold, m.capacity} {
 		ch <- d
 	}
 }
@@ -70,6 +72,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(s.Waiting), fn)
 		ch <- prometheus.MustNewConstMetric(m.waits, prometheus.CounterValue, float64(s.WaitCount), fn)
 		ch <- prometheus.MustNewConstMetric(m.cold, prometheus.CounterValue, float64(s.Creates), fn)
+		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(s.MaxSize), fn)
 	}
 }
 

@@ -81,6 +81,8 @@ func handleInvoke(g *Gateway) http.Handler {
 		if len(payload) == 0 {
 			payload = []byte("{}")
 		}
+		g.inflight.Add(1)
+		defer g.inflight.Add(-1)
 		start := time.Now()
 		outcome := g.invoke(r.Context(), w, name, time.Duration(f.Timeout)*time.Second, payload)
 		g.cfg.Metrics.observe(name, outcome, time.Since(start).Seconds())
