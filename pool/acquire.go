@@ -82,9 +82,11 @@ func (p *Pool[T]) run(h *Handle[T], fn func(T) error) error {
 }
 
 // undispatch returns the demand of a dispatched item or error that will not
-// reach a waiter: that waiter still waits.
+// reach a waiter: that waiter still waits. The item is an idle one now, and
+// may stay idle for long: it is no longer fresh.
 func (p *Pool[T]) undispatch(h *Handle[T]) {
 	h.dispatched = false
+	h.fresh = false
 	p.nwait.Add(1)
 }
 

@@ -610,6 +610,26 @@ func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
 	})
 }
 
+// An item dispatched from its create to a waiter that took another one
+// stays idle: it is checked like any idle item, since it may die there.
+func TestCheckOnAcquireChecksStrandedDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 4, CheckOnAcquire: true, HealthCheckInterval: time.Hour})
+		synctest.Wait()
+		pool.StrandDispatched(p)
+		for _, id := range f.liveIDs() {
+			f.set(func(f *fakeProv) { f.unhealthy[id] = true }) // died while idle
+		}
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, uint64(2), p.Stats().Destroyed.Unhealthy)
+	})
+}
+
 // Do releases the item when fn succeeds; when fn fails it destroys the
 // item and runs fn once more on another one.
 func TestDoRetriesOnAnotherItem(t *testing.T) {
