@@ -82,9 +82,11 @@ func (p *Pool[T]) run(h *Handle[T], fn func(T) error) error {
 }
 
 // undispatch returns the demand of a dispatched item or error that will not
-// reach a waiter: that waiter still waits.
+// reach a waiter: that waiter still waits. The item is an idle one now, and
+// may stay idle for long: it is no longer fresh.
 func (p *Pool[T]) undispatch(h *Handle[T]) {
 	h.dispatched = false
+	h.fresh = false
 	p.nwait.Add(1)
 }
 
@@ -123,7 +125,7 @@ func (p *Pool[T]) take(ctx context.Context, h *Handle[T]) (_ *Handle[T], _ error
 	if p.opts.IdleTimeout > 0 && int64(n) < p.idleLow.Load() {
 		p.idleLow.Store(int64(n))
 	}
-	if n < p.opts.MinIdle {
+	if int64(n) < p.minIdle.Load() {
 		p.mu.Lock()
 		p.fillLocked()
 		p.mu.Unlock()
@@ -259,45 +261,7 @@ func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 		}
 		break
 	}
-	p.mu.Lock()
-	if p.closedLocked {
-		p.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if p.inv != nil && p.nwait.Load() == 0 && p.totalLocked() < p.opts.MaxSize {
-		p.creating++ // a slot for the pop
-		p.mu.Unlock()
-		h, err := p.popShared(ctx)
-		if h != nil && p.checkOnAcquire && p.check(ctx, h.value) != nil {
-			p.destroyClaimed(h, ReasonUnhealthy)
-			h = nil
-		}
-		p.mu.Lock()
-		p.creating--
-		if h != nil {
-			p.addItemLocked(h)
-			if p.closedLocked {
-				p.destroyLocked(h, ReasonShutdown)
-				h = nil
-			} else {
-				h.state.Store(stateInUse)
-			}
-		}
-		p.mu.Unlock()
-		if h != nil {
-			p.kickReplenish()
-			return h, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return nil, ErrUnavailable
-	}
-	if p.nwait.Load() == 0 && p.creating == 0 && p.totalLocked() < p.opts.MaxSize {
-		p.startCreateLocked()
-	}
-	p.mu.Unlock()
-	return nil, ErrUnavailable
+	return p.set.tryAcquire(ctx)
 }
 
 // expired returns why h must not be handed out or kept idle at now, or "".
@@ -337,24 +301,17 @@ func (p *Pool[T]) offerLocked(tok *Handle[T]) bool {
 // settle finds a home for h, an item in p.items in state idle that is not
 // in p.idle: the longest waiter, else the idle set (local, or the shared
 // Inventory); h is destroyed when closed, lost, or beyond MaxIdle.
-func (p *Pool[T]) settle(h *Handle[T]) {
-	if !p.closed.Load() && !h.lost.Load() && (p.inv == nil || p.nwait.Load() > 0) && p.offerDispatch(h) {
-		return
-	}
-	p.mu.Lock()
+func (p *Pool[T]) settle(h *Handle[T]) { p.set.settle(h) }
+
+// dropReasonLocked says why h, settling, cannot be kept whatever the idle
+// set: the pool is closed, or the provider no longer lists h. It is "" when
+// h may stay.
+func (p *Pool[T]) dropReasonLocked(h *Handle[T]) Reason {
 	switch {
 	case p.closedLocked:
-		p.destroyLocked(h, ReasonShutdown)
+		return ReasonShutdown
 	case h.lost.Load():
-		p.destroyLocked(h, ReasonLost)
-	case p.inv != nil:
-		h.state.Store(stateReturning)
-		p.mu.Unlock()
-		p.putShared(h)
-		return
-	default:
-		p.destroyLocked(h, ReasonIdle) // beyond MaxIdle
+		return ReasonLost
 	}
-	p.checkDrainedLocked()
-	p.mu.Unlock()
+	return ""
 }

@@ -101,10 +101,9 @@ func (p *Pool[T]) finishClose() {
 		}
 		runtime.Gosched()
 	}
-	if p.stopEvents != nil {
-		close(p.stopEvents)
-		p.dispatchWG.Wait()
-	}
+	// Nothing emits any more: deliver what is queued. Close reports a
+	// callback that takes too long, as it does any other straggler.
+	_ = p.events.Close(context.Background())
 	p.mu.Lock()
 	p.closeErr = errors.Join(p.closeErrs...)
 	p.mu.Unlock()
@@ -163,8 +162,16 @@ func (p *Pool[T]) running() string {
 	if p.delivering.Load() {
 		parts = append(parts, "an OnEvent call")
 	}
-	if p.events != nil {
-		add(len(p.events), "queued event", "queued events")
+	if p.events.Enabled() {
+		// Events given to the queue and neither dropped nor delivered yet,
+		// less the one OnEvent is handling (read in this order, so the
+		// count is never negative).
+		done := p.events.Dropped() + p.events.Delivered()
+		queued := int(p.eventsSent.Load() - done)
+		if p.delivering.Load() {
+			queued--
+		}
+		add(queued, "queued event", "queued events")
 	}
 	if len(parts) == 0 {
 		return "pool bookkeeping"

@@ -17,10 +17,13 @@ func (p *Pool[T]) fillLocked() (started int) {
 	if p.closedLocked {
 		return 0
 	}
-	demand := int(p.nwait.Load())
-	if idle := len(p.idle) + p.checking; p.inv == nil && !p.warmPaused && !p.cleanupDue && idle < p.opts.MinIdle {
-		demand += p.opts.MinIdle - idle
-	}
+	// nwait is below zero while an item dispatched to a waiter is still
+	// in p.idle although that waiter took another item, sent just before
+	// it: no waiter is owed a create then, and that item is simply idle
+	// (whoever receives it next puts nwait right). Adding the negative
+	// nwait would cancel a warm create the idle set still lacks and leave
+	// the pool below MinIdle.
+	demand := max(int(p.nwait.Load()), 0) + p.set.warmLocked()
 	for p.creating < demand && p.totalLocked() < p.opts.MaxSize && p.creating+p.late < p.opts.MaxConcurrentCreates {
 		p.startCreateLocked()
 		started++
@@ -34,18 +37,13 @@ func (p *Pool[T]) startCreateLocked() {
 	go p.obtain()
 }
 
-// obtain produces one item (a shared pop, else a create) and settles it or
-// its error.
+// obtain produces one item (a pop from the idle set, else a create) and
+// settles it or its error.
 func (p *Pool[T]) obtain() {
 	defer p.wg.Done()
-	var h *Handle[T]
-	var err error
 	var call uint64
-	popped := false
-	if p.inv != nil {
-		h, err = p.popShared(p.ctx)
-		popped = h != nil
-	}
+	h, err := p.set.pop(p.ctx)
+	popped := h != nil
 	if h == nil && err == nil {
 		h, call, err = p.createItem()
 	}
@@ -75,18 +73,25 @@ func (p *Pool[T]) obtain() {
 	h.state.Store(stateIdle)
 	h.fresh = !popped // just created: no need to check it on acquire
 	dispatched := !p.closedLocked && !h.lost.Load() && p.nwait.Load() > 0 && p.dispatchLocked(h)
-	if !dispatched {
-		h.fresh = false
-	}
 	if dispatched {
 		p.fillLocked() // other waiters, held back by MaxConcurrentCreates
+	} else {
+		h.fresh = false
+		// No longer creating and not yet in the idle set: until settle
+		// has placed it, it counts as idle, or a fill meanwhile would
+		// start a create to replace it.
+		p.settling++
 	}
 	p.mu.Unlock()
 	if !dispatched {
 		p.settle(h)
+		p.mu.Lock()
+		p.settling--
+		p.fillLocked() // settle may have handed it to a waiter, or destroyed it
+		p.mu.Unlock()
 	}
 	if popped {
-		p.kickReplenish()
+		p.set.kick()
 	} else {
 		p.emit(EventCreated, "", h.id, nil)
 	}
@@ -106,16 +111,14 @@ func (p *Pool[T]) pauseWarmLocked() {
 		p.warmPaused = false
 		p.fillLocked()
 		p.mu.Unlock()
-		if p.inv != nil {
-			p.kickReplenish()
-		}
+		p.set.kick()
 	})
 }
 
 // createItem calls Create and wraps the result in a Handle (not yet in
-// p.items). With a shared Inventory the item is registered as in use by
-// this instance. The caller ends the create call when the item is in
-// p.items.
+// p.items), registered with the idle set (with a shared Inventory, as in
+// use by this instance). The caller ends the create call when the item is
+// in p.items.
 func (p *Pool[T]) createItem() (*Handle[T], uint64, error) {
 	started := p.clock.Now()
 	v, call, err := p.callCreate()
@@ -123,31 +126,8 @@ func (p *Pool[T]) createItem() (*Handle[T], uint64, error) {
 		return nil, 0, err
 	}
 	h := p.newHandle(v, p.clock.Now())
-	if p.inv != nil {
-		rec, err := p.record(h, p.opts.Instance)
-		out := addUnknown
-		if err == nil {
-			out, err = p.addRecord(rec, started)
-		}
-		switch out {
-		case addDone:
-		case addTaken:
-			// Another instance claimed it as an orphan meanwhile: the
-			// record is theirs, and so is the destroy.
-			p.mu.Lock()
-			p.endCreateLocked(call)
-			p.mu.Unlock()
-			return nil, 0, err
-		default:
-			// Not recorded as far as anyone knows, and never idle: only
-			// this instance can have it.
-			p.mu.Lock()
-			p.endCreateLocked(call)
-			p.destroyingLocked(h)
-			p.mu.Unlock()
-			go p.destroy(h, ReasonEvicted)
-			return nil, 0, err
-		}
+	if ok, err := p.set.register(h, call, started); !ok {
+		return nil, 0, err
 	}
 	return h, call, nil
 }

@@ -1,10 +1,6 @@
 package pool
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "context"
 
 // This file destroys items: those the pool holds, late items of creates
 // that ran past CreateTimeout, and the bookkeeping that keeps items being
@@ -46,12 +42,8 @@ func (p *Pool[T]) forgetGoneLocked(id string) {
 func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
 	defer p.wg.Done()
 	err := p.callDestroy(h.value)
-	if p.inv != nil && h.id != "" {
-		ctx, cancel := p.clock.WithTimeout(context.Background(), p.opts.DestroyTimeout)
-		if _, rerr := p.inv.Remove(ctx, h.id); rerr != nil {
-			p.warn("inventory remove", rerr)
-		}
-		cancel()
+	if h.id != "" {
+		p.set.forget(h.id)
 	}
 	p.mu.Lock()
 	p.destroying--
@@ -77,26 +69,14 @@ func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
 			p.forgetGoneLocked(id)
 			p.mu.Unlock()
 		}()
-		if p.inv != nil {
-			claimed, err := p.claimValue(id, v)
-			if err != nil {
-				p.warn("inventory add", err, "id", id)
-			}
-			if !claimed {
-				p.mu.Lock()
-				p.late--
-				p.fillLocked()
-				p.mu.Unlock()
-				return // another instance destroys it
-			}
-			defer func() {
-				ctx, cancel := p.ioContext()
-				if _, err := p.inv.Remove(ctx, id); err != nil {
-					p.warn("inventory remove", err, "id", id)
-				}
-				cancel()
-			}()
+		if !p.set.claimValue(id, v) {
+			p.mu.Lock()
+			p.late--
+			p.fillLocked()
+			p.mu.Unlock()
+			return // another instance destroys it
 		}
+		defer p.set.forget(id)
 	}
 	err := p.callDestroy(v)
 	p.mu.Lock()
@@ -105,24 +85,6 @@ func (p *Pool[T]) destroyValue(v T, id string, reason Reason) {
 	p.fillLocked()
 	p.mu.Unlock()
 	p.afterDestroy(id, reason, err)
-}
-
-// claimValue records v, unknown to every instance, as this instance's
-// before it is destroyed. It reports false when another instance recorded
-// it first. An Add that failed otherwise cannot have left the record idle,
-// so v is destroyed anyway.
-func (p *Pool[T]) claimValue(id string, v T) (bool, error) {
-	data, err := p.codec.Encode(v)
-	if err != nil {
-		return true, fmt.Errorf("pool: encode: %w", err)
-	}
-	ctx, cancel := p.ioContext()
-	defer cancel()
-	err = p.inv.Add(ctx, Record{ID: id, Owner: p.opts.Instance, Data: data, Created: p.clock.Now()}, p.heldTTL())
-	if errors.Is(err, ErrExists) {
-		return false, nil
-	}
-	return true, err
 }
 
 func (p *Pool[T]) callDestroy(v T) error {

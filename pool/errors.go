@@ -53,15 +53,3 @@ func (e *PanicError) Error() string { return fmt.Sprintf("pool: %s panicked: %v"
 // ErrInvalid is matched by every error about bad Options or arguments; the
 // message names the field or argument as the caller set it.
 var ErrInvalid = errors.New("pool: invalid argument")
-
-// invalidError is an error about bad input: its message is the whole
-// text, and it matches ErrInvalid.
-type invalidError struct{ msg string }
-
-func (e *invalidError) Error() string        { return e.msg }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
-
-// invalid returns an error matching ErrInvalid with the formatted message.
-func invalid(format string, args ...any) error {
-	return &invalidError{fmt.Sprintf(format, args...)}
-}

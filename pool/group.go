@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // GroupOptions configures a Group. The zero value is usable.
@@ -43,7 +45,7 @@ type Group[K comparable, T any] struct {
 // start-up cleanup); other keys get their pool on first use.
 func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error), opts GroupOptions) (*Group[K, T], error) {
 	if newPool == nil {
-		return nil, invalid("pool: NewGroup: newPool is nil")
+		return nil, errs.Invalid(ErrInvalid, "pool: NewGroup: newPool is nil")
 	}
 	return &Group[K, T]{newPool: newPool, opts: opts, pools: map[K]*Pool[T]{}}, nil
 }
@@ -92,7 +94,7 @@ func (g *Group[K, T]) Pool(key K) (*Pool[T], error) {
 		return nil, fmt.Errorf("pool: group key %v: %w", key, err)
 	}
 	if o.MaxSize == 0 {
-		return nil, invalid("pool: group key %v: MaxSize is 0: each key's Options must set its capacity", key)
+		return nil, errs.Invalid(ErrInvalid, "pool: group key %v: MaxSize is 0: each key's Options must set its capacity", key)
 	}
 	if o.Clock == nil {
 		o.Clock = g.opts.Clock
@@ -105,9 +107,9 @@ func (g *Group[K, T]) Pool(key K) (*Pool[T], error) {
 	}
 	p, err := New(prov, o)
 	if err != nil {
-		var inv *invalidError
-		if errors.As(err, &inv) {
-			return nil, invalid("pool: group key %v: %s", key, inv.msg)
+		if errors.Is(err, ErrInvalid) {
+			// The same message, naming the key; New's own is the whole text.
+			return nil, errs.Invalid(ErrInvalid, "pool: group key %v: %v", key, err)
 		}
 		return nil, fmt.Errorf("pool: group key %v: %w", key, err)
 	}

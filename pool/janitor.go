@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // TickResult counts what one janitor pass did.
@@ -132,12 +133,9 @@ func (p *Pool[T]) Prune(ctx context.Context) (PruneResult, error) {
 	}
 	p.fillLocked()
 	p.mu.Unlock()
-	if p.inv != nil {
-		n, err := p.pruneShared(ctx, now)
-		res.Destroyed += n
-		return res, err
-	}
-	return res, nil
+	n, err := p.set.prune(ctx, now)
+	res.Destroyed += n
+	return res, err
 }
 
 // lastUse is when h was last released, or created if never.
@@ -220,11 +218,8 @@ func (p *Pool[T]) CheckHealth(ctx context.Context) (HealthResult, error) {
 		p.fillLocked()
 		p.mu.Unlock()
 	}
-	if p.inv != nil {
-		err := p.checkShared(ctx, &res)
-		return res, err
-	}
-	return res, nil
+	err := p.set.check(ctx, &res)
+	return res, err
 }
 
 func (p *Pool[T]) check(ctx context.Context, v T) error {
@@ -247,12 +242,9 @@ func (p *Pool[T]) Replenish(ctx context.Context) (ReplenishResult, error) {
 	p.warmPaused = false
 	res.Started = p.fillLocked()
 	p.mu.Unlock()
-	if p.inv != nil {
-		n, err := p.replenishShared(ctx)
-		res.Started += n
-		return res, err
-	}
-	return res, nil
+	n, err := p.set.replenish(ctx)
+	res.Started += n
+	return res, err
 }
 
 // Reconcile compares the provider's list (Lister) with the items the pool
@@ -278,7 +270,7 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 // create of this pool is in flight: it may be that create's.
 func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
-		return ReconcileResult{}, invalid("pool: Cleanup needs a Provisioner that implements Lister")
+		return ReconcileResult{}, errs.Invalid(ErrInvalid, "pool: Cleanup needs a Provisioner that implements Lister")
 	}
 	return p.reconcile(ctx, true)
 }
@@ -289,15 +281,12 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	// p.gone), so an item destroyed meanwhile is either known here or no
 	// longer listed: never a listed unknown, destroyed a second time.
 	known := map[string]bool{}
-	var recs []Record
-	var err error
-	if p.inv != nil {
-		if recs, err = p.inv.Records(ctx); err != nil {
-			return res, fmt.Errorf("pool: inventory records: %w", err)
-		}
-		for _, r := range recs {
-			known[r.ID] = true
-		}
+	recs, err := p.set.records(ctx)
+	if err != nil {
+		return res, fmt.Errorf("pool: inventory records: %w", err)
+	}
+	for _, r := range recs {
+		known[r.ID] = true
 	}
 	p.mu.Lock()
 	p.knownLocked(known)
@@ -386,15 +375,12 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	var errs []error
 	for _, id := range dropped {
 		p.emit(EventDropped, ReasonLost, id, nil)
-		if p.inv != nil {
-			if _, err := p.inv.Remove(ctx, id); err != nil {
-				errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
-			}
+		if err := p.set.remove(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
 		}
 	}
-	if p.inv != nil {
-		errs = append(errs, p.dropSharedUnlisted(ctx, recs, listedIDs, listStart, &res))
-	}
+	refill, err := p.set.reconcile(ctx, recs, listedIDs, listStart, &res)
+	errs = append(errs, err)
 	// Orphans are destroyed concurrently, at most MaxConcurrentDestroys at
 	// once, so a slow Destroy does not hold up the whole pass.
 	var (
@@ -421,7 +407,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 		})
 	}
 	wg.Wait()
-	if len(dropped) > 0 || p.inv != nil {
+	if len(dropped) > 0 || refill {
 		_, _ = p.Replenish(ctx)
 	}
 	return res, errors.Join(errs...)
@@ -435,10 +421,8 @@ func (p *Pool[T]) destroyOrphan(ctx context.Context, l Listed[T]) error {
 	p.orphans++
 	p.countDestroyLocked(ReasonOrphan, err)
 	p.mu.Unlock()
-	if p.inv != nil {
-		if _, rerr := p.inv.Remove(ctx, l.ID); rerr != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
-		}
+	if rerr := p.set.remove(ctx, l.ID); rerr != nil {
+		errs = append(errs, fmt.Errorf("pool: inventory remove: %w", rerr))
 	}
 	p.mu.Lock()
 	p.forgetGoneLocked(l.ID)
@@ -451,16 +435,13 @@ func (p *Pool[T]) destroyOrphan(ctx context.Context, l Listed[T]) error {
 }
 
 // claimOrphan makes sure nobody owns the orphan l before it is destroyed.
-// An item another instance has just created may be listed before its
-// creator has recorded it; with a shared Inventory the orphan is recorded as
-// this instance's first, atomically (Add fails if the creator got there
-// first, and the creator's Add fails if the orphan was claimed, so the
-// creator never uses an item being destroyed). Locally, the pool's own items
-// are checked once more.
+// The pool's own items are checked once more, then the idle set claims it:
+// with a shared Inventory, an item another instance has just created may
+// be listed before its creator has recorded it (sharedSet.claimOrphan).
 //
 // A claimed orphan is in p.gone until it is destroyed, so that a Reconcile
 // running at the same time leaves it alone.
-func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) (claimed bool) {
+func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) bool {
 	p.mu.Lock()
 	if p.gone[l.ID] > 0 {
 		p.mu.Unlock()
@@ -474,31 +455,10 @@ func (p *Pool[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Time, e
 	}
 	p.goneLocked(l.ID)
 	p.mu.Unlock()
-	if p.inv == nil {
-		return true
-	}
-	defer func() {
-		if !claimed {
-			p.mu.Lock()
-			p.forgetGoneLocked(l.ID)
-			p.mu.Unlock()
-		}
-	}()
-	data, err := p.codec.Encode(l.Value)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("pool: encode orphan %s: %w", l.ID, err))
-		return false
-	}
-	created := l.Created
-	if created.IsZero() {
-		created = now
-	}
-	err = p.inv.Add(ctx, Record{ID: l.ID, Owner: p.opts.Instance, Data: data, Created: created}, p.heldTTL())
-	if errors.Is(err, ErrExists) {
-		return false // known after all
-	}
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("pool: inventory add orphan %s: %w", l.ID, err))
+	if !p.set.claimOrphan(ctx, l, now, errs) {
+		p.mu.Lock()
+		p.forgetGoneLocked(l.ID)
+		p.mu.Unlock()
 		return false
 	}
 	return true
@@ -515,241 +475,6 @@ func (p *Pool[T]) knownLocked(known map[string]bool) {
 	for id := range p.gone {
 		known[id] = true
 	}
-}
-
-// The shared Inventory's side of the janitor: the idle set every instance
-// shares is pruned, checked and replenished by every instance's janitor.
-
-// pruneShared refreshes this instance's in-use records and prunes the
-// shared idle set like Prune prunes the local one.
-func (p *Pool[T]) pruneShared(ctx context.Context, now time.Time) (int, error) {
-	destroyed := 0
-	// Items parked locally for a waiter that was served otherwise go back
-	// to the fleet.
-	p.mu.Lock()
-	local := p.drainIdleLocked()
-	for _, h := range local {
-		h.state.Store(stateReturning)
-	}
-	p.mu.Unlock()
-	for _, h := range local {
-		p.putShared(h)
-	}
-	p.mu.Lock()
-	var ids []string
-	for _, h := range p.items {
-		if st := h.state.Load(); st != stateGone && st != stateForced {
-			ids = append(ids, h.id)
-		}
-	}
-	p.mu.Unlock()
-	var errs []error
-	if len(ids) > 0 {
-		lost, err := p.inv.Touch(ctx, p.opts.Instance, ids, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", err))
-		}
-		if len(lost) > 0 {
-			set := map[string]bool{}
-			for _, id := range lost {
-				set[id] = true
-			}
-			p.mu.Lock()
-			for _, h := range p.items {
-				if set[h.id] {
-					h.lost.Store(true)
-				}
-			}
-			p.mu.Unlock()
-		}
-	}
-	recs, err := p.inv.Records(ctx)
-	if err != nil {
-		return destroyed, errors.Join(append(errs, fmt.Errorf("pool: inventory records: %w", err))...)
-	}
-	var idle []*Handle[T]
-	for _, r := range recs {
-		if r.Owner != "" {
-			continue
-		}
-		h, err := p.fromRecord(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		idle = append(idle, h)
-	}
-	sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
-	excess := len(idle) - p.opts.MinIdle
-	for _, h := range idle {
-		r := p.pruneReason(h, now, excess > 0)
-		if r == "" {
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, h.id, p.opts.Instance, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			continue
-		}
-		if ok { // else another instance took it meanwhile
-			excess--
-			destroyed++
-			p.destroyClaimed(h, r)
-		}
-	}
-	return destroyed, errors.Join(errs...)
-}
-
-// checkShared health-checks the shared idle set: each item is claimed,
-// checked, and put back or destroyed.
-func (p *Pool[T]) checkShared(ctx context.Context, res *HealthResult) error {
-	recs, err := p.inv.Records(ctx)
-	if err != nil {
-		return fmt.Errorf("pool: inventory records: %w", err)
-	}
-	var errs []error
-	for _, r := range recs {
-		if r.Owner != "" {
-			continue
-		}
-		h, err := p.fromRecord(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
-		if err != nil || !ok {
-			if err != nil {
-				errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			}
-			continue
-		}
-		res.Checked++
-		if p.check(ctx, h.value) != nil {
-			res.Unhealthy++
-			p.destroyClaimed(h, ReasonUnhealthy)
-			continue
-		}
-		back := r
-		back.Owner = p.opts.Instance
-		out, err := p.putRecord(back)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		switch out {
-		case putFull, putHeld, putNotHeld: // refilled meanwhile beyond MaxIdle, or lost
-			p.destroyClaimed(h, ReasonIdle)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// dropSharedUnlisted forgets the shared idle records of items the provider
-// no longer lists (created before the list was taken).
-func (p *Pool[T]) dropSharedUnlisted(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) error {
-	var errs []error
-	for _, r := range recs {
-		if r.Owner != "" || listed[r.ID] || !r.Created.Before(listStart) {
-			continue
-		}
-		ok, err := p.inv.Claim(ctx, r.ID, p.opts.Instance, p.heldTTL())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory claim: %w", err))
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if _, err := p.inv.Remove(ctx, r.ID); err != nil {
-			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
-			continue
-		}
-		p.mu.Lock()
-		p.destroyed[reasonIndex(ReasonLost)]++
-		p.mu.Unlock()
-		res.Lost++
-		p.emit(EventDropped, ReasonLost, r.ID, nil)
-	}
-	return errors.Join(errs...)
-}
-
-// replenishShared reserves and starts the creates that bring the shared idle
-// set, counting every instance's creates in flight, up to MinIdle.
-func (p *Pool[T]) replenishShared(ctx context.Context) (started int, err error) {
-	if p.opts.MinIdle == 0 {
-		return 0, nil
-	}
-	p.mu.Lock()
-	paused := p.closedLocked || p.warmPaused || p.cleanupDue
-	p.mu.Unlock()
-	if paused {
-		return 0, nil
-	}
-	c, err := p.inv.Counts(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("pool: inventory counts: %w", err)
-	}
-	for range p.opts.MinIdle - c.Idle - c.Reserved {
-		p.mu.Lock()
-		full := p.closedLocked || p.totalLocked() >= p.opts.MaxSize || p.creating+p.late >= p.opts.MaxConcurrentCreates
-		p.mu.Unlock()
-		if full {
-			return started, nil
-		}
-		token := p.opts.Instance + ":" + strconv.FormatInt(p.tokenSeq.Add(1), 10)
-		ok, err := p.inv.Reserve(ctx, token, p.opts.MinIdle, 2*p.opts.CreateTimeout)
-		if err != nil {
-			return started, fmt.Errorf("pool: inventory reserve: %w", err)
-		}
-		if !ok {
-			return started, nil
-		}
-		p.mu.Lock()
-		if p.closedLocked {
-			p.mu.Unlock()
-			_ = p.inv.Unreserve(ctx, token)
-			return started, nil
-		}
-		p.creating++
-		p.wg.Add(1)
-		p.mu.Unlock()
-		started++
-		go p.createWarm(token)
-	}
-	return started, nil
-}
-
-// kickReplenish runs replenishShared in the background, once at a time,
-// again if kicked meanwhile.
-func (p *Pool[T]) kickReplenish() {
-	if p.inv == nil || p.opts.MinIdle == 0 {
-		return
-	}
-	p.replenishKicks.Add(1)
-	if !p.replenishing.CompareAndSwap(false, true) {
-		return
-	}
-	p.mu.Lock()
-	if p.closedLocked {
-		p.mu.Unlock()
-		p.replenishing.Store(false)
-		return
-	}
-	p.wg.Add(1)
-	p.mu.Unlock()
-	go func() {
-		defer p.wg.Done()
-		for {
-			p.replenishKicks.Store(0)
-			if _, err := p.replenishShared(p.ctx); err != nil && !errors.Is(err, context.Canceled) {
-				p.warn("replenish", err)
-			}
-			p.replenishing.Store(false)
-			if p.replenishKicks.Load() == 0 || !p.replenishing.CompareAndSwap(false, true) {
-				return
-			}
-		}
-	}()
 }
 
 // drainIdleLocked takes every item out of p.idle (dropping error tokens,

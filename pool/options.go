@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Defaults for zero Options fields.
@@ -17,7 +20,7 @@ const (
 	DefaultCreateTimeout         = time.Minute
 	DefaultDestroyTimeout        = 30 * time.Second
 	DefaultMaxConcurrentDestroys = 4
-	DefaultEventQueue            = 1024
+	DefaultEventQueue            = event.DefaultSize
 )
 
 // Options configures a Pool. The zero value is usable: a pool of up to
@@ -111,10 +114,11 @@ type Options struct {
 	// Close delivers the events queued before it.
 	OnEvent func(Event)
 	// EventQueue is how many events may wait for OnEvent. Zero means
-	// DefaultEventQueue.
+	// DefaultEventQueue; negative or above 1048576 is an error.
 	EventQueue int
-	// Logger receives warnings (create and destroy failures); nil means
-	// none are logged.
+	// Logger receives warnings (create and destroy failures, and the first
+	// event dropped because OnEvent fell behind); nil means none are
+	// logged.
 	Logger *slog.Logger
 }
 
@@ -135,8 +139,11 @@ func (o Options) normalize() (Options, error) {
 		{"EventQueue", int64(o.EventQueue)},
 	} {
 		if f.v < 0 {
-			return o, invalid("pool: %s (%d) is negative", f.name, f.v)
+			return o, errs.Invalid(ErrInvalid, "pool: %s (%d) is negative", f.name, f.v)
 		}
+	}
+	if err := event.CheckSize("pool", "EventQueue", o.EventQueue); err != nil {
+		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	maxSize := fmt.Sprintf("MaxSize (%d)", o.MaxSize)
 	if o.MaxSize == 0 {
@@ -149,17 +156,17 @@ func (o Options) normalize() (Options, error) {
 	}
 	switch {
 	case setMaxIdle && o.MinIdle > o.MaxIdle:
-		return o, invalid("pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
+		return o, errs.Invalid(ErrInvalid, "pool: MinIdle (%d) > MaxIdle (%d)", o.MinIdle, o.MaxIdle)
 	case setMaxIdle && o.MaxIdle > o.MaxSize && o.Inventory == nil:
-		return o, invalid("pool: MaxIdle (%d) > %s", o.MaxIdle, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MaxIdle (%d) > %s", o.MaxIdle, maxSize)
 	case o.MinIdle > o.MaxSize:
-		return o, invalid("pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
 	case o.LifetimeJitter > 0 && o.MaxLifetime == 0:
-		return o, invalid("pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
 	case o.LifetimeJitter > 0 && o.LifetimeJitter >= o.MaxLifetime:
-		return o, invalid("pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
 	case o.MaxConcurrentCreates > o.MaxSize:
-		return o, invalid("pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
+		return o, errs.Invalid(ErrInvalid, "pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
 	}
 	if o.MaxConcurrentCreates == 0 {
 		o.MaxConcurrentCreates = o.MaxSize

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // Pool is a pool of items of type T made by a Provisioner. All methods are
@@ -20,13 +23,13 @@ type Pool[T any] struct {
 	lister  Lister[T]
 	ider    Identifier[T]
 	codec   Codec[T]
-	inv     Inventory
+	set     idleSet[T] // local, or the shared Inventory's
 	opts    Options
 	clock   clock.Clock
 	start   time.Time
 
 	// stampUse is set when releases must record their time (IdleTimeout,
-	// or a shared inventory), checkExpiry when acquires must read the clock
+	// or a shared Inventory), checkExpiry when acquires must read the clock
 	// (MaxLifetime, WarmTTL): with neither, the hot path never reads it.
 	stampUse, checkExpiry bool
 	checkOnAcquire        bool // Options.CheckOnAcquire
@@ -39,17 +42,22 @@ type Pool[T any] struct {
 	// mutex and waiters park in the runtime's FIFO queue of receivers, which
 	// hands each released item directly to the longest waiter. Its capacity
 	// is MaxIdle (MaxSize with a shared Inventory, where it only holds
-	// items on their way to a local waiter). It may also carry error
-	// tokens (Handle.err) for waiters.
+	// items on their way to a local waiter: see idleSet). It may also carry
+	// error tokens (Handle.err) for waiters.
 	idle chan *Handle[T]
 	// nwait counts the Acquire calls waiting on idle that no item or error
 	// in flight is meant for yet: the demand for creates. An item the pool
 	// sends to a waiter (a create's result, an error) is "dispatched": nwait
 	// drops when it is sent, not when the waiter wakes, so no second create
-	// starts for that waiter meanwhile (Handle.dispatched).
+	// starts for that waiter meanwhile (Handle.dispatched). It may go below
+	// zero for a while: see fillLocked.
 	nwait   atomic.Int64
 	waiting atomic.Int64 // Acquire calls waiting, for Stats
 	closed  atomic.Bool  // mirrors closedLocked for the hot path
+	// minIdle mirrors opts.MinIdle for the hot path, over tells settle that
+	// a shrink left more items than MaxSize (both set by SetLimits).
+	minIdle atomic.Int64
+	over    atomic.Bool
 	// idleLow is the fewest idle items seen since the last Prune: that many
 	// were not needed, whatever their idle times (FIFO rotation keeps every
 	// idle time short).
@@ -58,6 +66,7 @@ type Pool[T any] struct {
 	mu             sync.Mutex
 	items          []*Handle[T] // every item this instance holds, in any state
 	checking       int          // idle items taken out by CheckHealth
+	settling       int          // new items on their way from their create to the idle set
 	creating       int
 	late           int            // Create calls past CreateTimeout still running
 	calls          map[string]int // Provisioner calls running, by op
@@ -83,13 +92,11 @@ type Pool[T any] struct {
 	canceledWaits atomic.Int64
 	waitCount     atomic.Int64
 	waitNanos     atomic.Int64
-	eventsDropped atomic.Uint64
-	delivering    atomic.Bool // OnEvent is running
 
-	wg         sync.WaitGroup // creates, destroys, provisioner calls, helpers
-	events     chan Event
-	dispatchWG sync.WaitGroup
-	stopEvents chan struct{}
+	wg         sync.WaitGroup      // creates, destroys, provisioner calls, helpers
+	events     *event.Queue[Event] // nil without OnEvent
+	eventsSent atomic.Uint64       // events given to the queue, for Close's report
+	delivering atomic.Bool         // OnEvent is running
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
@@ -98,10 +105,6 @@ type Pool[T any] struct {
 	closeOnce   sync.Once
 	closeDone   chan struct{}
 	closeErr    error
-
-	replenishing   atomic.Bool // shared mode: one replenish at a time
-	replenishKicks atomic.Int32
-	tokenSeq       atomic.Int64
 }
 
 // New returns a pool of items made by prov, validated against opts. It starts
@@ -113,13 +116,13 @@ func New[T any](prov Provisioner[T], opts Options) (*Pool[T], error) {
 
 func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], error) {
 	if prov == nil {
-		return nil, invalid("pool: Provisioner is nil")
+		return nil, errs.Invalid(ErrInvalid, "pool: Provisioner is nil")
 	}
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, inv: o.Inventory, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
+	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
 	p.checker, _ = prov.(Checker[T])
 	p.lister, _ = prov.(Lister[T])
 	p.ider, _ = prov.(Identifier[T])
@@ -128,11 +131,11 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	} else {
 		p.codec = JSONCodec[T]{}
 	}
-	if p.inv != nil && p.ider == nil {
-		return nil, invalid("pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
+	if o.Inventory != nil && p.ider == nil {
+		return nil, errs.Invalid(ErrInvalid, "pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
 	}
 	if o.CleanupOnStart && p.lister == nil {
-		return nil, invalid("pool: CleanupOnStart needs a Provisioner that implements Lister")
+		return nil, errs.Invalid(ErrInvalid, "pool: CleanupOnStart needs a Provisioner that implements Lister")
 	}
 	if p.opts.Instance == "" {
 		var b [8]byte
@@ -140,25 +143,30 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		p.opts.Instance = hex.EncodeToString(b[:])
 	}
 	if o.CheckOnAcquire && p.checker == nil {
-		return nil, invalid("pool: CheckOnAcquire needs a Provisioner that implements Checker")
+		return nil, errs.Invalid(ErrInvalid, "pool: CheckOnAcquire needs a Provisioner that implements Checker")
 	}
 	p.checkOnAcquire = o.CheckOnAcquire
-	p.stampUse = o.IdleTimeout > 0 || p.inv != nil
+	p.stampUse = o.IdleTimeout > 0
 	p.checkExpiry = o.MaxLifetime > 0 || o.WarmTTL > 0
-	p.start = p.clock.Now()
-	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if p.inv != nil {
+	if o.Inventory != nil {
+		p.set = &sharedSet[T]{p: p, inv: o.Inventory}
 		p.idle = make(chan *Handle[T], o.MaxSize)
+		p.stampUse = true // records carry LastUsed
 	} else {
+		p.set = &localSet[T]{p: p}
 		p.idle = make(chan *Handle[T], o.MaxIdle)
 	}
+	p.minIdle.Store(int64(o.MinIdle))
+	p.start = p.clock.Now()
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.lowSince = p.start
 	p.idleLow.Store(math.MaxInt64)
 	if o.OnEvent != nil {
-		p.events = make(chan Event, o.EventQueue)
-		p.stopEvents = make(chan struct{})
-		p.dispatchWG.Add(1)
-		go p.dispatch(p.stopEvents)
+		p.events = event.New(func(ev Event) {
+			p.delivering.Store(true)
+			defer p.delivering.Store(false)
+			o.OnEvent(ev)
+		}, o.EventQueue, o.Logger, "pool")
 	}
 	p.cleanupDue = o.CleanupOnStart
 	p.cleanupDone = make(chan struct{})
@@ -178,9 +186,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 			p.cleanupDue = false
 			p.fillLocked()
 			p.mu.Unlock()
-			if p.inv != nil {
-				p.kickReplenish()
-			}
+			p.set.kick()
 		}()
 	}
 	if janitor && o.JanitorInterval > 0 {
@@ -191,8 +197,8 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.mu.Lock()
 	p.fillLocked()
 	p.mu.Unlock()
-	if p.inv != nil && !o.CleanupOnStart {
-		p.kickReplenish()
+	if !o.CleanupOnStart {
+		p.set.kick() // else once the cleanup is over
 	}
 	return p, nil
 }

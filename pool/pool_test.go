@@ -22,7 +22,14 @@ func newPool(t *testing.T, prov pool.Provisioner[box], o pool.Options) *pool.Poo
 	t.Helper()
 	p, err := pool.New(prov, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded, so that a test that fails with handles out reports its
+		// failure: waiting for them would deadlock a synctest bubble, and
+		// that panic ends the whole test binary.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
 	return p
 }
 
@@ -58,6 +65,28 @@ func TestWarmRefilledAfterAcquire(t *testing.T) {
 		}
 		s := p.Stats()
 		assert.Equal(t, 5, s.Idle)
+	})
+}
+
+// A waiter may take an item sent just before the one dispatched to it; the
+// dispatched item then stays idle and no waiter is owed a create. It counts
+// as one idle item, no more and no less: acquiring the other one refills
+// the pool to MinIdle.
+func TestWarmRefilledAfterStrandedDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 6, JanitorInterval: -1, HealthCheckInterval: -1})
+		synctest.Wait()
+		require.Equal(t, 2, p.Stats().Idle)
+		pool.StrandDispatched(p)
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.Equal(t, 2, p.Stats().Idle, "refilled to MinIdle")
+		assert.Equal(t, 3, f.counts().creates)
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, 3, p.Stats().Idle)
 	})
 }
 
@@ -414,6 +443,14 @@ func TestHandleDestroy(t *testing.T) {
 	})
 }
 
+// An event queue larger than the shared queue allows is refused at New
+// rather than allocated.
+func TestEventQueueTooLarge(t *testing.T) {
+	_, err := pool.New[box](newFake(), pool.Options{EventQueue: 1<<20 + 1, OnEvent: func(pool.Event) {}})
+	require.ErrorIs(t, err, pool.ErrInvalid)
+	assert.ErrorContains(t, err, "pool: EventQueue (1048577)")
+}
+
 func TestBadOptions(t *testing.T) {
 	cases := []struct {
 		o     pool.Options
@@ -570,6 +607,26 @@ func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
 		_, err := pool.New[box](plain{newFake()}, pool.Options{CheckOnAcquire: true})
 		assert.ErrorIs(t, err, pool.ErrInvalid)
 		assert.ErrorContains(t, err, "Checker")
+	})
+}
+
+// An item dispatched from its create to a waiter that took another one
+// stays idle: it is checked like any idle item, since it may die there.
+func TestCheckOnAcquireChecksStrandedDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := newPool(t, f, pool.Options{MinIdle: 2, MaxSize: 4, CheckOnAcquire: true, HealthCheckInterval: time.Hour})
+		synctest.Wait()
+		pool.StrandDispatched(p)
+		for _, id := range f.liveIDs() {
+			f.set(func(f *fakeProv) { f.unhealthy[id] = true }) // died while idle
+		}
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, uint64(2), p.Stats().Destroyed.Unhealthy)
 	})
 }
 

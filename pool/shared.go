@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// This file is the Pool's side of a shared Inventory: items popped from and
-// put back into the shared idle set, heartbeats of this instance's records,
-// and the global warm target.
+// This file is the record protocol of a shared Inventory (sharedSet): how
+// items are encoded into records, and how a record is added, put back and
+// resolved when the Inventory fails and a call may or may not have gone
+// through.
 
 // heldTTL is the ttl of this instance's in-use records: Prune refreshes them
 // every janitor pass, so three missed passes mean the instance is gone.
@@ -82,24 +83,25 @@ const (
 // still lists it.
 //
 // The whole exchange is bounded by one DestroyTimeout.
-func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
+func (s *sharedSet[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
+	p := s.p
 	ctx, cancel := p.ioContext()
 	defer cancel()
 	var errs []error
 	for attempt := 1; ; attempt++ {
-		err := p.inv.Add(ctx, rec, p.heldTTL())
+		err := s.inv.Add(ctx, rec, p.heldTTL())
 		if err == nil {
 			if len(errs) > 0 {
 				p.warn("inventory add retried", errors.Join(errs...), "id", rec.ID)
 			}
-			return p.checkLate(rec, started)
+			return s.checkLate(rec, started)
 		}
 		errs = append(errs, fmt.Errorf("pool: inventory add: %w", err))
-		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
+		lost, terr := s.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
 		switch {
 		case terr == nil && len(lost) == 0: // it went through
 			p.warn("inventory add went through", errors.Join(errs...), "id", rec.ID)
-			return p.checkLate(rec, started)
+			return s.checkLate(rec, started)
 		case terr == nil && errors.Is(err, ErrExists):
 			return addTaken, errors.Join(errs...)
 		case terr != nil:
@@ -114,7 +116,8 @@ func (p *Pool[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
 // checkLate keeps rec, just recorded as this instance's, unless it was
 // recorded too late to be safe from Reconcile and the provider no longer
 // lists it.
-func (p *Pool[T]) checkLate(rec Record, started time.Time) (addOutcome, error) {
+func (s *sharedSet[T]) checkLate(rec Record, started time.Time) (addOutcome, error) {
+	p := s.p
 	if p.lister == nil || p.clock.Since(started) < p.opts.OrphanGracePeriod {
 		return addDone, nil
 	}
@@ -130,7 +133,7 @@ func (p *Pool[T]) checkLate(rec Record, started time.Time) (addOutcome, error) {
 			return addDone, nil
 		}
 	}
-	if _, err := p.inv.Remove(ctx, rec.ID); err != nil {
+	if _, err := s.inv.Remove(ctx, rec.ID); err != nil {
 		p.warn("inventory remove", err, "id", rec.ID)
 	}
 	return addTaken, fmt.Errorf("pool: item %s destroyed as an orphan before it was recorded: %w", rec.ID, ErrExists)
@@ -154,12 +157,13 @@ const (
 // it cannot find out, the item is left to its record's ttl and Reconcile.
 //
 // The whole exchange is bounded by one DestroyTimeout (Release waits for it).
-func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
+func (s *sharedSet[T]) putRecord(rec Record) (putOutcome, error) {
+	p := s.p
 	ctx, cancel := p.ioContext()
 	defer cancel()
 	var errs []error
 	for attempt := 1; ; attempt++ {
-		ok, err := p.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
+		ok, err := s.inv.Put(ctx, rec, p.opts.MaxIdle, p.idleTTL())
 		if err == nil {
 			if len(errs) > 0 {
 				p.warn("inventory put retried", errors.Join(errs...), "id", rec.ID)
@@ -178,7 +182,7 @@ func (p *Pool[T]) putRecord(rec Record) (putOutcome, error) {
 			p.warn("inventory put went through", errors.Join(errs...), "id", rec.ID)
 			return putGone, nil
 		}
-		lost, terr := p.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
+		lost, terr := s.inv.Touch(ctx, p.opts.Instance, []string{rec.ID}, p.heldTTL())
 		if terr == nil && len(lost) > 0 {
 			// It went through (or the record was taken care of elsewhere).
 			p.warn("inventory put went through", errors.Join(errs...), "id", rec.ID)
@@ -205,61 +209,10 @@ func (p *Pool[T]) destroyClaimed(h *Handle[T], reason Reason) {
 	go p.destroy(h, reason)
 }
 
-// popShared takes an idle item from the Inventory, skipping (and
-// destroying) expired ones. It returns nil, nil when the idle set is empty.
-func (p *Pool[T]) popShared(ctx context.Context) (*Handle[T], error) {
-	for {
-		rec, ok, err := p.inv.Pop(ctx, p.opts.Instance, p.heldTTL())
-		if err != nil {
-			return nil, fmt.Errorf("pool: inventory pop: %w", err)
-		}
-		if !ok {
-			return nil, nil
-		}
-		h, err := p.fromRecord(rec)
-		if err != nil {
-			p.warn("inventory", err, "id", rec.ID)
-			_, _ = p.inv.Remove(ctx, rec.ID)
-			continue
-		}
-		if r := p.expired(h, p.clock.Now()); r != "" {
-			p.destroyClaimed(h, r)
-			continue
-		}
-		return h, nil
-	}
-}
-
-// putShared returns h (state returning, in p.items) to the shared idle set,
-// or destroys it when the set is full or the record was lost. An item whose
-// record may have reached the idle set is never destroyed here.
-func (p *Pool[T]) putShared(h *Handle[T]) {
-	rec, err := p.record(h, p.opts.Instance)
-	out := putHeld
-	if err == nil {
-		out, err = p.putRecord(rec)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch out {
-	case putDone, putGone:
-		p.removeItemLocked(h)
-		h.state.Store(stateGone) // the fleet's now; a later pop makes a new Handle
-		p.fillLocked()
-	case putFull:
-		p.destroyLocked(h, ReasonIdle)
-	default:
-		p.destroyLocked(h, ReasonLost)
-	}
-	p.checkDrainedLocked()
-	if err != nil {
-		p.warn("inventory put", err, "id", h.id)
-	}
-}
-
 // createWarm creates one item for the shared idle set under reservation
 // token.
-func (p *Pool[T]) createWarm(token string) {
+func (s *sharedSet[T]) createWarm(token string) {
+	p := s.p
 	defer p.wg.Done()
 	started := p.clock.Now()
 	v, call, err := p.callCreate()
@@ -271,13 +224,13 @@ func (p *Pool[T]) createWarm(token string) {
 		h = p.newHandle(v, p.clock.Now())
 		var rec Record
 		if rec, err = p.record(h, p.opts.Instance); err == nil {
-			if added, err = p.addRecord(rec, started); added == addDone {
-				put, err = p.putRecord(rec)
+			if added, err = s.addRecord(rec, started); added == addDone {
+				put, err = s.putRecord(rec)
 			}
 		}
 	}
 	ctx, cancel := p.ioContext()
-	if uerr := p.inv.Unreserve(ctx, token); uerr != nil {
+	if uerr := s.inv.Unreserve(ctx, token); uerr != nil {
 		p.warn("inventory unreserve", uerr)
 	}
 	cancel()
@@ -319,5 +272,5 @@ func (p *Pool[T]) createWarm(token string) {
 	}
 	// A pop between our Put and Unreserve saw the item twice (idle and
 	// reserved) and may have skipped a refill: look again.
-	p.kickReplenish()
+	s.kick()
 }

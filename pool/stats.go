@@ -124,49 +124,19 @@ func (p *Pool[T]) Stats() Stats {
 		Orphans:        p.orphans,
 		WaitCount:      uint64(p.waitCount.Load()),
 		WaitDuration:   time.Duration(p.waitNanos.Load()),
-		EventsDropped:  p.eventsDropped.Load(),
+		EventsDropped:  p.events.Dropped(),
 	}
 	d := p.destroyed
 	s.Destroyed = DestroyCounts{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]}
 	return s
 }
 
-// emit queues ev for OnEvent without blocking.
+// emit queues an event for OnEvent without blocking; a full queue drops
+// it (Stats.EventsDropped).
 func (p *Pool[T]) emit(kind EventKind, reason Reason, id string, err error) {
-	if p.events == nil {
+	if !p.events.Enabled() {
 		return
 	}
-	ev := Event{Kind: kind, Time: p.clock.Now(), Reason: reason, ID: id, Err: err}
-	select {
-	case p.events <- ev:
-	default:
-		p.eventsDropped.Add(1)
-	}
-}
-
-// dispatch delivers events to OnEvent until stop is closed, then delivers
-// what is still queued.
-func (p *Pool[T]) dispatch(stop <-chan struct{}) {
-	defer p.dispatchWG.Done()
-	for {
-		select {
-		case ev := <-p.events:
-			p.deliver(ev)
-		case <-stop:
-			for {
-				select {
-				case ev := <-p.events:
-					p.deliver(ev)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-func (p *Pool[T]) deliver(ev Event) {
-	p.delivering.Store(true)
-	defer p.delivering.Store(false)
-	p.opts.OnEvent(ev)
+	p.eventsSent.Add(1)
+	p.events.Send(Event{Kind: kind, Time: p.clock.Now(), Reason: reason, ID: id, Err: err})
 }

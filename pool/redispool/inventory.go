@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
@@ -22,8 +23,10 @@ const (
 	DefaultResends      = 3
 )
 
-// ErrInvalid is returned, wrapped, for bad arguments (an empty ID or owner,
-// a negative ttl); the call changes nothing.
+// ErrInvalid is matched by the errors for bad Options (a nil client, an
+// empty Prefix or one whose keys would not share one hash slot) and bad
+// arguments (an empty ID or owner, a negative ttl); the call changes
+// nothing.
 var ErrInvalid = errors.New("redispool: invalid argument")
 
 // Options configure an Inventory.
@@ -35,7 +38,9 @@ type Options struct {
 	// Every key is in one Redis Cluster hash slot: if Prefix contains a hash
 	// tag ("{...}") the keys are Prefix + name, else "{" + Prefix + "}:" +
 	// name. So "warm" gives {warm}:idle, {warm}:items, {warm}:item:<id>, ...
-	// and "gw:{warm}:" gives gw:{warm}:idle, ...
+	// and "gw:{warm}:" gives gw:{warm}:idle, ... A Prefix without a hash tag
+	// that contains a "}" would split the keys over several slots: New
+	// refuses it.
 	Prefix string
 
 	// ReplayWindow is how long the outcome of each state-changing call
@@ -88,16 +93,18 @@ type Inventory struct {
 var _ pool.Inventory = (*Inventory)(nil)
 
 // New returns an Inventory that keeps a shared warm pool in Redis through
-// client, under opts.Prefix. It does not contact the server.
+// client, under opts.Prefix. It does not contact the server. A nil client
+// or a bad option returns an error matching ErrInvalid.
 func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 	if client == nil {
-		return nil, errors.New("redispool: client is nil")
+		return nil, errs.Invalid(ErrInvalid, "redispool: client is nil")
 	}
-	if opts.Prefix == "" {
-		return nil, errors.New("redispool: Prefix is empty")
+	base, err := rediskey.Base("redispool", opts.Prefix)
+	if err != nil {
+		return nil, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	if opts.ReplayWindow < 0 {
-		return nil, fmt.Errorf("redispool: ReplayWindow (%v) is negative", opts.ReplayWindow)
+		return nil, errs.Invalid(ErrInvalid, "redispool: ReplayWindow (%v) is negative", opts.ReplayWindow)
 	}
 	if opts.ReplayWindow == 0 {
 		opts.ReplayWindow = DefaultReplayWindow
@@ -107,10 +114,6 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 		opts.Resends = DefaultResends
 	case opts.Resends < 0:
 		opts.Resends = 0
-	}
-	base := opts.Prefix
-	if !hasHashTag(base) {
-		base = "{" + base + "}:"
 	}
 	keys := make([]string, len(fixedKeys))
 	for i, n := range fixedKeys {
@@ -127,17 +130,6 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 		resends: opts.Resends,
 		nonce:   hex.EncodeToString(b[:]) + ":",
 	}, nil
-}
-
-// hasHashTag reports whether key contains a Redis Cluster hash tag: a "{"
-// followed later by a "}" with at least one byte between them.
-func hasHashTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	return j > 0
 }
 
 // ItemKey returns the name of the Redis key that holds the record id.
@@ -161,8 +153,8 @@ func (inv *Inventory) opKey() string {
 // run runs script with the common arguments (item prefix, replay marker,
 // window) followed by args.
 func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, opKey string, args ...any) (any, error) {
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("redispool: %s: %w", op, context.Cause(ctx))
+	if err := errs.Canceled(ctx, "redispool", op); err != nil {
+		return nil, err
 	}
 	all := make([]any, 0, 3+len(args))
 	all = append(all, inv.base, opKey, inv.window)
@@ -178,10 +170,7 @@ func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, 
 		backoff *= 2
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("redispool: %s: %w: %w", op, context.Cause(ctx), err)
-		}
-		return nil, fmt.Errorf("redispool: %s: %w", op, err)
+		return nil, errs.Wrap(ctx, "redispool", op, err)
 	}
 	return v, nil
 }

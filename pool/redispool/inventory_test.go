@@ -79,6 +79,27 @@ func TestNewValidates(t *testing.T) {
 	assert.Equal(t, "app:{gw}:item:c1", inv.ItemKey("c1"))
 }
 
+// Bad options match ErrInvalid, and a Prefix whose keys would not share
+// one Redis Cluster hash slot is refused.
+func TestNewOptionErrorsMatchErrInvalid(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		client redis.UniversalClient
+		opts   redispool.Options
+		want   string
+	}{
+		{nil, redispool.Options{Prefix: "p"}, "redispool: client is nil"},
+		{c, redispool.Options{}, "redispool: Prefix is empty"},
+		{c, redispool.Options{Prefix: "}gw"}, `redispool: Prefix "}gw"`},
+		{c, redispool.Options{Prefix: "p", ReplayWindow: -time.Second}, "redispool: ReplayWindow (-1s) is negative"},
+	} {
+		_, err := redispool.New(tc.client, tc.opts)
+		require.ErrorIs(t, err, redispool.ErrInvalid, "%+v", tc.opts)
+		assert.True(t, strings.HasPrefix(err.Error(), tc.want), err.Error())
+	}
+}
+
 func TestBadArguments(t *testing.T) {
 	r := testenv.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))

@@ -1,0 +1,257 @@
+// Package gateway is the serverless gateway's PoolManager: one pool of
+// workers per function (a pool.Group), each worker made by the Agent and
+// served the Lambda Runtime API, and the Lambda Invoke API in front.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/template"
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// Reasons the gateway destroys a worker for, beside the pool's own.
+const (
+	ReasonTimeout  pool.Reason = "timeout"  // the invocation ran past the function's Timeout
+	ReasonCrashed  pool.Reason = "crashed"  // the runtime exited
+	ReasonCanceled pool.Reason = "canceled" // the client left mid-invocation
+)
+
+// Config is what a Gateway needs.
+type Config struct {
+	Agent agent.Agent
+	// Runtime serves the workers' Runtime API at RuntimeAddr.
+	Runtime     *runtimeapi.Server
+	RuntimeAddr string
+	// Commands maps a function with CodeUri to the command that runs it.
+	Commands map[string][]string
+	// IdleTimeout prunes idle workers (GATEWAY_IDLE_TIMEOUT_SECONDS),
+	// Heartbeat is the janitor's period (HEARTBEAT_INTERVAL), OrphanGrace
+	// spares new workers from reconciliation (ORPHAN_GRACE_PERIOD_SECONDS).
+	IdleTimeout, Heartbeat, OrphanGrace time.Duration
+	Metrics                             *Metrics
+	Logger                              *slog.Logger
+}
+
+// Worker is one pooled worker.
+type Worker struct {
+	ID       string    `json:"id"`  // the agent's id
+	Key      string    `json:"key"` // its Runtime API endpoint's key
+	Function string    `json:"function"`
+	Created  time.Time `json:"created"`
+}
+
+// Gateway holds the pools. Create it with New, then Start.
+type Gateway struct {
+	cfg      Config
+	fns      atomic.Pointer[map[string]template.Function]
+	group    *pool.Group[string, Worker]
+	draining atomic.Bool
+	inflight atomic.Int64 // invocations being served
+	keys     sync.Map     // key -> Worker
+	log      *slog.Logger
+}
+
+// New returns a gateway for fns.
+func New(cfg Config, fns []template.Function) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g.setFunctions(fns)
+	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
+	if err != nil {
+		return nil, err
+	}
+	g.group = grp
+	cfg.Runtime.ConnClosed = g.connClosed
+	return g, nil
+}
+
+func (g *Gateway) setFunctions(fns []template.Function) {
+	m := make(map[string]template.Function, len(fns))
+	for _, f := range fns {
+		m[f.Name] = f
+	}
+	g.fns.Store(&m)
+}
+
+// Function returns the configuration of the function called name.
+func (g *Gateway) Function(name string) (template.Function, bool) {
+	f, ok := (*g.fns.Load())[name]
+	return f, ok
+}
+
+// Start creates every function's pool and waits for their start-up
+// cleanup: the workers an earlier run left are deleted.
+func (g *Gateway) Start(ctx context.Context) error {
+	return g.group.Start(ctx, slices.Sorted(maps.Keys(*g.fns.Load()))...)
+}
+
+// Apply replaces the functions (a live reload of the template): new
+// capacities and warm minimums apply at once, new code and environment to
+// the workers created from now on.
+func (g *Gateway) Apply(fns []template.Function) error {
+	g.setFunctions(fns)
+	var errs []error
+	for _, f := range fns {
+		if err := g.group.SetLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
+			errs = append(errs, fmt.Errorf("function %s: %w", f.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Drain makes new invocations fail with 503 from now on.
+func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// Idle waits until no invocation is in flight or ctx ends.
+func (g *Gateway) Idle(ctx context.Context) {
+	for g.inflight.Load() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close deletes every worker and stops the pools.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.Drain()
+	return g.group.Close(ctx)
+}
+
+// Stats returns every function pool's statistics.
+func (g *Gateway) Stats() map[string]pool.Stats { return g.group.Stats() }
+
+func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, error) {
+	f, ok := g.Function(fn)
+	if !ok {
+		return nil, pool.Options{}, fmt.Errorf("gateway: unknown function %q", fn)
+	}
+	return &provisioner{g: g, fn: fn}, pool.Options{
+		MaxSize:           f.Reserved,
+		MinIdle:           f.Provisioned,
+		IdleTimeout:       g.cfg.IdleTimeout,
+		JanitorInterval:   g.cfg.Heartbeat,
+		OrphanGracePeriod: g.cfg.OrphanGrace,
+		CleanupOnStart:    true,
+		CreateTimeout:     30 * time.Second,
+		DestroyTimeout:    30 * time.Second,
+		Logger:            g.log.With("function", fn),
+		OnEvent:           g.cfg.Metrics.onEvent(fn, g.log),
+	}, nil
+}
+
+// connClosed runs when a runtime connection of worker key closed: if the
+// agent no longer lists the worker, it crashed.
+func (g *Gateway) connClosed(key string) {
+	v, ok := g.keys.Load(key)
+	if !ok {
+		return
+	}
+	w := v.(Worker)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A crashed process may take a moment to be reaped.
+	for range 5 {
+		ws, err := g.cfg.Agent.List(ctx, agent.ListRequest{Function: w.Function})
+		if err != nil {
+			return
+		}
+		if !slices.ContainsFunc(ws, func(x agent.Worker) bool { return x.ID == w.ID }) {
+			g.log.Warn("worker exited", "function", w.Function, "worker", w.ID)
+			g.cfg.Runtime.Gone(key)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// provisioner makes one function's workers through the Agent.
+type provisioner struct {
+	g  *Gateway
+	fn string
+}
+
+var (
+	_ pool.Provisioner[Worker] = (*provisioner)(nil)
+	_ pool.Lister[Worker]      = (*provisioner)(nil)
+)
+
+func (p *provisioner) Create(ctx context.Context) (Worker, error) {
+	f, ok := p.g.Function(p.fn)
+	if !ok {
+		return Worker{}, fmt.Errorf("gateway: function %s is no longer in the template", p.fn)
+	}
+	key := newKey()
+	env := []string{
+		"AWS_LAMBDA_RUNTIME_API=" + runtimeapi.Endpoint(p.g.cfg.RuntimeAddr, key),
+		"AWS_LAMBDA_FUNCTION_NAME=" + f.Name,
+		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=" + strconv.Itoa(f.MemorySize),
+		"AWS_REGION=local",
+		"_HANDLER=" + f.Handler,
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Env)) {
+		env = append(env, k+"="+f.Env[k])
+	}
+	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize}
+	if f.ImageURI != "" {
+		req.Image = f.ImageURI
+	} else if req.Command = p.g.cfg.Commands[f.Name]; len(req.Command) == 0 {
+		return Worker{}, fmt.Errorf("gateway: function %s has no command", f.Name)
+	}
+	aw, err := p.g.cfg.Agent.Create(ctx, req)
+	if err != nil {
+		return Worker{}, err
+	}
+	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
+	p.g.keys.Store(key, w)
+	if err := p.g.cfg.Runtime.WaitReady(ctx, key); err != nil {
+		_ = p.Destroy(context.WithoutCancel(ctx), w)
+		return Worker{}, fmt.Errorf("gateway: function %s: worker %s not ready: %w", f.Name, w.ID, err)
+	}
+	return w, nil
+}
+
+func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
+	if w.Key != "" {
+		p.g.keys.Delete(w.Key)
+		p.g.cfg.Runtime.Gone(w.Key)
+	}
+	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
+}
+
+func (p *provisioner) List(ctx context.Context) ([]pool.Listed[Worker], error) {
+	ws, err := p.g.cfg.Agent.List(ctx, agent.ListRequest{Function: p.fn})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pool.Listed[Worker], len(ws))
+	for i, w := range ws {
+		out[i] = pool.Listed[Worker]{ID: w.ID, Value: Worker{ID: w.ID, Function: p.fn, Created: w.Created}, Created: w.Created}
+	}
+	return out, nil
+}
+
+func (p *provisioner) ID(w Worker) string { return w.ID }
+
+func newKey() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

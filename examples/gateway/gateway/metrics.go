@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// Metrics are the gateway's Prometheus collectors: per function, workers in
+// use and idle, waits for capacity, cold starts, destroys by reason and
+// invocation latency.
+type Metrics struct {
+	g         *Gateway
+	destroyed *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	inUse     *prometheus.Desc
+	idle      *prometheus.Desc
+	waiting   *prometheus.Desc
+	waits     *prometheus.Desc
+	cold      *prometheus.Desc
+	capacity  *prometheus.Desc
+}
+
+// NewMetrics returns the collectors; Register them once the gateway exists.
+func NewMetrics() *Metrics {
+	fn := []string{"function"}
+	return &Metrics{
+		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_workers_destroyed_total", Help: "Workers destroyed, by function and reason.",
+		}, []string{"function", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gateway_invocation_duration_seconds", Help: "Invocation latency, including the wait for a worker.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"function", "outcome"}),
+		inUse:    prometheus.NewDesc("gateway_workers_in_use", "Workers running an invocation.", fn, nil),
+		idle:     prometheus.NewDesc("gateway_workers_idle", "Idle workers.", fn, nil),
+		waiting:  prometheus.NewDesc("gateway_invocations_waiting", "Invocations waiting for a worker now.", fn, nil),
+		waits:    prometheus.NewDesc("gateway_capacity_waits_total", "Invocations that waited because the function was at capacity.", fn, nil),
+		cold:     prometheus.NewDesc("gateway_cold_starts_total", "Workers created.", fn, nil),
+		capacity: prometheus.NewDesc("gateway_capacity", "The function's capacity (ReservedConcurrentExecutions).", fn, nil),
+	}
+}
+
+// Register registers the collectors with r for gateway g.
+func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
+	m.g = g
+	for _, c := range []prometheus.Collector{m.destroyed, m.latency, m} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold, m.capacity} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector over the pools' Stats.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.g == nil {
+		return
+	}
+	for fn, s := range m.g.Stats() {
+		ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(s.InUse), fn)
+		ch <- prometheus.MustNewConstMetric(m.idle, prometheus.GaugeValue, float64(s.Idle), fn)
+		ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(s.Waiting), fn)
+		ch <- prometheus.MustNewConstMetric(m.waits, prometheus.CounterValue, float64(s.WaitCount), fn)
+		ch <- prometheus.MustNewConstMetric(m.cold, prometheus.CounterValue, float64(s.Creates), fn)
+		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(s.MaxSize), fn)
+	}
+}
+
+func (m *Metrics) onEvent(fn string, log *slog.Logger) func(pool.Event) {
+	return func(ev pool.Event) {
+		switch ev.Kind {
+		case pool.EventDestroyed:
+			m.destroyed.WithLabelValues(fn, string(ev.Reason)).Inc()
+			log.Info("worker destroyed", "function", fn, "worker", ev.ID, "reason", string(ev.Reason))
+		case pool.EventCreated:
+			log.Info("worker created", "function", fn, "worker", ev.ID)
+		case pool.EventCreateFailed, pool.EventDestroyFailed:
+			log.Warn("worker "+ev.Kind.String(), "function", fn, "worker", ev.ID, "err", ev.Err)
+		}
+	}
+}
+
+func (m *Metrics) observe(fn, outcome string, seconds float64) {
+	m.latency.WithLabelValues(fn, outcome).Observe(seconds)
+}

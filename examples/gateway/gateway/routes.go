@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/pool"
+)
+
+// MaxPayload is the largest request payload, as AWS Lambda's (6 MB).
+const MaxPayload = 6 << 20
+
+// NewServer returns the gateway's HTTP surface: the Lambda Invoke API,
+// /healthz and /metrics.
+func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /2015-03-31/functions/{name}/invocations", handleInvoke(g))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if g.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// lambdaError writes an error in the shape of the Lambda API's: the
+// X-Amzn-Errortype header names the exception the AWS SDKs report.
+func lambdaError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("X-Amzn-Errortype", typ)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"Type": "User", "Message": msg, "message": msg})
+}
+
+func arn(fn string) string { return "arn:aws:lambda:local:000000000000:function:" + fn }
+
+func handleInvoke(g *Gateway) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		f, ok := g.Function(name)
+		if !ok {
+			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+arn(name))
+			return
+		}
+		if g.draining.Load() {
+			lambdaError(w, http.StatusServiceUnavailable, "ServiceException", "the gateway is shutting down")
+			return
+		}
+		switch t := r.Header.Get("X-Amz-Invocation-Type"); t {
+		case "", "RequestResponse":
+		case "DryRun":
+			w.WriteHeader(http.StatusNoContent)
+			return
+		default:
+			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", "InvocationType "+t+" is not supported: use RequestResponse")
+			return
+		}
+		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayload))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				lambdaError(w, http.StatusRequestEntityTooLarge, "RequestTooLargeException",
+					fmt.Sprintf("Request must be smaller than %d bytes for the InvokeFunction operation", MaxPayload))
+				return
+			}
+			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
+			return
+		}
+		if len(payload) == 0 {
+			payload = []byte("{}")
+		}
+		g.inflight.Add(1)
+		defer g.inflight.Add(-1)
+		start := time.Now()
+		outcome := g.invoke(r.Context(), w, name, time.Duration(f.Timeout)*time.Second, payload)
+		g.cfg.Metrics.observe(name, outcome, time.Since(start).Seconds())
+	})
+}
+
+// invoke runs one invocation and writes its answer; it returns the outcome
+// for the latency metric. A worker is always released or destroyed before
+// it returns, whatever happens (a panic included).
+func (g *Gateway) invoke(ctx context.Context, w http.ResponseWriter, fn string, timeout time.Duration, payload []byte) string {
+	p, err := g.group.Pool(fn)
+	if err != nil {
+		lambdaError(w, http.StatusServiceUnavailable, "ServiceException", err.Error())
+		return "unavailable"
+	}
+	for attempt := 0; ; attempt++ {
+		h, err := p.Acquire(ctx)
+		switch {
+		case errors.Is(err, pool.ErrClosed):
+			lambdaError(w, http.StatusServiceUnavailable, "ServiceException", "the gateway is shutting down")
+			return "unavailable"
+		case ctx.Err() != nil:
+			return "canceled"
+		case err != nil:
+			lambdaError(w, http.StatusBadGateway, "ServiceException", "could not start a worker: "+err.Error())
+			return "create_failed"
+		}
+		res, err, retry := g.run(ctx, h, timeout, payload)
+		if retry && attempt == 0 {
+			continue // the worker died before it got the invocation
+		}
+		return g.answer(w, fn, res, err)
+	}
+}
+
+// run invokes h's worker and releases or destroys it; retry says that the
+// worker was gone before it received the invocation.
+func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], timeout time.Duration, payload []byte) (res runtimeapi.Result, err error, retry bool) {
+	done := false
+	defer func() {
+		switch {
+		case !done: // a panic
+			h.Destroy(ReasonCrashed)
+		case err == nil:
+			h.Release()
+		case errors.Is(err, runtimeapi.ErrTimeout):
+			h.Destroy(ReasonTimeout)
+		case errors.Is(err, runtimeapi.ErrGone):
+			h.Destroy(ReasonCrashed)
+		default:
+			h.Destroy(ReasonCanceled)
+		}
+	}()
+	wk := h.Value()
+	res, err = g.cfg.Runtime.Invoke(ctx, wk.Key, arn(wk.Function), payload, time.Now().Add(timeout))
+	done = true
+	return res, err, errors.Is(err, runtimeapi.ErrUndelivered)
+}
+
+func (g *Gateway) answer(w http.ResponseWriter, fn string, res runtimeapi.Result, err error) string {
+	h := w.Header()
+	h.Set("X-Amz-Executed-Version", "$LATEST")
+	h.Set("Content-Type", "application/json")
+	var doc []byte
+	switch {
+	case err == nil && !res.FunctionError:
+		_, _ = w.Write(res.Payload)
+		return "ok"
+	case err == nil:
+		h.Set("X-Amz-Function-Error", "Unhandled")
+		_, _ = w.Write(res.Payload)
+		return "function_error"
+	case errors.Is(err, runtimeapi.ErrTimeout):
+		doc, _ = json.Marshal(map[string]string{"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"})
+		h.Set("X-Amz-Function-Error", "Unhandled")
+		_, _ = w.Write(doc)
+		return "timeout"
+	case errors.Is(err, runtimeapi.ErrGone):
+		doc, _ = json.Marshal(map[string]string{"errorType": "Runtime.ExitError", "errorMessage": "Runtime exited"})
+		h.Set("X-Amz-Function-Error", "Unhandled")
+		_, _ = w.Write(doc)
+		return "crashed"
+	}
+	g.log.Info("invocation canceled", "function", fn, "err", err)
+	return "canceled"
+}

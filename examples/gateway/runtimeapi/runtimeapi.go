@@ -1,0 +1,334 @@
+// Package runtimeapi serves the AWS Lambda Runtime API to the gateway's
+// workers, so that an unchanged Lambda runtime (a Go function built with
+// github.com/aws/aws-lambda-go) runs in each of them.
+//
+// Each worker has its own endpoint: the server's address with the worker's
+// id as a path prefix ("127.0.0.1:9001/w/<id>"), which is what its
+// AWS_LAMBDA_RUNTIME_API variable holds; the runtime client appends
+// "/2018-06-01/runtime/...". A worker is ready when it first polls
+// invocation/next.
+package runtimeapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Limits of the Runtime API, as AWS Lambda's.
+const (
+	// MaxResponse is the largest response a function may return (6 MB).
+	MaxResponse = 6 << 20
+)
+
+var (
+	// ErrGone matches Invoke's error when the worker's runtime exited or
+	// reported an init error: it must not be used again.
+	ErrGone = errors.New("runtimeapi: worker gone")
+	// ErrUndelivered matches Invoke's error (with ErrGone) when the worker
+	// was gone before it received the invocation: it is safe to retry.
+	ErrUndelivered = errors.New("runtimeapi: invocation not delivered")
+	// ErrTimeout matches Invoke's error when the invocation's deadline
+	// passed: the worker is still busy with it.
+	ErrTimeout = errors.New("runtimeapi: invocation timed out")
+)
+
+// Result is a finished invocation.
+type Result struct {
+	// Payload is the function's response, or its error document
+	// ({"errorMessage": ..., "errorType": ...}) when FunctionError.
+	Payload []byte
+	// FunctionError is set when the handler reported an error.
+	FunctionError bool
+}
+
+// Server is the Runtime API of every worker.
+type Server struct {
+	// ConnClosed, when set before Listen, is called (on its own goroutine)
+	// with the worker id of a runtime's connection that closed: a runtime
+	// that crashed closes its connections at once. The caller checks
+	// whether the worker still exists and calls Gone if not.
+	ConnClosed func(id string)
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	calls   map[string]*call // by request id
+	conns   map[net.Conn]*connRec
+	wg      sync.WaitGroup
+}
+
+// connRec is the worker a runtime connection serves.
+type connRec struct {
+	mu sync.Mutex
+	id string
+}
+
+type connKey struct{}
+
+func (s *Server) track(r *http.Request, id string) {
+	if rec, ok := r.Context().Value(connKey{}).(*connRec); ok {
+		rec.mu.Lock()
+		rec.id = id
+		rec.mu.Unlock()
+	}
+}
+
+type worker struct {
+	id      string
+	next    chan *call    // invocations for the worker's next poll
+	ready   chan struct{} // closed at the first poll
+	gone    chan struct{} // closed by Gone or an init error
+	once    sync.Once
+	readyOK sync.Once
+	polling int // next polls waiting; guarded by Server.mu
+	initErr []byte
+}
+
+type call struct {
+	id       string
+	payload  []byte
+	deadline time.Time
+	arn      string
+	done     chan Result // buffered 1
+}
+
+// New returns a Server with no workers.
+func New() *Server {
+	return &Server{workers: map[string]*worker{}, calls: map[string]*call{}, conns: map[net.Conn]*connRec{}}
+}
+
+// Endpoint returns the AWS_LAMBDA_RUNTIME_API value of worker id, for a
+// server reachable at addr (host:port).
+func Endpoint(addr, id string) string { return addr + "/w/" + id }
+
+func (s *Server) worker(id string) *worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.workers[id]
+	if !ok {
+		w = &worker{id: id, next: make(chan *call), ready: make(chan struct{}), gone: make(chan struct{})}
+		s.workers[id] = w
+	}
+	return w
+}
+
+// WaitReady waits until worker id first polls for an invocation. It returns
+// an error when the worker reports an init error or is Gone, or ctx ends.
+func (s *Server) WaitReady(ctx context.Context, id string) error {
+	w := s.worker(id)
+	select {
+	case <-w.ready:
+		return nil
+	case <-w.gone:
+		if w.initErr != nil {
+			return &InitError{Payload: w.initErr}
+		}
+		return ErrGone
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// InitError is the error a runtime reported through init/error.
+type InitError struct{ Payload []byte }
+
+func (e *InitError) Error() string { return "runtimeapi: init error: " + string(e.Payload) }
+
+// Unwrap makes an InitError match ErrGone.
+func (e *InitError) Unwrap() error { return ErrGone }
+
+// Polling reports whether worker id is waiting for an invocation now, as
+// an idle runtime always is.
+func (s *Server) Polling(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.workers[id]
+	return ok && w.polling > 0
+}
+
+// Gone tells the server that worker id no longer exists: a waiting Invoke
+// or WaitReady returns ErrGone, and the server forgets it.
+func (s *Server) Gone(id string) {
+	s.mu.Lock()
+	w, ok := s.workers[id]
+	delete(s.workers, id)
+	s.mu.Unlock()
+	if ok {
+		w.once.Do(func() { close(w.gone) })
+	}
+}
+
+// Invoke sends payload to worker id and waits for its result until
+// deadline. arn is the function's ARN, given to the runtime.
+func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, deadline time.Time) (Result, error) {
+	w := s.worker(id)
+	c := &call{id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1)}
+	s.mu.Lock()
+	s.calls[c.id] = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, c.id)
+		s.mu.Unlock()
+	}()
+	ctx, cancel := context.WithDeadlineCause(ctx, deadline, ErrTimeout)
+	defer cancel()
+	select {
+	case w.next <- c:
+	case <-w.gone:
+		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+	select {
+	case r := <-c.done:
+		return r, nil
+	case <-w.gone:
+		return Result{}, ErrGone
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+}
+
+// Handler returns the Runtime API of every worker.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	const base = "/w/{worker}/2018-06-01/runtime/"
+	mux.HandleFunc("GET "+base+"invocation/next", s.next)
+	mux.HandleFunc("POST "+base+"invocation/{req}/response", s.result(false))
+	mux.HandleFunc("POST "+base+"invocation/{req}/error", s.result(true))
+	mux.HandleFunc("POST "+base+"init/error", s.initError)
+	return mux
+}
+
+func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
+	s.track(r, r.PathValue("worker"))
+	w := s.worker(r.PathValue("worker"))
+	w.readyOK.Do(func() { close(w.ready) })
+	s.mu.Lock()
+	w.polling++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		w.polling--
+		s.mu.Unlock()
+	}()
+	select {
+	case c := <-w.next:
+		h := rw.Header()
+		h.Set("Lambda-Runtime-Aws-Request-Id", c.id)
+		h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(c.deadline.UnixMilli(), 10))
+		h.Set("Lambda-Runtime-Invoked-Function-Arn", c.arn)
+		h.Set("Lambda-Runtime-Trace-Id", "Root=1-"+c.id)
+		h.Set("Content-Type", "application/json")
+		_, _ = rw.Write(c.payload)
+	case <-w.gone:
+		http.Error(rw, `{"errorMessage":"worker stopped","errorType":"Runtime.Gone"}`, http.StatusGone)
+	case <-r.Context().Done():
+	}
+}
+
+func (s *Server) result(isErr bool) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		s.track(r, r.PathValue("worker"))
+		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, MaxResponse))
+		s.mu.Lock()
+		c, ok := s.calls[r.PathValue("req")]
+		s.mu.Unlock()
+		if !ok {
+			http.Error(rw, `{"errorMessage":"unknown request id","errorType":"InvalidRequestID"}`, http.StatusBadRequest)
+			return
+		}
+		res := Result{Payload: body, FunctionError: isErr}
+		if err != nil {
+			res = Result{FunctionError: true, Payload: []byte(`{"errorMessage":"Response payload size exceeded maximum allowed payload size (6291556 bytes).","errorType":"Function.ResponseSizeTooLarge"}`)}
+			rw.WriteHeader(http.StatusRequestEntityTooLarge)
+		} else {
+			rw.WriteHeader(http.StatusAccepted)
+		}
+		select {
+		case c.done <- res:
+		default: // a second result for the same request
+		}
+	}
+}
+
+func (s *Server) initError(rw http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	w := s.worker(r.PathValue("worker"))
+	s.mu.Lock()
+	delete(s.workers, w.id)
+	s.mu.Unlock()
+	w.once.Do(func() {
+		w.initErr = body // read only after gone is closed
+		close(w.gone)
+	})
+	rw.WriteHeader(http.StatusAccepted)
+}
+
+// Listen starts serving the Runtime API on addr ("127.0.0.1:0") and returns
+// the server (stop it with Shutdown or Close) and its address.
+func (s *Server) Listen(addr string) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			rec := &connRec{}
+			s.mu.Lock()
+			s.conns[c] = rec
+			s.mu.Unlock()
+			return context.WithValue(ctx, connKey{}, rec)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st != http.StateClosed && st != http.StateHijacked {
+				return
+			}
+			s.mu.Lock()
+			rec := s.conns[c]
+			delete(s.conns, c)
+			s.mu.Unlock()
+			if rec == nil || s.ConnClosed == nil {
+				return
+			}
+			rec.mu.Lock()
+			id := rec.id
+			rec.mu.Unlock()
+			if id != "" {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					s.ConnClosed(id)
+				}()
+			}
+		},
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = srv.Serve(ln)
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// Wait waits for the goroutines of the servers Listen started, once they
+// were shut down.
+func (s *Server) Wait() { s.wg.Wait() }
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
+	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/template"
+)
+
+func runGateway(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseGateway(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := c.log
+	fns, err := template.Load(c.template)
+	if err != nil {
+		return err
+	}
+	if c.buildDir == "" {
+		if c.buildDir, err = os.MkdirTemp("", "ttlkit-gateway-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(c.buildDir)
+	}
+	cmds, err := build(ctx, c.buildDir, fns)
+	if err != nil {
+		return err
+	}
+
+	var ag agent.Agent
+	if c.agentAddr != "" {
+		cl, err := agent.Dial(c.agentAddr)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ag = cl
+	} else {
+		local, closeAgent, err := newLocalAgent(c.label, c.docker, stderr)
+		if err != nil {
+			return err
+		}
+		defer closeAgent()
+		ag = local
+	}
+
+	rt := runtimeapi.New()
+	rtSrv, rtAddr, err := rt.Listen(c.runtimeAddr)
+	if err != nil {
+		return fmt.Errorf("runtime API: %w", err)
+	}
+	defer rt.Wait()
+	defer rtSrv.Close()
+
+	metrics := gateway.NewMetrics()
+	gw, err := gateway.New(gateway.Config{
+		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
+		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
+		Metrics: metrics, Logger: log,
+	}, fns)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg, gw); err != nil {
+		return err
+	}
+	closeCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), c.drain+30*time.Second)
+	}
+	if err := gw.Start(ctx); err != nil {
+		cctx, cancel := closeCtx()
+		defer cancel()
+		return errors.Join(fmt.Errorf("start-up cleanup: %w", err), gw.Close(cctx))
+	}
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		cctx, cancel := closeCtx()
+		defer cancel()
+		return errors.Join(err, gw.Close(cctx))
+	}
+	srv := &http.Server{Handler: gateway.NewServer(gw, reg), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = srv.Serve(ln)
+	}()
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	go func() {
+		defer wg.Done()
+		watch(reloadCtx, c, gw, cmds)
+	}()
+	log.Info("gateway listening", "addr", ln.Addr().String(), "runtime_api", rtAddr, "functions", len(fns), "template", c.template)
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	<-ctx.Done()
+	// Drain: new invocations get 503, in-flight ones finish, then every
+	// worker is deleted.
+	log.Info("draining")
+	gw.Drain()
+	stopReload()
+	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	defer cancel()
+	gw.Idle(sctx) // meanwhile new invocations get a clear 503
+	err = srv.Shutdown(sctx)
+	wg.Wait()
+	cctx, cancel2 := closeCtx()
+	defer cancel2()
+	err = errors.Join(err, gw.Close(cctx))
+	log.Info("stopped", "err", err)
+	return err
+}
+
+func newLocalAgent(label, dockerHost string, out io.Writer) (*agent.Local, func(), error) {
+	opts := agent.Options{Label: label, Output: out}
+	closeFn := func() {}
+	if dockerHost != "" {
+		cli, err := client.New(client.WithHost(dockerHost))
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Docker = cli
+		closeFn = func() { _ = cli.Close() }
+	}
+	a, err := agent.NewLocal(opts)
+	return a, closeFn, err
+}
+
+// build compiles every Go function (CodeUri a directory of Go code) into
+// dir and returns the command that runs each; a CodeUri that is a file is
+// run as it is.
+func build(ctx context.Context, dir string, fns []template.Function) (map[string][]string, error) {
+	cmds := map[string][]string{}
+	for _, f := range fns {
+		if f.CodeDir == "" {
+			continue
+		}
+		st, err := os.Stat(f.CodeDir)
+		if err != nil {
+			return nil, fmt.Errorf("function %s: CodeUri: %w", f.Name, err)
+		}
+		if !st.IsDir() {
+			cmds[f.Name] = []string{f.CodeDir}
+			continue
+		}
+		sum := sha256.Sum256([]byte(f.CodeDir))
+		bin := filepath.Join(dir, f.Name+"-"+hex.EncodeToString(sum[:4]))
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+		cmd.Dir = f.CodeDir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("function %s: go build %s: %v\n%s", f.Name, f.CodeDir, err, out)
+		}
+		cmds[f.Name] = []string{bin}
+	}
+	return cmds, nil
+}
+
+// watch reloads the template when it changes; a bad template is logged
+// and the running configuration kept.
+func watch(ctx context.Context, c config, gw *gateway.Gateway, cmds map[string][]string) {
+	last := modTime(c.template)
+	t := time.NewTicker(c.reload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m := modTime(c.template)
+		if m.Equal(last) {
+			continue
+		}
+		last = m
+		fns, err := template.Load(c.template)
+		if err == nil {
+			var more map[string][]string
+			if more, err = build(ctx, c.buildDir, fns); err == nil {
+				for k, v := range more {
+					cmds[k] = v
+				}
+			}
+		}
+		if err != nil {
+			c.log.Error("template reload failed: keeping the running configuration", "err", err)
+			continue
+		}
+		if err := gw.Apply(fns); err != nil {
+			c.log.Error("template reload: some limits not applied", "err", err)
+			continue
+		}
+		c.log.Info("template reloaded", "functions", len(fns))
+	}
+}
+
+func modTime(path string) time.Time {
+	st, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}

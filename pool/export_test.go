@@ -1,0 +1,22 @@
+package pool
+
+// StrandDispatched puts p, which must hold at least two idle items, in the
+// state a waiter leaves when it takes an item that reached the idle set
+// just before the one its create dispatched to it: that item stays idle,
+// last in line, still marked as dispatched and fresh, and nwait is -1.
+func StrandDispatched[T any](p *Pool[T]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := <-p.idle
+	rest := make([]*Handle[T], 0, len(p.idle))
+	for len(p.idle) > 0 {
+		rest = append(rest, <-p.idle)
+	}
+	for _, r := range rest {
+		p.idle <- r
+	}
+	h.dispatched = true
+	h.fresh = true
+	p.nwait.Add(-1)
+	p.idle <- h
+}

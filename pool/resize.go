@@ -1,0 +1,94 @@
+package pool
+
+import (
+	"sort"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
+)
+
+// SetLimits changes the pool's capacity (Options.MaxSize) and warm target
+// (Options.MinIdle) while it runs, as a serverless gateway does when a
+// function's reserved concurrency is edited.
+//
+// Growing takes effect at once: waiters get creates for the new capacity.
+// Shrinking never takes an item from its user: idle items above the new
+// capacity are destroyed at once (ReasonIdle, longest idle first), and items
+// in use above it are destroyed when they are released instead of going
+// back to the idle set. Until then Stats.Size may exceed MaxSize, and no
+// create starts.
+//
+// MaxIdle stays as New set it (MaxSize at New when left zero): an item
+// released beyond it is destroyed, so a pool that will grow should set
+// MaxIdle at New. minIdle must not exceed it. SetLimits needs a pool
+// without an Inventory, whose limits are shared by every instance.
+// Bad arguments return an error matching ErrInvalid and change nothing;
+// after Close it returns ErrClosed.
+func (p *Pool[T]) SetLimits(maxSize, minIdle int) error {
+	switch {
+	case p.opts.Inventory != nil:
+		return errs.Invalid(ErrInvalid, "pool: SetLimits needs a pool without an Inventory")
+	case maxSize < 1:
+		return errs.Invalid(ErrInvalid, "pool: SetLimits: maxSize (%d) < 1", maxSize)
+	case minIdle < 0:
+		return errs.Invalid(ErrInvalid, "pool: SetLimits: minIdle (%d) is negative", minIdle)
+	case minIdle > maxSize:
+		return errs.Invalid(ErrInvalid, "pool: SetLimits: minIdle (%d) > maxSize (%d)", minIdle, maxSize)
+	case minIdle > cap(p.idle):
+		return errs.Invalid(ErrInvalid, "pool: SetLimits: minIdle (%d) > MaxIdle (%d)", minIdle, cap(p.idle))
+	}
+	p.mu.Lock()
+	if p.closedLocked {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	// MaxConcurrentCreates left to its default follows the capacity.
+	if p.opts.MaxConcurrentCreates == p.opts.MaxSize || p.opts.MaxConcurrentCreates > maxSize {
+		p.opts.MaxConcurrentCreates = maxSize
+	}
+	p.opts.MaxSize = maxSize
+	p.opts.MinIdle = minIdle
+	p.minIdle.Store(int64(minIdle))
+	if excess := p.heldLocked() - maxSize; excess > 0 {
+		idle := p.drainIdleLocked()
+		sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
+		n := min(excess, len(idle))
+		for _, h := range idle[:n] {
+			p.destroyLocked(h, ReasonIdle)
+		}
+		p.restoreIdleLocked(idle[n:])
+	}
+	p.over.Store(p.heldLocked() > maxSize)
+	p.fillLocked()
+	p.mu.Unlock()
+	p.set.kick()
+	return nil
+}
+
+// shed destroys h, just released, when the pool holds more items than
+// MaxSize after a shrink; it reports whether it did.
+func (p *Pool[T]) shed(h *Handle[T]) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.heldLocked() <= p.opts.MaxSize {
+		p.over.Store(false)
+		return false
+	}
+	p.destroyLocked(h, ReasonIdle)
+	p.checkDrainedLocked()
+	return true
+}
+
+// heldLocked counts the items that stay after a shrink unless shed: in
+// use, idle and being created. Items being destroyed are on their way out,
+// so they are not shed for again (they still count against capacity).
+func (p *Pool[T]) heldLocked() int { return len(p.items) + p.creating + p.late }
+
+// SetLimits changes the capacity and warm target of key's pool, creating
+// the pool first if key has none; see Pool.SetLimits.
+func (g *Group[K, T]) SetLimits(key K, maxSize, minIdle int) error {
+	p, err := g.Pool(key)
+	if err != nil {
+		return err
+	}
+	return p.SetLimits(maxSize, minIdle)
+}
