@@ -86,8 +86,10 @@
 //     them, delivers the queued events and waits until everything has stopped
 //     or ctx ends; then it returns an error that wraps context.Cause(ctx) and
 //     says what is still running. Close is idempotent. After Close, a call
-//     that would start new work returns the package's ErrClosed; Stats and
-//     reads of state keep working.
+//     that needs what Close stopped returns the package's ErrClosed (a
+//     pool's Acquire, a lease Manager's Grant); what needs no background
+//     work keeps working: Stats, reads of state, an expiry.Map's Get and Set,
+//     a step run by hand. Events are no longer delivered.
 //   - Errors. Sentinel errors for conditions (errors.Is), error types for
 //     data (errors.As); backend errors are wrapped with the operation, and a
 //     call ended by its context reports context.Cause(ctx) too.
