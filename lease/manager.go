@@ -336,8 +336,9 @@ func (m *Manager) heartbeat(ctx context.Context, id, holder string) (HeartbeatRe
 	if m.events.Enabled() {
 		m.emit(Event{Kind: EventHeartbeat, Lease: r.Lease})
 	}
+	// Lease.Remaining(HeartbeatAt), computing the deadline once.
 	r.Deadline = r.Lease.Deadline()
-	r.Remaining = r.Lease.Remaining(r.Lease.HeartbeatAt)
+	r.Remaining = max(r.Deadline.Sub(r.Lease.HeartbeatAt), 0)
 	r.LocalDeadline = sent.Add(r.Remaining)
 	return r, nil
 }
