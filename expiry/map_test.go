@@ -183,7 +183,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		m.Set("k", 1)
 		require.NoError(t, m.SetWithTTL("t", 1, time.Minute))
 
-		for _, ttl := range []time.Duration{0, -time.Second, math.MaxInt64} {
+		for _, ttl := range []time.Duration{0, -time.Second, math.MinInt64} {
 			err := m.SetWithTTL("k", 2, ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalid, "%v", ttl)
@@ -205,6 +205,40 @@ func TestBadInputChangesNothing(t *testing.T) {
 		_, ok = m.Get("new")
 		assert.False(t, ok)
 		assert.Equal(t, 2, m.Len())
+	})
+}
+
+// TestFarDeadlines: a deadline is kept exactly however far it is; a TTL of
+// the longest Duration is valid, and deadlines beyond it (Redis PEXPIREAT
+// up to 2^63-1 ms) are neither clamped nor confused with each other.
+func TestFarDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		require.NoError(t, m.SetWithTTL("max", 1, math.MaxInt64))
+		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("max"))
+		at, ok := m.Deadline("max")
+		require.True(t, ok)
+		assert.Equal(t, time.Now().Add(math.MaxInt64).UnixNano(), at.UnixNano())
+
+		far := time.UnixMilli(math.MaxInt64)
+		farther := time.UnixMilli(9_000_000_000_000_000_000)
+		m.Set("k", 1)
+		require.True(t, m.ExpireAt("k", far))
+		at, ok = m.Deadline("k")
+		require.True(t, ok)
+		assert.Equal(t, int64(math.MaxInt64), at.UnixMilli(), "not clamped")
+		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("k"), "beyond a Duration")
+		require.True(t, m.ExpireAt("k", farther))
+		at, _ = m.Deadline("k")
+		assert.Equal(t, farther.UnixMilli(), at.UnixMilli())
+		assert.True(t, at.Before(far))
+
+		time.Sleep(time.Hour)
+		s, x := m.ExpireSample(time.Now(), 20)
+		assert.Equal(t, 2, s)
+		assert.Zero(t, x)
+		assert.Equal(t, 2, m.Len())
+		require.NoError(t, m.CheckInvariants())
 	})
 }
 
