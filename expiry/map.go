@@ -229,13 +229,14 @@ func (m *Map[K, V]) acquire(k K, now int64) slot[K, V] {
 }
 
 // store gives k the value v and deadline d in sl. Caller holds sl.s.mu.
+// A key that exists keeps the copy of k stored first, so a caller may pass
+// a k that it reuses once the call returns when it knows the key exists.
 func (sl *slot[K, V]) store(k K, v V, d deadline) {
-	n := &node[K, V]{key: k, val: v, dl: d}
-	if sl.b == nil {
-		sl.s.add(sl.h, n)
-	} else {
-		sl.s.replace(sl.b, sl.i, sl.n, n)
+	if sl.b != nil {
+		sl.s.replace(sl.b, sl.i, sl.n, &node[K, V]{key: sl.n.key, val: v, dl: d})
+		return
 	}
+	sl.s.add(sl.h, &node[K, V]{key: k, val: v, dl: d})
 }
 
 // Get returns the value of k. An expired key is deleted and reported

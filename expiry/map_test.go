@@ -347,3 +347,44 @@ func TestReadRacingAnExtension(t *testing.T) {
 		}
 	}
 }
+
+// TestScanSeesEveryStableKey: a Scan that runs while the map grows (and
+// its tables double) and other keys are deleted (and tables shrink) still
+// visits every key present from start to end, as Redis's SCAN guarantees,
+// and skips expired keys.
+func TestScanSeesEveryStableKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 4})
+		for i := range 2000 {
+			m.Set(fmt.Sprint("stable:", i), i)
+			m.Set(fmt.Sprint("churn:", i), i)
+		}
+		require.NoError(t, m.SetWithTTL("gone", 1, time.Second))
+		time.Sleep(time.Second)
+		seen := map[string]bool{}
+		cursor, calls := uint64(0), 0
+		for {
+			cursor = m.Scan(cursor, 10, func(k string, _ int) { seen[k] = true })
+			calls++
+			// Grow: many new keys; shrink: the churn keys go.
+			for j := range 40 {
+				m.Set(fmt.Sprint("new:", calls, ":", j), j)
+			}
+			if calls < 200 {
+				for j := range 10 {
+					m.Delete(fmt.Sprint("churn:", calls*10+j))
+				}
+			}
+			if cursor == 0 {
+				break
+			}
+			require.Less(t, calls, 100_000)
+		}
+		for i := range 2000 {
+			require.True(t, seen[fmt.Sprint("stable:", i)], "stable:%d missed", i)
+		}
+		assert.False(t, seen["gone"])
+		assert.Greater(t, calls, 100, "count is a hint per call")
+		require.NoError(t, m.CheckInvariants())
+	})
+}
