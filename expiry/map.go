@@ -328,6 +328,19 @@ func (m *Map[K, V]) Delete(k K) bool {
 	return true
 }
 
+// GetAndDelete removes k and returns the value it had (Redis GETDEL). An
+// expired key counts as absent.
+func (m *Map[K, V]) GetAndDelete(k K) (V, bool) {
+	sl := m.acquire(k, -1)
+	defer sl.s.mu.Unlock()
+	if sl.b == nil {
+		var zero V
+		return zero, false
+	}
+	sl.s.remove(sl.b, sl.i, sl.n)
+	return sl.n.val, true
+}
+
 // Expire gives an existing key a deadline ttl from now and reports whether
 // the key exists. A ttl that is not positive returns ErrInvalidTTL and
 // changes nothing.

@@ -174,6 +174,19 @@ func TestRedisSemantics(t *testing.T) {
 		m.Set("d", 1)
 		assert.True(t, m.Delete("d"))
 		assert.False(t, m.Delete("d"))
+
+		// GETDEL.
+		require.NoError(t, m.SetWithTTL("g", 7, time.Second))
+		v, ok := m.GetAndDelete("g")
+		assert.True(t, ok)
+		assert.Equal(t, 7, v)
+		_, ok = m.GetAndDelete("g")
+		assert.False(t, ok)
+		require.NoError(t, m.SetWithTTL("g", 8, time.Second))
+		time.Sleep(time.Second)
+		_, ok = m.GetAndDelete("g")
+		assert.False(t, ok, "an expired key is absent")
+		assert.Equal(t, uint64(5), m.Stats().ExpiredPassive)
 	})
 }
 

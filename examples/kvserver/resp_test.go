@@ -186,7 +186,12 @@ func FuzzParse(f *testing.F) {
 			if int64(total) > lim.MaxQueryLen {
 				t.Fatalf("command of %d bytes", total)
 			}
-			cmds = append(cmds, args)
+			// Arguments are valid until the next ReadCommand.
+			cmd := make([][]byte, len(args))
+			for i, a := range args {
+				cmd[i] = bytes.Clone(a)
+			}
+			cmds = append(cmds, cmd)
 			if len(cmds) > len(data) {
 				t.Fatalf("%d commands from %d bytes", len(cmds), len(data))
 			}
