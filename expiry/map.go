@@ -92,11 +92,20 @@ func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 
 // hash returns k's hash and its shard.
 func (m *Map[K, V]) hash(k K) (uint64, *shard[K, V]) {
-	h := maphash.Comparable(m.seed, k)
+	h := hashOf(m.seed, k)
 	if m.shift == 64 {
 		return h, &m.shards[0]
 	}
 	return h, &m.shards[h>>m.shift]
+}
+
+// hashOf hashes k; string keys, the common case, take maphash.String's
+// direct path rather than the generic one.
+func hashOf[K comparable](seed maphash.Seed, k K) uint64 {
+	if s, ok := any(k).(string); ok {
+		return maphash.String(seed, s)
+	}
+	return maphash.Comparable(seed, k)
 }
 
 // now returns the current time in nanoseconds since m.base.

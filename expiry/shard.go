@@ -102,7 +102,7 @@ func (s *shard[K, V]) init(seed maphash.Seed) {
 	s.tab.Store(newTable[K, V](1))
 }
 
-func (s *shard[K, V]) hash(k K) uint64 { return maphash.Comparable(s.seed, k) }
+func (s *shard[K, V]) hash(k K) uint64 { return hashOf(s.seed, k) }
 
 // dlAdd puts n, which carries a deadline, into dl. Caller holds mu.
 func (s *shard[K, V]) dlAdd(n *node[K, V]) {
