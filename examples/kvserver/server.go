@@ -272,6 +272,10 @@ func (s *Server) serveConn(c net.Conn) {
 		s.log.Debug("kvserver: protected mode refused a connection", "remote", c.RemoteAddr())
 		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		_, _ = c.Write([]byte("-" + errDenied + "\r\n"))
+		// Take the client's first command, briefly, so that the error
+		// arrives as its reply rather than after a reset connection.
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Read(make([]byte, 512))
 		return
 	}
 	cl := &client{
