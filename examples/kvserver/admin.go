@@ -150,6 +150,25 @@ func cmdSelect(s *Server, cl *client, args [][]byte) {
 	}
 }
 
+// cmdDebug answers DEBUG SET-ACTIVE-EXPIRE 0|1, which Redis's own tests
+// use to switch active expiry off and on, and DEBUG HELP.
+func cmdDebug(s *Server, cl *client, args [][]byte) {
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "set-active-expire" && len(args) == 3:
+		n, ok := parseInt(args[2])
+		if !ok {
+			cl.w.Error(errNotInteger)
+			return
+		}
+		s.activeOff.Store(n == 0)
+		cl.w.Simple("OK")
+	case sub == "help" && len(args) == 2:
+		help(cl, "DEBUG", "SET-ACTIVE-EXPIRE <0|1>", "    Switch active expiry off (0) or on (1).")
+	default:
+		cl.w.Error("ERR unknown subcommand '" + trunc(string(args[1]), 128) + "'. Try DEBUG HELP.")
+	}
+}
+
 // cmdTime answers TIME: the server's clock as Unix seconds and the
 // microseconds within the second.
 func cmdTime(s *Server, cl *client, args [][]byte) {

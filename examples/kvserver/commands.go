@@ -60,6 +60,7 @@ func init() {
 		{name: "auth", arity: -2, handler: cmdAuth, noAuth: true},
 		{name: "info", arity: -1, handler: cmdInfo},
 		{name: "time", arity: 1, handler: cmdTime},
+		{name: "debug", arity: -2, handler: cmdDebug},
 		{name: "dbsize", arity: 1, lock: lockExclusive, handler: cmdDBSize},
 		{name: "flushdb", arity: -1, lock: lockExclusive, handler: cmdFlushDB},
 		{name: "flushall", arity: -1, lock: lockExclusive, handler: cmdFlushAll},

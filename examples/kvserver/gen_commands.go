@@ -27,7 +27,7 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"auth", "client", "command", "dbsize", "del", "echo", "exists", "expire", "expireat",
+		"auth", "client", "command", "dbsize", "debug", "del", "echo", "exists", "expire", "expireat",
 		"expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello", "info", "keys",
 		"mget", "mset", "persist", "pexpire", "pexpireat", "pexpiretime", "ping", "psetex",
 		"pttl", "quit", "scan", "select", "set", "setex", "strlen", "time", "ttl", "type",

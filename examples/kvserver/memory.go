@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttlkit/ttlkit/expiry"
 )
 
 // bigValue is the size from which a deleted value counts toward giving
@@ -42,6 +46,39 @@ func (s *Server) returnMemory() {
 		if s.bigFreed.Load() >= returnThreshold {
 			s.bigFreed.Store(0)
 			debug.FreeOSMemory()
+		}
+	}
+}
+
+// activeExpire runs an active-expiry cycle on every database each
+// Interval, as each expiry.Map would on its own goroutine: while a cycle
+// ends on its budget, the next follows after a pause as long as the cycle
+// (unless NoCatchUp), so a mass expiry gets up to half a processor.
+func (s *Server) activeExpire() {
+	defer s.wg.Done()
+	// A cycle is bounded by its budget, so Close waits at most that long.
+	ctx := context.Background()
+	interval := cmp.Or(s.cfg.Expiry.Interval, expiry.DefaultInterval)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for _, db := range s.dbs {
+			for !s.activeOff.Load() {
+				r, err := db.Cycle(ctx)
+				if err != nil || !r.BudgetHit || s.cfg.Expiry.NoCatchUp {
+					break
+				}
+				select {
+				case <-s.stop:
+					return
+				case <-time.After(max(r.Duration, time.Millisecond)):
+				}
+			}
 		}
 	}
 }

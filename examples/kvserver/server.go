@@ -59,6 +59,8 @@ type Server struct {
 	connections  atomic.Int64
 	commands     atomic.Int64 // added per flush, not per command
 	expiredOnSet atomic.Uint64
+	// activeOff is set by DEBUG SET-ACTIVE-EXPIRE 0.
+	activeOff atomic.Bool
 	// bigFreed counts bytes of large values deleted since the memory
 	// returner last gave memory back to the operating system.
 	bigFreed atomic.Int64
@@ -93,8 +95,13 @@ func New(cfg Config) (*Server, error) {
 		conns:     make(map[net.Conn]struct{}),
 		stop:      make(chan struct{}),
 	}
+	// One goroutine of the server runs active expiry over all databases
+	// (activeExpire), as Redis's cron does, rather than one per database;
+	// it is also what DEBUG SET-ACTIVE-EXPIRE switches.
+	opts := cfg.Expiry
+	opts.Manual = true
 	for i := range s.dbs {
-		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: cfg.Expiry})
+		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts})
 		if err != nil {
 			for _, d := range s.dbs[:i] {
 				_ = d.Close(context.Background())
@@ -114,6 +121,10 @@ func New(cfg Config) (*Server, error) {
 	s.cfg = cfg
 	s.wg.Add(1)
 	go s.returnMemory()
+	if !cfg.Expiry.Manual {
+		s.wg.Add(1)
+		go s.activeExpire()
+	}
 	return s, nil
 }
 
