@@ -645,4 +645,3 @@ func TestRedisSuiteOnRedis(t *testing.T) {
 		})
 	}
 }
-

@@ -203,18 +203,20 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 		cl.w.Error(errSyntax)
 		return
 	}
+	// As Redis: the key first (a missing key is a null reply whatever
+	// the time), then the time.
+	db, k := s.db(cl), view(args[1])
+	v, found := db.Get(k)
+	if !found {
+		cl.w.Null()
+		return
+	}
 	var at int64
 	if flags&setExpireFlags != 0 {
 		unit, relative := unitOf(flags)
 		if at, ok = s.expireMillis(cl, "getex", expire, unit, relative); !ok {
 			return
 		}
-	}
-	db, k := s.db(cl), view(args[1])
-	v, found := db.Get(k)
-	if !found {
-		cl.w.Null()
-		return
 	}
 	cl.w.Bulk(v)
 	switch {
