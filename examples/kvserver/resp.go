@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"unsafe"
 )
 
@@ -84,7 +85,10 @@ func protoErr(format string, args ...any) error {
 // allocation of its own instead (Owned reports it), which a command may
 // keep without copying: a large value is then held once, at its size.
 type Reader struct {
-	rd   io.Reader
+	rd io.Reader
+	// wait, if set, blocks until the connection is readable; the Reader
+	// then gives its buffer back while the connection is idle.
+	wait func()
 	lim  Limits
 	buf  []byte
 	cs   int // start of the command being parsed
@@ -104,12 +108,21 @@ type argRef struct {
 // Sizes of the read buffer: it starts at readBufSize and returns to it
 // after a command that made it grow past maxIdleReadBuffer.
 const (
-	readBufSize       = 16 << 10
+	readBufSize       = 4 << 10
 	maxIdleReadBuffer = 64 << 10
 	// bigArg is the size from which a bulk string gets an allocation of
 	// its own (Redis's PROTO_MBULK_BIG_ARG).
 	bigArg = 32 << 10
+	// exactAfter is how much of a large bulk string must have arrived
+	// before the reader allocates the string's exact size.
+	exactAfter = 1 << 20
 )
+
+// bufPool holds the read buffers of connections that are idle.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, readBufSize)
+	return &b
+}}
 
 // NewReader returns a Reader that parses commands from r within lim.
 func NewReader(r io.Reader, lim Limits) *Reader {
@@ -132,8 +145,20 @@ func (r *Reader) fill() error {
 	if r.err != nil {
 		return r.err
 	}
+	if r.cs == r.w && r.wait != nil {
+		// Nothing pending: wait without a buffer, so that an idle
+		// connection holds none.
+		if r.buf != nil {
+			r.cs, r.w = 0, 0
+			if b := r.buf; len(b) == readBufSize {
+				bufPool.Put(&b)
+			}
+			r.buf = nil
+		}
+		r.wait()
+	}
 	if r.buf == nil {
-		r.buf = make([]byte, readBufSize)
+		r.buf = *bufPool.Get().(*[]byte)
 	}
 	if r.w == len(r.buf) {
 		if r.cs > 0 {
@@ -301,9 +326,11 @@ func (r *Reader) readMultiBulk() (int, error) {
 // allocation of its own, taking what is buffered from offset p and reading
 // the rest straight from the connection. It returns the string and how
 // many buffered bytes it took. Memory grows with the data received, never
-// with the declared size alone: the allocation doubles from 64 KB until a
-// quarter of the string has arrived, and is then made exactly the string's
-// size, so a large value is held once, at its size, with no doubled buffer.
+// with the declared size alone: the allocation doubles from 64 KB until 1
+// MB (or a quarter of the string) has arrived, and is then made exactly the
+// string's size, whose pages become resident only as the data fills them.
+// A large value is thus held once, at its size, plus at most about 2 MB of
+// buffers left for the collector.
 func (r *Reader) readBig(p, size int) ([]byte, int, error) {
 	want := size + 2
 	dst := make([]byte, 0, min(want, allocChunk))
@@ -312,7 +339,7 @@ func (r *Reader) readBig(p, size int) ([]byte, int, error) {
 	for len(dst) < want {
 		if len(dst) == cap(dst) {
 			c := min(want, 2*cap(dst))
-			if len(dst) >= want/4 {
+			if len(dst) >= min(want/4, exactAfter) {
 				c = want
 			}
 			nd := make([]byte, len(dst), c)

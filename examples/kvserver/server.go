@@ -296,6 +296,7 @@ func (s *Server) serveConn(c net.Conn) {
 		w:      NewWriter(c),
 		authed: s.cfg.RequirePass == "",
 	}
+	cl.r.wait = readableWaiter(c)
 	pending := int64(0) // commands not yet added to s.commands
 	flush := func() error {
 		s.commands.Add(pending)
