@@ -15,7 +15,7 @@ import (
 func BenchmarkPipeline(b *testing.B) {
 	for _, op := range []string{"SET", "GET"} {
 		b.Run(op, func(b *testing.B) {
-			_, addr := startServer(&testing.T{}, Config{})
+			_, addr := startServer(b, Config{})
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				c, err := net.Dial("tcp", addr)
