@@ -11,16 +11,21 @@
 // budget (Options.Budget of the interval); while cycles end on their budget
 // the next one follows after a pause as long as the cycle (Redis's fast
 // cycles play that part), so a mass expiry is spread over several cycles
-// and readers never stall: the keyspace lock is held for one sampled key at
-// a time.
+// and nobody stalls: readers take no lock, and a writer waits for at most
+// one sampled key.
 //
 // Sampling costs O(1) per sampled key. [Map] keeps the keys that carry a
-// deadline in a dense slice per shard and takes each sampled key from the
-// next shard of a random permutation, at a random position: no full scan,
-// no heap, and a round samples the whole map, so no block of long-lived
-// keys (nor a shard already cleaned) can hide expired ones. A key that
-// loses its deadline leaves a stale slot that is dropped when met, so
-// deletion never has to find or fix up a position.
+// deadline in a dense slice per shard (each key knows its position, so it
+// leaves in O(1)) and takes each sampled key from the next shard of a random
+// permutation, at a random position: no full scan, no heap, and a round
+// samples the whole map, so no block of long-lived keys (nor a shard already
+// cleaned) can hide expired ones.
+//
+// Reads never lock: each shard is a hash table of cache-line buckets (a
+// metadata word of hash tags and six pointers to immutable records holding
+// key, value and deadline) that writers change with atomic stores under the
+// shard's mutex. A read checks the deadline in the record it loaded, so it
+// can never return an expired key, and writes nothing.
 //
 // Like Redis, active expiry bounds stale keys statistically: a cycle stops
 // once its last rounds find at most Threshold expired, so up to about that share

@@ -2,15 +2,16 @@ package expiry
 
 import "fmt"
 
-// CheckInvariants verifies, for tests, that every key with a deadline has
-// exactly one valid slot in its shard's deadline slice, that the counts
-// agree, and that stale slots stay bounded.
+// CheckInvariants verifies, for tests, that every key with a deadline sits
+// at its own position in its shard's slice of keys with a deadline and that
+// the slice holds nothing else, that every key is in the bucket chain its
+// hash names, and that the counts agree.
 func (m *Map[K, V]) CheckInvariants() error {
 	for i := range m.shards {
 		s := &m.shards[i]
-		s.mu.RLock()
+		s.mu.Lock()
 		err := s.check(i)
-		s.mu.RUnlock()
+		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -19,28 +20,35 @@ func (m *Map[K, V]) CheckInvariants() error {
 }
 
 func (s *shard[K, V]) check(i int) error {
-	slots := map[K]int{}
-	for j := range s.dl {
-		if s.valid(j) {
-			slots[s.dl[j].key]++
+	t := s.tab.Load()
+	keys, withDL := 0, 0
+	var err error
+	t.each(func(n *node[K, V]) {
+		keys++
+		if got := t.lookup(s.hash(n.key), n.key); got != n && err == nil {
+			err = fmt.Errorf("shard %d: key %v is not found where its hash says", i, n.key)
 		}
-	}
-	withDeadline := 0
-	for k, e := range s.m {
-		if e.deadline == noDeadline {
-			continue
+		if n.dl.isNone() {
+			return
 		}
-		withDeadline++
-		if slots[k] != 1 {
-			return fmt.Errorf("shard %d: key %v has %d valid slots", i, k, slots[k])
+		withDL++
+		if int(n.idx) >= len(s.dl) || s.dl[n.idx] != n {
+			if err == nil {
+				err = fmt.Errorf("shard %d: key %v is not at its position %d", i, n.key, n.idx)
+			}
 		}
+	})
+	if err != nil {
+		return err
 	}
-	if withDeadline != s.live || int64(s.live) != s.n.Load() || len(slots) != s.live {
-		return fmt.Errorf("shard %d: %d keys with a deadline, %d valid slots, live %d, n %d",
-			i, withDeadline, len(slots), s.live, s.n.Load())
+	if keys != int(s.keys.Load()) || withDL != len(s.dl) || int64(len(s.dl)) != s.withDL.Load() {
+		return fmt.Errorf("shard %d: %d keys (counted %d), %d with a deadline, dl %d, withDL %d",
+			i, keys, s.keys.Load(), withDL, len(s.dl), s.withDL.Load())
 	}
-	if stale := len(s.dl) - s.live; stale > 64 && stale > 2*s.live {
-		return fmt.Errorf("shard %d: %d stale slots for %d live", i, stale, s.live)
+	for j, n := range s.dl {
+		if int(n.idx) != j {
+			return fmt.Errorf("shard %d: dl[%d] says it is at %d", i, j, n.idx)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
@@ -28,23 +29,27 @@ const (
 // expired (passive expiry deletes it on the spot), and an Expirer started
 // by NewMap reclaims the expired keys nobody reads (active expiry).
 //
-// The map is sharded; each shard has a read-write lock, so Get takes a
-// read lock and allocates nothing. The clock is read only for keys that
-// carry a deadline, outside the lock.
+// Reads take no lock and write no shared memory: Get, TTL, Deadline and
+// Range load the key's immutable record with atomic loads and check its
+// deadline against the clock, which they read only for a key that carries
+// a deadline. Get allocates nothing. Writes lock one shard of the map and
+// replace the key's record. Deadlines may lie any distance in the future
+// (as far as a time.Time reaches); none is clamped.
 //
 // A Map must be created with NewMap. After Close it keeps working as a map
 // with passive expiry only, and delivers no more events.
 type Map[K comparable, V any] struct {
 	shards []shard[K, V]
-	mask   uint64
+	shift  uint // a hash's top bits pick its shard
 	seed   maphash.Seed
 	clk    clock.Clock // nil: real time
-	base   time.Time   // deadlines are nanoseconds since base
+	base   time.Time   // deadlines are offsets from base
 	exp    *Expirer
 	ev     *event.Queue[Event[K, V]] // nil without OnEvent
 
 	expiredPassive atomic.Uint64
 	expiredActive  atomic.Uint64
+	avgTTL         atomic.Int64 // ns; see Stats.AvgTTL
 }
 
 // NewMap validates opts and returns an empty Map whose active expirer is
@@ -62,12 +67,12 @@ func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	m := &Map[K, V]{
 		shards: make([]shard[K, V], n),
-		mask:   uint64(n - 1),
+		shift:  uint(64 - bits.Len(uint(n-1))),
 		seed:   maphash.MakeSeed(),
 		clk:    o.Clock,
 	}
 	for i := range m.shards {
-		m.shards[i].m = make(map[K]entry[V])
+		m.shards[i].init(m.seed)
 	}
 	if m.clk != nil {
 		m.base = m.clk.Now()
@@ -85,8 +90,22 @@ func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	return m, nil
 }
 
-func (m *Map[K, V]) shard(k K) *shard[K, V] {
-	return &m.shards[maphash.Comparable(m.seed, k)&m.mask]
+// hash returns k's hash and its shard.
+func (m *Map[K, V]) hash(k K) (uint64, *shard[K, V]) {
+	h := hashOf(m.seed, k)
+	if m.shift == 64 {
+		return h, &m.shards[0]
+	}
+	return h, &m.shards[h>>m.shift]
+}
+
+// hashOf hashes k; string keys, the common case, take maphash.String's
+// direct path rather than the generic one.
+func hashOf[K comparable](seed maphash.Seed, k K) uint64 {
+	if s, ok := any(k).(string); ok {
+		return maphash.String(seed, s)
+	}
+	return maphash.Comparable(seed, k)
 }
 
 // now returns the current time in nanoseconds since m.base.
@@ -97,36 +116,41 @@ func (m *Map[K, V]) now() int64 {
 	return int64(m.clk.Now().Sub(m.base))
 }
 
-// at converts a time to nanoseconds since m.base, clamped below noDeadline.
-func (m *Map[K, V]) at(t time.Time) int64 {
-	d := int64(t.Sub(m.base))
-	if d >= noDeadline {
-		d = noDeadline - 1
+// at converts a time to a deadline. Within about 292 years of the base it
+// uses t.Sub (the monotonic clock when both times carry it); beyond, the
+// wall clock, exactly.
+func (m *Map[K, V]) at(t time.Time) deadline {
+	if d := t.Sub(m.base); d > math.MinInt64 && d < math.MaxInt64 {
+		return fromNanos(int64(d))
 	}
-	return d
+	sec := t.Unix() - m.base.Unix()
+	nsec := int64(t.Nanosecond()) - int64(m.base.Nanosecond())
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return deadline{sec: sec, nsec: int32(nsec)}
 }
 
-// deadlineFor returns now+ttl or ErrInvalidTTL.
-func (m *Map[K, V]) deadlineFor(ttl time.Duration) (int64, error) {
+// timeOf converts a deadline back to the time it was made from.
+func (m *Map[K, V]) timeOf(d deadline) time.Time {
+	if n, ok := d.nanos(); ok {
+		return m.base.Add(time.Duration(n))
+	}
+	return time.Unix(m.base.Unix()+d.sec, int64(m.base.Nanosecond())+int64(d.nsec))
+}
+
+// deadlineFor returns now+ttl or ErrInvalidTTL. Any positive ttl gives a
+// deadline: a Duration reaches 292 years, a deadline far more.
+func (m *Map[K, V]) deadlineFor(ttl time.Duration) (deadline, int64, error) {
 	if ttl <= 0 {
-		return 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v is not positive", ttl)
+		return deadline{}, 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v is not positive", ttl)
 	}
 	now := m.now()
-	if int64(ttl) >= noDeadline-now {
-		return 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v overflows the deadline", ttl)
-	}
-	return now + int64(ttl), nil
+	return fromNanos(now).add(fromNanos(int64(ttl))), now, nil
 }
 
-// expire deletes k, whose entry e was found expired, and reports it.
-// Caller holds s.mu.
-func (m *Map[K, V]) expire(s *shard[K, V], k K, e entry[V], r Reason) {
-	s.remove(k, e)
-	m.report(k, e, r)
-}
-
-// report counts the expiry of k, whose entry was e, and sends its event.
-func (m *Map[K, V]) report(k K, e entry[V], r Reason) {
+// report counts the expiry of n's key and sends its event.
+func (m *Map[K, V]) report(n *node[K, V], r Reason) {
 	if r == ReasonPassive {
 		m.expiredPassive.Add(1)
 	} else {
@@ -136,75 +160,121 @@ func (m *Map[K, V]) report(k K, e entry[V], r Reason) {
 		m.ev.Send(Event[K, V]{
 			Kind:     EventExpired,
 			Time:     m.base.Add(time.Duration(m.now())),
-			Key:      k,
-			Value:    e.val,
+			Key:      n.key,
+			Value:    n.val,
 			Reason:   r,
-			Deadline: m.base.Add(time.Duration(e.deadline)),
+			Deadline: m.timeOf(n.dl),
 		})
 	}
 }
 
-// expiredLocked reports whether k's entry e is expired, reading the clock
-// only if e has a deadline, and deletes it if so. Caller holds s.mu.
-func (m *Map[K, V]) expiredLocked(s *shard[K, V], k K, e entry[V]) bool {
-	if e.deadline == noDeadline || e.deadline > m.now() {
-		return false
+// lookup returns k's live node, or nil: a node whose deadline has passed is
+// deleted on the spot (passive expiry). The fast path takes no lock.
+func (m *Map[K, V]) lookup(k K) *node[K, V] {
+	h, s := m.hash(k)
+	n := s.tab.Load().lookup(h, k)
+	if n != nil && !n.dl.isNone() && n.dl.passed(m.now()) {
+		n = m.expirePassive(s, h, k)
 	}
-	m.expire(s, k, e, ReasonPassive)
-	return true
+	return n
 }
 
 // expirePassive is the slow path of a read that found k expired: under the
-// write lock it deletes k if k is still expired, and otherwise returns k's
-// entry, which a Set, Expire or Persist changed after the read. The clock
-// is read again here: the caller's reading may predate that change, and
-// deciding on it would report a key missing that never was.
-func (m *Map[K, V]) expirePassive(s *shard[K, V], k K) (entry[V], bool) {
+// shard's mutex it deletes k if k is still expired, and otherwise returns
+// k's node, which a Set, Expire or Persist replaced after the read. The
+// clock is read again here: the caller's reading may predate that change,
+// and deciding on it would report a key missing that never was.
+func (m *Map[K, V]) expirePassive(s *shard[K, V], h uint64, k K) *node[K, V] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[k]
-	if !ok || m.expiredLocked(s, k, e) {
-		return entry[V]{}, false
+	b, i := s.tab.Load().find(h, k)
+	if b == nil {
+		return nil
 	}
-	return e, true
+	n := b.slots[i].Load()
+	if n.dl.passed(m.now()) {
+		s.remove(b, i, n)
+		m.report(n, ReasonPassive)
+		return nil
+	}
+	return n
+}
+
+// slot is a key's place in its shard, as acquire found it.
+type slot[K comparable, V any] struct {
+	s   *shard[K, V]
+	h   uint64
+	b   *bucket[K, V] // nil if the key is absent
+	i   int
+	n   *node[K, V] // the live node, nil if absent
+	now int64       // the clock, if read (-1 if not)
+}
+
+// acquire locks k's shard and returns k's slot and live node. now is a
+// clock reading the caller made already, or -1: the clock is then read only
+// if the key carries a deadline. A node whose deadline has passed is
+// deleted and reported first, and k is then absent. The caller unlocks
+// sl.s.mu.
+func (m *Map[K, V]) acquire(k K, now int64) slot[K, V] {
+	h, s := m.hash(k)
+	s.mu.Lock()
+	sl := slot[K, V]{s: s, h: h, now: now}
+	sl.b, sl.i = s.tab.Load().find(h, k)
+	if sl.b == nil {
+		return sl
+	}
+	sl.n = sl.b.slots[sl.i].Load()
+	if !sl.n.dl.isNone() {
+		if sl.now < 0 {
+			sl.now = m.now()
+		}
+		if sl.n.dl.passed(sl.now) {
+			s.remove(sl.b, sl.i, sl.n)
+			m.report(sl.n, ReasonPassive)
+			sl.b, sl.n = nil, nil
+		}
+	}
+	return sl
+}
+
+// store gives k the value v and deadline d in sl. Caller holds sl.s.mu.
+// A key that exists keeps the copy of k stored first, so a caller may pass
+// a k that it reuses once the call returns when it knows the key exists.
+func (sl *slot[K, V]) store(k K, v V, d deadline) {
+	if sl.b != nil {
+		sl.s.replace(sl.b, sl.i, sl.n, &node[K, V]{key: sl.n.key, val: v, dl: d})
+		return
+	}
+	sl.s.add(sl.h, &node[K, V]{key: k, val: v, dl: d})
 }
 
 // Get returns the value of k. An expired key is deleted and reported
 // missing (passive expiry).
 func (m *Map[K, V]) Get(k K) (V, bool) {
-	s := m.shard(k)
-	s.mu.RLock()
-	e, ok := s.m[k]
-	s.mu.RUnlock()
-	if ok && e.deadline != noDeadline && e.deadline <= m.now() {
-		e, ok = m.expirePassive(s, k)
+	if n := m.lookup(k); n != nil {
+		return n.val, true
 	}
-	return e.val, ok
+	var zero V
+	return zero, false
 }
 
 // Set stores v under k and clears any deadline (Redis SET).
 func (m *Map[K, V]) Set(k K, v V) {
-	s := m.shard(k)
-	s.mu.Lock()
-	e, ok := s.m[k]
-	s.m[k] = entry[V]{val: v, deadline: noDeadline}
-	if ok && e.deadline != noDeadline {
-		if e.deadline <= m.now() {
-			m.report(k, e, ReasonPassive)
-		}
-		s.lostDeadline()
-	}
-	s.mu.Unlock()
+	sl := m.acquire(k, -1)
+	sl.store(k, v, none)
+	sl.s.mu.Unlock()
 }
 
 // SetWithTTL stores v under k with a deadline ttl from now. A ttl that is
-// not positive, or overflows, returns ErrInvalidTTL and changes nothing.
+// not positive returns ErrInvalidTTL and changes nothing.
 func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
-	d, err := m.deadlineFor(ttl)
+	d, now, err := m.deadlineFor(ttl)
 	if err != nil {
 		return err
 	}
-	m.setDeadline(k, v, d, d-int64(ttl))
+	sl := m.acquire(k, now)
+	sl.store(k, v, d)
+	sl.s.mu.Unlock()
 	return nil
 }
 
@@ -212,69 +282,43 @@ func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
 // now, the key ends up absent, as with Redis SET ... EXAT in the past.
 func (m *Map[K, V]) SetWithDeadline(k K, v V, at time.Time) {
 	d, now := m.at(at), m.now()
-	if d <= now {
+	if d.passed(now) {
 		m.Delete(k)
 		return
 	}
-	m.setDeadline(k, v, d, now)
-}
-
-func (m *Map[K, V]) setDeadline(k K, v V, d, now int64) {
-	s := m.shard(k)
-	s.mu.Lock()
-	e, ok := s.m[k]
-	if ok && e.deadline <= now {
-		m.expire(s, k, e, ReasonPassive)
-		ok = false
-	}
-	if !ok {
-		e = entry[V]{deadline: noDeadline}
-	}
-	e.val = v
-	s.giveDeadline(k, &e, d)
-	s.m[k] = e
-	s.mu.Unlock()
+	sl := m.acquire(k, now)
+	sl.store(k, v, d)
+	sl.s.mu.Unlock()
 }
 
 // Deadline returns k's deadline: the zero Time and true if k exists without
 // one, false if k is missing or expired.
 func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
-	d, ok := m.deadline(k)
-	if !ok {
+	n := m.lookup(k)
+	switch {
+	case n == nil:
 		return time.Time{}, false
-	}
-	if d == noDeadline {
+	case n.dl.isNone():
 		return time.Time{}, true
 	}
-	return m.base.Add(time.Duration(d)), true
-}
-
-// deadline returns k's raw deadline, expiring k passively if due.
-func (m *Map[K, V]) deadline(k K) (int64, bool) {
-	s := m.shard(k)
-	s.mu.RLock()
-	e, ok := s.m[k]
-	s.mu.RUnlock()
-	if !ok {
-		return 0, false
-	}
-	if e.deadline != noDeadline && e.deadline <= m.now() {
-		if e, ok = m.expirePassive(s, k); !ok {
-			return 0, false
-		}
-	}
-	return e.deadline, true
+	return m.timeOf(n.dl), true
 }
 
 // TTL returns the time k has left, NoDeadline if k exists without a
 // deadline, or Missing if k is missing or expired (Redis TTL's -1 and -2).
+// A deadline more than about 292 years away, beyond what a Duration
+// holds, gives math.MaxInt64.
 func (m *Map[K, V]) TTL(k K) time.Duration {
-	d, ok := m.deadline(k)
+	n := m.lookup(k)
 	switch {
-	case !ok:
+	case n == nil:
 		return Missing
-	case d == noDeadline:
+	case n.dl.isNone():
 		return NoDeadline
+	}
+	d, ok := n.dl.nanos()
+	if !ok {
+		return math.MaxInt64
 	}
 	// Never report 0 or less for a live key: that would read as expired
 	// or as one of the sentinels.
@@ -284,84 +328,84 @@ func (m *Map[K, V]) TTL(k K) time.Duration {
 // Delete removes k and reports whether it was present (an expired key
 // counts as absent, as with Redis DEL).
 func (m *Map[K, V]) Delete(k K) bool {
-	s := m.shard(k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.m[k]
-	if !ok || m.expiredLocked(s, k, e) {
+	sl := m.acquire(k, -1)
+	defer sl.s.mu.Unlock()
+	if sl.b == nil {
 		return false
 	}
-	s.remove(k, e)
+	sl.s.remove(sl.b, sl.i, sl.n)
 	return true
 }
 
+// GetAndDelete removes k and returns the value it had (Redis GETDEL). An
+// expired key counts as absent.
+func (m *Map[K, V]) GetAndDelete(k K) (V, bool) {
+	sl := m.acquire(k, -1)
+	defer sl.s.mu.Unlock()
+	if sl.b == nil {
+		var zero V
+		return zero, false
+	}
+	sl.s.remove(sl.b, sl.i, sl.n)
+	return sl.n.val, true
+}
+
 // Expire gives an existing key a deadline ttl from now and reports whether
-// the key exists. A ttl that is not positive, or overflows, returns
-// ErrInvalidTTL and changes nothing.
+// the key exists. A ttl that is not positive returns ErrInvalidTTL and
+// changes nothing.
 func (m *Map[K, V]) Expire(k K, ttl time.Duration) (bool, error) {
-	d, err := m.deadlineFor(ttl)
+	d, now, err := m.deadlineFor(ttl)
 	if err != nil {
 		return false, err
 	}
-	return m.expireAt(k, d, d-int64(ttl)), nil
+	sl := m.acquire(k, now)
+	defer sl.s.mu.Unlock()
+	if sl.b == nil {
+		return false, nil
+	}
+	sl.store(k, sl.n.val, d)
+	return true, nil
 }
 
 // ExpireAt gives an existing key the deadline at and reports whether the
 // key exists. A deadline not after now deletes the key (and returns true),
 // as Redis EXPIREAT in the past does.
 func (m *Map[K, V]) ExpireAt(k K, at time.Time) bool {
-	return m.expireAt(k, m.at(at), m.now())
-}
-
-func (m *Map[K, V]) expireAt(k K, d, now int64) bool {
-	s := m.shard(k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.m[k]
-	if !ok {
+	d := m.at(at)
+	sl := m.acquire(k, m.now())
+	defer sl.s.mu.Unlock()
+	switch {
+	case sl.b == nil:
 		return false
+	case d.passed(sl.now):
+		sl.s.remove(sl.b, sl.i, sl.n)
+	default:
+		sl.store(k, sl.n.val, d)
 	}
-	if e.deadline <= now {
-		m.expire(s, k, e, ReasonPassive)
-		return false
-	}
-	if d <= now {
-		s.remove(k, e)
-		return true
-	}
-	s.giveDeadline(k, &e, d)
-	s.m[k] = e
 	return true
 }
 
 // Persist removes k's deadline and reports whether there was one.
 func (m *Map[K, V]) Persist(k K) bool {
-	s := m.shard(k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.m[k]
-	if !ok || e.deadline == noDeadline || m.expiredLocked(s, k, e) {
+	sl := m.acquire(k, -1)
+	defer sl.s.mu.Unlock()
+	if sl.b == nil || sl.n.dl.isNone() {
 		return false
 	}
-	e.deadline = noDeadline
-	s.m[k] = e
-	s.lostDeadline()
+	sl.store(k, sl.n.val, none)
 	return true
 }
 
 // Len returns the number of keys, not counting keys known to be expired
 // (those are deleted when found). Keys whose deadline passed but that no
 // access or sample has found yet are counted; Stats.StaleEstimate
-// estimates their share.
+// estimates their share. It takes no lock.
 func (m *Map[K, V]) Len() int {
-	n := 0
+	n := int64(0)
 	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		n += m.shards[i].keys.Load()
 	}
-	return n
+	return int(n)
 }
 
 // Range calls f for each live key and its value until f returns false.
@@ -370,34 +414,71 @@ func (m *Map[K, V]) Len() int {
 // so it may call the Map's methods; keys changed during Range may or may
 // not be seen.
 func (m *Map[K, V]) Range(f func(K, V) bool) {
-	type kv struct {
-		k K
-		v V
-	}
-	var buf []kv
-	var dead []K
+	var buf, dead []*node[K, V]
 	for i := range m.shards {
 		s := &m.shards[i]
 		buf, dead = buf[:0], dead[:0]
-		s.mu.RLock()
 		now := m.now()
-		for k, e := range s.m {
-			if e.deadline > now {
-				buf = append(buf, kv{k, e.val})
+		s.tab.Load().each(func(n *node[K, V]) {
+			if n.dl.passed(now) {
+				dead = append(dead, n)
 			} else {
-				dead = append(dead, k)
+				buf = append(buf, n)
 			}
+		})
+		for _, n := range dead {
+			m.lookup(n.key)
 		}
-		s.mu.RUnlock()
-		for _, k := range dead {
-			m.expirePassive(s, k)
-		}
-		for _, p := range buf {
-			if !f(p.k, p.v) {
+		for _, n := range buf {
+			if !f(n.key, n.val) {
 				return
 			}
 		}
 	}
+}
+
+// Scan calls f for the live keys of a part of the map and returns the
+// cursor to pass to the next call, 0 when the whole map has been visited
+// (start with 0). A key present during the whole iteration is visited at
+// least once, even while the map grows or shrinks; a key may be visited
+// more than once. count is how many keys to visit per call, roughly. This
+// is Redis's SCAN: the cursor walks each shard's buckets in reversed-bit
+// order, which stays valid across a table's doubling and halving.
+func (m *Map[K, V]) Scan(cursor uint64, count int, f func(K, V)) uint64 {
+	const bucketBits = 40
+	si, v := cursor>>bucketBits, cursor&(1<<bucketBits-1)
+	var dead []*node[K, V]
+	for visited := 0; si < uint64(len(m.shards)); {
+		s := &m.shards[si]
+		t := s.tab.Load()
+		now := m.now()
+		t.eachIn(v, func(n *node[K, V]) {
+			if n.dl.passed(now) {
+				dead = append(dead, n)
+				return
+			}
+			visited++
+			f(n.key, n.val)
+		})
+		// Redis's reverse binary increment of the bucket index.
+		v |= ^t.mask
+		v = bits.Reverse64(v)
+		v++
+		v = bits.Reverse64(v)
+		if v == 0 {
+			si, v = si+1, 0
+		}
+		if visited >= max(count, 1) {
+			break
+		}
+	}
+	for _, n := range dead {
+		m.lookup(n.key)
+	}
+	if si >= uint64(len(m.shards)) {
+		return 0
+	}
+	return si<<bucketBits | v
 }
 
 // Clear removes every key (Redis FLUSHDB). No expiry events are sent.
@@ -405,10 +486,10 @@ func (m *Map[K, V]) Clear() {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		s.m = make(map[K]entry[V])
+		s.tab.Store(newTable[K, V](1))
 		s.dl = nil
-		s.live = 0
-		s.n.Store(0)
+		s.keys.Store(0)
+		s.withDL.Store(0)
 		s.mu.Unlock()
 	}
 }
@@ -416,44 +497,59 @@ func (m *Map[K, V]) Clear() {
 // ExpireSample implements Keyspace: it examines up to n random keys that
 // carry a deadline and deletes the expired ones, each counted as active
 // expiry. Each sampled key comes from the next non-empty shard in a random
-// permutation of the shards, at a random position in that shard's deadline
-// slice, so a round is a sample of the whole map, not of one shard, and it
-// locks one shard for one key at a time. When no more than n keys carry a
-// deadline it examines them all.
+// permutation of the shards, at a random position in that shard's slice of
+// keys with a deadline, so a round is a sample of the whole map, not of one
+// shard, and it locks one shard for one key at a time; readers never wait
+// for it. When no more than n keys carry a deadline it examines them all.
+// The remaining time of the live keys it examines feeds Stats.AvgTTL.
 func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
-	onExpired := func(k K, e entry[V]) { m.report(k, e, ReasonActive) }
+	tn, ok := t.nanos()
+	if !ok {
+		tn = math.MaxInt64
+	}
+	var ttlSum, live int64
+	onExpired := func(nd *node[K, V]) { m.report(nd, ReasonActive) }
 	total := int64(0)
 	for i := range m.shards {
-		total += m.shards[i].n.Load()
+		total += m.shards[i].withDL.Load()
 	}
 	if total <= int64(n) {
 		for i := range m.shards {
 			s := &m.shards[i]
-			if s.n.Load() == 0 {
+			if s.withDL.Load() == 0 {
 				continue
 			}
 			s.mu.Lock()
-			sm, x := s.expireAll(t, onExpired)
+			for _, nd := range s.dl {
+				if d, ok := nd.dl.nanos(); ok && d > tn {
+					ttlSum += min(d-tn, math.MaxInt64/int64(n+1))
+					live++
+				}
+			}
+			sm, x := s.expireAll(tn, onExpired)
 			s.mu.Unlock()
 			sampled += sm
 			expired += x
 		}
+		m.noteTTL(ttlSum, live)
 		return sampled, expired
 	}
 	// An odd stride visits every shard once per len(m.shards) steps. The
 	// round ends early only after two passes' worth of shards in a row
-	// were empty or met only stale slots (each such miss drops up to 4),
-	// so that fewer than n keys examined means, as Keyspace requires, that
-	// the keys with a deadline are gone (deleted meanwhile).
+	// were empty, so that fewer than n keys examined means, as Keyspace
+	// requires, that the keys with a deadline are gone (deleted
+	// meanwhile).
+	mask := uint64(len(m.shards) - 1)
 	idx, stride := rand.Uint64(), rand.Uint64()|1
-	for misses := uint64(0); sampled < n && misses < 2*(m.mask+1)+8; idx += stride {
-		s := &m.shards[idx&m.mask]
-		if s.n.Load() == 0 {
+	for misses := uint64(0); sampled < n && misses < 2*(mask+1)+8; idx += stride {
+		s := &m.shards[idx&mask]
+		if s.withDL.Load() == 0 {
 			misses++
 			continue
 		}
-		sm, x := s.sampleOne(t, onExpired)
+		var left int64
+		sm, x := s.sampleOne(tn, onExpired, &left)
 		if !sm {
 			misses++
 			continue
@@ -462,9 +558,29 @@ func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
 		sampled++
 		if x {
 			expired++
+		} else if left > 0 {
+			ttlSum += min(left, math.MaxInt64/int64(n+1))
+			live++
 		}
 	}
+	m.noteTTL(ttlSum, live)
 	return sampled, expired
+}
+
+// noteTTL folds the average remaining time of live sampled keys into
+// avgTTL, as Redis's active expiry estimates avg_ttl: each new sample
+// weighs 2 %.
+func (m *Map[K, V]) noteTTL(sum, live int64) {
+	if live == 0 {
+		return
+	}
+	avg := sum / live
+	old := m.avgTTL.Load()
+	if old == 0 {
+		m.avgTTL.Store(avg)
+		return
+	}
+	m.avgTTL.Store(old/50*49 + avg/50)
 }
 
 // Cycle runs one active-expiry cycle now; see Expirer.Cycle.

@@ -174,6 +174,19 @@ func TestRedisSemantics(t *testing.T) {
 		m.Set("d", 1)
 		assert.True(t, m.Delete("d"))
 		assert.False(t, m.Delete("d"))
+
+		// GETDEL.
+		require.NoError(t, m.SetWithTTL("g", 7, time.Second))
+		v, ok := m.GetAndDelete("g")
+		assert.True(t, ok)
+		assert.Equal(t, 7, v)
+		_, ok = m.GetAndDelete("g")
+		assert.False(t, ok)
+		require.NoError(t, m.SetWithTTL("g", 8, time.Second))
+		time.Sleep(time.Second)
+		_, ok = m.GetAndDelete("g")
+		assert.False(t, ok, "an expired key is absent")
+		assert.Equal(t, uint64(5), m.Stats().ExpiredPassive)
 	})
 }
 
@@ -183,7 +196,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		m.Set("k", 1)
 		require.NoError(t, m.SetWithTTL("t", 1, time.Minute))
 
-		for _, ttl := range []time.Duration{0, -time.Second, math.MaxInt64} {
+		for _, ttl := range []time.Duration{0, -time.Second, math.MinInt64} {
 			err := m.SetWithTTL("k", 2, ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalid, "%v", ttl)
@@ -205,6 +218,40 @@ func TestBadInputChangesNothing(t *testing.T) {
 		_, ok = m.Get("new")
 		assert.False(t, ok)
 		assert.Equal(t, 2, m.Len())
+	})
+}
+
+// TestFarDeadlines: a deadline is kept exactly however far it is; a TTL of
+// the longest Duration is valid, and deadlines beyond it (Redis PEXPIREAT
+// up to 2^63-1 ms) are neither clamped nor confused with each other.
+func TestFarDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMap[int](t, expiry.Options{Manual: true})
+		require.NoError(t, m.SetWithTTL("max", 1, math.MaxInt64))
+		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("max"))
+		at, ok := m.Deadline("max")
+		require.True(t, ok)
+		assert.Equal(t, time.Now().Add(math.MaxInt64).UnixNano(), at.UnixNano())
+
+		far := time.UnixMilli(math.MaxInt64)
+		farther := time.UnixMilli(9_000_000_000_000_000_000)
+		m.Set("k", 1)
+		require.True(t, m.ExpireAt("k", far))
+		at, ok = m.Deadline("k")
+		require.True(t, ok)
+		assert.Equal(t, int64(math.MaxInt64), at.UnixMilli(), "not clamped")
+		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("k"), "beyond a Duration")
+		require.True(t, m.ExpireAt("k", farther))
+		at, _ = m.Deadline("k")
+		assert.Equal(t, farther.UnixMilli(), at.UnixMilli())
+		assert.True(t, at.Before(far))
+
+		time.Sleep(time.Hour)
+		s, x := m.ExpireSample(time.Now(), 20)
+		assert.Equal(t, 2, s)
+		assert.Zero(t, x)
+		assert.Equal(t, 2, m.Len())
+		require.NoError(t, m.CheckInvariants())
 	})
 }
 
@@ -312,4 +359,45 @@ func TestReadRacingAnExtension(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestScanSeesEveryStableKey: a Scan that runs while the map grows (and
+// its tables double) and other keys are deleted (and tables shrink) still
+// visits every key present from start to end, as Redis's SCAN guarantees,
+// and skips expired keys.
+func TestScanSeesEveryStableKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 4})
+		for i := range 2000 {
+			m.Set(fmt.Sprint("stable:", i), i)
+			m.Set(fmt.Sprint("churn:", i), i)
+		}
+		require.NoError(t, m.SetWithTTL("gone", 1, time.Second))
+		time.Sleep(time.Second)
+		seen := map[string]bool{}
+		cursor, calls := uint64(0), 0
+		for {
+			cursor = m.Scan(cursor, 10, func(k string, _ int) { seen[k] = true })
+			calls++
+			// Grow: many new keys; shrink: the churn keys go.
+			for j := range 40 {
+				m.Set(fmt.Sprint("new:", calls, ":", j), j)
+			}
+			if calls < 200 {
+				for j := range 10 {
+					m.Delete(fmt.Sprint("churn:", calls*10+j))
+				}
+			}
+			if cursor == 0 {
+				break
+			}
+			require.Less(t, calls, 100_000)
+		}
+		for i := range 2000 {
+			require.True(t, seen[fmt.Sprint("stable:", i)], "stable:%d missed", i)
+		}
+		assert.False(t, seen["gone"])
+		assert.Greater(t, calls, 100, "count is a hint per call")
+		require.NoError(t, m.CheckInvariants())
+	})
 }

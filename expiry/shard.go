@@ -1,196 +1,230 @@
 package expiry
 
 import (
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 )
 
-// noDeadline is the deadline of a key without one: no clock reading ever
-// reaches it, so "expired" is the single test deadline <= now.
-const noDeadline = math.MaxInt64
-
-// entry is a key's value and deadline, stored in the shard's map by value
-// so that a Get touches one map slot and nothing else. deadline is in
-// nanoseconds since the Map's base time; gen names the key's slot in the
-// shard's dl slice while it has a deadline.
-type entry[V any] struct {
-	val      V
-	deadline int64
-	gen      uint64
+// deadline is a point in time as seconds and nanoseconds after the Map's
+// base time. Seconds in an int64 reach 292 billion years either way, so no
+// deadline a time.Time can hold is clamped; deadlines within about 292
+// years of the base compare with a nanosecond clock reading by one multiply
+// and add.
+type deadline struct {
+	sec  int64 // noDeadlineSec: none
+	nsec int32 // in [0, 1e9)
 }
 
-// slot is one element of a shard's deadline slice. It is valid while its
-// key exists, has a deadline, and carries the same generation; otherwise it
-// is stale and removed when found.
-type slot[K comparable] struct {
+const (
+	noDeadlineSec = math.MaxInt64
+	// maxNanoSec is the largest sec whose deadline fits in int64
+	// nanoseconds.
+	maxNanoSec = math.MaxInt64/1_000_000_000 - 1
+)
+
+var none = deadline{sec: noDeadlineSec}
+
+// fromNanos returns the deadline n nanoseconds after the base.
+func fromNanos(n int64) deadline {
+	sec, nsec := n/1e9, n%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return deadline{sec: sec, nsec: int32(nsec)}
+}
+
+// add returns d + e; both are below maxNanoSec seconds, so it cannot
+// overflow.
+func (d deadline) add(e deadline) deadline {
+	sec, nsec := d.sec+e.sec, d.nsec+e.nsec
+	if nsec >= 1e9 {
+		sec, nsec = sec+1, nsec-1e9
+	}
+	return deadline{sec: sec, nsec: nsec}
+}
+
+func (d deadline) isNone() bool { return d.sec == noDeadlineSec }
+
+// nanos returns d in nanoseconds and whether it fits.
+func (d deadline) nanos() (int64, bool) {
+	if d.sec > maxNanoSec || d.sec < -maxNanoSec {
+		return 0, false
+	}
+	return d.sec*1e9 + int64(d.nsec), true
+}
+
+// passed reports whether d is at or before now (nanoseconds after the base).
+// A deadline that does not fit in nanoseconds is after any clock reading a
+// running process can make; none never passes.
+func (d deadline) passed(now int64) bool {
+	return d.sec <= maxNanoSec && d.sec*1e9+int64(d.nsec) <= now
+}
+
+// node is one key's immutable record: a write replaces the node, so a
+// reader that loaded it sees a consistent key, value and deadline without a
+// lock. Only idx changes, under the shard's mutex, and readers never read
+// it.
+type node[K comparable, V any] struct {
 	key K
-	gen uint64
+	val V
+	dl  deadline
+	idx int32 // position in the shard's dl slice while dl is not none
 }
 
-// shard is one lock's worth of the Map.
-//
-// dl holds one valid slot for every key that carries a deadline, densely,
-// so that a random position is a uniform sample of them, plus stale slots
-// left by keys that lost their deadline or were deleted. Stale slots cost
-// nothing to create (no entry records a position, so nothing has to be
-// fixed up), are dropped whenever the sampler meets one, and are cleaned
-// eagerly once they outnumber the valid ones, which bounds dl to about
-// twice the keys with a deadline. Removing a slot swaps the last one into
-// its place.
+// shard is one mutex's worth of the Map: a hash table that readers use
+// without the mutex, and the dense slice of the nodes that carry a
+// deadline, which active expiry samples at random positions.
 type shard[K comparable, V any] struct {
-	mu   sync.RWMutex
-	m    map[K]entry[V]
-	dl   []slot[K]
-	gen  uint64 // last generation handed out
-	live int    // keys with a deadline: the valid slots of dl
-	// n mirrors live for readers that do not hold mu (the sampler's count
-	// of keys with a deadline); written under mu.
-	n atomic.Int64
-	_ [64]byte // keep neighbouring shards' locks on separate cache lines
+	// tab is what readers load; it sits on a cache line of its own so
+	// that writers changing the fields below do not evict it from the
+	// readers' caches.
+	tab atomic.Pointer[table[K, V]]
+	_   [56]byte
+
+	mu   sync.Mutex
+	seed maphash.Seed // the Map's; a resize rehashes the keys
+	// dl holds every node of the shard that carries a deadline, each at
+	// its node's idx, so that a random position is a uniform sample of
+	// them and a node leaves in O(1) (the last one moves into its place).
+	dl []*node[K, V]
+	// keys and withDL count the keys and the nodes in dl for readers that
+	// do not hold mu (Len, Stats, the sampler); written under mu.
+	keys   atomic.Int64
+	withDL atomic.Int64
+	_      [8]byte
 }
 
-// giveDeadline sets e's deadline to d (not noDeadline), adding a slot if
-// the key k had none. The caller holds mu and stores e back into m.
-func (s *shard[K, V]) giveDeadline(k K, e *entry[V], d int64) {
-	if e.deadline == noDeadline {
-		s.gen++
-		e.gen = s.gen
-		s.dl = append(s.dl, slot[K]{key: k, gen: s.gen})
-		s.live++
-		s.n.Store(int64(s.live))
-	}
-	e.deadline = d
+func (s *shard[K, V]) init(seed maphash.Seed) {
+	s.seed = seed
+	s.tab.Store(newTable[K, V](1))
 }
 
-// lostDeadline records that a key lost its deadline (deleted, or kept
-// without one): its slot is now stale. Caller holds mu.
-func (s *shard[K, V]) lostDeadline() {
-	s.live--
-	s.n.Store(int64(s.live))
-	if stale := len(s.dl) - s.live; stale > 32 && stale > s.live {
-		// More than half the slots are stale: 4 random probes remove
-		// at least 2 on average, more than this call created.
-		for range 4 {
-			if len(s.dl) == 0 {
-				break
-			}
-			if i := rand.IntN(len(s.dl)); !s.valid(i) {
-				s.removeSlot(i)
-			}
-		}
-	}
+func (s *shard[K, V]) hash(k K) uint64 { return hashOf(s.seed, k) }
+
+// dlAdd puts n, which carries a deadline, into dl. Caller holds mu.
+func (s *shard[K, V]) dlAdd(n *node[K, V]) {
+	n.idx = int32(len(s.dl))
+	s.dl = append(s.dl, n)
+	s.withDL.Store(int64(len(s.dl)))
 }
 
-// valid reports whether slot i is valid. Caller holds mu.
-func (s *shard[K, V]) valid(i int) bool {
-	_, ok := s.lookup(i)
-	return ok
-}
-
-// lookup returns the entry of slot i's key if the slot is valid. Caller
-// holds mu.
-func (s *shard[K, V]) lookup(i int) (entry[V], bool) {
-	sl := s.dl[i]
-	e, ok := s.m[sl.key]
-	return e, ok && e.deadline != noDeadline && e.gen == sl.gen
-}
-
-// removeSlot removes slot i, moving the last slot into its place. Caller
-// holds mu.
-func (s *shard[K, V]) removeSlot(i int) {
-	n := len(s.dl) - 1
-	s.dl[i] = s.dl[n]
-	s.dl[n] = slot[K]{}
-	s.dl = s.dl[:n]
+// dlRemove takes n out of dl. Caller holds mu.
+func (s *shard[K, V]) dlRemove(n *node[K, V]) {
+	i, last := n.idx, len(s.dl)-1
+	s.dl[i] = s.dl[last]
+	s.dl[i].idx = i
+	s.dl[last] = nil
+	s.dl = s.dl[:last]
 	// Give memory back after a mass expiry.
-	if cap(s.dl) > 1024 && n < cap(s.dl)/4 {
-		s.dl = append([]slot[K](nil), s.dl...)
+	if cap(s.dl) > 1024 && last < cap(s.dl)/4 {
+		s.dl = append([]*node[K, V](nil), s.dl...)
+	}
+	s.withDL.Store(int64(len(s.dl)))
+}
+
+// replace stores n in slot i of b, in place of old (the same key), and
+// keeps dl in step. Caller holds mu.
+func (s *shard[K, V]) replace(b *bucket[K, V], i int, old, n *node[K, V]) {
+	switch {
+	case old.dl.isNone() && !n.dl.isNone():
+		s.dlAdd(n)
+	case !old.dl.isNone() && n.dl.isNone():
+		s.dlRemove(old)
+	case !old.dl.isNone():
+		n.idx = old.idx
+		s.dl[n.idx] = n
+	}
+	b.slots[i].Store(n)
+}
+
+// add inserts n, whose key is absent, under hash h. Caller holds mu.
+func (s *shard[K, V]) add(h uint64, n *node[K, V]) {
+	t := s.tab.Load()
+	keys := s.keys.Load() + 1
+	if keys > maxLoad*int64(len(t.buckets)) {
+		t = s.resize(t, int(keys))
+	}
+	t.insert(h, n)
+	s.keys.Store(keys)
+	if !n.dl.isNone() {
+		s.dlAdd(n)
 	}
 }
 
-// remove deletes k, whose entry is e. Caller holds mu.
-func (s *shard[K, V]) remove(k K, e entry[V]) {
-	delete(s.m, k)
-	if e.deadline != noDeadline {
-		s.lostDeadline()
+// remove deletes node n, found in slot i of b. Caller holds mu.
+func (s *shard[K, V]) remove(b *bucket[K, V], i int, n *node[K, V]) {
+	b.clear(i)
+	keys := s.keys.Load() - 1
+	s.keys.Store(keys)
+	if !n.dl.isNone() {
+		s.dlRemove(n)
+	}
+	// Shrink when a table is mostly empty, so that memory returns after
+	// a mass deletion; the hysteresis (shrink below 1/2 per bucket to 2
+	// per bucket, grow above 4) keeps a table from flapping.
+	if t := s.tab.Load(); len(t.buckets) > 1 && keys < int64(len(t.buckets))/2 {
+		s.resize(t, int(keys))
 	}
 }
 
-// expireSlot deletes the key of valid slot i, and the slot. Caller holds
-// mu.
-func (s *shard[K, V]) expireSlot(i int) {
-	delete(s.m, s.dl[i].key)
-	s.removeSlot(i)
-	s.live--
-	s.n.Store(int64(s.live))
+// resize replaces t with a table sized for keys and returns it. Readers
+// keep using t until they load the new one, which is complete when
+// published. Caller holds mu.
+func (s *shard[K, V]) resize(t *table[K, V], keys int) *table[K, V] {
+	nt := newTable[K, V](keys / 2)
+	t.each(func(n *node[K, V]) { nt.insert(s.hash(n.key), n) })
+	s.tab.Store(nt)
+	return nt
 }
 
-// expireAll examines every key with a deadline, calls expired for each one
-// expired at now, then deletes it; stale slots met on the way are
-// removed. Caller holds mu.
-func (s *shard[K, V]) expireAll(now int64, expired func(K, entry[V])) (sampled, deleted int) {
-	// Walk backwards: a removal moves an already examined slot into the
+// sampleOne examines one random node with a deadline and, if its deadline
+// has passed at now, deletes it and calls expired; otherwise it sets *left
+// to the nanoseconds the node has left (0 if beyond an int64). It reports
+// whether it examined a node and whether it deleted it. It holds mu for
+// this one node only; readers never wait for it.
+func (s *shard[K, V]) sampleOne(now int64, expired func(*node[K, V]), left *int64) (sampled, deleted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.dl) == 0 {
+		return false, false
+	}
+	n := s.dl[rand.IntN(len(s.dl))]
+	if !n.dl.passed(now) {
+		if d, ok := n.dl.nanos(); ok {
+			*left = d - now
+		}
+		return true, false
+	}
+	s.removeNode(n)
+	expired(n)
+	return true, true
+}
+
+// expireAll examines every node with a deadline and deletes those whose
+// deadline has passed at now, calling expired for each. Caller holds mu.
+func (s *shard[K, V]) expireAll(now int64, expired func(*node[K, V])) (sampled, deleted int) {
+	// Walk backwards: a removal moves an already examined node into the
 	// hole.
 	for i := len(s.dl) - 1; i >= 0; i-- {
-		e, ok := s.lookup(i)
-		if !ok {
-			s.removeSlot(i)
+		if i >= len(s.dl) {
 			continue
 		}
+		n := s.dl[i]
 		sampled++
-		if e.deadline <= now {
-			expired(s.dl[i].key, e)
-			s.expireSlot(i)
+		if n.dl.passed(now) {
+			s.removeNode(n)
+			expired(n)
 			deleted++
 		}
 	}
 	return sampled, deleted
 }
 
-// sampleOne examines one random key with a deadline, dropping up to a few
-// stale slots on the way, and deletes it if expired at now. It reports
-// whether it examined a key and whether it deleted it. It takes mu itself:
-// the slot and the key's entry are read under the read lock (the part that
-// misses the cache), and the write lock is taken only to drop a stale slot
-// or delete an expired key, after checking that the slot did not change,
-// so readers of the shard are blocked for as short a time as possible.
-func (s *shard[K, V]) sampleOne(now int64, expired func(K, entry[V])) (sampled, deleted bool) {
-	for range 4 {
-		s.mu.RLock()
-		if len(s.dl) == 0 {
-			s.mu.RUnlock()
-			return false, false
-		}
-		i := rand.IntN(len(s.dl))
-		sl := s.dl[i]
-		e, ok := s.lookup(i)
-		s.mu.RUnlock()
-		if ok && e.deadline > now {
-			return true, false
-		}
-
-		s.mu.Lock()
-		if i >= len(s.dl) || s.dl[i] != sl {
-			// Changed since: sample again.
-			s.mu.Unlock()
-			continue
-		}
-		e, ok = s.lookup(i)
-		switch {
-		case !ok:
-			s.removeSlot(i)
-			s.mu.Unlock()
-			continue
-		case e.deadline > now:
-			s.mu.Unlock()
-			return true, false
-		}
-		expired(sl.key, e)
-		s.expireSlot(i)
-		s.mu.Unlock()
-		return true, true
-	}
-	return false, false
+// removeNode deletes n, which is in the table. Caller holds mu.
+func (s *shard[K, V]) removeNode(n *node[K, V]) {
+	b, i := s.tab.Load().find(s.hash(n.key), n.key)
+	s.remove(b, i, n)
 }

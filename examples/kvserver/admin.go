@@ -2,7 +2,10 @@ package main
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"crypto/subtle"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -19,7 +22,7 @@ const version = "7.0.0"
 
 // cmdHello answers HELLO for RESP2 only. A client asking for RESP3 gets the
 // NOPROTO error that Redis gives for a protocol it does not speak, which
-// makes clients such as go-redis fall back to RESP2.
+// makes clients such as go-redis fall back to RESP2 (and to AUTH).
 func cmdHello(s *Server, cl *client, args [][]byte) {
 	j := 1
 	if len(args) >= 2 {
@@ -34,12 +37,12 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 		}
 		j = 2
 	}
-	name, setName, user, auth := "", false, "", false
+	name, setName, user, pass, auth := "", false, "", "", false
 	for ; j < len(args); j++ {
 		more := len(args) - 1 - j
 		switch opt := string(args[j]); {
 		case strings.EqualFold(opt, "auth") && more >= 2:
-			user, auth = string(args[j+1]), true
+			user, pass, auth = string(args[j+1]), string(args[j+2]), true
 			j += 2
 		case strings.EqualFold(opt, "setname") && more >= 1:
 			j++
@@ -53,10 +56,12 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 			return
 		}
 	}
-	// No password is configured: as with Redis's default user with nopass,
-	// the default user gets in with any password, and no other user exists.
-	if auth && user != "default" {
+	if auth && !s.authenticate(cl, user, pass) {
 		cl.w.Error(errWrongPass)
+		return
+	}
+	if !cl.authed {
+		cl.w.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
 	if setName {
@@ -90,26 +95,87 @@ func validName(name string) bool {
 	return true
 }
 
-// errWrongPass is Redis's answer to credentials of a user that does not
-// exist.
+// errWrongPass is Redis's answer to credentials that do not match.
 const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
 
 // errNoPassword is Redis's answer to AUTH <password> when no password is set.
 const errNoPassword = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 
-// cmdAuth answers AUTH as Redis does when no password is configured: the
-// password-only form is refused, the default user accepts any password.
+// authenticate checks credentials as Redis 6+ does with only the default
+// user: without a password configured the default user accepts any
+// password; with one (requirepass), only that password. Success marks the
+// client authenticated; failure leaves it as it was.
+func (s *Server) authenticate(cl *client, user, pass string) bool {
+	if user != "default" {
+		return false
+	}
+	if s.cfg.RequirePass != "" {
+		// Compare digests, so that the time taken says nothing about
+		// the password.
+		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256([]byte(s.cfg.RequirePass))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			return false
+		}
+	}
+	cl.authed = true
+	return true
+}
+
+// cmdAuth answers AUTH [username] password as Redis does: AUTH <password>
+// is the default user's; without a password configured it is refused.
 func cmdAuth(s *Server, cl *client, args [][]byte) {
 	switch {
 	case len(args) > 3:
 		cl.w.Error(errSyntax)
-	case len(args) == 2:
+	case len(args) == 2 && s.cfg.RequirePass == "":
 		cl.w.Error(errNoPassword)
-	case string(args[1]) == "default":
+	case len(args) == 2 && s.authenticate(cl, "default", string(args[1])),
+		len(args) == 3 && s.authenticate(cl, string(args[1]), string(args[2])):
 		cl.w.Simple("OK")
 	default:
 		cl.w.Error(errWrongPass)
 	}
+}
+
+func cmdSelect(s *Server, cl *client, args [][]byte) {
+	n, ok := parseInt(args[1])
+	switch {
+	case !ok || n < math.MinInt32 || n > math.MaxInt32:
+		cl.w.Error(errNotInteger)
+	case n < 0 || n >= int64(len(s.dbs)):
+		cl.w.Error("ERR DB index is out of range")
+	default:
+		cl.db = int(n)
+		cl.w.Simple("OK")
+	}
+}
+
+// cmdDebug answers DEBUG SET-ACTIVE-EXPIRE 0|1, which Redis's own tests
+// use to switch active expiry off and on, and DEBUG HELP.
+func cmdDebug(s *Server, cl *client, args [][]byte) {
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "set-active-expire" && len(args) == 3:
+		n, ok := parseInt(args[2])
+		if !ok {
+			cl.w.Error(errNotInteger)
+			return
+		}
+		s.activeOff.Store(n == 0)
+		cl.w.Simple("OK")
+	case sub == "help" && len(args) == 2:
+		help(cl, "DEBUG", "SET-ACTIVE-EXPIRE <0|1>", "    Switch active expiry off (0) or on (1).")
+	default:
+		cl.w.Error("ERR unknown subcommand '" + trunc(string(args[1]), 128) + "'. Try DEBUG HELP.")
+	}
+}
+
+// cmdTime answers TIME: the server's clock as Unix seconds and the
+// microseconds within the second.
+func cmdTime(s *Server, cl *client, args [][]byte) {
+	now := s.now()
+	cl.w.Array(2)
+	cl.w.Bulk(strconv.FormatInt(now.Unix(), 10))
+	cl.w.Bulk(strconv.Itoa(now.Nanosecond() / 1000))
 }
 
 func cmdClientID(s *Server, cl *client, args [][]byte) { cl.w.Int(cl.id) }
@@ -176,28 +242,14 @@ func sortedCommands() []*command {
 	return cs
 }
 
-// writeCommandInfo writes the 7-element COMMAND entry of Redis 6 (name,
-// arity, flags, first key, last key, step, ACL categories), which clients
-// parse as well as Redis 7's 10 elements.
-func writeCommandInfo(cl *client, c *command) {
-	cl.w.Array(7)
-	cl.w.Bulk(c.name)
-	cl.w.Int(int64(c.arity))
-	cl.w.Array(len(c.flags))
-	for _, f := range c.flags {
-		cl.w.Simple(f)
-	}
-	cl.w.Int(int64(c.first))
-	cl.w.Int(int64(c.last))
-	cl.w.Int(int64(c.step))
-	cl.w.Array(0)
-}
-
+// COMMAND and COMMAND INFO write Redis 7's 10-field entries (name, arity,
+// flags, first key, last key, step, ACL categories, tips, key
+// specifications, subcommands), taken from Redis itself.
 func cmdCommand(s *Server, cl *client, args [][]byte) {
 	cs := sortedCommands()
 	cl.w.Array(len(cs))
 	for _, c := range cs {
-		writeCommandInfo(cl, c)
+		cl.w.Raw(redisCommandInfo[c.name])
 	}
 }
 
@@ -210,17 +262,34 @@ func cmdCommandInfo(s *Server, cl *client, args [][]byte) {
 	}
 	cl.w.Array(len(args) - 2)
 	for _, a := range args[2:] {
-		if c := commands[strings.ToLower(string(a))]; c != nil {
-			writeCommandInfo(cl, c)
+		if c := lookupCommand(commands, a); c != nil {
+			cl.w.Raw(redisCommandInfo[c.name])
 		} else {
 			cl.w.Null()
 		}
 	}
 }
 
-// cmdCommandDocs answers with no documentation; redis-cli then uses its
-// built-in hints.
-func cmdCommandDocs(s *Server, cl *client, args [][]byte) { cl.w.Array(0) }
+// cmdCommandDocs answers COMMAND DOCS [name ...] with Redis 7's
+// documentation map (a flat array of name and docs in RESP2); unknown names
+// are left out, as Redis does.
+func cmdCommandDocs(s *Server, cl *client, args [][]byte) {
+	var cs []*command
+	if len(args) == 2 {
+		cs = sortedCommands()
+	} else {
+		for _, a := range args[2:] {
+			if c := lookupCommand(commands, a); c != nil {
+				cs = append(cs, c)
+			}
+		}
+	}
+	cl.w.Array(2 * len(cs))
+	for _, c := range cs {
+		cl.w.Bulk(c.name)
+		cl.w.Raw(redisCommandDocs[c.name])
+	}
+}
 
 func cmdCommandList(s *Server, cl *client, args [][]byte) {
 	cs := sortedCommands()
@@ -236,17 +305,18 @@ func cmdCommandHelp(s *Server, cl *client, args [][]byte) {
 		"COUNT", "    Return the total number of commands in this server.",
 		"LIST", "    Return a list of all commands in this server.",
 		"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
-		"DOCS [<command-name> ...]", "    Return documentation (none is kept).",
+		"DOCS [<command-name> ...]", "    Return documentation details about the given commands, or all of them.",
 	)
 }
 
 // infoSections are INFO's sections in order; "default", "all" and
 // "everything" select them all.
-var infoSections = []string{"server", "clients", "stats", "keyspace", "expiry"}
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "expiry"}
 
 // cmdInfo answers INFO [section ...] with Redis's "# Section" and
-// "field:value" lines. The expiry section reports the keyspace's Stats and
-// the active expiry tuning.
+// "field:value" lines, the fields that tools such as redis-cli --stat
+// read. The expiry section reports the keyspace's Stats and the active
+// expiry tuning.
 func cmdInfo(s *Server, cl *client, args [][]byte) {
 	want := make(map[string]bool)
 	for _, a := range args[1:] {
@@ -277,36 +347,97 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 		field("redis_version", version)
 		field("redis_mode", "standalone")
 		field("os", runtime.GOOS+" "+runtime.GOARCH)
+		field("arch_bits", 64)
 		field("go_version", runtime.Version())
 		field("process_id", pid)
+		field("tcp_port", s.port())
 		field("uptime_in_seconds", int64(time.Since(s.start)/time.Second))
+		field("hz", 10)
 	})
 	section("clients", func() {
 		s.connMu.Lock()
 		n := len(s.conns)
 		s.connMu.Unlock()
 		field("connected_clients", n)
+		field("maxclients", s.cfg.MaxClients)
+		field("blocked_clients", 0)
 	})
-	st := s.db.Stats()
+	section("memory", func() {
+		heap, rss := memoryUse()
+		field("used_memory", heap)
+		field("used_memory_human", humanBytes(heap))
+		field("used_memory_rss", rss)
+		field("used_memory_rss_human", humanBytes(rss))
+		field("maxmemory", 0)
+		field("maxmemory_policy", "noeviction")
+		field("mem_allocator", "go-"+runtime.Version())
+	})
+	section("persistence", func() {
+		field("loading", 0)
+		field("rdb_bgsave_in_progress", 0)
+		field("aof_enabled", 0)
+		field("aof_rewrite_in_progress", 0)
+	})
+	var sts [numDBs]expiry.Stats
+	var expired uint64
+	for i, db := range s.dbs {
+		sts[i] = db.Stats()
+		expired += sts[i].ExpiredPassive + sts[i].ExpiredActive
+	}
 	section("stats", func() {
 		field("total_connections_received", s.connections.Load())
 		field("total_commands_processed", s.commands.Load())
-		field("expired_keys", st.ExpiredPassive+st.ExpiredActive)
+		field("expired_keys", expired+s.expiredOnSet.Load())
+		field("evicted_keys", 0)
+	})
+	section("replication", func() {
+		field("role", "master")
+		field("connected_slaves", 0)
 	})
 	section("keyspace", func() {
-		if st.Keys > 0 {
-			field("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", st.Keys, st.KeysWithDeadline))
+		for i, st := range sts {
+			if st.Keys > 0 {
+				field(fmt.Sprint("db", i), fmt.Sprintf("keys=%d,expires=%d,avg_ttl=%d",
+					st.Keys, st.KeysWithDeadline, st.AvgTTL.Milliseconds()))
+			}
 		}
 	})
-	section("expiry", func() { s.expiryInfo(field, st) })
+	section("expiry", func() { s.expiryInfo(field, sts) })
 	cl.w.Bulk(b.String())
 }
 
 var pid = os.Getpid()
 
+// humanBytes formats n as Redis's used_memory_human does.
+func humanBytes(n uint64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
+	}
+}
+
 // expiryInfo writes INFO's expiry section: the tuning of active expiry and
-// the keyspace's expiry.Stats.
-func (s *Server) expiryInfo(field func(string, any), st expiry.Stats) {
+// the keyspaces' expiry.Stats, summed over the databases.
+func (s *Server) expiryInfo(field func(string, any), sts [numDBs]expiry.Stats) {
+	var st expiry.Stats
+	for _, x := range sts {
+		st.Keys += x.Keys
+		st.KeysWithDeadline += x.KeysWithDeadline
+		st.ExpiredPassive += x.ExpiredPassive
+		st.ExpiredActive += x.ExpiredActive
+		st.Cycles += x.Cycles
+		st.Rounds += x.Rounds
+		st.Sampled += x.Sampled
+		st.BudgetHits += x.BudgetHits
+		st.StaleEstimate = max(st.StaleEstimate, x.StaleEstimate)
+		st.LastCycle = max(st.LastCycle, x.LastCycle)
+	}
 	o := s.cfg.Expiry
 	field("interval_ms", cmp.Or(o.Interval, expiry.DefaultInterval).Milliseconds())
 	field("sample_size", cmp.Or(o.SampleSize, expiry.DefaultSampleSize))

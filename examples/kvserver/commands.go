@@ -1,15 +1,15 @@
 package main
 
 import (
-	"math"
 	"strings"
-	"time"
+	"unsafe"
 )
 
 // Error replies, worded as Redis 7 words them.
 const (
 	errSyntax     = "ERR syntax error"
 	errNotInteger = "ERR value is not an integer or out of range"
+	errNoAuth     = "NOAUTH Authentication required."
 )
 
 func errArity(name string) string {
@@ -20,26 +20,31 @@ func errExpireTime(name string) string {
 	return "ERR invalid expire time in '" + name + "' command"
 }
 
-// locking says how a command holds Server.mu.
+// locking says how a command holds the server's keyspace lock.
+//
+// Every single-key command is one atomic operation of the expiry.Map (a
+// lookup, a store, a delete), so those commands share the lock and run in
+// parallel. A command that reads and then writes (SET NX, SET GET, GETDEL,
+// EXPIRE GT), or touches several keys (MGET, MSET, DEL of several keys,
+// KEYS, FLUSHALL), holds it exclusively, so that it is atomic as in Redis,
+// which runs one command at a time.
 type locking int
 
 const (
-	lockNone  locking = iota // touches no keys
-	lockRead                 // reads keys
-	lockWrite                // changes keys
+	lockNone      locking = iota // touches no keys
+	lockShared                   // one atomic operation on one key
+	lockExclusive                // reads then writes, or several keys
 )
 
-// command is one entry of the command table; the fields after handler are
-// what COMMAND reports.
+// command is one entry of the command table. What COMMAND INFO and COMMAND
+// DOCS report comes from Redis itself (redis_commands.go).
 type command struct {
 	name    string // lower case, "container|sub" for subcommands
 	arity   int    // n: exactly n arguments with the name; -n: at least n
 	lock    locking
+	lockFor func(args [][]byte) locking // overrides lock when set
 	handler func(s *Server, cl *client, args [][]byte)
-	flags   []string
-	first   int // position of the first key, 0 if none
-	last    int // position of the last key, -1 for "up to the end"
-	step    int
+	noAuth  bool // allowed before AUTH
 	subs    map[string]*command
 }
 
@@ -47,36 +52,49 @@ var commands map[string]*command
 
 func init() {
 	table := []*command{
-		{name: "ping", arity: -1, handler: cmdPing, flags: []string{"fast", "stale"}},
-		{name: "echo", arity: 2, handler: cmdEcho, flags: []string{"fast"}},
-		{name: "quit", arity: -1, handler: cmdQuit, flags: []string{"fast", "stale", "noscript"}},
-		{name: "select", arity: 2, handler: cmdSelect, flags: []string{"fast", "stale", "loading"}},
-		{name: "hello", arity: -1, handler: cmdHello, flags: []string{"fast", "stale", "noscript", "no_auth"}},
-		{name: "auth", arity: -2, handler: cmdAuth, flags: []string{"fast", "stale", "noscript", "no_auth"}},
-		{name: "info", arity: -1, handler: cmdInfo, flags: []string{"stale", "loading"}},
-		{name: "dbsize", arity: 1, lock: lockRead, handler: cmdDBSize, flags: []string{"readonly", "fast"}},
-		{name: "flushdb", arity: -1, lock: lockWrite, handler: cmdFlushDB, flags: []string{"write"}},
-		{name: "get", arity: 2, lock: lockRead, handler: cmdGet, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1},
-		{name: "set", arity: -3, lock: lockWrite, handler: cmdSet, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1},
-		{name: "del", arity: -2, lock: lockWrite, handler: cmdDel, flags: []string{"write"}, first: 1, last: -1, step: 1},
-		{name: "exists", arity: -2, lock: lockRead, handler: cmdExists, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1},
-		{name: "expire", arity: -3, lock: lockWrite, handler: expireCommand(time.Second, true), flags: []string{"write", "fast"}, first: 1, last: 1, step: 1},
-		{name: "pexpire", arity: -3, lock: lockWrite, handler: expireCommand(time.Millisecond, true), flags: []string{"write", "fast"}, first: 1, last: 1, step: 1},
-		{name: "expireat", arity: -3, lock: lockWrite, handler: expireCommand(time.Second, false), flags: []string{"write", "fast"}, first: 1, last: 1, step: 1},
-		{name: "pexpireat", arity: -3, lock: lockWrite, handler: expireCommand(time.Millisecond, false), flags: []string{"write", "fast"}, first: 1, last: 1, step: 1},
-		{name: "ttl", arity: 2, lock: lockRead, handler: ttlCommand(time.Second), flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1},
-		{name: "pttl", arity: 2, lock: lockRead, handler: ttlCommand(time.Millisecond), flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1},
-		{name: "expiretime", arity: 2, lock: lockRead, handler: expireTimeCommand(time.Second), flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1},
-		{name: "pexpiretime", arity: 2, lock: lockRead, handler: expireTimeCommand(time.Millisecond), flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1},
-		{name: "persist", arity: 2, lock: lockWrite, handler: cmdPersist, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1},
-		{name: "command", arity: -1, handler: cmdCommand, flags: []string{"loading", "stale"}, subs: subcommands(
+		{name: "ping", arity: -1, handler: cmdPing},
+		{name: "echo", arity: 2, handler: cmdEcho},
+		{name: "quit", arity: -1, handler: cmdQuit, noAuth: true},
+		{name: "select", arity: 2, handler: cmdSelect},
+		{name: "hello", arity: -1, handler: cmdHello, noAuth: true},
+		{name: "auth", arity: -2, handler: cmdAuth, noAuth: true},
+		{name: "info", arity: -1, handler: cmdInfo},
+		{name: "time", arity: 1, handler: cmdTime},
+		{name: "debug", arity: -2, handler: cmdDebug},
+		{name: "dbsize", arity: 1, lock: lockExclusive, handler: cmdDBSize},
+		{name: "flushdb", arity: -1, lock: lockExclusive, handler: cmdFlushDB},
+		{name: "flushall", arity: -1, lock: lockExclusive, handler: cmdFlushAll},
+		{name: "get", arity: 2, lock: lockShared, handler: cmdGet},
+		{name: "strlen", arity: 2, lock: lockShared, handler: cmdStrlen},
+		{name: "type", arity: 2, lock: lockShared, handler: cmdType},
+		{name: "set", arity: -3, lockFor: setLocking, handler: cmdSet},
+		{name: "setex", arity: 4, lock: lockShared, handler: setexCommand("setex", unitSeconds)},
+		{name: "psetex", arity: 4, lock: lockShared, handler: setexCommand("psetex", unitMillis)},
+		{name: "getex", arity: -2, lockFor: getexLocking, handler: cmdGetEx},
+		{name: "getdel", arity: 2, lock: lockShared, handler: cmdGetDel},
+		{name: "mget", arity: -2, lock: lockExclusive, handler: cmdMGet},
+		{name: "mset", arity: -3, lock: lockExclusive, handler: cmdMSet},
+		{name: "del", arity: -2, lockFor: oneKeyShared, handler: cmdDel},
+		{name: "exists", arity: -2, lockFor: oneKeyShared, handler: cmdExists},
+		{name: "keys", arity: 2, lock: lockExclusive, handler: cmdKeys},
+		{name: "scan", arity: -2, lock: lockExclusive, handler: cmdScan},
+		{name: "expire", arity: -3, lockFor: expireLocking, handler: expireCommand(unitSeconds, true)},
+		{name: "pexpire", arity: -3, lockFor: expireLocking, handler: expireCommand(unitMillis, true)},
+		{name: "expireat", arity: -3, lockFor: expireLocking, handler: expireCommand(unitSeconds, false)},
+		{name: "pexpireat", arity: -3, lockFor: expireLocking, handler: expireCommand(unitMillis, false)},
+		{name: "ttl", arity: 2, lock: lockShared, handler: ttlCommand(unitSeconds)},
+		{name: "pttl", arity: 2, lock: lockShared, handler: ttlCommand(unitMillis)},
+		{name: "expiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitSeconds)},
+		{name: "pexpiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitMillis)},
+		{name: "persist", arity: 2, lock: lockShared, handler: cmdPersist},
+		{name: "command", arity: -1, handler: cmdCommand, subs: subcommands(
 			&command{name: "count", arity: 2, handler: cmdCommandCount},
 			&command{name: "info", arity: -2, handler: cmdCommandInfo},
 			&command{name: "docs", arity: -2, handler: cmdCommandDocs},
 			&command{name: "list", arity: -2, handler: cmdCommandList},
 			&command{name: "help", arity: 2, handler: cmdCommandHelp},
 		)},
-		{name: "client", arity: -2, flags: []string{"stale", "loading"}, subs: subcommands(
+		{name: "client", arity: -2, subs: subcommands(
 			&command{name: "id", arity: 2, handler: cmdClientID},
 			&command{name: "getname", arity: 2, handler: cmdClientGetName},
 			&command{name: "setname", arity: 3, handler: cmdClientSetName},
@@ -89,7 +107,6 @@ func init() {
 		commands[c.name] = c
 		for _, sub := range c.subs {
 			sub.name = c.name + "|" + sub.name
-			sub.flags = c.flags
 		}
 	}
 }
@@ -102,15 +119,31 @@ func subcommands(cs ...*command) map[string]*command {
 	return m
 }
 
+// lookupCommand finds a command by name, case-insensitively, without
+// allocating for names of up to 32 bytes.
+func lookupCommand(m map[string]*command, name []byte) *command {
+	var lower [32]byte
+	if len(name) > len(lower) {
+		return m[strings.ToLower(string(name))]
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	return m[string(lower[:len(name)])]
+}
+
 // dispatch runs one command and writes its reply.
 func (s *Server) dispatch(cl *client, args [][]byte) {
-	cmd := commands[strings.ToLower(string(args[0]))]
+	cmd := lookupCommand(commands, args[0])
 	if cmd == nil {
 		cl.w.Error(unknownCommand(args))
 		return
 	}
 	if cmd.subs != nil && len(args) >= 2 {
-		sub := cmd.subs[strings.ToLower(string(args[1]))]
+		sub := lookupCommand(cmd.subs, args[1])
 		if sub == nil {
 			cl.w.Error("ERR unknown subcommand '" + trunc(string(args[1]), 128) + "'. Try " +
 				strings.ToUpper(string(args[0])) + " HELP.")
@@ -118,19 +151,48 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 		}
 		cmd = sub
 	}
+	if !cl.authed && !cmd.noAuth && s.cfg.RequirePass != "" {
+		cl.w.Error(errNoAuth)
+		return
+	}
 	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity {
 		cl.w.Error(errArity(cmd.name))
 		return
 	}
-	switch cmd.lock {
-	case lockRead:
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-	case lockWrite:
-		s.mu.Lock()
-		defer s.mu.Unlock()
+	lock := cmd.lock
+	if cmd.lockFor != nil {
+		lock = cmd.lockFor(args)
+	}
+	switch lock {
+	case lockShared:
+		l := &s.locks[cl.id%int64(len(s.locks))]
+		l.RLock()
+		defer l.RUnlock()
+	case lockExclusive:
+		s.lockAll()
+		defer s.unlockAll()
 	}
 	cmd.handler(s, cl, args)
+}
+
+// lockAll takes every shard of the keyspace lock, in order.
+func (s *Server) lockAll() {
+	for i := range s.locks {
+		s.locks[i].Lock()
+	}
+}
+
+func (s *Server) unlockAll() {
+	for i := range s.locks {
+		s.locks[i].Unlock()
+	}
+}
+
+func oneKeyShared(args [][]byte) locking {
+	if len(args) == 2 {
+		return lockShared
+	}
+	return lockExclusive
 }
 
 // unknownCommand words the error exactly as Redis 7 does, quoting at most
@@ -159,58 +221,130 @@ func trunc(s string, n int) string {
 	return s
 }
 
+// view returns b as a string without copying, for lookups: the keyspace
+// never keeps a key it is only asked about, and b is valid until the next
+// command is read.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// own returns a key and a value that the keyspace may keep, in one
+// allocation (a value the reader already gave an allocation of its own is
+// kept as it is).
+func own(cl *client, key []byte, vi int, val []byte) (string, string) {
+	if cl.r.Owned(vi) {
+		return string(key), view(val)
+	}
+	if len(key)+len(val) == 0 {
+		return "", ""
+	}
+	kv := make([]byte, len(key)+len(val))
+	copy(kv, key)
+	copy(kv[len(key):], val)
+	k, v := "", ""
+	if len(key) > 0 {
+		k = unsafe.String(&kv[0], len(key))
+	}
+	if len(val) > 0 {
+		v = unsafe.String(&kv[len(key)], len(val))
+	}
+	return k, v
+}
+
 func cmdPing(s *Server, cl *client, args [][]byte) {
 	switch len(args) {
 	case 1:
 		cl.w.Simple("PONG")
 	case 2:
-		cl.w.Bulk(string(args[1]))
+		cl.w.BulkBytes(args[1])
 	default:
 		cl.w.Error(errArity("ping"))
 	}
 }
 
-func cmdEcho(s *Server, cl *client, args [][]byte) { cl.w.Bulk(string(args[1])) }
+func cmdEcho(s *Server, cl *client, args [][]byte) { cl.w.BulkBytes(args[1]) }
 
 func cmdQuit(s *Server, cl *client, args [][]byte) {
 	cl.w.Simple("OK")
 	cl.quit = true
 }
 
-func cmdSelect(s *Server, cl *client, args [][]byte) {
-	n, ok := parseInt(args[1])
-	switch {
-	case !ok || n < math.MinInt32 || n > math.MaxInt32:
-		cl.w.Error(errNotInteger)
-	case n != 0:
-		cl.w.Error("ERR DB index is out of range")
-	default:
-		cl.w.Simple("OK")
-	}
-}
-
 func cmdGet(s *Server, cl *client, args [][]byte) {
-	if v, ok := s.db.Get(string(args[1])); ok {
+	if v, ok := s.db(cl).Get(view(args[1])); ok {
 		cl.w.Bulk(v)
 	} else {
 		cl.w.Null()
 	}
 }
 
+func cmdStrlen(s *Server, cl *client, args [][]byte) {
+	v, _ := s.db(cl).Get(view(args[1]))
+	cl.w.Int(int64(len(v)))
+}
+
+func cmdType(s *Server, cl *client, args [][]byte) {
+	if _, ok := s.db(cl).Deadline(view(args[1])); ok {
+		cl.w.Simple("string")
+	} else {
+		cl.w.Simple("none")
+	}
+}
+
+func cmdGetDel(s *Server, cl *client, args [][]byte) {
+	v, ok := s.db(cl).GetAndDelete(view(args[1]))
+	if !ok {
+		cl.w.Null()
+		return
+	}
+	cl.w.Bulk(v)
+	s.freed(len(v))
+}
+
+func cmdMGet(s *Server, cl *client, args [][]byte) {
+	db := s.db(cl)
+	cl.w.Array(len(args) - 1)
+	for _, k := range args[1:] {
+		if v, ok := db.Get(view(k)); ok {
+			cl.w.Bulk(v)
+		} else {
+			cl.w.Null()
+		}
+	}
+}
+
+func cmdMSet(s *Server, cl *client, args [][]byte) {
+	if len(args)%2 != 1 {
+		cl.w.Error(errArity("mset"))
+		return
+	}
+	db := s.db(cl)
+	for i := 1; i < len(args); i += 2 {
+		k, v := own(cl, args[i], i+1, args[i+1])
+		db.Set(k, v)
+	}
+	cl.w.Simple("OK")
+}
+
 func cmdDel(s *Server, cl *client, args [][]byte) {
+	db := s.db(cl)
 	var n int64
 	for _, k := range args[1:] {
-		if s.db.Delete(string(k)) {
+		if v, ok := db.GetAndDelete(view(k)); ok {
 			n++
+			s.freed(len(v))
 		}
 	}
 	cl.w.Int(n)
 }
 
 func cmdExists(s *Server, cl *client, args [][]byte) {
+	db := s.db(cl)
 	var n int64
 	for _, k := range args[1:] {
-		if _, ok := s.db.Deadline(string(k)); ok {
+		if _, ok := db.Deadline(view(k)); ok {
 			n++
 		}
 	}
@@ -218,251 +352,39 @@ func cmdExists(s *Server, cl *client, args [][]byte) {
 }
 
 func cmdPersist(s *Server, cl *client, args [][]byte) {
-	if s.db.Persist(string(args[1])) {
+	if s.db(cl).Persist(view(args[1])) {
 		cl.w.Int(1)
 	} else {
 		cl.w.Int(0)
 	}
 }
 
-func cmdDBSize(s *Server, cl *client, args [][]byte) { cl.w.Int(int64(s.db.Len())) }
+func cmdDBSize(s *Server, cl *client, args [][]byte) { cl.w.Int(int64(s.db(cl).Len())) }
 
-func cmdFlushDB(s *Server, cl *client, args [][]byte) {
+// flushArgs accepts FLUSHDB and FLUSHALL's optional SYNC or ASYNC.
+func flushArgs(cl *client, args [][]byte) bool {
 	if len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "sync") &&
 		!strings.EqualFold(string(args[1]), "async")) {
 		cl.w.Error(errSyntax)
-		return
+		return false
 	}
-	s.db.Clear()
-	cl.w.Simple("OK")
+	return true
 }
 
-// SET flags, as in Redis's parseExtendedStringArgumentsOrReply.
-const (
-	setNX = 1 << iota
-	setXX
-	setGet
-	setKeepTTL
-	setEX
-	setPX
-	setEXAT
-	setPXAT
-)
-
-const setExpireFlags = setEX | setPX | setEXAT | setPXAT
-
-func cmdSet(s *Server, cl *client, args [][]byte) {
-	key, val := string(args[1]), string(args[2])
-	flags := 0
-	var expire []byte
-	for j := 3; j < len(args); j++ {
-		opt := strings.ToLower(string(args[j]))
-		hasNext := j+1 < len(args)
-		var f int
-		switch {
-		case opt == "nx" && flags&setXX == 0:
-			f = setNX
-		case opt == "xx" && flags&setNX == 0:
-			f = setXX
-		case opt == "get":
-			f = setGet
-		case opt == "keepttl" && flags&setExpireFlags == 0:
-			f = setKeepTTL
-		case opt == "ex" && flags&(setKeepTTL|setExpireFlags&^setEX) == 0 && hasNext:
-			f = setEX
-		case opt == "px" && flags&(setKeepTTL|setExpireFlags&^setPX) == 0 && hasNext:
-			f = setPX
-		case opt == "exat" && flags&(setKeepTTL|setExpireFlags&^setEXAT) == 0 && hasNext:
-			f = setEXAT
-		case opt == "pxat" && flags&(setKeepTTL|setExpireFlags&^setPXAT) == 0 && hasNext:
-			f = setPXAT
-		default:
-			cl.w.Error(errSyntax)
-			return
-		}
-		flags |= f
-		if f&setExpireFlags != 0 {
-			j++
-			expire = args[j]
-		}
-	}
-
-	var deadline time.Time
-	if flags&setExpireFlags != 0 {
-		ms, ok := parseInt(expire)
-		if !ok {
-			cl.w.Error(errNotInteger)
-			return
-		}
-		seconds := flags&(setEX|setEXAT) != 0
-		if ms <= 0 || (seconds && ms > math.MaxInt64/1000) {
-			cl.w.Error(errExpireTime("set"))
-			return
-		}
-		if seconds {
-			ms *= 1000
-		}
-		if flags&(setEX|setPX) != 0 {
-			now := s.now().UnixMilli()
-			if ms > math.MaxInt64-now {
-				cl.w.Error(errExpireTime("set"))
-				return
-			}
-			ms += now
-		}
-		deadline = time.UnixMilli(ms)
-	}
-
-	old, found := s.db.Get(key)
-	if flags&setGet != 0 {
-		if found {
-			cl.w.Bulk(old)
-		} else {
-			cl.w.Null()
-		}
-	}
-	if (flags&setNX != 0 && found) || (flags&setXX != 0 && !found) {
-		if flags&setGet == 0 {
-			cl.w.Null()
-		}
-		return
-	}
-	switch {
-	case !deadline.IsZero():
-		s.db.SetWithDeadline(key, val, deadline)
-	case flags&setKeepTTL != 0:
-		if at, ok := s.db.Deadline(key); ok && !at.IsZero() && at.After(s.now()) {
-			s.db.SetWithDeadline(key, val, at)
-		} else {
-			s.db.Set(key, val)
-		}
-	default:
-		s.db.Set(key, val)
-	}
-	if flags&setGet == 0 {
+func cmdFlushDB(s *Server, cl *client, args [][]byte) {
+	if flushArgs(cl, args) {
+		s.db(cl).Clear()
+		s.bigFreed.Add(returnThreshold)
 		cl.w.Simple("OK")
 	}
 }
 
-// EXPIRE flags.
-const (
-	expireNX = 1 << iota
-	expireXX
-	expireGT
-	expireLT
-)
-
-// expireCommand returns EXPIRE (unit s, relative), PEXPIRE, EXPIREAT and
-// PEXPIREAT. As in Redis, a deadline that is not in the future deletes the
-// key, and the reply says whether the key existed and the condition held.
-func expireCommand(unit time.Duration, relative bool) func(*Server, *client, [][]byte) {
-	return func(s *Server, cl *client, args [][]byte) {
-		name := strings.ToLower(string(args[0]))
-		// Options first, then the time: Redis reports a bad option before
-		// a bad time.
-		flags := 0
-		for _, a := range args[3:] {
-			switch strings.ToLower(string(a)) {
-			case "nx":
-				flags |= expireNX
-			case "xx":
-				flags |= expireXX
-			case "gt":
-				flags |= expireGT
-			case "lt":
-				flags |= expireLT
-			default:
-				cl.w.Error("ERR Unsupported option " + string(a))
-				return
-			}
+func cmdFlushAll(s *Server, cl *client, args [][]byte) {
+	if flushArgs(cl, args) {
+		for _, db := range s.dbs {
+			db.Clear()
 		}
-		if flags&expireNX != 0 && flags&(expireXX|expireGT|expireLT) != 0 {
-			cl.w.Error("ERR NX and XX, GT or LT options at the same time are not compatible")
-			return
-		}
-		if flags&expireGT != 0 && flags&expireLT != 0 {
-			cl.w.Error("ERR GT and LT options at the same time are not compatible")
-			return
-		}
-		when, ok := parseInt(args[2])
-		if !ok {
-			cl.w.Error(errNotInteger)
-			return
-		}
-		if unit == time.Second {
-			if when > math.MaxInt64/1000 || when < math.MinInt64/1000 {
-				cl.w.Error(errExpireTime(name))
-				return
-			}
-			when *= 1000
-		}
-		if relative {
-			now := s.now().UnixMilli()
-			if when > math.MaxInt64-now {
-				cl.w.Error(errExpireTime(name))
-				return
-			}
-			when += now
-		}
-		key := string(args[1])
-		cur, found := s.db.Deadline(key)
-		if !found {
-			cl.w.Int(0)
-			return
-		}
-		curMS := int64(-1)
-		if !cur.IsZero() {
-			curMS = cur.UnixMilli()
-		}
-		if (flags&expireNX != 0 && curMS != -1) ||
-			(flags&expireXX != 0 && curMS == -1) ||
-			(flags&expireGT != 0 && (curMS == -1 || when <= curMS)) ||
-			(flags&expireLT != 0 && curMS != -1 && when >= curMS) {
-			cl.w.Int(0)
-			return
-		}
-		if s.db.ExpireAt(key, time.UnixMilli(when)) {
-			cl.w.Int(1)
-		} else {
-			cl.w.Int(0)
-		}
-	}
-}
-
-// ttlCommand returns TTL (unit s) and PTTL: -2 for a missing key, -1 for a
-// key without a deadline, else the time left, rounded as Redis rounds it.
-func ttlCommand(unit time.Duration) func(*Server, *client, [][]byte) {
-	return func(s *Server, cl *client, args [][]byte) {
-		at, ok := s.db.Deadline(string(args[1]))
-		switch {
-		case !ok:
-			cl.w.Int(-2)
-		case at.IsZero():
-			cl.w.Int(-1)
-		default:
-			ms := max(at.UnixMilli()-s.now().UnixMilli(), 0)
-			if unit == time.Second {
-				ms = (ms + 500) / 1000
-			}
-			cl.w.Int(ms)
-		}
-	}
-}
-
-// expireTimeCommand returns EXPIRETIME and PEXPIRETIME: the deadline as a
-// Unix time, -1 without one, -2 for a missing key.
-func expireTimeCommand(unit time.Duration) func(*Server, *client, [][]byte) {
-	return func(s *Server, cl *client, args [][]byte) {
-		at, ok := s.db.Deadline(string(args[1]))
-		switch {
-		case !ok:
-			cl.w.Int(-2)
-		case at.IsZero():
-			cl.w.Int(-1)
-		case unit == time.Second:
-			cl.w.Int((at.UnixMilli() + 500) / 1000)
-		default:
-			cl.w.Int(at.UnixMilli())
-		}
+		s.bigFreed.Add(returnThreshold)
+		cl.w.Simple("OK")
 	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,6 +175,80 @@ func TestDifferential(t *testing.T) {
 		{args: []any{"AUTH", "secret"}},
 		{args: []any{"DBSIZE", "x"}},
 		{args: []any{"PERSIST"}},
+		// Commands added for Redis's own test suite and common clients.
+		{args: []any{"SETEX", k("s"), "100", "v"}},
+		{args: []any{"TTL", k("s")}, tol: 1},
+		{args: []any{"SETEX", k("s"), "0", "v"}},
+		{args: []any{"SETEX", k("s"), "-1", "v"}},
+		{args: []any{"SETEX", k("s"), "x", "v"}},
+		{args: []any{"SETEX", k("s"), "100"}},
+		{args: []any{"PSETEX", k("s"), "100000", "w"}},
+		{args: []any{"PTTL", k("s")}, tol: 500},
+		{args: []any{"PSETEX", k("s"), "0", "w"}},
+		{args: []any{"PSETEX", k("s"), "9223372036854775807", "w"}},
+		{args: []any{"GET", k("s")}},
+		{args: []any{"GETEX", k("s")}},
+		{args: []any{"GETEX", k("s"), "PERSIST"}},
+		{args: []any{"TTL", k("s")}},
+		{args: []any{"GETEX", k("s"), "EX", "100"}},
+		{args: []any{"TTL", k("s")}, tol: 1},
+		{args: []any{"GETEX", k("s"), "PX", "200000"}},
+		{args: []any{"PTTL", k("s")}, tol: 500},
+		{args: []any{"GETEX", k("s"), "EXAT", inHour}},
+		{args: []any{"EXPIRETIME", k("s")}},
+		{args: []any{"GETEX", k("s"), "PXAT", inHourMS}},
+		{args: []any{"PEXPIRETIME", k("s")}},
+		{args: []any{"GETEX", k("s"), "EX", "0"}},
+		{args: []any{"GETEX", k("s"), "EX", "10", "PX", "10"}},
+		{args: []any{"GETEX", k("s"), "PERSIST", "EX", "10"}},
+		{args: []any{"GETEX", k("s"), "KEEPTTL"}},
+		{args: []any{"GETEX", k("s"), "NX"}},
+		{args: []any{"GETEX", k("s"), "EX"}},
+		{args: []any{"GETEX", k("missing"), "EX", "10"}},
+		{args: []any{"GETEX", k("missing"), "EX", "-10"}},
+		{args: []any{"GETEX", k("s"), "PXAT", "1"}},
+		{args: []any{"EXISTS", k("s")}},
+		{args: []any{"GETEX"}},
+		{args: []any{"SET", k("g"), "v"}},
+		{args: []any{"GETDEL", k("g")}},
+		{args: []any{"GETDEL", k("g")}},
+		{args: []any{"GETDEL"}},
+		{args: []any{"MSET", k("m1"), "1", k("m2"), "2", k("m1"), "3"}},
+		{args: []any{"MGET", k("m1"), k("m2"), k("missing")}},
+		{args: []any{"MSET", k("m1")}},
+		{args: []any{"MSET", k("m1"), "1", k("m2")}},
+		{args: []any{"MGET"}},
+		{args: []any{"STRLEN", k("m1")}},
+		{args: []any{"STRLEN", k("missing")}},
+		{args: []any{"TYPE", k("m1")}},
+		{args: []any{"TYPE", k("missing")}},
+		{args: []any{"DEL", k("m1"), k("m2")}},
+		// Deadlines far beyond what int64 nanoseconds hold.
+		{args: []any{"SET", k("far"), "v", "EX", "92233720368547"}},
+		{args: []any{"TTL", k("far")}, tol: 1},
+		{args: []any{"PEXPIREAT", k("far"), "9223372036854775807"}},
+		{args: []any{"PEXPIRETIME", k("far")}},
+		{args: []any{"PEXPIREAT", k("far"), "9000000000000000000", "LT"}},
+		{args: []any{"PEXPIRETIME", k("far")}},
+		{args: []any{"PEXPIREAT", k("far"), "9100000000000000000", "GT"}},
+		{args: []any{"PEXPIRETIME", k("far")}},
+		{args: []any{"EXPIRETIME", k("far")}},
+		{args: []any{"PEXPIREAT", k("far"), "9000000000000000000", "GT"}},
+		{args: []any{"SELECT", "15"}},
+		{args: []any{"GET", k("far")}},
+		{args: []any{"SELECT", "16"}},
+		{args: []any{"SELECT", "0"}},
+		{args: []any{"GET", k("far")}},
+		{args: []any{"SCAN", "x"}},
+		{args: []any{"SCAN", "0", "COUNT", "0"}},
+		{args: []any{"SCAN", "0", "COUNT", "x"}},
+		{args: []any{"SCAN", "0", "MATCH"}},
+		{args: []any{"SCAN", "0", "FOO", "1"}},
+		{args: []any{"KEYS"}},
+		{args: []any{"TIME", "x"}},
+		{args: []any{"FLUSHALL", "LATER"}},
+		{args: []any{"COMMAND", "INFO", "get", "set", "getex", "expire", "nosuch"}},
+		{args: []any{"COMMAND", "DOCS", "getex", "scan", "nosuch"}},
 	}
 	for i, s := range script {
 		want, wantErr := real.Do(ctx, s.args...).Result()
@@ -193,4 +270,114 @@ func TestDifferential(t *testing.T) {
 		}
 		require.Equal(t, want, got, what)
 	}
+}
+
+// TestDifferentialKeyspace compares what only a whole keyspace shows —
+// FLUSHALL, SELECT, DBSIZE, KEYS, SCAN, TIME, INFO's counters — between
+// kvserver and a redis-server of the test's own, which it may flush.
+func TestDifferentialKeyspace(t *testing.T) {
+	rs := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	ctx := testContext(t)
+	real := suiteClient(t, rs.Addr, "")
+	_, addr := startServer(t, Config{})
+	kv := suiteClient(t, addr, "")
+	both := func(f func(c *redis.Client) any) (any, any) { return f(real), f(kv) }
+	same := func(what string, f func(c *redis.Client) any) {
+		t.Helper()
+		want, got := both(f)
+		require.Equal(t, want, got, what)
+	}
+	do := func(args ...any) func(c *redis.Client) any {
+		return func(c *redis.Client) any {
+			v, err := c.Do(ctx, args...).Result()
+			if err != nil {
+				return err.Error()
+			}
+			return v
+		}
+	}
+	expiredKeys := func(c *redis.Client) any {
+		info, err := c.Info(ctx, "stats").Result()
+		require.NoError(t, err)
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "expired_keys:"); ok {
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				return n
+			}
+		}
+		t.Fatalf("no expired_keys in %q", info)
+		return nil
+	}
+
+	same("FLUSHALL", do("FLUSHALL"))
+	for i := range 300 {
+		same("SET", do("SET", fmt.Sprint("key:", i), i))
+	}
+	same("SELECT 9", do("SELECT", 9))
+	same("SET in 9", do("SET", "nine", "v", "EX", 1000))
+	same("DBSIZE 9", do("DBSIZE"))
+	same("KEYS in 9", do("KEYS", "*"))
+	same("SELECT 0", do("SELECT", 0))
+	same("DBSIZE 0", do("DBSIZE"))
+	for _, pat := range []string{"key:1?", "key:[12]0", "key:*9", "key:\\*", "*:2[^0-8]", "nomatch*"} {
+		same("KEYS "+pat, func(c *redis.Client) any {
+			keys, err := c.Keys(ctx, pat).Result()
+			require.NoError(t, err)
+			slices.Sort(keys)
+			return keys
+		})
+	}
+	same("a whole SCAN", func(c *redis.Client) any {
+		var all []string
+		cursor := uint64(0)
+		for calls := 0; ; calls++ {
+			keys, next, err := c.Scan(ctx, cursor, "key:1*", 20).Result()
+			require.NoError(t, err)
+			all = append(all, keys...)
+			if cursor = next; cursor == 0 {
+				break
+			}
+			require.Less(t, calls, 1000)
+		}
+		slices.Sort(all)
+		return slices.Compact(all)
+	})
+	same("SCAN TYPE string", func(c *redis.Client) any {
+		n := 0
+		for cursor := uint64(0); ; {
+			keys, next, err := c.ScanType(ctx, cursor, "", 100, "string").Result()
+			require.NoError(t, err)
+			n += len(keys)
+			if cursor = next; cursor == 0 {
+				return n >= 300
+			}
+		}
+	})
+	same("TIME", func(c *redis.Client) any {
+		tm, err := c.Do(ctx, "TIME").Slice()
+		require.NoError(t, err)
+		sec, err := strconv.ParseInt(tm[0].(string), 10, 64)
+		require.NoError(t, err)
+		usec, err := strconv.ParseInt(tm[1].(string), 10, 64)
+		require.NoError(t, err)
+		return len(tm) == 2 && math.Abs(float64(sec-time.Now().Unix())) <= 2 && usec >= 0 && usec < 1e6
+	})
+
+	// SET with a deadline already past counts as an expired key, once it
+	// is looked up at the latest.
+	before := []any{expiredKeys(real), expiredKeys(kv)}
+	same("SET PXAT in the past", do("SET", "past", "v", "PXAT", 1))
+	same("GET it", do("GET", "past"))
+	same("SETEX then wait", do("PSETEX", "soon", 1, "v"))
+	time.Sleep(20 * time.Millisecond)
+	same("GET the expired key", do("GET", "soon"))
+	after := []any{expiredKeys(real), expiredKeys(kv)}
+	require.Equal(t, after[0].(int)-before[0].(int), after[1].(int)-before[1].(int), "expired_keys grew alike")
+	require.Equal(t, 2, after[1].(int)-before[1].(int))
+
+	same("FLUSHALL ASYNC", do("FLUSHALL", "ASYNC"))
+	same("DBSIZE after FLUSHALL", do("DBSIZE"))
+	same("SELECT 9 after FLUSHALL", do("SELECT", 9))
+	same("DBSIZE 9 after FLUSHALL", do("DBSIZE"))
 }

@@ -64,7 +64,7 @@ func TestMiniRedisTimelineThroughServer(t *testing.T) {
 		time.Sleep(7*time.Second + 1100*time.Millisecond) // one cycle after the deadline
 		synctest.Wait()
 		require.Equal(t, ":0", p.do("DBSIZE"))
-		st := srv.db.Stats()
+		st := srv.dbs[0].Stats()
 		require.Equal(t, uint64(100), st.ExpiredActive)
 		require.Zero(t, st.ExpiredPassive, "no key was read")
 		require.Greater(t, st.Rounds, st.Cycles, "a cycle repeated its round while above the threshold")
@@ -90,7 +90,7 @@ func TestPassiveExpiryThroughServerSynctest(t *testing.T) {
 		require.Equal(t, ":2", p.do("DBSIZE"), "not found yet, still counted")
 		require.Equal(t, "$-1", p.do("GET k"))
 		require.Equal(t, ":1", p.do("DBSIZE"))
-		require.Equal(t, uint64(1), srv.db.Stats().ExpiredPassive)
+		require.Equal(t, uint64(1), srv.dbs[0].Stats().ExpiredPassive)
 		require.Equal(t, ":0", p.do("PERSIST k"), "an expired key cannot be persisted")
 	})
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // startServer serves a new Server on a loopback port until the test ends.
-func startServer(t *testing.T, cfg Config) (*Server, string) {
+func startServer(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
 	srv, err := New(cfg)
 	require.NoError(t, err)

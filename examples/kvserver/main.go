@@ -6,11 +6,17 @@
 //	go run ./examples/kvserver -addr 127.0.0.1:6380
 //	redis-cli -p 6380 SET greeting hello EX 10
 //
-// It answers PING, ECHO, SET (EX, PX, EXAT, PXAT, NX, XX, KEEPTTL, GET), GET,
-// DEL, EXISTS, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (NX, XX, GT, LT), TTL,
-// PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, DBSIZE, FLUSHDB, INFO (with a
-// keyspace and an expiry section), COMMAND, HELLO (RESP2 only), CLIENT,
-// SELECT 0, AUTH and QUIT, with Redis's replies and error messages.
+// It answers Redis's string and expiry commands (SET with all its options,
+// GET, SETEX, PSETEX, GETEX, GETDEL, MGET, MSET, STRLEN, DEL, EXISTS, TYPE,
+// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT with NX, XX, GT and LT, TTL, PTTL,
+// EXPIRETIME, PEXPIRETIME, PERSIST, KEYS, SCAN) on 16 databases (SELECT,
+// DBSIZE, FLUSHDB, FLUSHALL), and PING, ECHO, TIME, INFO, COMMAND, HELLO
+// (RESP2 only), CLIENT, AUTH and QUIT, with Redis's replies and error
+// messages.
+//
+// It listens on the loopback interface by default. -requirepass sets a
+// password that clients must AUTH with; without one, protected mode (as
+// Redis's) refuses clients from other hosts.
 //
 // Flags tune active expiry (-interval, -sample, -threshold, -budget, or the
 // -redis7 preset) and the protocol limits. SIGINT or SIGTERM stops it
@@ -70,6 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 	maxBulk := fs.Int64("max-bulk-len", DefaultMaxBulkLen, "largest accepted bulk string in bytes (Redis proto-max-bulk-len)")
 	maxArgs := fs.Int("max-args", DefaultMaxArgs, "largest accepted number of arguments of one command")
 	maxClients := fs.Int("max-clients", DefaultMaxClients, "most open connections (Redis maxclients)")
+	requirePass := fs.String("requirepass", os.Getenv("KVSERVER_REQUIREPASS"), "password clients must AUTH with (Redis requirepass; default $KVSERVER_REQUIREPASS)")
+	protected := fs.Bool("protected-mode", true, "without a password, refuse clients that are not on the loopback interface (Redis protected-mode)")
 	verbose := fs.Bool("v", false, "log protocol errors of clients")
 	if err := fs.Parse(args); err != nil {
 		return "", Config{}, err
@@ -103,10 +111,12 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 	})
 	opts.Logger = log
 	return *addr, Config{
-		Limits:     Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
-		MaxClients: *maxClients,
-		Expiry:     opts,
-		Logger:     log,
+		Limits:               Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},
+		MaxClients:           *maxClients,
+		RequirePass:          *requirePass,
+		DisableProtectedMode: !*protected,
+		Expiry:               opts,
+		Logger:               log,
 	}, nil
 }
 

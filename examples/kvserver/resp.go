@@ -1,12 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
+	"sync"
+	"unsafe"
 )
 
 // Default protocol limits. They are Redis's: proto-max-bulk-len (512 MB), the
@@ -76,114 +78,294 @@ func protoErr(format string, args ...any) error {
 
 // Reader parses client commands: RESP arrays of bulk strings, and inline
 // commands (a line of space-separated words) for telnet users.
+//
+// It parses in place: the arguments it returns are views of its read
+// buffer, valid until the next ReadCommand, so that the common command
+// costs no allocation. An argument of bigArg bytes or more is read into an
+// allocation of its own instead (Owned reports it), which a command may
+// keep without copying: a large value is then held once, at its size.
 type Reader struct {
-	br  *bufio.Reader
-	lim Limits
+	rd io.Reader
+	// wait, if set, blocks until the connection is readable; the Reader
+	// then gives its buffer back while the connection is idle.
+	wait func()
+	lim  Limits
+	buf  []byte
+	cs   int // start of the command being parsed
+	w    int // end of the data read
+	err  error
+	refs []argRef
+	args [][]byte
 }
+
+// argRef is a parsed argument: at off (from the command's start) in the
+// buffer, or an allocation of its own.
+type argRef struct {
+	off, n int
+	own    []byte
+}
+
+// Sizes of the read buffer: it starts at readBufSize and returns to it
+// after a command that made it grow past maxIdleReadBuffer.
+const (
+	readBufSize       = 4 << 10
+	maxIdleReadBuffer = 64 << 10
+	// bigArg is the size from which a bulk string gets an allocation of
+	// its own (Redis's PROTO_MBULK_BIG_ARG).
+	bigArg = 32 << 10
+	// exactAfter is how much of a large bulk string must have arrived
+	// before the reader allocates the string's exact size.
+	exactAfter = 1 << 20
+)
+
+// bufPool holds the read buffers of connections that are idle.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, readBufSize)
+	return &b
+}}
 
 // NewReader returns a Reader that parses commands from r within lim.
 func NewReader(r io.Reader, lim Limits) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), lim: lim.withDefaults()}
+	return &Reader{rd: r, lim: lim.withDefaults()}
 }
 
 // Buffered reports how many bytes are already read from the connection and
 // not yet parsed; the server flushes its replies when there are none, so a
 // pipeline of commands gets its replies in one write.
-func (r *Reader) Buffered() int { return r.br.Buffered() }
+func (r *Reader) Buffered() int { return r.w - r.cs }
 
-// ReadCommand returns the next command's arguments. An empty command (an
-// empty array or blank inline line) is skipped. Errors are io errors from the
-// connection or *ProtocolError.
+// Owned reports whether argument i of the last command is an allocation of
+// its own that the caller may keep after the next ReadCommand.
+func (r *Reader) Owned(i int) bool { return i < len(r.refs) && r.refs[i].own != nil }
+
+// fill reads more data into the buffer, moving the command being parsed
+// to the front or growing the buffer when it is full. A read error is
+// returned once the data read before it has been parsed.
+func (r *Reader) fill() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.cs == r.w && r.wait != nil {
+		// Nothing pending: wait without a buffer, so that an idle
+		// connection holds none.
+		if r.buf != nil {
+			r.cs, r.w = 0, 0
+			if b := r.buf; len(b) == readBufSize {
+				bufPool.Put(&b)
+			}
+			r.buf = nil
+		}
+		r.wait()
+	}
+	if r.buf == nil {
+		r.buf = *bufPool.Get().(*[]byte)
+	}
+	if r.w == len(r.buf) {
+		if r.cs > 0 {
+			r.w = copy(r.buf, r.buf[r.cs:r.w])
+			r.cs = 0
+		} else {
+			nb := make([]byte, 2*len(r.buf))
+			copy(nb, r.buf[:r.w])
+			r.buf = nb
+		}
+	}
+	for {
+		n, err := r.rd.Read(r.buf[r.w:])
+		r.w += n
+		if err != nil {
+			r.err = err
+			if n > 0 {
+				return nil
+			}
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+}
+
+// ReadCommand returns the next command's arguments, valid until the next
+// call. An empty command (an empty array or blank inline line) is skipped.
+// Errors are io errors from the connection or *ProtocolError.
 func (r *Reader) ReadCommand() ([][]byte, error) {
 	for {
-		b, err := r.br.Peek(1)
-		if err != nil {
-			return nil, err
+		if r.cs == r.w {
+			r.cs, r.w = 0, 0
+			if len(r.buf) > maxIdleReadBuffer {
+				r.buf = nil // do not keep a large command's room per connection
+			}
+			if err := r.fill(); err != nil {
+				return nil, err
+			}
 		}
-		var args [][]byte
-		if b[0] == '*' {
-			args, err = r.readMultiBulk()
+		r.refs = r.refs[:0]
+		var p int
+		var err error
+		var inline [][]byte
+		if r.buf[r.cs] == '*' {
+			p, err = r.readMultiBulk()
 		} else {
-			args, err = r.readInline()
+			inline, p, err = r.readInline()
 		}
 		if err != nil {
 			return nil, err
 		}
-		if len(args) > 0 {
-			return args, nil
+		start := r.cs
+		r.cs += p
+		if inline != nil {
+			return inline, nil
 		}
-	}
-}
-
-// readLine returns a line without its "\r\n" (or bare "\n"), refusing lines
-// longer than max.
-func (r *Reader) readLine(max int, what string) ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := r.br.ReadSlice('\n')
-		if err == nil || errors.Is(err, bufio.ErrBufferFull) {
-			if len(line)+len(frag) > max+2 {
-				return nil, protoErr("too big %s", what)
-			}
-			line = append(line, frag...)
-			if err == nil {
-				break
-			}
+		if len(r.refs) == 0 {
 			continue
 		}
-		if errors.Is(err, io.EOF) && len(line)+len(frag) > 0 {
-			return nil, io.ErrUnexpectedEOF
+		r.args = r.args[:0]
+		for _, a := range r.refs {
+			if a.own != nil {
+				r.args = append(r.args, a.own)
+			} else {
+				r.args = append(r.args, r.buf[start+a.off:start+a.off+a.n:start+a.off+a.n])
+			}
 		}
-		return nil, err
+		return r.args, nil
 	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
 }
 
-func (r *Reader) readMultiBulk() ([][]byte, error) {
-	line, err := r.readLine(64, "multibulk count")
+// line returns the line at offset p of the command, without its "\r\n"
+// (or bare "\n"), and the offset after it, refusing lines longer than max.
+// Running out of data inside a command is io.ErrUnexpectedEOF.
+func (r *Reader) line(p, max int, what string) ([]byte, int, error) {
+	for {
+		start := r.cs + p
+		if i := bytes.IndexByte(r.buf[start:r.w], '\n'); i >= 0 {
+			if i > max+1 {
+				return nil, 0, protoErr("too big %s", what)
+			}
+			l := r.buf[start : start+i]
+			if n := len(l); n > 0 && l[n-1] == '\r' {
+				l = l[:n-1]
+			}
+			return l, p + i + 1, nil
+		}
+		if r.w-start > max+2 {
+			return nil, 0, protoErr("too big %s", what)
+		}
+		if err := r.fill(); err != nil {
+			return nil, 0, unexpected(err)
+		}
+	}
+}
+
+// need waits until n bytes from offset p of the command are buffered.
+func (r *Reader) need(p, n int) error {
+	for r.w-(r.cs+p) < n {
+		if err := r.fill(); err != nil {
+			return unexpected(err)
+		}
+	}
+	return nil
+}
+
+// readMultiBulk parses one RESP array into r.refs and returns its length
+// in the buffer.
+func (r *Reader) readMultiBulk() (int, error) {
+	line, p, err := r.line(0, 64, "multibulk count")
 	if err != nil {
-		return nil, multiErr(err, "invalid multibulk length")
+		return 0, multiErr(err, "invalid multibulk length")
 	}
 	n, ok := parseInt(line[1:])
 	if !ok || n > int64(r.lim.MaxArgs) {
-		return nil, protoErr("invalid multibulk length")
+		return 0, protoErr("invalid multibulk length")
 	}
-	if n <= 0 {
-		return nil, nil
-	}
-	args := make([][]byte, 0, min(n, 1024))
 	var total int64
-	for range n {
-		line, err := r.readLine(64, "bulk length")
+	for range max(n, 0) {
+		line, q, err := r.line(p, 64, "bulk length")
 		if err != nil {
-			return nil, unexpected(multiErr(err, "invalid bulk length"))
+			return 0, multiErr(err, "invalid bulk length")
 		}
 		if len(line) == 0 || line[0] != '$' {
 			got := byte(' ')
 			if len(line) > 0 {
 				got = line[0]
 			}
-			return nil, protoErr("expected '$', got '%c'", got)
+			return 0, protoErr("expected '$', got '%c'", got)
 		}
 		size, ok := parseInt(line[1:])
 		if !ok || size < 0 || size > r.lim.MaxBulkLen {
-			return nil, protoErr("invalid bulk length")
+			return 0, protoErr("invalid bulk length")
 		}
 		total += size
 		if total > r.lim.MaxQueryLen {
-			return nil, protoErr("too big request")
+			return 0, protoErr("too big request")
 		}
-		arg, err := r.readBulk(size)
-		if err != nil {
-			return nil, err
+		p = q
+		if size >= bigArg {
+			own, taken, err := r.readBig(p, int(size))
+			if err != nil {
+				return 0, err
+			}
+			r.refs = append(r.refs, argRef{own: own})
+			p += taken
+			continue
 		}
-		args = append(args, arg)
+		if err := r.need(p, int(size)+2); err != nil {
+			return 0, err
+		}
+		at := r.cs + p
+		if r.buf[at+int(size)] != '\r' || r.buf[at+int(size)+1] != '\n' {
+			return 0, protoErr("bulk string not terminated by CRLF")
+		}
+		r.refs = append(r.refs, argRef{off: p, n: int(size)})
+		p += int(size) + 2
 	}
-	return args, nil
+	return p, nil
+}
+
+// readBig reads a bulk string of size bytes and its "\r\n" into an
+// allocation of its own, taking what is buffered from offset p and reading
+// the rest straight from the connection. It returns the string and how
+// many buffered bytes it took. Memory grows with the data received, never
+// with the declared size alone: the allocation doubles from 64 KB until 1
+// MB (or a quarter of the string) has arrived, and is then made exactly the
+// string's size, whose pages become resident only as the data fills them.
+// A large value is thus held once, at its size, plus at most about 2 MB of
+// buffers left for the collector.
+func (r *Reader) readBig(p, size int) ([]byte, int, error) {
+	want := size + 2
+	dst := make([]byte, 0, min(want, allocChunk))
+	have := r.buf[r.cs+p : r.w]
+	taken := 0
+	for len(dst) < want {
+		if len(dst) == cap(dst) {
+			c := min(want, 2*cap(dst))
+			if len(dst) >= min(want/4, exactAfter) {
+				c = want
+			}
+			nd := make([]byte, len(dst), c)
+			copy(nd, dst)
+			dst = nd
+		}
+		if taken < len(have) {
+			n := copy(dst[len(dst):cap(dst)], have[taken:])
+			dst = dst[:len(dst)+n]
+			taken += n
+			continue
+		}
+		if r.err != nil {
+			return nil, 0, unexpected(r.err)
+		}
+		n, err := r.rd.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err != nil && len(dst) < want {
+			r.err = err
+			return nil, 0, unexpected(err)
+		}
+	}
+	if dst[size] != '\r' || dst[size+1] != '\n' {
+		return nil, 0, protoErr("bulk string not terminated by CRLF")
+	}
+	return dst[:size:size], taken, nil
 }
 
 // multiErr turns a too-long count line into the protocol error Redis gives.
@@ -195,29 +377,6 @@ func multiErr(err error, msg string) error {
 	return err
 }
 
-// readBulk reads size bytes and the trailing "\r\n". Memory grows with the
-// data received, never with the declared size alone.
-func (r *Reader) readBulk(size int64) ([]byte, error) {
-	var buf []byte
-	if size+2 <= allocChunk {
-		buf = make([]byte, size+2)
-		if _, err := io.ReadFull(r.br, buf); err != nil {
-			return nil, unexpected(err)
-		}
-	} else {
-		var bb bytes.Buffer
-		bb.Grow(allocChunk)
-		if _, err := io.CopyN(&bb, r.br, size+2); err != nil {
-			return nil, unexpected(err)
-		}
-		buf = bb.Bytes()
-	}
-	if buf[size] != '\r' || buf[size+1] != '\n' {
-		return nil, protoErr("bulk string not terminated by CRLF")
-	}
-	return buf[:size:size], nil
-}
-
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
@@ -226,20 +385,23 @@ func unexpected(err error) error {
 }
 
 // readInline parses a telnet-style line: words separated by blanks, with
-// Redis's double and single quotes.
-func (r *Reader) readInline() ([][]byte, error) {
-	line, err := r.readLine(r.lim.MaxInline, "inline request")
+// Redis's double and single quotes. The words are allocations of their own.
+func (r *Reader) readInline() ([][]byte, int, error) {
+	line, p, err := r.line(0, r.lim.MaxInline, "inline request")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	args, ok := splitArgs(line)
 	if !ok {
-		return nil, protoErr("unbalanced quotes in request")
+		return nil, 0, protoErr("unbalanced quotes in request")
 	}
 	if len(args) > r.lim.MaxArgs {
-		return nil, protoErr("invalid multibulk length")
+		return nil, 0, protoErr("invalid multibulk length")
 	}
-	return args, nil
+	if len(args) == 0 {
+		args = nil
+	}
+	return args, p, nil
 }
 
 // splitArgs splits an inline command line like Redis's sdssplitargs: blanks
@@ -387,11 +549,16 @@ func parseInt(b []byte) (int64, bool) {
 // Writer encodes RESP2 replies into a memory buffer and sends them to its
 // io.Writer only on Flush. Encoding never does I/O, so a command handler
 // that holds the keyspace lock never waits for a client that does not read
-// its replies: the server flushes after releasing the lock.
+// its replies: the server flushes after releasing the lock. A bulk reply of
+// bigArg bytes or more is not copied: the Writer keeps a reference to the
+// (immutable) string and Flush sends it with the buffered bytes in one
+// vectored write.
 type Writer struct {
-	bw  bytes.Buffer
-	w   io.Writer
-	num [24]byte
+	buf  []byte
+	mark int         // buf[:mark] is already in segs
+	segs net.Buffers // pending segments before buf[mark:]
+	size int         // bytes in segs
+	w    io.Writer
 }
 
 // NewWriter returns a Writer that buffers replies for w.
@@ -400,36 +567,47 @@ func NewWriter(w io.Writer) *Writer {
 }
 
 // Buffered returns the number of bytes of replies not yet flushed.
-func (w *Writer) Buffered() int { return w.bw.Len() }
+func (w *Writer) Buffered() int { return w.size + len(w.buf) - w.mark }
 
 // Flush sends the buffered replies.
 func (w *Writer) Flush() error {
-	_, err := w.bw.WriteTo(w.w)
-	if w.bw.Cap() > maxIdleReplyBuffer {
-		w.bw = bytes.Buffer{} // do not keep a large reply's room per connection
+	var err error
+	if len(w.segs) == 0 {
+		if len(w.buf) > 0 {
+			_, err = w.w.Write(w.buf)
+		}
+	} else {
+		bufs := append(w.segs, w.buf[w.mark:])
+		_, err = bufs.WriteTo(w.w)
+		clear(w.segs[:cap(w.segs)])
+		w.segs = w.segs[:0]
+	}
+	w.buf, w.mark, w.size = w.buf[:0], 0, 0
+	if cap(w.buf) > maxIdleReplyBuffer {
+		w.buf = nil // do not keep a large reply's room per connection
 	}
 	return err
 }
 
 // Simple writes a status reply such as +OK.
 func (w *Writer) Simple(s string) {
-	w.bw.WriteByte('+')
-	w.bw.WriteString(s)
-	w.bw.WriteString("\r\n")
+	w.buf = append(w.buf, '+')
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '\r', '\n')
 }
 
 // Error writes an error reply. Newlines in msg become spaces, as in Redis,
 // so that a client's input quoted back cannot break the framing.
 func (w *Writer) Error(msg string) {
-	w.bw.WriteByte('-')
+	w.buf = append(w.buf, '-')
 	for i := 0; i < len(msg); i++ {
 		c := msg[i]
 		if c == '\r' || c == '\n' {
 			c = ' '
 		}
-		w.bw.WriteByte(c)
+		w.buf = append(w.buf, c)
 	}
-	w.bw.WriteString("\r\n")
+	w.buf = append(w.buf, '\r', '\n')
 }
 
 // Int writes an integer reply.
@@ -440,13 +618,26 @@ func (w *Writer) Int(n int64) {
 // Bulk writes a bulk string reply.
 func (w *Writer) Bulk(s string) {
 	w.line('$', int64(len(s)))
-	w.bw.WriteString(s)
-	w.bw.WriteString("\r\n")
+	if len(s) >= bigArg {
+		w.segs = append(w.segs, w.buf[w.mark:], unsafe.Slice(unsafe.StringData(s), len(s)))
+		w.size += len(w.buf) - w.mark + len(s)
+		w.mark = len(w.buf)
+	} else {
+		w.buf = append(w.buf, s...)
+	}
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+// BulkBytes writes a bulk string reply of b, which it copies.
+func (w *Writer) BulkBytes(b []byte) {
+	w.line('$', int64(len(b)))
+	w.buf = append(w.buf, b...)
+	w.buf = append(w.buf, '\r', '\n')
 }
 
 // Null writes the RESP2 null bulk string, $-1.
 func (w *Writer) Null() {
-	w.bw.WriteString("$-1\r\n")
+	w.buf = append(w.buf, "$-1\r\n"...)
 }
 
 // Array writes the header of an array of n elements, which follow.
@@ -454,9 +645,13 @@ func (w *Writer) Array(n int) {
 	w.line('*', int64(n))
 }
 
+// Raw writes b, an encoded reply, as it is.
+func (w *Writer) Raw(b string) {
+	w.buf = append(w.buf, b...)
+}
+
 func (w *Writer) line(prefix byte, n int64) {
-	b := append(w.num[:0], prefix)
-	b = strconv.AppendInt(b, n, 10)
-	b = append(b, '\r', '\n')
-	w.bw.Write(b)
+	w.buf = append(w.buf, prefix)
+	w.buf = strconv.AppendInt(w.buf, n, 10)
+	w.buf = append(w.buf, '\r', '\n')
 }

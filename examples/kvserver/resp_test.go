@@ -186,7 +186,12 @@ func FuzzParse(f *testing.F) {
 			if int64(total) > lim.MaxQueryLen {
 				t.Fatalf("command of %d bytes", total)
 			}
-			cmds = append(cmds, args)
+			// Arguments are valid until the next ReadCommand.
+			cmd := make([][]byte, len(args))
+			for i, a := range args {
+				cmd[i] = bytes.Clone(a)
+			}
+			cmds = append(cmds, cmd)
 			if len(cmds) > len(data) {
 				t.Fatalf("%d commands from %d bytes", len(cmds), len(data))
 			}
@@ -214,4 +219,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("after the re-parsed commands: %v", err)
 		}
 	})
+}
+
+// TestLargeValueAllocatesItsSize: a 20 MB bulk string costs its size plus
+// a small constant (no doubled buffer, no copy), and is handed over as an
+// allocation of its own that the server keeps as the value.
+func TestLargeValueAllocatesItsSize(t *testing.T) {
+	const size = 20 << 20
+	in := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + fmt.Sprint(size) + "\r\n" + strings.Repeat("v", size) + "\r\n"
+	r := NewReader(strings.NewReader(in), Limits{})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	args, err := r.ReadCommand()
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Len(t, args[2], size)
+	assert.True(t, r.Owned(2))
+	assert.False(t, r.Owned(1))
+	allocated := after.TotalAlloc - before.TotalAlloc
+	assert.Less(t, allocated, uint64(size+3<<20), "allocated %d bytes for %d", allocated, size)
 }

@@ -22,21 +22,29 @@ var (
 	ErrTooManyClients = errors.New("kvserver: max number of clients reached")
 )
 
-// Server answers the Redis protocol (RESP2) on one keyspace.
+// numDBs is the number of databases, as Redis's default "databases 16".
+const numDBs = 16
+
+// keyspace is one database.
+type keyspace = *expiry.Map[string, string]
+
+// Server answers the Redis protocol (RESP2) on 16 databases.
 //
-// The keyspace is safe for concurrent use, but Redis runs one command at a
-// time, so that a command that reads and then writes (SET NX, SET GET, DEL of
-// several keys, EXPIRE GT) is atomic. The Server gets the same effect with a
-// readers-writer lock: commands that change the keyspace hold it exclusively,
-// commands that only read share it.
+// Redis runs one command at a time, so that a command that reads and then
+// writes (SET NX, SET GET, MSET, EXPIRE GT) is atomic. The Server gets the
+// same effect with a readers-writer lock split in shards: commands that
+// are one atomic operation of the keyspace share it (each connection takes
+// the read side of its own shard only, so they run in parallel without
+// touching a common cache line), and commands that read then write, or
+// touch several keys, take every shard exclusively.
 type Server struct {
-	db    *expiry.Map[string, string]
+	dbs   [numDBs]keyspace
 	cfg   Config
 	log   *slog.Logger
 	start time.Time
 
-	// mu orders commands on the keyspace; see the type's doc.
-	mu sync.RWMutex
+	// locks order commands on the keyspace; see the type's doc.
+	locks [8]paddedRWMutex
 
 	connMu    sync.Mutex
 	closed    bool
@@ -45,15 +53,27 @@ type Server struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	stop      chan struct{} // closed by Close: stops the memory returner
 
-	nextID      atomic.Int64
-	connections atomic.Int64
-	commands    atomic.Int64
+	nextID       atomic.Int64
+	connections  atomic.Int64
+	commands     atomic.Int64 // added per flush, not per command
+	expiredOnSet atomic.Uint64
+	// activeOff is set by DEBUG SET-ACTIVE-EXPIRE 0.
+	activeOff atomic.Bool
+	// bigFreed counts bytes of large values deleted since the memory
+	// returner last gave memory back to the operating system.
+	bigFreed atomic.Int64
 }
 
-// New returns a Server with an empty keyspace whose active expiry runs
-// with cfg.Expiry. Close stops it. A negative limit is an error that names
-// the field.
+type paddedRWMutex struct {
+	sync.RWMutex
+	_ [40]byte
+}
+
+// New returns a Server with empty databases whose active expiry runs with
+// cfg.Expiry. Close stops it. A negative limit is an error that names the
+// field.
 func New(cfg Config) (*Server, error) {
 	for _, f := range []struct {
 		name string
@@ -69,27 +89,47 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("kvserver: %s (%d) is negative", f.name, f.v)
 		}
 	}
-	db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: cfg.Expiry})
-	if err != nil {
-		return nil, fmt.Errorf("kvserver: %w", err)
+	s := &Server{
+		start:     time.Now(),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+		stop:      make(chan struct{}),
+	}
+	// One goroutine of the server runs active expiry over all databases
+	// (activeExpire), as Redis's cron does, rather than one per database;
+	// it is also what DEBUG SET-ACTIVE-EXPIRE switches.
+	opts := cfg.Expiry
+	opts.Manual = true
+	for i := range s.dbs {
+		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts})
+		if err != nil {
+			for _, d := range s.dbs[:i] {
+				_ = d.Close(context.Background())
+			}
+			return nil, fmt.Errorf("kvserver: %w", err)
+		}
+		s.dbs[i] = db
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = DefaultMaxClients
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	s.log = cfg.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
-		db:        db,
-		cfg:       cfg,
-		log:       log,
-		start:     time.Now(),
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[net.Conn]struct{}),
-	}, nil
+	s.cfg = cfg
+	s.wg.Add(1)
+	go s.returnMemory()
+	if !cfg.Expiry.Manual {
+		s.wg.Add(1)
+		go s.activeExpire()
+	}
+	return s, nil
 }
+
+// db returns the client's selected database.
+func (s *Server) db(cl *client) keyspace { return s.dbs[cl.db] }
 
 // Serve accepts connections on ln and serves each on its own goroutine until
 // Close. It always returns a non-nil error: ErrServerClosed after Close, or
@@ -207,20 +247,27 @@ func (s *Server) Close() error {
 			_ = c.Close()
 		}
 		s.connMu.Unlock()
+		close(s.stop)
 		s.wg.Wait()
-		s.closeErr = s.db.Close(context.Background())
+		var errs []error
+		for _, db := range s.dbs {
+			errs = append(errs, db.Close(context.Background()))
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }
 
 // client is one connection's state.
 type client struct {
-	id   int64
-	conn net.Conn
-	r    *Reader
-	w    *Writer
-	name string
-	quit bool
+	id     int64
+	conn   net.Conn
+	r      *Reader
+	w      *Writer
+	name   string
+	db     int
+	authed bool
+	quit   bool
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -232,12 +279,31 @@ func (s *Server) serveConn(c net.Conn) {
 		_ = c.Close()
 	}()
 	s.connections.Add(1)
-	cl := &client{
-		id:   s.nextID.Add(1),
-		conn: c,
-		r:    NewReader(c, s.cfg.Limits),
-		w:    NewWriter(c),
+	if s.cfg.RequirePass == "" && !s.cfg.DisableProtectedMode && !isLocal(c.RemoteAddr()) {
+		s.log.Debug("kvserver: protected mode refused a connection", "remote", c.RemoteAddr())
+		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Write([]byte("-" + errDenied + "\r\n"))
+		// Take the client's first command, briefly, so that the error
+		// arrives as its reply rather than after a reset connection.
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Read(make([]byte, 512))
+		return
 	}
+	cl := &client{
+		id:     s.nextID.Add(1),
+		conn:   c,
+		r:      NewReader(c, s.cfg.Limits),
+		w:      NewWriter(c),
+		authed: s.cfg.RequirePass == "",
+	}
+	cl.r.wait = readableWaiter(c)
+	pending := int64(0) // commands not yet added to s.commands
+	flush := func() error {
+		s.commands.Add(pending)
+		pending = 0
+		return cl.w.Flush()
+	}
+	defer func() { s.commands.Add(pending) }()
 	for !cl.quit {
 		args, err := cl.r.ReadCommand()
 		if err != nil {
@@ -245,22 +311,38 @@ func (s *Server) serveConn(c net.Conn) {
 			if errors.As(err, &pe) {
 				s.log.Debug("kvserver: closing connection", "remote", c.RemoteAddr(), "err", err)
 				cl.w.Error("ERR " + pe.Error())
-				_ = cl.w.Flush()
+				_ = flush()
 			}
 			return
 		}
-		s.commands.Add(1)
+		pending++
 		s.dispatch(cl, args)
 		// Flush once the pipeline is drained, so that a batch of commands
 		// gets its replies in one write, or once enough replies are
 		// waiting. dispatch has released the keyspace lock by now, so a
 		// client that does not read stalls only its own connection.
 		if cl.quit || cl.r.Buffered() == 0 || cl.w.Buffered() >= flushAt {
-			if err := cl.w.Flush(); err != nil {
+			if err := flush(); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// errDenied is the error a client from another host gets in protected
+// mode, before the server closes its connection (Redis's DENIED).
+const errDenied = "DENIED kvserver is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from other computers, either set a password with -requirepass (clients then send AUTH), or, on a network you trust, start kvserver with -protected-mode=false."
+
+// isLocal reports whether a client's address is on this host: a loopback
+// IP address, a Unix socket or an in-process pipe.
+func isLocal(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return a == nil || a.Network() == "pipe"
 }
 
 // DefaultMaxClients is Config.MaxClients's default.
@@ -274,8 +356,17 @@ type Config struct {
 	// number of clients reached" error and is closed. Default 10000, as
 	// Redis's maxclients.
 	MaxClients int
+	// RequirePass, if set, is the default user's password (Redis's
+	// requirepass): a client must AUTH before any command but AUTH,
+	// HELLO and QUIT, which otherwise get NOAUTH.
+	RequirePass string
+	// DisableProtectedMode lets clients on other hosts in although no
+	// password is set. By default, as Redis's protected mode, a server
+	// without RequirePass answers a client whose address is not loopback
+	// with a DENIED error and closes the connection.
+	DisableProtectedMode bool
 	// Expiry tunes the keyspace's active expiry; its Clock, if set, is
-	// also the server's clock for EXPIRE, TTL and SET EX.
+	// also the server's clock for EXPIRE, TTL, SET EX and TIME.
 	Expiry expiry.Options
 	// Logger receives connection errors at debug level; nil discards them.
 	Logger *slog.Logger
@@ -286,4 +377,16 @@ func (s *Server) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+// port returns the TCP port of the first listener, for INFO.
+func (s *Server) port() int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for ln := range s.listeners {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			return a.Port
+		}
+	}
+	return 0
 }

@@ -38,10 +38,18 @@ func TestGoRedisConnects(t *testing.T) {
 		c := newClient(t, addr, func(o *redis.Options) { o.Password = "secret" })
 		require.ErrorContains(t, c.Ping(ctx).Err(), errNoPassword)
 	})
-	t.Run("db 1 is refused", func(t *testing.T) {
+	t.Run("db 16 is refused", func(t *testing.T) {
 		ctx := testContext(t)
-		c := newClient(t, addr, func(o *redis.Options) { o.DB = 1 })
+		c := newClient(t, addr, func(o *redis.Options) { o.DB = 16 })
 		require.ErrorContains(t, c.Ping(ctx).Err(), "DB index is out of range")
+	})
+	t.Run("databases 0 to 15 are separate", func(t *testing.T) {
+		ctx := testContext(t)
+		c0 := newClient(t, addr)
+		c15 := newClient(t, addr, func(o *redis.Options) { o.DB = 15 })
+		require.NoError(t, c15.Set(ctx, "in15", "v", 0).Err())
+		require.Equal(t, "v", c15.Get(ctx, "in15").Val())
+		require.ErrorIs(t, c0.Get(ctx, "in15").Err(), redis.Nil)
 	})
 }
 
@@ -254,7 +262,8 @@ func TestErrors(t *testing.T) {
 		{[]any{"DBSIZE", "x"}, errArity("dbsize")},
 		{[]any{"DEL"}, errArity("del")},
 		{[]any{"SELECT", "x"}, errNotInteger},
-		{[]any{"SELECT", "2"}, "ERR DB index is out of range"},
+		{[]any{"SELECT", "16"}, "ERR DB index is out of range"},
+		{[]any{"SELECT", "-1"}, "ERR DB index is out of range"},
 		{[]any{"COMMAND", "BOGUS"}, "ERR unknown subcommand 'BOGUS'. Try COMMAND HELP."},
 	}
 	for _, tc := range cases {
@@ -283,7 +292,15 @@ func TestCommandAndInfo(t *testing.T) {
 	assert.Equal(t, len(infos), n)
 	docs, err := c.Do(ctx, "COMMAND", "DOCS").Slice()
 	require.NoError(t, err)
-	assert.Empty(t, docs)
+	assert.Len(t, docs, 2*n, "a name and a documentation map per command")
+	getDocs, err := c.Do(ctx, "COMMAND", "DOCS", "get", "nope").Slice()
+	require.NoError(t, err)
+	require.Len(t, getDocs, 2)
+	assert.Equal(t, "get", getDocs[0])
+	assert.Equal(t, []any{"summary", "Get the value of a key"}, getDocs[1].([]any)[:2])
+	set, err := c.Do(ctx, "COMMAND", "INFO", "set").Slice()
+	require.NoError(t, err)
+	assert.Len(t, set[0], 10, "Redis 7's COMMAND INFO entry has 10 fields")
 	one, err := c.Do(ctx, "COMMAND", "INFO", "ttl", "nope").Slice()
 	require.NoError(t, err)
 	require.Len(t, one, 2)

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "net"
+
+// readableWaiter is only implemented on Linux; elsewhere an idle
+// connection keeps its read buffer.
+func readableWaiter(net.Conn) func() { return nil }
