@@ -141,3 +141,37 @@ func bootTime() (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("/proc/stat: no btime")
 }
+
+// groupGoneWait bounds how long Destroy waits for the processes of a
+// worker's group to die after SIGKILL, which the kernel delivers
+// asynchronously.
+const groupGoneWait = 5 * time.Second
+
+// waitGroupGone waits until no live process is left in process group pgid
+// (zombies count as gone), for at most groupGoneWait or until ctx ends, so
+// that Destroy returns only when everything the worker started is dead.
+func waitGroupGone(ctx context.Context, pgid int) {
+	deadline := time.Now().Add(groupGoneWait)
+	for groupAlive(pgid) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether a live process of group pgid exists.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		st, err := readStat(filepath.Join("/proc", e.Name()))
+		if err == nil && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			return true
+		}
+	}
+	return false
+}

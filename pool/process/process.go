@@ -246,7 +246,8 @@ func (p *Provisioner) Create(ctx context.Context) (Worker, error) {
 
 // Destroy stops w: StopSignal to its process group, then after StopGrace
 // (or at once when ctx ends) SIGKILL, and waits until it has exited and was
-// reaped. A worker that is already gone, destroyed twice or never known to
+// reaped, and until no process of its group is left alive (at most a few
+// seconds, or until ctx ends: SIGKILL is delivered asynchronously). A worker that is already gone, destroyed twice or never known to
 // this Provisioner, is success; a process whose label does not name w (its
 // pid was reused) is never signalled.
 func (p *Provisioner) Destroy(ctx context.Context, w Worker) error {
@@ -267,6 +268,7 @@ func (p *Provisioner) stopChild(ctx context.Context, w Worker, c *child) error {
 	select {
 	case <-c.exited:
 		killGroup(w.PID, syscall.SIGKILL) // what it left behind
+		waitGroupGone(ctx, w.PID)
 		return nil
 	default:
 	}
@@ -276,6 +278,7 @@ func (p *Provisioner) stopChild(ctx context.Context, w Worker, c *child) error {
 	select {
 	case <-c.exited:
 		killGroup(w.PID, syscall.SIGKILL)
+		waitGroupGone(ctx, w.PID)
 		p.log(slog.LevelDebug, "worker stopped", w)
 		return nil
 	case <-t.C:
@@ -285,6 +288,7 @@ func (p *Provisioner) stopChild(ctx context.Context, w Worker, c *child) error {
 	}
 	killGroup(w.PID, syscall.SIGKILL)
 	<-c.exited // SIGKILL cannot be ignored; the reaper returns promptly
+	waitGroupGone(ctx, w.PID)
 	return nil
 }
 
@@ -302,6 +306,7 @@ func (p *Provisioner) stopAdopted(ctx context.Context, w Worker) error {
 	for {
 		if !p.owns(w) {
 			killGroup(w.PID, syscall.SIGKILL)
+			waitGroupGone(ctx, w.PID)
 			return nil
 		}
 		if !killed && (time.Now().After(deadline) || ctx.Err() != nil) {
