@@ -140,7 +140,7 @@ func testConcurrentMixed(t *testing.T, e *env) {
 					if err != nil {
 						t.Errorf("List: %v", err)
 					}
-					checkSnapshot(t, ls, budget)
+					CheckList(t, ls, budget)
 				}
 			}
 			for _, id := range mine {

@@ -133,9 +133,11 @@ func (e *env) stores(t *testing.T) []lease.Store {
 	return out
 }
 
-// checkSnapshot checks one List result: within budget, one lease per holder,
-// tokens ascending.
-func checkSnapshot(t *testing.T, ls []lease.Lease, budget int) {
+// CheckList reports on t what a List result ls breaks of the Store
+// contract: more units than budget, two live leases for one holder, or
+// leases not in ascending token order. The suite calls it on every List it
+// makes under concurrency; a store's own tests may call it too.
+func CheckList(t testing.TB, ls []lease.Lease, budget int) {
 	t.Helper()
 	sum, seen := 0, map[string]bool{}
 	for i, l := range ls {

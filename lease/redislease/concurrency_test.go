@@ -16,6 +16,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
+	"github.com/ttlkit/ttlkit/lease/leasetest"
 )
 
 type gate struct{ over atomic.Bool }
@@ -214,7 +215,7 @@ func TestManagersWithExpiry(t *testing.T) {
 						t.Errorf("List: %v", err)
 						continue
 					}
-					checkSnapshot(t, ls, budget)
+					leasetest.CheckList(t, ls, budget)
 				}
 				time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond)
 			}
@@ -257,20 +258,4 @@ func TestManagersWithExpiry(t *testing.T) {
 		}
 	}
 	t.Logf("granted %d, released %d, expired %d", len(granted), len(released), len(expired))
-}
-
-// checkSnapshot checks one List: within budget, one lease per holder.
-func checkSnapshot(t *testing.T, ls []lease.Lease, budget int) {
-	t.Helper()
-	sum, seen := 0, map[string]bool{}
-	for _, l := range ls {
-		sum += l.Cost
-		if seen[l.Holder] {
-			t.Errorf("holder %s has two live leases", l.Holder)
-		}
-		seen[l.Holder] = true
-	}
-	if sum > budget {
-		t.Errorf("live leases hold %d units, budget %d", sum, budget)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/leasetest"
 )
 
 // The proofs every backend runs: several Managers, each on its own store
@@ -102,7 +103,7 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int, lists bool) 
 		case n < 94:
 			var ls []lease.Lease
 			if ls, err = m.List(ctx); err == nil {
-				checkSnapshot(t, ls)
+				leasetest.CheckList(t, ls, proofBudget)
 			}
 		default:
 			_, err = m.Sweep(ctx)
@@ -118,26 +119,6 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int, lists bool) 
 		}
 	}
 	return failed, kept
-}
-
-// checkSnapshot checks one List: within the budget, one lease per holder,
-// tokens ascending.
-func checkSnapshot(t *testing.T, ls []lease.Lease) {
-	t.Helper()
-	sum, seen := 0, map[string]bool{}
-	for i, l := range ls {
-		sum += l.Cost
-		if seen[l.Holder] {
-			t.Errorf("List shows two live leases for holder %s", l.Holder)
-		}
-		seen[l.Holder] = true
-		if i > 0 && l.Token <= ls[i-1].Token {
-			t.Errorf("List not ordered by token: %d after %d", l.Token, ls[i-1].Token)
-		}
-	}
-	if sum > proofBudget {
-		t.Errorf("List holds %d units, budget %d", sum, proofBudget)
-	}
 }
 
 // ProveMultiInstance runs workers goroutines over three Managers, one per
@@ -277,7 +258,7 @@ func ProveFault(t *testing.T, stores []lease.Store, prefix string, every time.Du
 	if !eventually(func() bool { live, err = ms[0].List(ctx); return err == nil }) || len(live) == 0 {
 		t.Fatalf("List after the faults: %v, %d leases; the anchor lease at least is live", err, len(live))
 	}
-	checkSnapshot(t, live)
+	leasetest.CheckList(t, live, proofBudget)
 	for i, l := range live {
 		if _, err := ms[i%len(ms)].Release(ctx, l.ID); err != nil {
 			t.Fatalf("Release of %s after the faults: %v", l.ID, err)
