@@ -37,6 +37,15 @@
 //     several processes share one warm pool.
 //   - [github.com/ttlkit/ttlkit/pool/pooltest]: the conformance suite for
 //     pool Inventory implementations.
+//   - [github.com/ttlkit/ttlkit/pool/probe]: readiness and health probes (TCP,
+//     HTTP 2xx, any function) with a deadline and backoff.
+//   - [github.com/ttlkit/ttlkit/pool/process]: a Provisioner of local worker
+//     processes, each on a port of its own, found again by label after a
+//     crash of their owner.
+//   - [github.com/ttlkit/ttlkit/pool/docker]: a Provisioner of Docker
+//     containers with limits and security options.
+//   - [github.com/ttlkit/ttlkit/pool/provisionertest]: the conformance suite
+//     for provisioners that list what exists.
 //   - [github.com/ttlkit/ttlkit/ttl]: activity-driven TTL state machines: a
 //     zero-allocation activity Tracker, an optional Buffer, a Store as the
 //     source of truth and a Runner that applies phase Rules and wakes a
@@ -99,6 +108,9 @@
 //     subtests that need them. A third-party backend runs the same suite.
 //
 // Runnable programs built on the packages are in the examples directory:
-// examples/loadwatch watches this machine through a camera admission server's load gate, and
-// examples/kvserver is a Redis-compatible server on expiry.Map.
+// examples/cameras is a camera admission server (leases, a budget, an
+// overload gate, a web page that heartbeats); examples/gateway is a
+// serverless gateway of Lambda runtimes in pooled workers; examples/kvserver
+// is a Redis-compatible server on expiry.Map; examples/loadwatch watches this
+// machine through the load gate.
 package ttlkit
