@@ -42,9 +42,9 @@ var stores = []storeCase{
 		for _, db := range []interface{ SetMaxOpenConns(int) }{m.DB, second} {
 			db.SetMaxOpenConns(16)
 		}
-		a, err := mysqlBackend(t.Context(), m.DB)
+		a, err := mysqlBackend(t.Context(), m.DB, 1)
 		require.NoError(t, err)
-		b, err := mysqlBackend(t.Context(), second)
+		b, err := mysqlBackend(t.Context(), second, 1)
 		require.NoError(t, err)
 		return a, b
 	}},

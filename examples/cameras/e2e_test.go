@@ -153,6 +153,17 @@ func TestRunSeveralInstancesOnMySQL(t *testing.T) {
 	assert.EqualValues(t, 0, s.Body["modal_budget_remaining"])
 	// alice's session is hers on instance B too.
 	requireRefusal(t, alice.on(urlB).grant("cam_1f_02", "sub"), http.StatusConflict, CodeUserAlreadyHasModal, MsgUserAlreadyHasModal)
+	// The design's modal_leases shows the live leases, column for column.
+	var leaseID, userID, cameraID, quality string
+	var created, expires, heartbeat time.Time
+	require.NoError(t, m.DB.QueryRowContext(t.Context(),
+		"SELECT lease_id, user_id, camera_id, quality, created_at, expires_at, last_heartbeat FROM modal_leases WHERE lease_id = ?", id).
+		Scan(&leaseID, &userID, &cameraID, &quality, &created, &expires, &heartbeat))
+	assert.Equal(t, id, leaseID)
+	assert.NotEmpty(t, userID)
+	assert.Equal(t, "cam_2f_19", cameraID)
+	assert.Equal(t, "main", quality)
+	assert.Equal(t, 5*time.Minute, expires.Sub(created).Round(time.Second), "TTL 300 s")
 	require.Equal(t, http.StatusOK, alice.on(urlB).release(id).Status)
 	var tables []string
 	rows, err := m.DB.QueryContext(t.Context(), "SHOW TABLES")

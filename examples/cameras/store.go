@@ -19,12 +19,15 @@ import (
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
 
-// The design's tables (§7). modal_leases has lease/sqllease's columns:
-// lease_id is id, user_id holder, camera_id resource, the quality is the
-// cost, last_heartbeat heartbeat_at.
+// The design's tables (§7). On PostgreSQL modal_leases is lease/sqllease's
+// table, with its columns: lease_id is id, user_id holder, camera_id
+// resource, the quality is the cost, last_heartbeat heartbeat_at. On MySQL,
+// where the design writes its DDL, sqllease's table is modal_lease_records
+// and modal_leases is a view of it with the design's columns (§7.1).
 const (
-	leaseTable   = "modal_leases"
-	metricsTable = "admission_metrics"
+	leaseTable        = "modal_leases"
+	mysqlRecordsTable = "modal_lease_records"
+	metricsTable      = "admission_metrics"
 )
 
 // Backend is where leases and admission_metrics live.
@@ -52,7 +55,7 @@ func openBackend(ctx context.Context, cfg Config) (Backend, error) {
 		// only queue in the server (MariaDB allows 151 by default).
 		db.SetMaxOpenConns(32)
 		db.SetMaxIdleConns(32)
-		b, err := mysqlBackend(ctx, db)
+		b, err := mysqlBackend(ctx, db, cfg.SubStreamCost)
 		if err != nil {
 			_ = db.Close()
 		}
@@ -82,13 +85,28 @@ func openBackend(ctx context.Context, cfg Config) (Backend, error) {
 	return Backend{History: &memoryHistory{}, Close: func() error { return nil }}, nil
 }
 
-func mysqlBackend(ctx context.Context, db *sql.DB) (Backend, error) {
-	st, err := sqllease.NewMySQL(db, sqllease.Options{Table: leaseTable})
+// mysqlBackend keeps leases in sqllease's table modal_lease_records and
+// shows them as the design's modal_leases (§7.1) through a view; subCost is
+// SUB_STREAM_COST, which tells a sub lease from a main one.
+func mysqlBackend(ctx context.Context, db *sql.DB, subCost int) (Backend, error) {
+	st, err := sqllease.NewMySQL(db, sqllease.Options{Table: mysqlRecordsTable})
 	if err != nil {
 		return Backend{}, err
 	}
 	if err := st.Migrate(ctx); err != nil {
-		return Backend{}, fmt.Errorf("migrating %s: %w", leaseTable, err)
+		return Backend{}, fmt.Errorf("migrating %s: %w", mysqlRecordsTable, err)
+	}
+	// The design's modal_leases, column for column. subCost is an int from
+	// the validated configuration, so formatting it into the DDL is safe.
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(`CREATE OR REPLACE VIEW %s AS SELECT
+    CAST(id AS CHAR(36)) AS lease_id,
+    CAST(holder AS CHAR(128)) AS user_id,
+    CAST(resource AS CHAR(64)) AS camera_id,
+    IF(cost = %d, 'sub', 'main') AS quality,
+    created_at, expires_at,
+    heartbeat_at AS last_heartbeat
+FROM %s`, leaseTable, subCost, mysqlRecordsTable)); err != nil {
+		return Backend{}, fmt.Errorf("creating the view %s: %w", leaseTable, err)
 	}
 	// The design's admission_metrics, as written (§7.2).
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+metricsTable+` (
