@@ -83,7 +83,9 @@
 //     Options.EventQueue events (DefaultEventQueue, 1024): the hot paths that
 //     emit them (Acquire, Grant, Get, Record, Observe) never wait for user
 //     code, and a callback may call its owner without deadlocking. A full
-//     queue drops the event and counts it in Stats().EventsDropped.
+//     queue drops the event and counts it in Stats().EventsDropped. A
+//     callback that panics is recovered and logged with its stack, and the
+//     next event is delivered as usual.
 //   - Stats. Stats() returns a snapshot struct: counters are uint64 and only
 //     grow, gauges are int.
 //   - Steps. Every background loop has a public synchronous step that the

@@ -52,6 +52,30 @@ func TestOnEventMayCallTheGate(t *testing.T) {
 // TestOnEventDoesNotStallObservers: the callback runs on the gate's own
 // goroutine, so a slow consumer never holds up the callers that feed or read
 // the gate, and what they cause is delivered after it, in order.
+// A callback that panics is recovered by the delivery goroutine: the
+// program goes on and the next transition is still delivered.
+func TestOnEventPanicDoesNotWedgeDelivery(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+		OnEvent: func(c hysteresis.Event) {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			if c.To == hysteresis.Overloaded {
+				panic("boom")
+			}
+		},
+	})
+	require.NoError(t, err)
+	observe(t, g, "cpu", 90)
+	observe(t, g, "cpu", 10)
+	require.NoError(t, g.Close(context.Background()))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, calls, "the next transition is still delivered")
+}
+
 func TestOnEventDoesNotStallObservers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})

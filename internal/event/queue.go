@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -33,6 +34,7 @@ type Queue[E any] struct {
 	closeOnce sync.Once
 	dropped   atomic.Uint64
 	delivered atomic.Uint64
+	panics    atomic.Uint64
 }
 
 // New starts a queue of capacity size (0 means DefaultSize) that calls fn
@@ -128,9 +130,31 @@ func (q *Queue[E]) run() {
 	}
 }
 
+// deliver calls the callback. A callback that panics is logged at Error
+// with its stack and counted, and the next event is delivered as usual: as
+// net/http does for a handler, one bad event never stops the owner's
+// delivery, nor crashes the program from a goroutine the user did not start.
 func (q *Queue[E]) deliver(e E) {
+	defer func() {
+		if v := recover(); v != nil {
+			q.panics.Add(1)
+			if q.log != nil {
+				q.log.LogAttrs(context.Background(), slog.LevelError,
+					q.name+": OnEvent panicked",
+					slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			}
+		}
+	}()
 	q.fn(e)
 	q.delivered.Add(1)
+}
+
+// Panics returns the number of events whose callback panicked.
+func (q *Queue[E]) Panics() uint64 {
+	if q == nil {
+		return 0
+	}
+	return q.panics.Load()
 }
 
 // Close stops accepting events, lets the worker deliver what was queued and

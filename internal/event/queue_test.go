@@ -85,3 +85,28 @@ func TestCheckSize(t *testing.T) {
 		t.Error("valid sizes refused")
 	}
 }
+
+func TestPanickingCallbackDoesNotWedgeDelivery(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	q := New(func(v int) {
+		if v == 1 {
+			panic("boom")
+		}
+		mu.Lock()
+		got = append(got, v)
+		mu.Unlock()
+	}, 10, nil, "x")
+	for i := range 3 {
+		q.Send(i)
+	}
+	if err := q.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("delivered %v, want [0 2]: the event after a panic is still delivered", got)
+	}
+	if q.Panics() != 1 || q.Delivered() != 2 {
+		t.Errorf("panics %d, delivered %d; want 1 and 2", q.Panics(), q.Delivered())
+	}
+}
