@@ -338,6 +338,10 @@ func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalS
 		g.timeIn[from] += d
 	}
 	g.state, g.since = to, now
+	// Publish the state before the event can reach a callback (it is
+	// delivered on another goroutine), so a callback that asks the gate
+	// sees the state it is told about.
+	g.stateA.Store(int32(to))
 	g.transitions++
 	if to == Overloaded {
 		g.trips++
