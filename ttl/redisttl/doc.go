@@ -1,7 +1,10 @@
-// Package redisttl keeps a ttl.Buffer in a Redis sorted set, so that the
-// Trackers of many proxy instances share one activity buffer that a
-// ttl.Runner drains into the Store (the "codehub:activity" ZSET of a cloud-IDE
-// workspace system).
+// Package redisttl keeps ttl's shared state in Redis: a ttl.Buffer in a
+// sorted set, so that the Trackers of many proxy instances share one
+// activity buffer that a ttl.Runner drains into the Store (the
+// "codehub:activity" ZSET of a cloud-IDE workspace system), and a ttl.Store
+// for systems whose only shared database is Redis (see Store).
+//
+// # Buffer
 //
 // Every member is an entity id; its score is the entity's latest activity
 // time in Unix milliseconds, which a float64 score holds exactly. Add is
