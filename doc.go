@@ -51,7 +51,8 @@
 //     source of truth and a Runner that applies phase Rules and wakes a
 //     controller.
 //   - [github.com/ttlkit/ttlkit/ttl/redisttl]: the activity Buffer as a Redis
-//     sorted set (ZADD GT, a drain that loses no concurrent update).
+//     sorted set (ZADD GT, a drain that loses no concurrent update), and a
+//     ttl Store on Redis (rules on the server's TIME, one script per write).
 //   - [github.com/ttlkit/ttlkit/ttl/pgttl]: the ttl Store on PostgreSQL (bulk
 //     unnest/GREATEST sync, rules on now(), LISTEN/NOTIFY wake).
 //   - [github.com/ttlkit/ttlkit/ttl/ttltest]: conformance suites for ttl Stores
