@@ -87,6 +87,38 @@ func (h *Handle[T]) Destroy(reason Reason) {
 	h.p.discard(h, reason)
 }
 
+// Detach takes the item out of the pool for good and returns it, for an
+// application that assigns warm items to long-lived owners (a sandbox
+// container to a conversation for hours): the pool forgets it at once (it
+// no longer counts against MaxSize, a replacement is created for the warm
+// target, and its Inventory record is removed in the background) and never
+// destroys it; the caller destroys it with the Provisioner when done.
+//
+// With a Lister, the provider still lists a detached item, so Reconcile
+// and Cleanup, on any instance, would take it for an orphan: record the
+// owner before calling Detach, and report the items you own through
+// Options.Owned. Detach counts as a release: a second Release, Destroy or
+// Detach panics.
+func (h *Handle[T]) Detach() T {
+	if !h.state.CompareAndSwap(stateInUse, stateGone) {
+		h.misuse()
+		var zero T
+		return zero
+	}
+	p := h.p
+	p.mu.Lock()
+	p.removeItemLocked(h)
+	p.detached++
+	p.fillLocked()
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	if h.id != "" {
+		p.set.forget(h.id)
+	}
+	p.emit(EventDetached, "", h.id, nil)
+	return h.value
+}
+
 func (h *Handle[T]) misuse() {
 	if h.state.Load() == stateForced {
 		return // destroyed by Close: inert

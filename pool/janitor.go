@@ -381,6 +381,8 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	}
 	refill, err := p.set.reconcile(ctx, recs, listedIDs, listStart, &res)
 	errs = append(errs, err)
+	orphans, err = p.spareOwned(ctx, orphans)
+	errs = append(errs, err)
 	// Orphans are destroyed concurrently, at most MaxConcurrentDestroys at
 	// once, so a slow Destroy does not hold up the whole pass.
 	var (
@@ -411,6 +413,39 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 		_, _ = p.Replenish(ctx)
 	}
 	return res, errors.Join(errs...)
+}
+
+// spareOwned removes from orphans the items Options.Owned reports as owned
+// outside the pool. If Owned fails, no orphan is destroyed in this pass.
+func (p *Pool[T]) spareOwned(ctx context.Context, orphans []Listed[T]) ([]Listed[T], error) {
+	if p.opts.Owned == nil || len(orphans) == 0 {
+		return orphans, nil
+	}
+	ids := make([]string, len(orphans))
+	for i, l := range orphans {
+		ids[i] = l.ID
+	}
+	owned, err := p.opts.Owned(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("pool: Owned: %w (no orphan destroyed)", err)
+	}
+	if len(owned) == 0 {
+		return orphans, nil
+	}
+	mine := make(map[string]bool, len(owned))
+	for _, id := range owned {
+		mine[id] = true
+	}
+	kept := orphans[:0]
+	for _, l := range orphans {
+		if !mine[l.ID] {
+			kept = append(kept, l)
+		}
+	}
+	p.mu.Lock()
+	p.spared += uint64(len(orphans) - len(kept))
+	p.mu.Unlock()
+	return kept, nil
 }
 
 // destroyOrphan destroys l, claimed by claimOrphan, and forgets it.

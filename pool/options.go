@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -99,6 +100,14 @@ type Options struct {
 	// was created before the pool started: the leftovers of an earlier
 	// process. It needs a Provisioner that implements Lister.
 	CleanupOnStart bool
+	// Owned, if set, tells Reconcile and Cleanup which of the listed items
+	// nobody in the pool knows are owned outside it: the items handed out
+	// for good with Handle.Detach, which the application records (an
+	// assignment in a database) before it detaches them. It receives the IDs
+	// of would-be orphans and returns those it owns; they are spared. An
+	// error spares every would-be orphan of that pass and is returned by
+	// Reconcile. Nil means the pool owns everything its Lister lists.
+	Owned func(ctx context.Context, ids []string) (owned []string, err error)
 	// Inventory shares the idle set and item records with other pool
 	// instances. Nil keeps them in this Pool's memory (the fast path).
 	Inventory Inventory

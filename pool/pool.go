@@ -87,6 +87,8 @@ type Pool[T any] struct {
 	createFailures uint64
 	destroyErrors  uint64
 	orphans        uint64
+	detached       uint64
+	spared         uint64
 	destroyed      [len(reasons)]uint64
 
 	canceledWaits atomic.Int64

@@ -41,6 +41,7 @@ const (
 	EventDestroyed                          // an item was destroyed (Reason says why)
 	EventDestroyFailed                      // Destroy returned an error (Reason says why it was called)
 	EventDropped                            // an item the provider no longer lists was forgotten
+	EventDetached                           // an item was taken out of the pool for good (Handle.Detach)
 )
 
 // String returns the kind's stable lower_snake name ("destroy_failed"),
@@ -58,6 +59,8 @@ func (k EventKind) String() string {
 		return "destroy_failed"
 	case EventDropped:
 		return "dropped"
+	case EventDetached:
+		return "detached"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -96,6 +99,8 @@ type Stats struct {
 	Destroyed      DestroyCounts // items destroyed, by reason
 	DestroyErrors  uint64        // Destroy calls that failed
 	Orphans        uint64        // orphans found by Reconcile (and start-up cleanup)
+	Detached       uint64        // items taken out of the pool for good by Handle.Detach
+	Spared         uint64        // would-be orphans spared because Options.Owned owns them
 	EventsDropped  uint64        // events not delivered because OnEvent fell behind
 }
 
@@ -122,6 +127,8 @@ func (p *Pool[T]) Stats() Stats {
 		CreateFailures: p.createFailures,
 		DestroyErrors:  p.destroyErrors,
 		Orphans:        p.orphans,
+		Detached:       p.detached,
+		Spared:         p.spared,
 		WaitCount:      uint64(p.waitCount.Load()),
 		WaitDuration:   time.Duration(p.waitNanos.Load()),
 		EventsDropped:  p.events.Dropped(),
