@@ -19,13 +19,14 @@ import (
 // environment variable (the design's name where it has one); a flag wins
 // over the variable, the variable over the default.
 type Config struct {
-	Addr        string   // -addr, LISTEN_ADDR
-	Store       string   // -store, STORE: memory, mysql, postgres or redis
-	DSN         string   // -dsn, STORE_DSN: the MySQL DSN, PostgreSQL URL or Redis URL
-	RedisPrefix string   // -redis-prefix, REDIS_PREFIX
-	Cameras     []string // -cameras, CAMERAS
-	SessionKey  string   // -session-key, SESSION_KEY: signs session cookies; random when empty
-	Suggest     bool     // -suggest, SUGGEST_ENABLED: serve the suggest streams
+	Addr        string        // -addr, LISTEN_ADDR
+	Store       string        // -store, STORE: memory, mysql, postgres or redis
+	DSN         string        // -dsn, STORE_DSN: the MySQL DSN, PostgreSQL URL or Redis URL
+	RedisPrefix string        // -redis-prefix, REDIS_PREFIX
+	Cameras     []string      // -cameras, CAMERAS
+	SessionKey  string        // -session-key, SESSION_KEY: signs session cookies; random when empty
+	SessionTTL  time.Duration // -session-ttl, SESSION_TTL_SEC: a session unused this long expires
+	Suggest     bool          // -suggest, SUGGEST_ENABLED: serve the suggest streams
 	LogLevel    slog.Level
 
 	// The budget (design §2).
@@ -70,6 +71,7 @@ func DefaultConfig() Config {
 		Store:                 "memory",
 		RedisPrefix:           "cameras",
 		Cameras:               DefaultCameras,
+		SessionTTL:            24 * time.Hour,
 		Suggest:               true,
 		LogLevel:              slog.LevelInfo,
 		TotalStreamUnits:      50,
@@ -124,6 +126,7 @@ var settings = []setting{
 	{"redis-prefix", "REDIS_PREFIX"},
 	{"cameras", "CAMERAS"},
 	{"session-key", "SESSION_KEY"},
+	{"session-ttl", "SESSION_TTL_SEC"},
 	{"suggest", "SUGGEST_ENABLED"},
 	{"log-level", "LOG_LEVEL"},
 	{"total-stream-units", "TOTAL_STREAM_UNITS"},
@@ -243,6 +246,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "Redis key `prefix`; instances with the same prefix share the budget")
 	fs.Var(list{&c.Cameras}, "cameras", "comma-separated camera `ids`")
 	fs.StringVar(&c.SessionKey, "session-key", c.SessionKey, "`secret` that signs session cookies (at least 16 bytes; random when empty; give every instance the same)")
+	fs.Var(duration{&c.SessionTTL, time.Second}, "session-ttl", "a session unused this long expires, with its leases (seconds or a duration)")
 	fs.BoolVar(&c.Suggest, "suggest", c.Suggest, "serve the suggest streams (counted as one sub stream per active user)")
 	fs.Var(level{&c.LogLevel}, "log-level", "debug, info, warn or error")
 	fs.IntVar(&c.TotalStreamUnits, "total-stream-units", c.TotalStreamUnits, "stream units the camera hardware can serve")
@@ -317,6 +321,9 @@ func (c Config) check() error {
 			bad("CAMERAS: %q is listed twice", id)
 		}
 		seen[id] = true
+	}
+	if c.SessionTTL < c.ModalTTL {
+		bad("SESSION_TTL_SEC (%v) must be at least MODAL_TTL_SEC (%v)", c.SessionTTL, c.ModalTTL)
 	}
 	if c.SessionKey != "" && len(c.SessionKey) < 16 {
 		bad("SESSION_KEY is %d bytes; it needs at least 16", len(c.SessionKey))

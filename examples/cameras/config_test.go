@@ -36,6 +36,7 @@ func TestEveryVariableSetsItsSetting(t *testing.T) {
 	vars := map[string]string{
 		"LISTEN_ADDR": ":9000", "STORE": "redis", "STORE_DSN": "redis://x:6379/1", "REDIS_PREFIX": "cams2",
 		"CAMERAS": "cam_a, cam_b", "SESSION_KEY": "a-long-enough-session-key", "SUGGEST_ENABLED": "false", "LOG_LEVEL": "debug",
+		"SESSION_TTL_SEC":    "7200",
 		"TOTAL_STREAM_UNITS": "100", "MAX_UI_USERS": "20", "RESERVED_BASELINE_UNITS": "10", "SUB_STREAM_COST": "2", "MAIN_STREAM_COST": "5",
 		"MODAL_TTL_SEC": "600", "HEARTBEAT_INTERVAL_SEC": "20", "HEARTBEAT_GRACE_SEC": "1m", "LEASE_CLEANUP_SEC": "5",
 		"CPU_WARN_PERCENT": "60", "CPU_TRIP_PERCENT": "80", "CPU_RECOVER_PERCENT": "50",
@@ -48,7 +49,7 @@ func TestEveryVariableSetsItsSetting(t *testing.T) {
 	require.NoError(t, err)
 	want := Config{
 		Addr: ":9000", Store: "redis", DSN: "redis://x:6379/1", RedisPrefix: "cams2", Cameras: []string{"cam_a", "cam_b"},
-		SessionKey: "a-long-enough-session-key", Suggest: false, LogLevel: slog.LevelDebug,
+		SessionKey: "a-long-enough-session-key", SessionTTL: 2 * time.Hour, Suggest: false, LogLevel: slog.LevelDebug,
 		TotalStreamUnits: 100, MaxUIUsers: 20, ReservedBaselineUnits: 10, SubStreamCost: 2, MainStreamCost: 5,
 		ModalTTL: 10 * time.Minute, HeartbeatInterval: 20 * time.Second, HeartbeatGrace: time.Minute, CleanupInterval: 5 * time.Second,
 		CPU: Thresholds{60, 80, 50}, Memory: Thresholds{65, 85, 60}, SwapMB: Thresholds{10, 20, 5},
@@ -81,6 +82,7 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		{[]string{"-sub-stream-cost", "2"}, nil, "MAIN_STREAM_COST (2) must be above SUB_STREAM_COST (2)"},
 		{[]string{"-cameras", "cam 1"}, nil, `CAMERAS: "cam 1" is not a camera id (a-z, 0-9, _; at most 64)`},
 		{[]string{"-session-key", "short"}, nil, "SESSION_KEY is 5 bytes; it needs at least 16"},
+		{[]string{"-session-ttl", "60"}, nil, "SESSION_TTL_SEC (1m0s) must be at least MODAL_TTL_SEC (5m0s)"},
 		{[]string{"-cpu-recover", "90"}, nil, `overload thresholds: hysteresis: signal "cpu": Recover (90) above Trip (85)`},
 		{[]string{"-swap-trip", "40"}, nil, `overload thresholds: hysteresis: signal "swap": Recover (50) above Trip (40)`},
 		{[]string{"-cleanup-interval", "0"}, nil, "LEASE_CLEANUP_SEC (0s) must be positive"},

@@ -45,8 +45,22 @@ func (s *Server) routes() http.Handler {
 	ops := http.NewServeMux()
 	ops.Handle("GET /metrics", promhttp.HandlerFor(newRegistry(s.adm, s.streams), promhttp.HandlerOpts{}))
 	ops.Handle("GET /healthz", s.healthz())
-	ops.Handle("/", s.sessions.Middleware(mux))
+	ops.Handle("/", s.crossOrigin().Handler(s.sessions.Middleware(mux)))
 	return ops
+}
+
+// crossOrigin refuses state-changing requests (POST, DELETE) that a
+// browser sends from another site (Sec-Fetch-Site, else an Origin that is
+// not this host), so no other page can take or release a session's lease
+// with the session's cookie. Requests without either header (curl, other
+// servers) carry no browser's cookie and pass.
+func (s *Server) crossOrigin() *http.CrossOriginProtection {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.api.Error(w, r, &leasehttp.Problem{Status: http.StatusForbidden, Code: "CROSS_ORIGIN",
+			Message: "他のサイトからのリクエストは受け付けません"})
+	}))
+	return c
 }
 
 // pageConfig serves GET /api/config: what the page needs to know.

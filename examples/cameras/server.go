@@ -103,7 +103,7 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 	if s.leases, err = lease.New(cfg.ModalBudget(), opts); err != nil {
 		return nil, err
 	}
-	s.sessions = NewSessions(cfg.SessionKey, time.Now)
+	s.sessions = NewSessions(cfg.SessionKey, cfg.SessionTTL, time.Now)
 	s.adm = &Admission{cfg: cfg, leases: s.leases, gate: s.gate, monitor: s.monitor, sessions: s.sessions}
 	s.api, err = leasehttp.New(s.leases, Holder, leasehttp.Options{
 		Decode:      s.adm.Decode,

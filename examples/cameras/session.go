@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,12 +23,17 @@ const activeWindow = 15 * time.Second
 
 // Sessions issues and checks session cookies and counts the pages that are
 // open. A session is the user of the design: one modal per session. The
-// cookie is "<id>.<mac>", the MAC an HMAC-SHA256 of the id under the key, so
-// a client can neither forge a session nor take another's by guessing; it is
+// cookie is "<id>.<issued>.<mac>", the MAC an HMAC-SHA256 of id and issue
+// time under the key, so a client can neither forge a session, nor take
+// another's by guessing, nor keep one alive past its lifetime; it is
 // HttpOnly (no script reads it) and SameSite=Lax (other sites' requests do
-// not carry it).
+// not carry it). A session unused for its lifetime has expired: its cookie
+// is refused and the browser gets a new session, which holds none of the old
+// one's leases. A session in use is reissued, with the same id, once half
+// its lifetime has passed.
 type Sessions struct {
 	key []byte
+	ttl time.Duration
 	now func() time.Time
 
 	mu   sync.Mutex
@@ -37,45 +43,66 @@ type Sessions struct {
 type sessionKey struct{}
 
 // NewSessions returns Sessions signing with key, or with a random key when
-// key is empty (sessions then last as long as the process).
-func NewSessions(key string, now func() time.Time) *Sessions {
+// key is empty (sessions then last as long as the process), whose sessions
+// expire after ttl without use.
+func NewSessions(key string, ttl time.Duration, now func() time.Time) *Sessions {
 	k := []byte(key)
 	if len(k) == 0 {
 		k = make([]byte, 32)
 		_, _ = rand.Read(k)
 	}
-	return &Sessions{key: k, now: now, seen: map[string]time.Time{}}
+	return &Sessions{key: k, ttl: ttl, now: now, seen: map[string]time.Time{}}
 }
 
-func (s *Sessions) mac(id string) string {
+func (s *Sessions) mac(idIssued string) string {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(id))
+	m.Write([]byte(idIssued))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// verify returns the session id of a cookie value, or "".
-func (s *Sessions) verify(v string) string {
-	id, mac, ok := strings.Cut(v, ".")
-	if !ok || len(id) != 22 || !hmac.Equal([]byte(mac), []byte(s.mac(id))) {
-		return ""
+// cookieValue returns the signed cookie value of session id issued at t.
+func (s *Sessions) cookieValue(id string, t time.Time) string {
+	v := id + "." + strconv.FormatInt(t.Unix(), 10)
+	return v + "." + s.mac(v)
+}
+
+// verify returns the session id of a cookie value and when it was issued,
+// or "" when the value is forged, malformed or expired.
+func (s *Sessions) verify(v string) (string, time.Time) {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 || !hmac.Equal([]byte(v[i+1:]), []byte(s.mac(v[:i]))) {
+		return "", time.Time{}
 	}
-	return id
+	id, issued, ok := strings.Cut(v[:i], ".")
+	sec, err := strconv.ParseInt(issued, 10, 64)
+	if !ok || err != nil || len(id) != 22 {
+		return "", time.Time{}
+	}
+	t := time.Unix(sec, 0)
+	if age := s.now().Sub(t); age >= s.ttl || age < -time.Minute {
+		return "", time.Time{}
+	}
+	return id, t
 }
 
 // Middleware gives every request a session: the one its cookie names when
-// the cookie is genuine, else a new one, set as a cookie on the answer.
+// the cookie is genuine and unexpired, else a new one, set as a cookie on
+// the answer. A session past half its lifetime gets a fresh cookie.
 func (s *Sessions) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := ""
+		id, issued := "", time.Time{}
 		if c, err := r.Cookie(sessionCookie); err == nil {
-			id = s.verify(c.Value)
+			id, issued = s.verify(c.Value)
 		}
+		now := s.now()
 		if id == "" {
 			var b [16]byte
 			_, _ = rand.Read(b[:])
 			id = base64.RawURLEncoding.EncodeToString(b[:])
+		}
+		if issued.IsZero() || now.Sub(issued) > s.ttl/2 {
 			http.SetCookie(w, &http.Cookie{
-				Name: sessionCookie, Value: id + "." + s.mac(id), Path: "/",
+				Name: sessionCookie, Value: s.cookieValue(id, now), Path: "/", MaxAge: int(s.ttl / time.Second),
 				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
 			})
 		}

@@ -1,0 +1,54 @@
+// Package httpfuzz turns a fuzzer's strings into the HTTP requests a server
+// could receive, for fuzz tests of HTTP handlers: inputs net/http would
+// refuse before any handler runs are skipped, so that a failure is always
+// the handler's.
+package httpfuzz
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Request returns the request method target would make, with body, as the
+// server's parser leaves it, or false when net/http would refuse it (a
+// method that is not a token, a target that is not an origin-form URI).
+func Request(ctx context.Context, method, target, body string) (*http.Request, bool) {
+	if !token(method) || !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \t\r\n") {
+		return nil, false
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return nil, false
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1/", strings.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	req.URL, req.RequestURI, req.Host = u, target, "127.0.0.1"
+	return req, true
+}
+
+// token reports whether s is an HTTP token (RFC 9110), as a method must be.
+func token(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// SetHeader sets header k to v when v is a value net/http would accept,
+// and reports whether it did.
+func SetHeader(req *http.Request, k, v string) bool {
+	if strings.ContainsAny(v, "\r\n\x00") {
+		return false
+	}
+	req.Header[http.CanonicalHeaderKey(k)] = []string{v}
+	return true
+}

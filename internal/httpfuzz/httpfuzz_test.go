@@ -1,0 +1,31 @@
+package httpfuzz
+
+import (
+	"context"
+	"testing"
+)
+
+func TestRequest(t *testing.T) {
+	for _, tc := range []struct {
+		method, target string
+		ok             bool
+	}{
+		{"GET", "/a?b=c", true},
+		{"PATCH", "/%2e%2e/x", true},
+		{"\x01", "/", false},
+		{"GE T", "/", false},
+		{"", "/", false},
+		{"GET", "a", false},
+		{"GET", "/a b", false},
+		{"GET", "/%zz", false},
+	} {
+		req, ok := Request(context.Background(), tc.method, tc.target, "body")
+		if ok != tc.ok {
+			t.Errorf("Request(%q, %q) ok = %v, want %v", tc.method, tc.target, ok, tc.ok)
+			continue
+		}
+		if ok && (req.Method != tc.method || req.RequestURI != tc.target) {
+			t.Errorf("Request(%q, %q) = %s %s", tc.method, tc.target, req.Method, req.RequestURI)
+		}
+	}
+}
