@@ -54,6 +54,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	stop      chan struct{} // closed by Close: stops the memory returner
+	parker    *parker       // holds accepted connections that have sent nothing yet; nil: none; under connMu
 
 	nextID       atomic.Int64
 	connections  atomic.Int64
@@ -144,6 +145,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	if s.parker == nil {
+		// Started by the first Serve, not by New: a server that only
+		// serves connections handed to ServeConn runs no epoll loop.
+		s.parker = newParker(s.serveConn)
+	}
+	parker := s.parker
 	s.connMu.Unlock()
 	defer func() {
 		s.connMu.Lock()
@@ -182,7 +189,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			_ = c.Close()
 			continue
 		}
-		go s.serveConn(c)
+		// A new connection waits for its first command in the parker,
+		// without a goroutine, where it can; one that protected mode
+		// refuses is told so at once.
+		if s.protects(c) || !parker.park(c) {
+			go s.serveConn(c)
+		}
 	}
 }
 
@@ -230,6 +242,7 @@ func (s *Server) track(c net.Conn) trackResult {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
+	s.connections.Add(1)
 	return tracked
 }
 
@@ -242,6 +255,15 @@ func (s *Server) Close() error {
 		s.closed = true
 		for ln := range s.listeners {
 			_ = ln.Close()
+		}
+		parker := s.parker
+		s.connMu.Unlock()
+		parked := parker.stop() // no goroutine serves these
+		s.connMu.Lock()
+		for _, c := range parked {
+			delete(s.conns, c)
+			_ = c.Close()
+			s.wg.Done()
 		}
 		for c := range s.conns {
 			_ = c.Close()
@@ -278,8 +300,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.connMu.Unlock()
 		_ = c.Close()
 	}()
-	s.connections.Add(1)
-	if s.cfg.RequirePass == "" && !s.cfg.DisableProtectedMode && !isLocal(c.RemoteAddr()) {
+	if s.protects(c) {
 		s.log.Debug("kvserver: protected mode refused a connection", "remote", c.RemoteAddr())
 		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		_, _ = c.Write([]byte("-" + errDenied + "\r\n"))
@@ -327,6 +348,12 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 		}
 	}
+}
+
+// protects reports whether protected mode refuses c: no password is set,
+// protected mode is on and the client is on another host.
+func (s *Server) protects(c net.Conn) bool {
+	return s.cfg.RequirePass == "" && !s.cfg.DisableProtectedMode && !isLocal(c.RemoteAddr())
 }
 
 // errDenied is the error a client from another host gets in protected
