@@ -238,8 +238,10 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	} else if req.Command = cmd; len(req.Command) == 0 {
 		return Worker{}, fmt.Errorf("gateway: function %s has no command", f.Name)
 	}
+	p.g.cfg.Runtime.Add(key)
 	aw, err := p.g.cfg.Agent.Create(ctx, req)
 	if err != nil {
+		p.g.cfg.Runtime.Gone(key)
 		return Worker{}, err
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
