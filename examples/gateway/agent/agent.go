@@ -76,6 +76,9 @@ type Options struct {
 	// their network is the host's, so they reach the gateway's Runtime API
 	// on 127.0.0.1.
 	Docker *client.Client
+	// Labels are added to every container, beside docker.LabelPool, which
+	// holds "<Label>.<function>".
+	Labels map[string]string
 	// Output receives the workers' stdout and stderr; nil discards them.
 	Output io.Writer
 	// StopGrace is how long a worker has to exit after SIGTERM.
@@ -129,7 +132,7 @@ func (a *Local) containers(fn string, req CreateRequest) (*docker.Provisioner, e
 		return nil, fmt.Errorf("agent: function %s: an image function needs a Docker engine", fn)
 	}
 	return docker.New(a.opts.Docker, docker.Options{
-		Image: req.Image, Env: req.Env, Label: a.label(fn), NetworkMode: "host",
+		Image: req.Image, Env: req.Env, Label: a.label(fn), Labels: a.opts.Labels, NetworkMode: "host",
 		Memory:      int64(req.MemoryMB) << 20,
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
