@@ -26,6 +26,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
@@ -33,28 +34,10 @@ func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 // buildDir holds the demo functions' binaries, built once for all tests.
 var buildDir = filepath.Join(os.TempDir(), "ttlkit-gateway-test-build")
 
-// syncBuf is a goroutine-safe buffer for a program's output.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var listenRE = regexp.MustCompile(`listening on (\S+)`)
 
 // waitAddr waits for "listening on ADDR" in out.
-func waitAddr(t *testing.T, out *syncBuf, errc <-chan error) string {
+func waitAddr(t *testing.T, out *testenv.Buffer, errc <-chan error) string {
 	t.Helper()
 	deadline := time.After(3 * time.Minute) // the first run builds the functions
 	for {
@@ -75,7 +58,7 @@ type gw struct {
 	addr   string
 	cancel context.CancelFunc
 	errc   chan error
-	logs   *syncBuf
+	logs   *testenv.Buffer
 }
 
 // start runs the whole program in this process with args and env; it is
@@ -83,7 +66,7 @@ type gw struct {
 func start(t *testing.T, env map[string]string, args ...string) *gw {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, logs := &syncBuf{}, &syncBuf{}
+	out, logs := &testenv.Buffer{}, &testenv.Buffer{}
 	errc := make(chan error, 1)
 	go func() {
 		errc <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), out, logs)
@@ -215,7 +198,7 @@ func TestInvokeAPI(t *testing.T) {
 func TestCapacityUnderLoad(t *testing.T) {
 	lbl := label(t)
 	agentCtx, stopAgent := context.WithCancel(context.Background())
-	aout := &syncBuf{}
+	aout := &testenv.Buffer{}
 	aerr := make(chan error, 1)
 	go func() {
 		aerr <- run(agentCtx, []string{"agent", "-listen", "127.0.0.1:0", "-label", lbl, "-log-level", "warn"}, os.Getenv, nil, aout, io.Discard)

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/pool/docker"
 )
 
@@ -34,24 +33,6 @@ var labels atomic.Int64
 
 func newLabel() string {
 	return fmt.Sprintf("agenttest-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9, labels.Add(1))
-}
-
-// syncBuf is a goroutine-safe buffer for the workers' output.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newLocal returns a Local agent whose workers are all deleted when t ends.
@@ -95,7 +76,7 @@ func ids(ws []agent.Worker) []string {
 
 // exercise runs the Agent contract on a: create with env and output, list
 // by function, delete (twice), delete of an unknown worker.
-func exercise(t *testing.T, a agent.Agent, out *syncBuf) {
+func exercise(t *testing.T, a agent.Agent, out *testenv.Buffer) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	start := time.Now()
@@ -138,7 +119,7 @@ func exercise(t *testing.T, a agent.Agent, out *syncBuf) {
 }
 
 func TestLocal(t *testing.T) {
-	out := &syncBuf{}
+	out := &testenv.Buffer{}
 	a := newLocal(t, agent.Options{Label: newLabel(), Output: out, StopGrace: time.Second}, "fn", "other")
 	exercise(t, a, out)
 }
@@ -180,7 +161,7 @@ func TestBadRequests(t *testing.T) {
 
 // The same contract over gRPC, and errors carried across it.
 func TestGRPC(t *testing.T) {
-	out := &syncBuf{}
+	out := &testenv.Buffer{}
 	local := newLocal(t, agent.Options{Label: newLabel(), Output: out, StopGrace: time.Second}, "fn", "other")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
