@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/ttlkit/ttlkit/pool/docker"
@@ -59,6 +60,10 @@ type Worker struct {
 	ID       string    `json:"id"`
 	Function string    `json:"function"`
 	Created  time.Time `json:"created"`
+	// Exited says that the worker's program has ended but the worker is
+	// still there: a container that exited stays until it is deleted (a
+	// process that exits is gone at once, and no longer listed).
+	Exited bool `json:"exited,omitempty"`
 }
 
 // ListResponse carries List's workers over gRPC.
@@ -226,7 +231,9 @@ func (a *Local) List(ctx context.Context, req ListRequest) ([]Worker, error) {
 			return nil, err
 		}
 		for _, l := range cs {
-			out = append(out, Worker{ID: "c-" + l.ID, Function: req.Function, Created: l.Created})
+			st := container.ContainerState(l.Value.State)
+			out = append(out, Worker{ID: "c-" + l.ID, Function: req.Function, Created: l.Created,
+				Exited: st == container.StateExited || st == container.StateDead})
 		}
 	}
 	return out, nil

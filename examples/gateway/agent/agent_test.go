@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -82,7 +83,7 @@ func exercise(t *testing.T, a agent.Agent, out *testenv.Buffer) {
 	start := time.Now()
 	w, err := a.Create(ctx, agent.CreateRequest{
 		Function: "fn",
-		Command:  []string{"sh", "-c", `echo "started $GREETING"; echo "$GREETING" > ` + filepath.Join(dir, "env") + `; exec sleep 300`},
+		Command:  []string{"sh", "-c", `echo "$GREETING" > ` + filepath.Join(dir, "env") + `; echo "started $GREETING"; exec sleep 300`},
 		Env:      []string{"GREETING=hi"},
 	})
 	require.NoError(t, err)
@@ -218,6 +219,17 @@ func TestLocalDocker(t *testing.T) {
 	ws, err := a.List(ctx, agent.ListRequest{Function: "fn"})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{c.ID, p.ID}, ids(ws), "containers and processes")
+
+	for _, w := range ws {
+		assert.False(t, w.Exited)
+	}
+	// A container that dies stays listed, as exited, until it is deleted.
+	_, err = cli.ContainerKill(ctx, id, client.ContainerKillOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ws, err := a.List(ctx, agent.ListRequest{Function: "fn"})
+		return err == nil && len(ws) == 2 && slices.ContainsFunc(ws, func(w agent.Worker) bool { return w.ID == c.ID && w.Exited })
+	}, 30*time.Second, 20*time.Millisecond)
 
 	require.NoError(t, a.Delete(ctx, agent.DeleteRequest{Function: "fn", ID: c.ID}))
 	_, err = cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})

@@ -180,7 +180,7 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 func atLeastNS(d time.Duration) time.Duration { return max(d, time.Nanosecond) }
 
 // connClosed runs when a runtime connection of worker key closed: if the
-// agent no longer lists the worker, it crashed.
+// agent no longer lists the worker, or lists it as exited, it crashed.
 func (g *Gateway) connClosed(key string) {
 	v, ok := g.keys.Load(key)
 	if !ok {
@@ -191,16 +191,47 @@ func (g *Gateway) connClosed(key string) {
 	defer cancel()
 	// A crashed process may take a moment to be reaped.
 	for range 5 {
-		ws, err := g.cfg.Agent.List(ctx, agent.ListRequest{Function: w.Function})
+		exited, err := g.exited(ctx, w)
 		if err != nil {
 			return
 		}
-		if !slices.ContainsFunc(ws, func(x agent.Worker) bool { return x.ID == w.ID }) {
+		if exited {
 			g.log.Warn("worker exited", "function", w.Function, "worker", w.ID)
 			g.cfg.Runtime.Gone(key)
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// exited reports whether the agent no longer lists w, or lists it as
+// exited.
+func (g *Gateway) exited(ctx context.Context, w Worker) (bool, error) {
+	ws, err := g.cfg.Agent.List(ctx, agent.ListRequest{Function: w.Function})
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(ws, func(x agent.Worker) bool { return x.ID == w.ID })
+	return i < 0 || ws[i].Exited, nil
+}
+
+// exitPoll is how often a worker that is not ready yet is looked for in
+// the agent's list, so that one whose program ended is not waited for
+// until the create timeout.
+const exitPoll = 250 * time.Millisecond
+
+// waitReady waits until w's runtime polls for its first invocation.
+func (g *Gateway) waitReady(ctx context.Context, w Worker) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, exitPoll)
+		err := g.cfg.Runtime.WaitReady(wctx, w.Key)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if exited, lerr := g.exited(ctx, w); lerr == nil && exited {
+			return errors.New("its program ended before its runtime asked for an invocation")
+		}
 	}
 }
 
@@ -246,7 +277,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
 	p.g.keys.Store(key, w)
-	if err := p.g.cfg.Runtime.WaitReady(ctx, key); err != nil {
+	if err := p.g.waitReady(ctx, w); err != nil {
 		_ = p.Destroy(context.WithoutCancel(ctx), w)
 		return Worker{}, fmt.Errorf("gateway: function %s: worker %s not ready: %w", f.Name, w.ID, err)
 	}

@@ -100,6 +100,9 @@ type call struct {
 	deadline time.Time
 	arn      string
 	done     chan Result // buffered 1
+	// lost is closed when the poll that took the call had lost its
+	// connection: the runtime never received it.
+	lost chan struct{}
 }
 
 // New returns a Server with no workers.
@@ -187,7 +190,7 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	if w == nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
 	}
-	c := &call{worker: id, id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1)}
+	c := &call{worker: id, id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1), lost: make(chan struct{})}
 	s.mu.Lock()
 	s.calls[c.id] = c
 	s.mu.Unlock()
@@ -208,6 +211,8 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	select {
 	case r := <-c.done:
 		return r, nil
+	case <-c.lost:
+		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
 	case <-w.gone:
 		return Result{}, ErrGone
 	case <-ctx.Done():
@@ -249,6 +254,12 @@ func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
 	}()
 	select {
 	case c := <-w.next:
+		if r.Context().Err() != nil {
+			// The runtime's connection closed while the call was on its
+			// way: it never got it (a runtime that died while idle).
+			close(c.lost)
+			return
+		}
 		h := rw.Header()
 		h.Set("Lambda-Runtime-Aws-Request-Id", c.id)
 		h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(c.deadline.UnixMilli(), 10))

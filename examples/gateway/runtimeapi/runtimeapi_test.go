@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,46 +16,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/testfn"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
-	"github.com/ttlkit/ttlkit/internal/leakcheck"
 )
 
-// envRuntime makes the test binary a Lambda function instead: a real
-// aws-lambda-go runtime polling the server of the test that started it.
-const envRuntime = "RUNTIMEAPI_TEST_RUNTIME"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envRuntime) != "" {
-		lambda.Start(handle) // never returns
-	}
-	leakcheck.VerifyTestMain(m)
-}
-
-type request struct {
-	Echo string `json:"echo"`
-	Fail string `json:"fail"`
-}
-
-type response struct {
-	Echo       string `json:"echo"`
-	ARN        string `json:"arn"`
-	RequestID  string `json:"request_id"`
-	DeadlineMS int64  `json:"deadline_ms"`
-}
-
-func handle(ctx context.Context, req request) (response, error) {
-	if req.Fail != "" {
-		return response{}, errors.New(req.Fail)
-	}
-	lc, _ := lambdacontext.FromContext(ctx)
-	dl, _ := ctx.Deadline()
-	return response{Echo: req.Echo, ARN: lc.InvokedFunctionArn, RequestID: lc.AwsRequestID, DeadlineMS: dl.UnixMilli()}, nil
-}
+func TestMain(m *testing.M) { testfn.Main(m) }
 
 // listen serves s on a free port until the test ends.
 func listen(t *testing.T, s *runtimeapi.Server) string {
@@ -74,7 +41,7 @@ func listen(t *testing.T, s *runtimeapi.Server) string {
 func startRuntime(t *testing.T, addr, id string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envRuntime+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id))
+	cmd.Env = append(os.Environ(), testfn.Env+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id))
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -106,9 +73,9 @@ func TestRealRuntime(t *testing.T) {
 	res, err := s.Invoke(ctx, "w1", arn, []byte(`{"echo":"hi"}`), deadline)
 	require.NoError(t, err)
 	assert.False(t, res.FunctionError)
-	var got response
+	var got testfn.Response
 	require.NoError(t, json.Unmarshal(res.Payload, &got))
-	assert.Equal(t, "hi", got.Echo)
+	assert.JSONEq(t, `"hi"`, string(got.Echo))
 	assert.Equal(t, arn, got.ARN)
 	assert.Equal(t, deadline.UnixMilli(), got.DeadlineMS)
 	assert.Len(t, got.RequestID, 36)
