@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,12 +21,12 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
-	"github.com/ttlkit/ttlkit/examples/gateway/internal/testfn"
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 	"github.com/ttlkit/ttlkit/examples/gateway/template"
 )
 
-func TestMain(m *testing.M) { testfn.Main(m) }
+func TestMain(m *testing.M) { gwtest.Main(m) }
 
 var labels atomic.Int64
 
@@ -44,7 +42,7 @@ func function(name string, timeout, reserved int) template.Function {
 	return template.Function{
 		Name: name, Resource: name + "Function", Handler: "bootstrap",
 		Timeout: timeout, MemorySize: 128, Reserved: reserved,
-		Env: map[string]string{testfn.Env: "1"},
+		Env: map[string]string{gwtest.Env: "1"},
 	}
 }
 
@@ -118,24 +116,9 @@ func (e *env) post(t *testing.T, fn string, payload []byte, header ...string) re
 	return result{resp.StatusCode, resp.Header, body}
 }
 
-// metric returns the value of series (name{labels}) in a Prometheus text
-// exposition, or 0 when it is absent.
-func metric(t *testing.T, text, series string) float64 {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	return 0
-}
-
 func pid(t *testing.T, r result) int {
 	t.Helper()
-	var resp testfn.Response
+	var resp gwtest.Response
 	require.NoError(t, json.Unmarshal(r.body, &resp), "%s", r.body)
 	require.NotZero(t, resp.PID, "%s", r.body)
 	return resp.PID
@@ -177,10 +160,10 @@ func TestInvokeAPI(t *testing.T) {
 		"Function not found: arn:aws:lambda:local:000000000000:function:nope")
 	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest,
 		"InvalidParameterValueException", "InvocationType Event is not supported")
-	creates := metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`)
+	creates := gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`)
 	r = e.post(t, "fn", nil, "X-Amz-Invocation-Type", "DryRun")
 	assert.Equal(t, http.StatusNoContent, r.status)
-	assert.Equal(t, creates, metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "a dry run starts no worker")
+	assert.Equal(t, creates, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "a dry run starts no worker")
 
 	// 6 MB, as Lambda: one byte more is refused, exactly 6 MB is served.
 	payload := make([]byte, gateway.MaxPayload+1)
@@ -204,14 +187,14 @@ func TestInvokeAPI(t *testing.T) {
 
 	// The latency of an invocation is observed just after its answer.
 	require.Eventually(t, func() bool {
-		return metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`) == 4
+		return gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`) == 4
 	}, 10*time.Second, 10*time.Millisecond)
 	m := e.metrics()
-	assert.Equal(t, 2.0, metric(t, m, `gateway_capacity{function="fn"}`))
-	assert.Equal(t, 1.0, metric(t, m, `gateway_workers_idle{function="fn"}`))
-	assert.Equal(t, 0.0, metric(t, m, `gateway_workers_in_use{function="fn"}`))
-	assert.Equal(t, 1.0, metric(t, m, `gateway_cold_starts_total{function="fn"}`))
-	assert.Equal(t, 1.0, metric(t, m, `gateway_invocation_duration_seconds_count{function="fn",outcome="function_error"}`))
+	assert.Equal(t, 2.0, gwtest.Metric(t, m, `gateway_capacity{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_workers_idle{function="fn"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, m, `gateway_workers_in_use{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_cold_starts_total{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="fn",outcome="function_error"}`))
 
 	// Draining: every invocation gets a clear 503, /healthz too.
 	e.gw.Drain()
@@ -232,7 +215,7 @@ func TestEvictions(t *testing.T) {
 	destroyed := func(reason string, n float64) {
 		t.Helper()
 		assert.Eventually(t, func() bool {
-			return metric(t, e.metrics(), `gateway_workers_destroyed_total{function="fn",reason="`+reason+`"}`) == n
+			return gwtest.Metric(t, e.metrics(), `gateway_workers_destroyed_total{function="fn",reason="`+reason+`"}`) == n
 		}, 10*time.Second, 10*time.Millisecond, "%s destroys", reason)
 	}
 	gone := func(p int) {
@@ -273,7 +256,7 @@ func TestEvictions(t *testing.T) {
 	assert.Less(t, took, 4*time.Second, "not the handler's 5 s")
 	destroyed("timeout", 1)
 	gone(p) // the busy worker is destroyed, not returned
-	assert.Equal(t, 1.0, metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="timeout"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="timeout"}`))
 
 	// The client leaves mid-invocation.
 	p = pid(t, e.post(t, "fn", []byte(`{}`)))
@@ -300,7 +283,7 @@ func TestCreateFailure(t *testing.T) {
 	lambdaError(t, r, http.StatusBadGateway, "ServiceException", "could not start a worker")
 	assert.Contains(t, string(r.body), "its program ended before its runtime asked for an invocation")
 	assert.Less(t, time.Since(startAt), 10*time.Second, "not the create timeout")
-	assert.Equal(t, 0.0, metric(t, e.metrics(), `gateway_workers_in_use{function="bad"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, e.metrics(), `gateway_workers_in_use{function="bad"}`))
 	r = e.post(t, "bad", []byte(`{}`))
 	assert.Equal(t, http.StatusBadGateway, r.status, "and again, not stuck at capacity")
 }

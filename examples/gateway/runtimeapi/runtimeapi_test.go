@@ -19,11 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/examples/gateway/internal/testfn"
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 )
 
-func TestMain(m *testing.M) { testfn.Main(m) }
+func TestMain(m *testing.M) { gwtest.Main(m) }
 
 // listen serves s on a free port until the test ends.
 func listen(t *testing.T, s *runtimeapi.Server) string {
@@ -31,6 +31,11 @@ func listen(t *testing.T, s *runtimeapi.Server) string {
 	srv, addr, err := s.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() {
+		// Shutdown waits for connections still closing (a refused body
+		// lingers half a second); Close ends what is left.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
 		_ = srv.Close()
 		s.Wait()
 	})
@@ -41,7 +46,7 @@ func listen(t *testing.T, s *runtimeapi.Server) string {
 func startRuntime(t *testing.T, addr, id string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), testfn.Env+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id))
+	cmd.Env = append(os.Environ(), gwtest.Env+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id))
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -73,7 +78,7 @@ func TestRealRuntime(t *testing.T) {
 	res, err := s.Invoke(ctx, "w1", arn, []byte(`{"echo":"hi"}`), deadline)
 	require.NoError(t, err)
 	assert.False(t, res.FunctionError)
-	var got testfn.Response
+	var got gwtest.Response
 	require.NoError(t, json.Unmarshal(res.Payload, &got))
 	assert.JSONEq(t, `"hi"`, string(got.Echo))
 	assert.Equal(t, arn, got.ARN)

@@ -1,14 +1,17 @@
-// Package testfn makes a test binary of the gateway's packages a Lambda
-// function: started with Env set, the binary runs an unchanged
-// aws-lambda-go runtime with Handle instead of its tests, so the tests get
-// real worker processes without building anything.
-package testfn
+// Package gwtest holds what the gateway's tests share. Its function makes
+// a test binary a Lambda function: started with Env set, the binary runs an
+// unchanged aws-lambda-go runtime with Handle instead of its tests, so the
+// tests get real worker processes without building anything.
+package gwtest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +65,21 @@ func Handle(ctx context.Context, req Request) (Response, error) {
 	lc, _ := lambdacontext.FromContext(ctx)
 	dl, _ := ctx.Deadline()
 	return Response{Echo: req.Echo, PID: os.Getpid(), ARN: lc.InvokedFunctionArn, RequestID: lc.AwsRequestID, DeadlineMS: dl.UnixMilli()}, nil
+}
+
+// Metric returns the value of series (name{labels}, as exposed) in a
+// Prometheus text exposition, or 0 when it is absent.
+func Metric(t testing.TB, text, series string) float64 {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
