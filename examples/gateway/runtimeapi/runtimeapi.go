@@ -183,8 +183,12 @@ func (s *Server) Gone(id string) {
 }
 
 // Invoke sends payload to worker id and waits for its result until
-// deadline. arn is the function's ARN, given to the runtime. A worker that
-// is Gone, or was never added, fails with ErrGone and ErrUndelivered.
+// deadline. arn is the function's ARN, given to the runtime. A result that
+// comes once the deadline the runtime was given has passed (to the
+// millisecond, as the header carries it) is a timeout too: a function that
+// gives up at its context's deadline has still run past its Timeout. A
+// worker that is Gone, or was never added, fails with ErrGone and
+// ErrUndelivered.
 func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, deadline time.Time) (Result, error) {
 	w := s.worker(id)
 	if w == nil {
@@ -210,6 +214,9 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	}
 	select {
 	case r := <-c.done:
+		if !time.Now().Before(time.UnixMilli(deadline.UnixMilli())) {
+			return Result{}, ErrTimeout
+		}
 		return r, nil
 	case <-c.lost:
 		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)

@@ -279,6 +279,33 @@ func TestTimeouts(t *testing.T) {
 			assert.Equal(t, http.StatusBadRequest, call(h, "POST", "w/2018-06-01/runtime/invocation/"+id+"/response", "{}").Code)
 		})
 	})
+	// A runtime that answers at the deadline it was given (a function that
+	// gives up when its context ends) has timed out, though the gateway's
+	// own deadline is a fraction of a millisecond later; a millisecond
+	// before, it has not.
+	t.Run("answered at the deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := runtimeapi.New()
+			s.Add("w")
+			h := s.Handler()
+			for _, early := range []time.Duration{0, time.Millisecond} {
+				go func() {
+					rec := call(h, "GET", "w/2018-06-01/runtime/invocation/next", "")
+					ms, _ := strconv.ParseInt(rec.Header().Get("Lambda-Runtime-Deadline-Ms"), 10, 64)
+					time.Sleep(time.Until(time.UnixMilli(ms)) - early)
+					call(h, "POST", "w/2018-06-01/runtime/invocation/"+rec.Header().Get("Lambda-Runtime-Aws-Request-Id")+"/response", "{}")
+				}()
+				synctest.Wait()
+				_, err := s.Invoke(t.Context(), "w", "arn", nil, time.Now().Add(2*time.Second+500*time.Microsecond))
+				if early == 0 {
+					assert.ErrorIs(t, err, runtimeapi.ErrTimeout)
+				} else {
+					assert.NoError(t, err)
+				}
+				synctest.Wait()
+			}
+		})
+	})
 	t.Run("canceled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := runtimeapi.New()
