@@ -121,13 +121,23 @@ func (g *Gateway) Start(ctx context.Context) error {
 
 // Apply replaces the functions and the commands that run them (a live
 // reload of the template): new capacities and warm minimums apply at once,
-// new code and environment to the workers created from now on.
+// new code and environment to the workers created from now on. A function
+// no longer in the template answers 404 and keeps no warm minimum, so its
+// idle workers go at the idle timeout.
 func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error {
 	g.setFunctions(fns, cmds)
 	var errs []error
 	for _, f := range fns {
 		if err := g.group.SetLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
 			errs = append(errs, fmt.Errorf("function %s: %w", f.Name, err))
+		}
+	}
+	stats := g.group.Stats()
+	for _, fn := range g.group.Keys() {
+		if _, ok := g.Function(fn); !ok {
+			if err := g.group.SetLimits(fn, stats[fn].MaxSize, 0); err != nil {
+				errs = append(errs, fmt.Errorf("function %s (removed): %w", fn, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -284,10 +294,12 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	return w, nil
 }
 
+// Destroy deletes w, then forgets its Runtime API endpoint: stopped first,
+// its runtime is not told to go away (and does not complain of it).
 func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
 	if w.Key != "" {
 		p.g.keys.Delete(w.Key)
-		p.g.cfg.Runtime.Gone(w.Key)
+		defer p.g.cfg.Runtime.Gone(w.Key)
 	}
 	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
 }

@@ -50,6 +50,12 @@ func function(name string, timeout, reserved int) template.Function {
 // server, until the test ends.
 func start(t *testing.T, fns ...template.Function) *env {
 	t.Helper()
+	return startWith(t, func(*gateway.Config) {}, fns...)
+}
+
+// startWith is start with the configuration set changes.
+func startWith(t *testing.T, set func(*gateway.Config), fns ...template.Function) *env {
+	t.Helper()
 	label := fmt.Sprintf("gwunit-%d-%d", os.Getpid(), labels.Add(1))
 	ag, err := agent.NewLocal(agent.Options{Label: label, StopGrace: time.Second})
 	require.NoError(t, err)
@@ -61,10 +67,12 @@ func start(t *testing.T, fns ...template.Function) *env {
 		cmds[f.Name] = []string{os.Args[0]}
 	}
 	m := gateway.NewMetrics()
-	gw, err := gateway.New(gateway.Config{
+	cfg := gateway.Config{
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: time.Hour, Heartbeat: time.Hour, OrphanGrace: time.Hour, Metrics: m,
-	}, fns)
+	}
+	set(&cfg)
+	gw, err := gateway.New(cfg, fns)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, m.Register(reg, gw))
@@ -289,11 +297,14 @@ func TestCreateFailure(t *testing.T) {
 }
 
 // Apply changes capacities at once and functions by name; a function taken
-// out of the template is no longer invocable.
+// out of the template is no longer invocable, and its warm workers go at
+// the idle timeout instead of being kept (and re-created) forever.
 func TestApply(t *testing.T) {
 	a, b := function("a", 3, 1), function("b", 3, 1)
-	e := start(t, a, b)
+	b.Provisioned = 1
+	e := startWith(t, func(c *gateway.Config) { c.IdleTimeout, c.Heartbeat = 200*time.Millisecond, 50*time.Millisecond }, a, b)
 	require.Equal(t, http.StatusOK, e.post(t, "a", []byte(`{}`)).status)
+	require.Eventually(t, func() bool { return e.gw.Stats()["b"].Idle == 1 }, 10*time.Second, 10*time.Millisecond, "b's warm worker")
 
 	a.Reserved, a.Provisioned = 4, 1
 	require.NoError(t, e.gw.Apply([]template.Function{a}, map[string][]string{"a": {os.Args[0]}}))
@@ -303,4 +314,8 @@ func TestApply(t *testing.T) {
 	_, ok := e.gw.Function("b")
 	assert.False(t, ok)
 	assert.Equal(t, http.StatusOK, e.post(t, "a", []byte(`{}`)).status)
+	require.Eventually(t, func() bool { return e.gw.Stats()["b"].Size == 0 }, 10*time.Second, 10*time.Millisecond, "b's worker pruned")
+	time.Sleep(200 * time.Millisecond) // a few heartbeats
+	assert.Zero(t, e.gw.Stats()["b"].Size, "and not re-created")
+	assert.Zero(t, e.gw.Stats()["b"].CreateFailures)
 }
