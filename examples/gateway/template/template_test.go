@@ -40,6 +40,20 @@ func TestDemoTemplate(t *testing.T) {
 	assert.Empty(t, fns[0].Env)
 }
 
+// The Docker demo template: image functions, with the tag from !Sub.
+func TestDockerDemoTemplate(t *testing.T) {
+	fns, err := template.Load("../template-docker.yaml")
+	require.NoError(t, err)
+	require.Len(t, fns, 3)
+	for _, f := range fns {
+		assert.Equal(t, "ttlkit-gateway/"+f.Name+":demo", f.ImageURI)
+		assert.Empty(t, f.CodeDir)
+	}
+	assert.Equal(t, 256, fns[0].MemorySize)
+	assert.Equal(t, map[string]string{"GREETING": "Bonjour"}, fns[1].Env)
+	assert.Equal(t, 5, fns[2].Timeout)
+}
+
 func parse(t *testing.T, src string) []template.Function {
 	t.Helper()
 	fns, err := template.Parse([]byte(src), "/srv/app")
