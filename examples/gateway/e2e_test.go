@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -25,36 +26,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
-// buildDir holds the demo functions' binaries, built once for all tests.
+// buildDir holds the demo functions' binaries and the gateway's, built
+// once for all tests.
 var buildDir = filepath.Join(os.TempDir(), "ttlkit-gateway-test-build")
-
-// syncBuf is a goroutine-safe buffer for a program's output.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var listenRE = regexp.MustCompile(`listening on (\S+)`)
 
 // waitAddr waits for "listening on ADDR" in out.
-func waitAddr(t *testing.T, out *syncBuf, errc <-chan error) string {
+func waitAddr(t *testing.T, out *testenv.Buffer, errc <-chan error) string {
 	t.Helper()
 	deadline := time.After(3 * time.Minute) // the first run builds the functions
 	for {
@@ -75,7 +61,7 @@ type gw struct {
 	addr   string
 	cancel context.CancelFunc
 	errc   chan error
-	logs   *syncBuf
+	logs   *testenv.Buffer
 }
 
 // start runs the whole program in this process with args and env; it is
@@ -83,7 +69,7 @@ type gw struct {
 func start(t *testing.T, env map[string]string, args ...string) *gw {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, logs := &syncBuf{}, &syncBuf{}
+	out, logs := &testenv.Buffer{}, &testenv.Buffer{}
 	errc := make(chan error, 1)
 	go func() {
 		errc <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), out, logs)
@@ -104,9 +90,83 @@ func (g *gw) stop() error {
 	return <-g.errc
 }
 
+// metrics returns the gateway's /metrics.
+func (g *gw) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + g.addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
 func startGateway(t *testing.T, label string, env map[string]string, args ...string) *gw {
 	t.Helper()
 	return start(t, env, append([]string{"-addr", "127.0.0.1:0", "-label", label, "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
+}
+
+// startAgent runs the agent subcommand in this process until the test
+// ends, and returns a gRPC client of it.
+func startAgent(t *testing.T, label string, args ...string) (string, *agent.Client) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	out := &testenv.Buffer{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, append([]string{"agent", "-listen", "127.0.0.1:0", "-label", label, "-log-level", "warn"}, args...), os.Getenv, nil, out, io.Discard)
+	}()
+	addr := waitAddr(t, out, errc)
+	cl, err := agent.Dial(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cl.Close()
+		stop()
+		require.NoError(t, <-errc)
+	})
+	return addr, cl
+}
+
+var (
+	binOnce sync.Once
+	binErr  error
+)
+
+// gatewayBinary builds the program once for the tests that run it as a
+// process of its own.
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(buildDir, "gateway")
+	binOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return bin
+}
+
+// startBinary runs the built program with args; it is killed when the
+// test ends if it still runs.
+func startBinary(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(gatewayBinary(t), append([]string{"-addr", "127.0.0.1:0", "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	m := listenRE.FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	return cmd, m[1]
 }
 
 func sdk(addr string) *lambda.Client {
@@ -145,9 +205,23 @@ func localAgent(t *testing.T, label string) *agent.Local {
 	return a
 }
 
+// writeTemplate writes a template whose "{{functions}}" is the demo
+// functions' directory to path, or to a new file when path is "", and
+// returns the path.
+func writeTemplate(t *testing.T, path, src string) string {
+	t.Helper()
+	dir, err := filepath.Abs("functions")
+	require.NoError(t, err)
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "template.yaml")
+	}
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(src, "{{functions}}", dir)), 0o644))
+	return path
+}
+
 // The Lambda API through the AWS SDK: a result, a handler error, an
-// unknown function, an oversized payload, a runtime crash (the worker is
-// evicted), and drain on shutdown.
+// unknown function, an oversized payload, and a runtime crash (the worker
+// is evicted).
 func TestInvokeAPI(t *testing.T) {
 	lbl := label(t)
 	g := startGateway(t, lbl, nil)
@@ -173,63 +247,34 @@ func TestInvokeAPI(t *testing.T) {
 	_, err = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: big})
 	var tooBig *types.RequestTooLargeException
 	require.ErrorAs(t, err, &tooBig)
+	resp, err := http.Post("http://"+g.addr+"/2015-03-31/functions/echo/invocations", "application/json", bytes.NewReader(big))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 
 	a := localAgent(t, lbl)
+	invoke(t, c, "slow", `{"ms":1}`)
+	crashed := listed(t, a, "slow")
+	require.Len(t, crashed, 1)
 	out = invoke(t, c, "slow", `{"crash":true}`)
 	require.NotNil(t, out.FunctionError)
 	assert.Contains(t, string(out.Payload), "Runtime.ExitError")
-	require.Eventually(t, func() bool { return len(listed(t, a, "slow")) == 0 }, 10*time.Second, 20*time.Millisecond, "the crashed worker is evicted")
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, g.metrics(t), `gateway_workers_destroyed_total{function="slow",reason="crashed"}`) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.NotContains(t, listed(t, a, "slow"), crashed[0], "the crashed worker is evicted")
 	out = invoke(t, c, "slow", `{"ms":1}`)
 	assert.Nil(t, out.FunctionError, "a new worker serves the next call")
-
-	// Drain: an in-flight call finishes, a new one gets 503, every worker
-	// is deleted and run returns nil.
-	done := make(chan *lambda.InvokeOutput)
-	go func() {
-		o, err := c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("slow"), Payload: []byte(`{"ms":1500}`)})
-		assert.NoError(t, err)
-		done <- o
-	}()
-	time.Sleep(300 * time.Millisecond)
-	stopped := make(chan error, 1)
-	go func() { stopped <- g.stop() }()
-	require.Eventually(t, func() bool {
-		resp, err := http.Post("http://"+g.addr+"/2015-03-31/functions/hello/invocations", "application/json", strings.NewReader("{}"))
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	}, 5*time.Second, 20*time.Millisecond)
-	o := <-done
-	assert.Nil(t, o.FunctionError)
-	assert.Contains(t, string(o.Payload), `"slept_ms":1500`)
-	require.NoError(t, <-stopped)
-	for _, fn := range []string{"hello", "echo", "slow"} {
-		assert.Empty(t, listed(t, a, fn), fn)
-	}
 }
 
-// 50 concurrent invocations on a function of capacity 3, through a
-// separate agent over gRPC: never more than 3 workers, every call served.
-func TestCapacityUnderLoad(t *testing.T) {
+// capacityUnderLoad sends 50 concurrent invocations of slow (capacity 3
+// in tpl) through a gateway whose agent is a separate one over gRPC
+// (started with agentArgs), sampling the agent's list all along: never
+// more than 3 workers, every call served.
+func capacityUnderLoad(t *testing.T, tpl string, agentArgs ...string) {
 	lbl := label(t)
-	agentCtx, stopAgent := context.WithCancel(context.Background())
-	aout := &syncBuf{}
-	aerr := make(chan error, 1)
-	go func() {
-		aerr <- run(agentCtx, []string{"agent", "-listen", "127.0.0.1:0", "-label", lbl, "-log-level", "warn"}, os.Getenv, nil, aout, io.Discard)
-	}()
-	aaddr := waitAddr(t, aout, aerr)
-	defer func() {
-		stopAgent()
-		require.NoError(t, <-aerr)
-	}()
-	cl, err := agent.Dial(aaddr)
-	require.NoError(t, err)
-	defer cl.Close()
-
-	g := startGateway(t, lbl, nil, "-agent", aaddr)
+	aaddr, cl := startAgent(t, lbl, agentArgs...)
+	g := startGateway(t, lbl, nil, "-agent", aaddr, "-template", tpl)
 	c := sdk(g.addr)
 
 	var most atomic.Int64
@@ -252,14 +297,12 @@ func TestCapacityUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var ok atomic.Int64
 	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			out, err := c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("slow"), Payload: []byte(`{"ms":50}`)})
 			if assert.NoError(t, err) && assert.Nil(t, out.FunctionError) {
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(stop)
@@ -267,8 +310,13 @@ func TestCapacityUnderLoad(t *testing.T) {
 	assert.Equal(t, int64(50), ok.Load())
 	assert.LessOrEqual(t, most.Load(), int64(3))
 	assert.Positive(t, most.Load())
+	assert.Positive(t, gwtest.Metric(t, g.metrics(t), `gateway_capacity_waits_total{function="slow"}`), "calls waited at capacity")
 	require.NoError(t, g.stop())
 	assert.Empty(t, listed(t, cl, "slow"))
+}
+
+func TestCapacityUnderLoad(t *testing.T) {
+	capacityUnderLoad(t, defaultTemplate())
 }
 
 // Scale to zero after GATEWAY_IDLE_TIMEOUT_SECONDS, and a live reload of
@@ -278,12 +326,9 @@ func TestScaleToZeroAndReload(t *testing.T) {
 	lbl := label(t)
 	src, err := os.ReadFile(defaultTemplate())
 	require.NoError(t, err)
-	dir := t.TempDir()
-	tpl := filepath.Join(dir, "template.yaml")
-	abs, _ := filepath.Abs(filepath.Dir(defaultTemplate()))
-	fixed := strings.ReplaceAll(string(src), "CodeUri: functions/", "CodeUri: "+abs+"/functions/")
+	fixed := strings.ReplaceAll(string(src), "CodeUri: functions/", "CodeUri: {{functions}}/")
 	fixed = strings.Replace(fixed, "ProvisionedConcurrentExecutions: 1", "ProvisionedConcurrentExecutions: 0", 1)
-	require.NoError(t, os.WriteFile(tpl, []byte(fixed), 0o644))
+	tpl := writeTemplate(t, "", fixed)
 	env := map[string]string{envIdleTimeout: "0.5", envHeartbeat: "0.2", envOrphanGrace: "60"}
 	g := startGateway(t, lbl, env, "-template", tpl, "-reload", "50ms")
 	c := sdk(g.addr)
@@ -292,28 +337,18 @@ func TestScaleToZeroAndReload(t *testing.T) {
 	invoke(t, c, "echo", `{}`)
 	require.Len(t, listed(t, a, "echo"), 1)
 	require.Eventually(t, func() bool { return len(listed(t, a, "echo")) == 0 }, 10*time.Second, 50*time.Millisecond, "scaled to zero")
+	assert.Equal(t, 1.0, gwtest.Metric(t, g.metrics(t), `gateway_workers_destroyed_total{function="echo",reason="idle"}`))
 
-	maxSize := func() string {
-		resp, err := http.Get("http://" + g.addr + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
 	// Capacity 2 -> 1: concurrent calls now run one after the other.
-	require.Contains(t, maxSize(), `gateway_capacity{function="echo"} 2`)
-	require.NoError(t, os.WriteFile(tpl, []byte(strings.Replace(fixed, "ReservedConcurrentExecutions: 2", "ReservedConcurrentExecutions: 1", 1)), 0o644))
-	require.Eventually(t, func() bool { return strings.Contains(maxSize(), `gateway_capacity{function="echo"} 1`) }, time.Minute, 50*time.Millisecond)
+	require.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_capacity{function="echo"}`))
+	writeTemplate(t, tpl, strings.Replace(fixed, "ReservedConcurrentExecutions: 2", "ReservedConcurrentExecutions: 1", 1))
+	require.Eventually(t, func() bool { return gwtest.Metric(t, g.metrics(t), `gateway_capacity{function="echo"}`) == 1 }, time.Minute, 50*time.Millisecond)
 	var most atomic.Int64
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			invoke(t, c, "echo", `{}`)
-		}()
+		wg.Go(func() { invoke(t, c, "echo", `{}`) })
 	}
-	for i := 0; i < 20; i++ {
+	for range 20 {
 		if n := int64(len(listed(t, a, "echo"))); n > most.Load() {
 			most.Store(n)
 		}
@@ -323,7 +358,7 @@ func TestScaleToZeroAndReload(t *testing.T) {
 	assert.LessOrEqual(t, most.Load(), int64(1), "the reloaded capacity holds")
 
 	// A malformed template is refused; the gateway keeps serving.
-	require.NoError(t, os.WriteFile(tpl, []byte(strings.Replace(fixed, "Timeout: 5", "Timeout: five", 1)), 0o644))
+	writeTemplate(t, tpl, strings.Replace(fixed, "Timeout: 5", "Timeout: five", 1))
 	require.Eventually(t, func() bool { return strings.Contains(g.logs.String(), "template reload failed") }, 10*time.Second, 50*time.Millisecond)
 	assert.Contains(t, g.logs.String(), "resource SlowFunction: field Timeout")
 	invoke(t, c, "slow", `{"ms":1}`)
@@ -332,56 +367,57 @@ func TestScaleToZeroAndReload(t *testing.T) {
 // A malformed template stops the start with an error naming the resource
 // and the field.
 func TestMalformedTemplateAtStart(t *testing.T) {
-	tpl := filepath.Join(t.TempDir(), "template.yaml")
-	require.NoError(t, os.WriteFile(tpl, []byte(`Resources:
+	tpl := writeTemplate(t, "", `Resources:
   Fn:
     Type: AWS::Serverless::Function
     Properties:
       CodeUri: x
       ReservedConcurrentExecutions: !GetAtt Other.Count
-`), 0o644))
+`)
 	err := run(context.Background(), []string{"-template", tpl}, func(string) string { return "" }, nil, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "resource Fn: field ReservedConcurrentExecutions")
 }
 
-// SIGKILL of the gateway mid-load, then a restart: its start-up cleanup
-// leaves no worker of the first run.
-func TestKillAndRestartCleansUp(t *testing.T) {
+// killAndRestart kills the gateway (run with args) with SIGKILL while 6
+// invocations of slow (capacity 3) run, then starts it again: its start-up
+// cleanup leaves no worker of the first run, as a (which must see the
+// workers) lists them.
+func killAndRestart(t *testing.T, a agent.Agent, args ...string) []agent.Worker {
 	lbl := label(t)
-	bin := filepath.Join(t.TempDir(), "gateway")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-label", lbl, "-build-dir", buildDir, "-template", defaultTemplate(), "-log-level", "warn")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	m := listenRE.FindStringSubmatch(line)
-	require.NotNil(t, m, line)
-	c := sdk(m[1])
+	args = append([]string{"-label", lbl}, args...)
+	cmd, addr := startBinary(t, args...)
+	c := sdk(addr)
 	var wg sync.WaitGroup
 	for range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_, _ = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("slow"), Payload: []byte(`{"ms":3000}`)})
-		}()
+		})
 	}
-	a := localAgent(t, lbl)
-	require.Eventually(t, func() bool { return len(listed(t, a, "slow")) == 3 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(listed(t, a, "slow")) == 3 }, time.Minute, 20*time.Millisecond)
 	before := listed(t, a, "slow")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	wg.Wait()
+	assert.Len(t, listed(t, a, "slow"), 3, "the workers outlive the killed gateway")
 
-	g := startGateway(t, lbl, nil)
+	cmd, _ = startBinary(t, args...)
+	after := listed(t, a, "slow")
 	for _, w := range before {
-		assert.NotContains(t, listed(t, a, "slow"), w, "a worker of the killed gateway survived")
+		assert.NotContains(t, after, w, "a worker of the killed gateway survived the restart")
 	}
-	require.NoError(t, g.stop())
-	for _, fn := range []string{"hello", "echo", "slow"} {
-		assert.Empty(t, listed(t, a, fn), fn)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	assert.Empty(t, listed(t, a, "slow"))
+	return before
+}
+
+// SIGKILL of the gateway mid-load, then a restart: its start-up cleanup
+// leaves no worker process of the first run.
+func TestKillAndRestartCleansUp(t *testing.T) {
+	a := localAgent(t, label(t))
+	before := killAndRestart(t, a, "-template", defaultTemplate())
+	for _, w := range before {
+		assert.True(t, strings.HasPrefix(w.ID, "p-"), w.ID)
 	}
 }

@@ -108,7 +108,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	go func() {
 		defer wg.Done()
-		watch(reloadCtx, c, gw, cmds)
+		watch(reloadCtx, c, gw)
 	}()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "runtime_api", rtAddr, "functions", len(fns), "template", c.template)
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
@@ -178,7 +178,7 @@ func build(ctx context.Context, dir string, fns []template.Function) (map[string
 
 // watch reloads the template when it changes; a bad template is logged
 // and the running configuration kept.
-func watch(ctx context.Context, c config, gw *gateway.Gateway, cmds map[string][]string) {
+func watch(ctx context.Context, c config, gw *gateway.Gateway) {
 	last := modTime(c.template)
 	t := time.NewTicker(c.reload)
 	defer t.Stop()
@@ -194,19 +194,15 @@ func watch(ctx context.Context, c config, gw *gateway.Gateway, cmds map[string][
 		}
 		last = m
 		fns, err := template.Load(c.template)
+		var cmds map[string][]string
 		if err == nil {
-			var more map[string][]string
-			if more, err = build(ctx, c.buildDir, fns); err == nil {
-				for k, v := range more {
-					cmds[k] = v
-				}
-			}
+			cmds, err = build(ctx, c.buildDir, fns)
 		}
 		if err != nil {
 			c.log.Error("template reload failed: keeping the running configuration", "err", err)
 			continue
 		}
-		if err := gw.Apply(fns); err != nil {
+		if err := gw.Apply(fns, cmds); err != nil {
 			c.log.Error("template reload: some limits not applied", "err", err)
 			continue
 		}

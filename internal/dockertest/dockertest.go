@@ -67,30 +67,37 @@ func Client(t testing.TB) *client.Client {
 // this machine (a static busybox for a shell, say).
 func Image(t testing.TB, cli *client.Client, pkg string, extra map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "app")
+	bin := filepath.Join(t.TempDir(), "app")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
+	return BinaryImage(t, cli, bin, filepath.Base(pkg), extra)
+}
+
+// BinaryImage builds an image FROM scratch that runs the static binary bin,
+// tagged "ttlkit-test/<name>:<hash>", and removes it when t ends; extra is
+// as Image's. It serves binaries built elsewhere than in the test's module.
+func BinaryImage(t testing.TB, cli *client.Client, bin, name string, extra map[string]string) string {
+	t.Helper()
 	files := map[string]string{"app": bin}
 	var dockerfile strings.Builder
 	dockerfile.WriteString("FROM scratch\nCOPY app /app\n")
 	for dst, src := range extra {
-		name := "extra" + strings.ReplaceAll(dst, "/", "_")
-		files[name] = src
-		fmt.Fprintf(&dockerfile, "COPY %s %s\n", name, dst)
+		file := "extra" + strings.ReplaceAll(dst, "/", "_")
+		files[file] = src
+		fmt.Fprintf(&dockerfile, "COPY %s %s\n", file, dst)
 	}
 	dockerfile.WriteString("ENTRYPOINT [\"/app\"]\n")
 
 	h := sha256.New()
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	add := func(name string, data []byte, mode int64) {
-		h.Write([]byte(name))
+	add := func(file string, data []byte, mode int64) {
+		h.Write([]byte(file))
 		h.Write(data)
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data))}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: file, Mode: mode, Size: int64(len(data))}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tw.Write(data); err != nil {
@@ -98,17 +105,17 @@ func Image(t testing.TB, cli *client.Client, pkg string, extra map[string]string
 		}
 	}
 	add("Dockerfile", []byte(dockerfile.String()), 0o644)
-	for name, src := range files {
+	for file, src := range files {
 		data, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		add(name, data, 0o755)
+		add(file, data, 0o755)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tag := "ttlkit-test/" + strings.ToLower(filepath.Base(pkg)) + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+	tag := "ttlkit-test/" + strings.ToLower(name) + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

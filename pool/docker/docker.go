@@ -67,6 +67,10 @@ type Container struct {
 	Addr string `json:"addr,omitempty"`
 	// Created is when the engine created it.
 	Created time.Time `json:"created"`
+	// State is the engine's state of the container when Create or List saw
+	// it: "running", "exited", "dead", "created", ... A container that
+	// exited stays listed, in state "exited", until it is destroyed.
+	State string `json:"state,omitempty"`
 }
 
 // Options configures a Provisioner. Image and Label are required.
@@ -242,6 +246,7 @@ func (p *Provisioner) Create(ctx context.Context) (Container, error) {
 			short(c.ID), p.opts.Image, ErrExited, st.Status, st.ExitCode, oom(st.OOMKilled)))
 	}
 	c.Name = trimSlash(info.Container.Name)
+	c.State = string(container.StateRunning)
 	if t, err := time.Parse(time.RFC3339Nano, info.Container.Created); err == nil {
 		c.Created = t
 	}
@@ -358,7 +363,7 @@ func (p *Provisioner) List(ctx context.Context) ([]pool.Listed[Container], error
 	}
 	out := make([]pool.Listed[Container], 0, len(res.Items))
 	for _, s := range res.Items {
-		c := Container{ID: s.ID, Created: time.Unix(s.Created, 0)}
+		c := Container{ID: s.ID, Created: time.Unix(s.Created, 0), State: string(s.State)}
 		if len(s.Names) > 0 {
 			c.Name = trimSlash(s.Names[0])
 		}

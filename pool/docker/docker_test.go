@@ -106,6 +106,7 @@ func TestServesThroughItsPublishedPort(t *testing.T) {
 	assert.Equal(t, c.ID[:12], strings.TrimSpace(string(body)), "the container's hostname is its short id")
 	assert.NotEmpty(t, c.Name)
 	assert.WithinDuration(t, time.Now(), c.Created, time.Minute)
+	assert.Equal(t, "running", c.State)
 	require.NoError(t, p.Destroy(context.Background(), c))
 	_, err = cli.ContainerInspect(context.Background(), c.ID, client.ContainerInspectOptions{})
 	assert.Error(t, err, "the container still exists after Destroy")
@@ -125,6 +126,31 @@ func TestExitBeforeReadyIsRemoved(t *testing.T) {
 	items, err := p.List(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, items, "a container that failed to start was left behind")
+}
+
+// A container that dies stays listed, in state "exited", until it is
+// destroyed: List tells the living from the dead.
+func TestExitedContainerIsListedAsExited(t *testing.T) {
+	cli := dockertest.Client(t)
+	p := newProvisioner(t, cli, options(dockertest.Image(t, cli, workerPkg, nil), newLabel()))
+	ctx := context.Background()
+	c, err := p.Create(ctx)
+	require.NoError(t, err)
+	items, err := p.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	assert.Equal(t, "running", items[0].Value.State)
+
+	_, err = cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		items, err := p.List(ctx)
+		return err == nil && len(items) == 1 && items[0].Value.State == "exited"
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, p.Destroy(ctx, c))
+	items, err = p.List(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, items)
 }
 
 func TestCancelledCreateLeavesNothing(t *testing.T) {

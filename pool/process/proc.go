@@ -124,22 +124,25 @@ func readStat(dir string) (stat, error) {
 	return stat{state: f[0][0], pgrp: pgrp, start: start}, nil
 }
 
-// bootTime reads the kernel's boot time (btime in /proc/stat).
+// bootTime returns when the machine booted, to the hundredth of a second:
+// now less /proc/uptime. (/proc/stat's btime is truncated to the second,
+// which made a worker up to a second older than it was, and shortened the
+// orphan grace period of a pool by as much.)
 func bootTime() (time.Time, error) {
-	b, err := os.ReadFile("/proc/stat")
+	now := time.Now()
+	b, err := os.ReadFile("/proc/uptime")
 	if err != nil {
 		return time.Time{}, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("/proc/stat: btime %q", v)
-			}
-			return time.Unix(s, 0), nil
-		}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return time.Time{}, fmt.Errorf("/proc/uptime: %q", b)
 	}
-	return time.Time{}, fmt.Errorf("/proc/stat: no btime")
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("/proc/uptime: %q", f[0])
+	}
+	return now.Add(-time.Duration(up * float64(time.Second))), nil
 }
 
 // groupGoneWait bounds how long Destroy waits for the processes of a

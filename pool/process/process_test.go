@@ -179,6 +179,20 @@ func TestWorkerGetsItsPortAndEnv(t *testing.T) {
 	assert.Error(t, probe.Once(context.Background(), probe.TCP(w.Addr), time.Second), "the worker still listens after Destroy")
 }
 
+// List gives a worker's start to the hundredth of a second (its clock
+// tick), not to the second: an orphan's grace period depends on it.
+func TestListedCreatedIsPrecise(t *testing.T) {
+	p := newProvisioner(t, workerOptions(newLabel(t)))
+	w, err := p.Create(context.Background())
+	require.NoError(t, err)
+	items, err := p.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	assert.WithinDuration(t, w.Created, items[0].Created, 50*time.Millisecond)
+	assert.Equal(t, items[0].Created, items[0].Value.Created)
+	require.NoError(t, p.Destroy(context.Background(), w))
+}
+
 func TestExitBeforeReadyFailsAtOnce(t *testing.T) {
 	opts := workerOptions(newLabel(t))
 	opts.Env = []string{roleEnv + "=exit"}

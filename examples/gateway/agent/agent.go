@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/ttlkit/ttlkit/pool/docker"
@@ -59,6 +60,10 @@ type Worker struct {
 	ID       string    `json:"id"`
 	Function string    `json:"function"`
 	Created  time.Time `json:"created"`
+	// Exited says that the worker's program has ended but the worker is
+	// still there: a container that exited stays until it is deleted (a
+	// process that exits is gone at once, and no longer listed).
+	Exited bool `json:"exited,omitempty"`
 }
 
 // ListResponse carries List's workers over gRPC.
@@ -76,6 +81,9 @@ type Options struct {
 	// their network is the host's, so they reach the gateway's Runtime API
 	// on 127.0.0.1.
 	Docker *client.Client
+	// Labels are added to every container, beside docker.LabelPool, which
+	// holds "<Label>.<function>".
+	Labels map[string]string
 	// Output receives the workers' stdout and stderr; nil discards them.
 	Output io.Writer
 	// StopGrace is how long a worker has to exit after SIGTERM.
@@ -129,7 +137,7 @@ func (a *Local) containers(fn string, req CreateRequest) (*docker.Provisioner, e
 		return nil, fmt.Errorf("agent: function %s: an image function needs a Docker engine", fn)
 	}
 	return docker.New(a.opts.Docker, docker.Options{
-		Image: req.Image, Env: req.Env, Label: a.label(fn), NetworkMode: "host",
+		Image: req.Image, Env: req.Env, Label: a.label(fn), Labels: a.opts.Labels, NetworkMode: "host",
 		Memory:      int64(req.MemoryMB) << 20,
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
@@ -223,7 +231,9 @@ func (a *Local) List(ctx context.Context, req ListRequest) ([]Worker, error) {
 			return nil, err
 		}
 		for _, l := range cs {
-			out = append(out, Worker{ID: "c-" + l.ID, Function: req.Function, Created: l.Created})
+			st := container.ContainerState(l.Value.State)
+			out = append(out, Worker{ID: "c-" + l.ID, Function: req.Function, Created: l.Created,
+				Exited: st == container.StateExited || st == container.StateDead})
 		}
 	}
 	return out, nil

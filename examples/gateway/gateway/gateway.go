@@ -36,11 +36,14 @@ type Config struct {
 	// Runtime serves the workers' Runtime API at RuntimeAddr.
 	Runtime     *runtimeapi.Server
 	RuntimeAddr string
-	// Commands maps a function with CodeUri to the command that runs it.
+	// Commands maps a function with CodeUri to the command that runs it;
+	// Apply replaces it.
 	Commands map[string][]string
 	// IdleTimeout prunes idle workers (GATEWAY_IDLE_TIMEOUT_SECONDS),
 	// Heartbeat is the janitor's period (HEARTBEAT_INTERVAL), OrphanGrace
 	// spares new workers from reconciliation (ORPHAN_GRACE_PERIOD_SECONDS).
+	// A zero IdleTimeout prunes every idle worker above the warm minimum at
+	// the next heartbeat, and a zero OrphanGrace spares none.
 	IdleTimeout, Heartbeat, OrphanGrace time.Duration
 	Metrics                             *Metrics
 	Logger                              *slog.Logger
@@ -57,12 +60,19 @@ type Worker struct {
 // Gateway holds the pools. Create it with New, then Start.
 type Gateway struct {
 	cfg      Config
-	fns      atomic.Pointer[map[string]template.Function]
+	fns      atomic.Pointer[functions]
 	group    *pool.Group[string, Worker]
 	draining atomic.Bool
 	inflight atomic.Int64 // invocations being served
 	keys     sync.Map     // key -> Worker
 	log      *slog.Logger
+}
+
+// functions is one configuration: the template's functions by name and the
+// commands that run them, replaced together by Apply.
+type functions struct {
+	byName map[string]template.Function
+	cmds   map[string][]string
 }
 
 // New returns a gateway for fns.
@@ -71,7 +81,7 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger}
-	g.setFunctions(fns)
+	g.setFunctions(fns, cfg.Commands)
 	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
 	if err != nil {
 		return nil, err
@@ -81,35 +91,53 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	return g, nil
 }
 
-func (g *Gateway) setFunctions(fns []template.Function) {
+func (g *Gateway) setFunctions(fns []template.Function, cmds map[string][]string) {
 	m := make(map[string]template.Function, len(fns))
 	for _, f := range fns {
 		m[f.Name] = f
 	}
-	g.fns.Store(&m)
+	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds)})
 }
 
 // Function returns the configuration of the function called name.
 func (g *Gateway) Function(name string) (template.Function, bool) {
-	f, ok := (*g.fns.Load())[name]
+	f, ok := g.fns.Load().byName[name]
 	return f, ok
+}
+
+// command returns the configuration of the function called name and the
+// command that runs it, from one configuration.
+func (g *Gateway) command(name string) (template.Function, []string, bool) {
+	fs := g.fns.Load()
+	f, ok := fs.byName[name]
+	return f, fs.cmds[name], ok
 }
 
 // Start creates every function's pool and waits for their start-up
 // cleanup: the workers an earlier run left are deleted.
 func (g *Gateway) Start(ctx context.Context) error {
-	return g.group.Start(ctx, slices.Sorted(maps.Keys(*g.fns.Load()))...)
+	return g.group.Start(ctx, slices.Sorted(maps.Keys(g.fns.Load().byName))...)
 }
 
-// Apply replaces the functions (a live reload of the template): new
-// capacities and warm minimums apply at once, new code and environment to
-// the workers created from now on.
-func (g *Gateway) Apply(fns []template.Function) error {
-	g.setFunctions(fns)
+// Apply replaces the functions and the commands that run them (a live
+// reload of the template): new capacities and warm minimums apply at once,
+// new code and environment to the workers created from now on. A function
+// no longer in the template answers 404 and keeps no warm minimum, so its
+// idle workers go at the idle timeout.
+func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error {
+	g.setFunctions(fns, cmds)
 	var errs []error
 	for _, f := range fns {
 		if err := g.group.SetLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
 			errs = append(errs, fmt.Errorf("function %s: %w", f.Name, err))
+		}
+	}
+	stats := g.group.Stats()
+	for _, fn := range g.group.Keys() {
+		if _, ok := g.Function(fn); !ok {
+			if err := g.group.SetLimits(fn, stats[fn].MaxSize, 0); err != nil {
+				errs = append(errs, fmt.Errorf("function %s (removed): %w", fn, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -145,9 +173,9 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 	return &provisioner{g: g, fn: fn}, pool.Options{
 		MaxSize:           f.Reserved,
 		MinIdle:           f.Provisioned,
-		IdleTimeout:       g.cfg.IdleTimeout,
+		IdleTimeout:       atLeastNS(g.cfg.IdleTimeout),
 		JanitorInterval:   g.cfg.Heartbeat,
-		OrphanGracePeriod: g.cfg.OrphanGrace,
+		OrphanGracePeriod: atLeastNS(g.cfg.OrphanGrace),
 		CleanupOnStart:    true,
 		CreateTimeout:     30 * time.Second,
 		DestroyTimeout:    30 * time.Second,
@@ -156,8 +184,13 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 	}, nil
 }
 
+// atLeastNS turns a zero duration into the shortest one: the pool reads a
+// zero IdleTimeout as "never" and a zero OrphanGracePeriod as its default,
+// where the gateway's zero means "at once".
+func atLeastNS(d time.Duration) time.Duration { return max(d, time.Nanosecond) }
+
 // connClosed runs when a runtime connection of worker key closed: if the
-// agent no longer lists the worker, it crashed.
+// agent no longer lists the worker, or lists it as exited, it crashed.
 func (g *Gateway) connClosed(key string) {
 	v, ok := g.keys.Load(key)
 	if !ok {
@@ -168,16 +201,47 @@ func (g *Gateway) connClosed(key string) {
 	defer cancel()
 	// A crashed process may take a moment to be reaped.
 	for range 5 {
-		ws, err := g.cfg.Agent.List(ctx, agent.ListRequest{Function: w.Function})
+		exited, err := g.exited(ctx, w)
 		if err != nil {
 			return
 		}
-		if !slices.ContainsFunc(ws, func(x agent.Worker) bool { return x.ID == w.ID }) {
+		if exited {
 			g.log.Warn("worker exited", "function", w.Function, "worker", w.ID)
 			g.cfg.Runtime.Gone(key)
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// exited reports whether the agent no longer lists w, or lists it as
+// exited.
+func (g *Gateway) exited(ctx context.Context, w Worker) (bool, error) {
+	ws, err := g.cfg.Agent.List(ctx, agent.ListRequest{Function: w.Function})
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(ws, func(x agent.Worker) bool { return x.ID == w.ID })
+	return i < 0 || ws[i].Exited, nil
+}
+
+// exitPoll is how often a worker that is not ready yet is looked for in
+// the agent's list, so that one whose program ended is not waited for
+// until the create timeout.
+const exitPoll = 250 * time.Millisecond
+
+// waitReady waits until w's runtime polls for its first invocation.
+func (g *Gateway) waitReady(ctx context.Context, w Worker) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, exitPoll)
+		err := g.cfg.Runtime.WaitReady(wctx, w.Key)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if exited, lerr := g.exited(ctx, w); lerr == nil && exited {
+			return errors.New("its program ended before its runtime asked for an invocation")
+		}
 	}
 }
 
@@ -193,7 +257,7 @@ var (
 )
 
 func (p *provisioner) Create(ctx context.Context) (Worker, error) {
-	f, ok := p.g.Function(p.fn)
+	f, cmd, ok := p.g.command(p.fn)
 	if !ok {
 		return Worker{}, fmt.Errorf("gateway: function %s is no longer in the template", p.fn)
 	}
@@ -212,26 +276,30 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize}
 	if f.ImageURI != "" {
 		req.Image = f.ImageURI
-	} else if req.Command = p.g.cfg.Commands[f.Name]; len(req.Command) == 0 {
+	} else if req.Command = cmd; len(req.Command) == 0 {
 		return Worker{}, fmt.Errorf("gateway: function %s has no command", f.Name)
 	}
+	p.g.cfg.Runtime.Add(key)
 	aw, err := p.g.cfg.Agent.Create(ctx, req)
 	if err != nil {
+		p.g.cfg.Runtime.Gone(key)
 		return Worker{}, err
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
 	p.g.keys.Store(key, w)
-	if err := p.g.cfg.Runtime.WaitReady(ctx, key); err != nil {
+	if err := p.g.waitReady(ctx, w); err != nil {
 		_ = p.Destroy(context.WithoutCancel(ctx), w)
 		return Worker{}, fmt.Errorf("gateway: function %s: worker %s not ready: %w", f.Name, w.ID, err)
 	}
 	return w, nil
 }
 
+// Destroy deletes w, then forgets its Runtime API endpoint: stopped first,
+// its runtime is not told to go away (and does not complain of it).
 func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
 	if w.Key != "" {
 		p.g.keys.Delete(w.Key)
-		p.g.cfg.Runtime.Gone(w.Key)
+		defer p.g.cfg.Runtime.Gone(w.Key)
 	}
 	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
 }

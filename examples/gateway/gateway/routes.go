@@ -114,7 +114,7 @@ func (g *Gateway) invoke(ctx context.Context, w http.ResponseWriter, fn string, 
 		if retry && attempt == 0 {
 			continue // the worker died before it got the invocation
 		}
-		return g.answer(w, fn, res, err)
+		return g.answer(w, fn, timeout, res, err)
 	}
 }
 
@@ -142,7 +142,10 @@ func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], timeout time.
 	return res, err, errors.Is(err, runtimeapi.ErrUndelivered)
 }
 
-func (g *Gateway) answer(w http.ResponseWriter, fn string, res runtimeapi.Result, err error) string {
+// answer writes the result of an invocation as Lambda does: a function's
+// error, a timeout and a crash are a 200 with X-Amz-Function-Error and the
+// error document.
+func (g *Gateway) answer(w http.ResponseWriter, fn string, timeout time.Duration, res runtimeapi.Result, err error) string {
 	h := w.Header()
 	h.Set("X-Amz-Executed-Version", "$LATEST")
 	h.Set("Content-Type", "application/json")
@@ -156,7 +159,7 @@ func (g *Gateway) answer(w http.ResponseWriter, fn string, res runtimeapi.Result
 		_, _ = w.Write(res.Payload)
 		return "function_error"
 	case errors.Is(err, runtimeapi.ErrTimeout):
-		doc, _ = json.Marshal(map[string]string{"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"})
+		doc, _ = json.Marshal(map[string]string{"errorType": "Sandbox.Timedout", "errorMessage": fmt.Sprintf("Task timed out after %.2f seconds", timeout.Seconds())})
 		h.Set("X-Amz-Function-Error", "Unhandled")
 		_, _ = w.Write(doc)
 		return "timeout"

@@ -5,8 +5,9 @@
 // Each worker has its own endpoint: the server's address with the worker's
 // id as a path prefix ("127.0.0.1:9001/w/<id>"), which is what its
 // AWS_LAMBDA_RUNTIME_API variable holds; the runtime client appends
-// "/2018-06-01/runtime/...". A worker is ready when it first polls
-// invocation/next.
+// "/2018-06-01/runtime/...". The owner Adds a worker before starting it and
+// calls Gone once it is done with it; the server answers only the workers
+// it was told about. A worker is ready when it first polls invocation/next.
 package runtimeapi
 
 import (
@@ -94,10 +95,14 @@ type worker struct {
 
 type call struct {
 	id       string
+	worker   string
 	payload  []byte
 	deadline time.Time
 	arn      string
 	done     chan Result // buffered 1
+	// lost is closed when the poll that took the call had lost its
+	// connection: the runtime never received it.
+	lost chan struct{}
 }
 
 // New returns a Server with no workers.
@@ -109,21 +114,31 @@ func New() *Server {
 // server reachable at addr (host:port).
 func Endpoint(addr, id string) string { return addr + "/w/" + id }
 
+// Add makes the server expect worker id: its runtime's requests are
+// answered from now on. Adding a worker twice changes nothing.
+func (s *Server) Add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.workers[id]; !ok {
+		s.workers[id] = &worker{id: id, next: make(chan *call), ready: make(chan struct{}), gone: make(chan struct{})}
+	}
+}
+
+// worker returns worker id, or nil if it was never added or is Gone.
 func (s *Server) worker(id string) *worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, ok := s.workers[id]
-	if !ok {
-		w = &worker{id: id, next: make(chan *call), ready: make(chan struct{}), gone: make(chan struct{})}
-		s.workers[id] = w
-	}
-	return w
+	return s.workers[id]
 }
 
 // WaitReady waits until worker id first polls for an invocation. It returns
-// an error when the worker reports an init error or is Gone, or ctx ends.
+// an error when the worker reports an init error, is Gone or was never
+// added, or ctx ends.
 func (s *Server) WaitReady(ctx context.Context, id string) error {
 	w := s.worker(id)
+	if w == nil {
+		return ErrGone
+	}
 	select {
 	case <-w.ready:
 		return nil
@@ -155,7 +170,8 @@ func (s *Server) Polling(id string) bool {
 }
 
 // Gone tells the server that worker id no longer exists: a waiting Invoke
-// or WaitReady returns ErrGone, and the server forgets it.
+// or WaitReady returns ErrGone, and the server forgets it, so that a later
+// Invoke returns ErrGone at once and its runtime's requests are refused.
 func (s *Server) Gone(id string) {
 	s.mu.Lock()
 	w, ok := s.workers[id]
@@ -167,10 +183,18 @@ func (s *Server) Gone(id string) {
 }
 
 // Invoke sends payload to worker id and waits for its result until
-// deadline. arn is the function's ARN, given to the runtime.
+// deadline. arn is the function's ARN, given to the runtime. A result that
+// comes once the deadline the runtime was given has passed (to the
+// millisecond, as the header carries it) is a timeout too: a function that
+// gives up at its context's deadline has still run past its Timeout. A
+// worker that is Gone, or was never added, fails with ErrGone and
+// ErrUndelivered.
 func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, deadline time.Time) (Result, error) {
 	w := s.worker(id)
-	c := &call{id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1)}
+	if w == nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
+	}
+	c := &call{worker: id, id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1), lost: make(chan struct{})}
 	s.mu.Lock()
 	s.calls[c.id] = c
 	s.mu.Unlock()
@@ -190,7 +214,12 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	}
 	select {
 	case r := <-c.done:
+		if !time.Now().Before(time.UnixMilli(deadline.UnixMilli())) {
+			return Result{}, ErrTimeout
+		}
 		return r, nil
+	case <-c.lost:
+		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
 	case <-w.gone:
 		return Result{}, ErrGone
 	case <-ctx.Done():
@@ -209,9 +238,18 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// gone answers a request of a worker the server does not expect.
+func gone(rw http.ResponseWriter) {
+	http.Error(rw, `{"errorMessage":"worker stopped","errorType":"Runtime.Gone"}`, http.StatusGone)
+}
+
 func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
 	s.track(r, r.PathValue("worker"))
 	w := s.worker(r.PathValue("worker"))
+	if w == nil {
+		gone(rw)
+		return
+	}
 	w.readyOK.Do(func() { close(w.ready) })
 	s.mu.Lock()
 	w.polling++
@@ -223,6 +261,12 @@ func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
 	}()
 	select {
 	case c := <-w.next:
+		if r.Context().Err() != nil {
+			// The runtime's connection closed while the call was on its
+			// way: it never got it (a runtime that died while idle).
+			close(c.lost)
+			return
+		}
 		h := rw.Header()
 		h.Set("Lambda-Runtime-Aws-Request-Id", c.id)
 		h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(c.deadline.UnixMilli(), 10))
@@ -231,7 +275,7 @@ func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/json")
 		_, _ = rw.Write(c.payload)
 	case <-w.gone:
-		http.Error(rw, `{"errorMessage":"worker stopped","errorType":"Runtime.Gone"}`, http.StatusGone)
+		gone(rw)
 	case <-r.Context().Done():
 	}
 }
@@ -243,7 +287,7 @@ func (s *Server) result(isErr bool) http.HandlerFunc {
 		s.mu.Lock()
 		c, ok := s.calls[r.PathValue("req")]
 		s.mu.Unlock()
-		if !ok {
+		if !ok || c.worker != r.PathValue("worker") {
 			http.Error(rw, `{"errorMessage":"unknown request id","errorType":"InvalidRequestID"}`, http.StatusBadRequest)
 			return
 		}
@@ -261,12 +305,15 @@ func (s *Server) result(isErr bool) http.HandlerFunc {
 	}
 }
 
+// initError ends the worker: WaitReady reports the error until the owner
+// calls Gone.
 func (s *Server) initError(rw http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	w := s.worker(r.PathValue("worker"))
-	s.mu.Lock()
-	delete(s.workers, w.id)
-	s.mu.Unlock()
+	if w == nil {
+		gone(rw)
+		return
+	}
 	w.once.Do(func() {
 		w.initErr = body // read only after gone is closed
 		close(w.gone)

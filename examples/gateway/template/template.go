@@ -54,13 +54,18 @@ type Function struct {
 	Reserved, Provisioned int
 }
 
-// Load reads and parses the template at path.
+// Load reads and parses the template at path; a relative CodeUri becomes
+// an absolute path in the template's directory.
 func Load(path string) ([]Function, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	fns, err := Parse(data, filepath.Dir(path))
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	fns, err := Parse(data, dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,0 +1,321 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
+	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/template"
+)
+
+func TestMain(m *testing.M) { gwtest.Main(m) }
+
+var labels atomic.Int64
+
+type env struct {
+	gw      *gateway.Gateway
+	url     string
+	agent   *agent.Local
+	metrics func() string
+}
+
+// function is a function of capacity reserved run by this test binary.
+func function(name string, timeout, reserved int) template.Function {
+	return template.Function{
+		Name: name, Resource: name + "Function", Handler: "bootstrap",
+		Timeout: timeout, MemorySize: 128, Reserved: reserved,
+		Env: map[string]string{gwtest.Env: "1"},
+	}
+}
+
+// start runs a gateway of fns on real worker processes, behind a real HTTP
+// server, until the test ends.
+func start(t *testing.T, fns ...template.Function) *env {
+	t.Helper()
+	return startWith(t, func(*gateway.Config) {}, fns...)
+}
+
+// startWith is start with the configuration set changes.
+func startWith(t *testing.T, set func(*gateway.Config), fns ...template.Function) *env {
+	t.Helper()
+	label := fmt.Sprintf("gwunit-%d-%d", os.Getpid(), labels.Add(1))
+	ag, err := agent.NewLocal(agent.Options{Label: label, StopGrace: time.Second})
+	require.NoError(t, err)
+	rt := runtimeapi.New()
+	rtSrv, rtAddr, err := rt.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	cmds := map[string][]string{}
+	for _, f := range fns {
+		cmds[f.Name] = []string{os.Args[0]}
+	}
+	m := gateway.NewMetrics()
+	cfg := gateway.Config{
+		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
+		IdleTimeout: time.Hour, Heartbeat: time.Hour, OrphanGrace: time.Hour, Metrics: m,
+	}
+	set(&cfg)
+	gw, err := gateway.New(cfg, fns)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, m.Register(reg, gw))
+	require.NoError(t, gw.Start(context.Background()))
+	ts := httptest.NewServer(gateway.NewServer(gw, reg))
+	t.Cleanup(func() {
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, gw.Close(ctx))
+		_ = rtSrv.Close()
+		rt.Wait()
+		for _, f := range fns {
+			ws, err := ag.List(ctx, agent.ListRequest{Function: f.Name})
+			assert.NoError(t, err)
+			assert.Empty(t, ws, "Close deletes every worker")
+		}
+	})
+	e := &env{gw: gw, url: ts.URL, agent: ag}
+	e.metrics = func() string {
+		resp, err := http.Get(ts.URL + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	return e
+}
+
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *env) post(t *testing.T, fn string, payload []byte, header ...string) result {
+	t.Helper()
+	req, err := http.NewRequest("POST", e.url+"/2015-03-31/functions/"+fn+"/invocations", bytes.NewReader(payload))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return result{resp.StatusCode, resp.Header, body}
+}
+
+func pid(t *testing.T, r result) int {
+	t.Helper()
+	var resp gwtest.Response
+	require.NoError(t, json.Unmarshal(r.body, &resp), "%s", r.body)
+	require.NotZero(t, resp.PID, "%s", r.body)
+	return resp.PID
+}
+
+// lambdaError asserts the Lambda API's error shape.
+func lambdaError(t *testing.T, r result, status int, typ, msg string) {
+	t.Helper()
+	assert.Equal(t, status, r.status)
+	assert.Equal(t, typ, r.header.Get("X-Amzn-Errortype"))
+	var doc struct{ Type, Message string }
+	require.NoError(t, json.Unmarshal(r.body, &doc), "%s", r.body)
+	assert.Contains(t, doc.Message, msg)
+}
+
+// The Invoke API's answers, as AWS Lambda gives them.
+func TestInvokeAPI(t *testing.T) {
+	e := start(t, function("fn", 10, 2))
+
+	r := e.post(t, "fn", []byte(`{"echo":{"a":1}}`))
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, "$LATEST", r.header.Get("X-Amz-Executed-Version"))
+	assert.Equal(t, "application/json", r.header.Get("Content-Type"))
+	assert.Empty(t, r.header.Get("X-Amz-Function-Error"))
+	assert.Contains(t, string(r.body), `"echo":{"a":1}`)
+	first := pid(t, r)
+
+	r = e.post(t, "fn", nil)
+	assert.Equal(t, http.StatusOK, r.status, "an empty payload is {}: %s", r.body)
+	assert.Equal(t, first, pid(t, r), "the idle worker serves the next call")
+
+	r = e.post(t, "fn", []byte(`{"fail":"boom"}`))
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, "Unhandled", r.header.Get("X-Amz-Function-Error"))
+	assert.Contains(t, string(r.body), `"errorMessage":"boom"`)
+	assert.Equal(t, first, pid(t, e.post(t, "fn", []byte(`{}`))), "a handler error keeps the worker")
+
+	lambdaError(t, e.post(t, "nope", []byte(`{}`)), http.StatusNotFound, "ResourceNotFoundException",
+		"Function not found: arn:aws:lambda:local:000000000000:function:nope")
+	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest,
+		"InvalidParameterValueException", "InvocationType Event is not supported")
+	creates := gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`)
+	r = e.post(t, "fn", nil, "X-Amz-Invocation-Type", "DryRun")
+	assert.Equal(t, http.StatusNoContent, r.status)
+	assert.Equal(t, creates, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "a dry run starts no worker")
+
+	// 6 MB, as Lambda: one byte more is refused, exactly 6 MB is served.
+	payload := make([]byte, gateway.MaxPayload+1)
+	for i := range payload {
+		payload[i] = ' '
+	}
+	lambdaError(t, e.post(t, "fn", payload), http.StatusRequestEntityTooLarge, "RequestTooLargeException", "6291456 bytes")
+	copy(payload, `{"pad":"`)
+	copy(payload[gateway.MaxPayload-2:], `"}`)
+	for i := len(`{"pad":"`); i < gateway.MaxPayload-2; i++ {
+		payload[i] = 'x'
+	}
+	r = e.post(t, "fn", payload[:gateway.MaxPayload])
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Empty(t, r.header.Get("X-Amz-Function-Error"), "%.200s", r.body)
+
+	resp, err := http.Get(e.url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// The latency of an invocation is observed just after its answer.
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`) == 4
+	}, 10*time.Second, 10*time.Millisecond)
+	m := e.metrics()
+	assert.Equal(t, 2.0, gwtest.Metric(t, m, `gateway_capacity{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_workers_idle{function="fn"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, m, `gateway_workers_in_use{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_cold_starts_total{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="fn",outcome="function_error"}`))
+
+	// Draining: every invocation gets a clear 503, /healthz too.
+	e.gw.Drain()
+	lambdaError(t, e.post(t, "fn", []byte(`{}`)), http.StatusServiceUnavailable, "ServiceException", "shutting down")
+	resp, err = http.Get(e.url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+}
+
+// A worker is evicted when its runtime crashes mid-invocation, when it dies
+// while idle (the next call is served by a new one, the client never
+// sees it), when an invocation passes the function's Timeout, and when the
+// client goes away mid-invocation.
+func TestEvictions(t *testing.T) {
+	e := start(t, function("fn", 1, 1))
+	// Destroys are counted from the pool's events, which arrive just after.
+	destroyed := func(reason string, n float64) {
+		t.Helper()
+		assert.Eventually(t, func() bool {
+			return gwtest.Metric(t, e.metrics(), `gateway_workers_destroyed_total{function="fn",reason="`+reason+`"}`) == n
+		}, 10*time.Second, 10*time.Millisecond, "%s destroys", reason)
+	}
+	gone := func(p int) {
+		t.Helper()
+		assert.Eventually(t, func() bool { return syscall.Kill(p, 0) != nil }, 10*time.Second, 10*time.Millisecond, "worker %d is gone", p)
+	}
+
+	// Crash mid-invocation.
+	p := pid(t, e.post(t, "fn", []byte(`{}`)))
+	r := e.post(t, "fn", []byte(`{"exit":true}`))
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, "Unhandled", r.header.Get("X-Amz-Function-Error"))
+	assert.Contains(t, string(r.body), `"errorType":"Runtime.ExitError"`)
+	destroyed("crashed", 1)
+	gone(p)
+
+	// Death while idle. (An invocation sent in the instant the worker dies
+	// may reach its connection before it closes; that is a crash the
+	// client sees, as in Lambda.)
+	p = pid(t, e.post(t, "fn", []byte(`{}`)))
+	require.NoError(t, syscall.Kill(p, syscall.SIGKILL))
+	gone(p)
+	r = e.post(t, "fn", []byte(`{}`))
+	assert.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Empty(t, r.header.Get("X-Amz-Function-Error"), "%s", r.body)
+	assert.NotEqual(t, p, pid(t, r), "a new worker")
+	destroyed("crashed", 2)
+
+	// Past the Timeout (1 s): the Lambda timeout error, the worker destroyed.
+	p = pid(t, r)
+	startAt := time.Now()
+	r = e.post(t, "fn", []byte(`{"sleep_ms":5000}`))
+	took := time.Since(startAt)
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, "Unhandled", r.header.Get("X-Amz-Function-Error"))
+	assert.JSONEq(t, `{"errorType":"Sandbox.Timedout","errorMessage":"Task timed out after 1.00 seconds"}`, string(r.body))
+	assert.GreaterOrEqual(t, took, time.Second)
+	assert.Less(t, took, 4*time.Second, "not the handler's 5 s")
+	destroyed("timeout", 1)
+	gone(p) // the busy worker is destroyed, not returned
+	assert.Equal(t, 1.0, gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="timeout"}`))
+
+	// The client leaves mid-invocation.
+	p = pid(t, e.post(t, "fn", []byte(`{}`)))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", e.url+"/2015-03-31/functions/fn/invocations", strings.NewReader(`{"sleep_ms":900}`))
+	require.NoError(t, err)
+	_, err = http.DefaultClient.Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	destroyed("canceled", 1)
+	gone(p)
+	assert.Equal(t, http.StatusOK, e.post(t, "fn", []byte(`{}`)).status)
+}
+
+// A worker that cannot start gives a 502 naming the cause; the capacity
+// it held is free again.
+func TestCreateFailure(t *testing.T) {
+	bad := function("bad", 3, 1)
+	bad.Env = nil // the test binary then runs its tests instead of a runtime
+	e := start(t, bad)
+	require.NoError(t, e.gw.Apply([]template.Function{bad}, map[string][]string{"bad": {"false"}}))
+	startAt := time.Now()
+	r := e.post(t, "bad", []byte(`{}`))
+	lambdaError(t, r, http.StatusBadGateway, "ServiceException", "could not start a worker")
+	assert.Contains(t, string(r.body), "its program ended before its runtime asked for an invocation")
+	assert.Less(t, time.Since(startAt), 10*time.Second, "not the create timeout")
+	assert.Equal(t, 0.0, gwtest.Metric(t, e.metrics(), `gateway_workers_in_use{function="bad"}`))
+	r = e.post(t, "bad", []byte(`{}`))
+	assert.Equal(t, http.StatusBadGateway, r.status, "and again, not stuck at capacity")
+}
+
+// Apply changes capacities at once and functions by name; a function taken
+// out of the template is no longer invocable, and its warm workers go at
+// the idle timeout instead of being kept (and re-created) forever.
+func TestApply(t *testing.T) {
+	a, b := function("a", 3, 1), function("b", 3, 1)
+	b.Provisioned = 1
+	e := startWith(t, func(c *gateway.Config) { c.IdleTimeout, c.Heartbeat = 200*time.Millisecond, 50*time.Millisecond }, a, b)
+	require.Equal(t, http.StatusOK, e.post(t, "a", []byte(`{}`)).status)
+	require.Eventually(t, func() bool { return e.gw.Stats()["b"].Idle == 1 }, 10*time.Second, 10*time.Millisecond, "b's warm worker")
+
+	a.Reserved, a.Provisioned = 4, 1
+	require.NoError(t, e.gw.Apply([]template.Function{a}, map[string][]string{"a": {os.Args[0]}}))
+	assert.Equal(t, 4, e.gw.Stats()["a"].MaxSize)
+	require.Eventually(t, func() bool { return e.gw.Stats()["a"].Idle >= 1 }, 10*time.Second, 10*time.Millisecond, "the warm minimum")
+	lambdaError(t, e.post(t, "b", []byte(`{}`)), http.StatusNotFound, "ResourceNotFoundException", "function:b")
+	_, ok := e.gw.Function("b")
+	assert.False(t, ok)
+	assert.Equal(t, http.StatusOK, e.post(t, "a", []byte(`{}`)).status)
+	require.Eventually(t, func() bool { return e.gw.Stats()["b"].Size == 0 }, 10*time.Second, 10*time.Millisecond, "b's worker pruned")
+	time.Sleep(200 * time.Millisecond) // a few heartbeats
+	assert.Zero(t, e.gw.Stats()["b"].Size, "and not re-created")
+	assert.Zero(t, e.gw.Stats()["b"].CreateFailures)
+}
