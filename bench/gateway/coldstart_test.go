@@ -10,21 +10,22 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/pool/docker"
 )
 
 // coldStart times b.N starts of an echo worker until its runtime first
 // polls the Runtime API (ready to serve), each stopped outside the timer.
-// start returns the function that stops the worker.
-func coldStart(b *testing.B, start func(addr, key string) (stop func())) {
+// start starts one with its Runtime API endpoint and returns the function
+// that stops it.
+func coldStart(b *testing.B, start func(endpoint string) (stop func())) {
 	b.ReportAllocs()
 	rt, addr := runtimeAPI(b)
 	b.ResetTimer()
 	for i := range b.N {
 		key := "c" + strconv.Itoa(i)
-		rt.Add(key)
-		stop := start(addr, key)
+		stop := start(runtimeapi.Endpoint(addr, key, rt.Add(key)))
 		if err := rt.WaitReady(ctx, key); err != nil {
 			b.Fatal(err)
 		}
@@ -42,8 +43,8 @@ func coldStart(b *testing.B, start func(addr, key string) (stop func())) {
 func BenchmarkGatewayColdStart(b *testing.B) {
 	b.Run("worker=process/impl=ttlkit", func(b *testing.B) {
 		ag, bin := newAgent(b, agent.Options{}), echo(b)
-		coldStart(b, func(addr, key string) func() {
-			w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Command: []string{bin}, Env: workerEnv(addr, key)})
+		coldStart(b, func(endpoint string) func() {
+			w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Command: []string{bin}, Env: workerEnv(endpoint)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,9 +53,9 @@ func BenchmarkGatewayColdStart(b *testing.B) {
 	})
 	b.Run("worker=process/impl=exec", func(b *testing.B) {
 		bin := echo(b)
-		coldStart(b, func(addr, key string) func() {
+		coldStart(b, func(endpoint string) func() {
 			cmd := exec.Command(bin)
-			cmd.Env = append(os.Environ(), workerEnv(addr, key)...)
+			cmd.Env = append(os.Environ(), workerEnv(endpoint)...)
 			if err := cmd.Start(); err != nil {
 				b.Fatal(err)
 			}
@@ -78,8 +79,8 @@ func BenchmarkGatewayColdStart(b *testing.B) {
 	}
 	b.Run("worker=container/impl=ttlkit", func(b *testing.B) {
 		ag := newAgent(b, agent.Options{Docker: withDocker(b)})
-		coldStart(b, func(addr, key string) func() {
-			w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Image: image, Env: workerEnv(addr, key), MemoryMB: 128})
+		coldStart(b, func(endpoint string) func() {
+			w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Image: image, Env: workerEnv(endpoint), MemoryMB: 128})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,9 +91,9 @@ func BenchmarkGatewayColdStart(b *testing.B) {
 		cli := withDocker(b)
 		label := newLabel()
 		mem := int64(128 << 20)
-		coldStart(b, func(addr, key string) func() {
+		coldStart(b, func(endpoint string) func() {
 			res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-				Config: &container.Config{Image: image, Env: workerEnv(addr, key), Labels: map[string]string{docker.LabelPool: label}},
+				Config: &container.Config{Image: image, Env: workerEnv(endpoint), Labels: map[string]string{docker.LabelPool: label}},
 				HostConfig: &container.HostConfig{
 					NetworkMode: "host", CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 					Resources: container.Resources{Memory: mem, MemorySwap: mem},

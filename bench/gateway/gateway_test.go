@@ -103,10 +103,11 @@ func newAgent(b *testing.B, opts agent.Options) *agent.Local {
 	return a
 }
 
-// workerEnv is the environment the gateway gives a worker.
-func workerEnv(addr, key string) []string {
+// workerEnv is the environment the gateway gives a worker of a Runtime
+// API endpoint.
+func workerEnv(endpoint string) []string {
 	return []string{
-		"AWS_LAMBDA_RUNTIME_API=" + runtimeapi.Endpoint(addr, key),
+		"AWS_LAMBDA_RUNTIME_API=" + endpoint,
 		"AWS_LAMBDA_FUNCTION_NAME=echo", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128", "AWS_REGION=local", "_HANDLER=bootstrap",
 	}
@@ -135,8 +136,7 @@ func direct(b *testing.B, n int) target {
 	})
 	for i := range n {
 		key := fmt.Sprintf("w%d", i)
-		rt.Add(key)
-		w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Command: []string{echo(b)}, Env: workerEnv(addr, key)})
+		w, err := ag.Create(ctx, agent.CreateRequest{Function: "echo", Command: []string{echo(b)}, Env: workerEnv(runtimeapi.Endpoint(addr, key, rt.Add(key)))})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -52,7 +52,7 @@ type Config struct {
 // Worker is one pooled worker.
 type Worker struct {
 	ID       string    `json:"id"`  // the agent's id
-	Key      string    `json:"key"` // its Runtime API endpoint's key
+	Key      string    `json:"key"` // its id on the Runtime API (not its secret, which only its environment holds)
 	Function string    `json:"function"`
 	Created  time.Time `json:"created"`
 }
@@ -261,9 +261,13 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	if !ok {
 		return Worker{}, fmt.Errorf("gateway: function %s is no longer in the template", p.fn)
 	}
+	if f.ImageURI == "" && len(cmd) == 0 {
+		return Worker{}, fmt.Errorf("gateway: function %s has no command", f.Name)
+	}
 	key := newKey()
+	secret := p.g.cfg.Runtime.Add(key)
 	env := []string{
-		"AWS_LAMBDA_RUNTIME_API=" + runtimeapi.Endpoint(p.g.cfg.RuntimeAddr, key),
+		"AWS_LAMBDA_RUNTIME_API=" + runtimeapi.Endpoint(p.g.cfg.RuntimeAddr, key, secret),
 		"AWS_LAMBDA_FUNCTION_NAME=" + f.Name,
 		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=" + strconv.Itoa(f.MemorySize),
@@ -276,10 +280,9 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize}
 	if f.ImageURI != "" {
 		req.Image = f.ImageURI
-	} else if req.Command = cmd; len(req.Command) == 0 {
-		return Worker{}, fmt.Errorf("gateway: function %s has no command", f.Name)
+	} else {
+		req.Command = cmd
 	}
-	p.g.cfg.Runtime.Add(key)
 	aw, err := p.g.cfg.Agent.Create(ctx, req)
 	if err != nil {
 		p.g.cfg.Runtime.Gone(key)

@@ -3,16 +3,20 @@
 // github.com/aws/aws-lambda-go) runs in each of them.
 //
 // Each worker has its own endpoint: the server's address with the worker's
-// id as a path prefix ("127.0.0.1:9001/w/<id>"), which is what its
-// AWS_LAMBDA_RUNTIME_API variable holds; the runtime client appends
-// "/2018-06-01/runtime/...". The owner Adds a worker before starting it and
-// calls Gone once it is done with it; the server answers only the workers
-// it was told about. A worker is ready when it first polls invocation/next.
+// id and secret as a path prefix ("127.0.0.1:9001/w/<id>/<secret>"), which
+// is what its AWS_LAMBDA_RUNTIME_API variable holds; the runtime client
+// appends "/2018-06-01/runtime/...". The owner Adds a worker before starting
+// it and calls Gone once it is done with it; the server answers only the
+// workers it was told about, and only requests that carry the worker's
+// secret, so that a worker cannot poll another's invocations, report
+// another's results or end another. A worker is ready when it first polls
+// invocation/next.
 package runtimeapi
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -84,6 +88,7 @@ func (s *Server) track(r *http.Request, id string) {
 
 type worker struct {
 	id      string
+	secret  []byte        // what its requests must carry
 	next    chan *call    // invocations for the worker's next poll
 	ready   chan struct{} // closed at the first poll
 	gone    chan struct{} // closed by Gone or an init error
@@ -110,18 +115,25 @@ func New() *Server {
 	return &Server{workers: map[string]*worker{}, calls: map[string]*call{}, conns: map[net.Conn]*connRec{}}
 }
 
-// Endpoint returns the AWS_LAMBDA_RUNTIME_API value of worker id, for a
-// server reachable at addr (host:port).
-func Endpoint(addr, id string) string { return addr + "/w/" + id }
+// Endpoint returns the AWS_LAMBDA_RUNTIME_API value of worker id, whose
+// secret Add returned, for a server reachable at addr (host:port).
+func Endpoint(addr, id, secret string) string { return addr + "/w/" + id + "/" + secret }
 
-// Add makes the server expect worker id: its runtime's requests are
-// answered from now on. Adding a worker twice changes nothing.
-func (s *Server) Add(id string) {
+// Add makes the server expect worker id and returns the secret its
+// runtime's requests must carry (in its Endpoint): 256 random bits, which
+// only the worker's environment should hold. Adding a worker twice returns
+// the same secret.
+func (s *Server) Add(id string) (secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.workers[id]; !ok {
-		s.workers[id] = &worker{id: id, next: make(chan *call), ready: make(chan struct{}), gone: make(chan struct{})}
+	if w, ok := s.workers[id]; ok {
+		return string(w.secret)
 	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	secret = hex.EncodeToString(b[:])
+	s.workers[id] = &worker{id: id, secret: []byte(secret), next: make(chan *call), ready: make(chan struct{}), gone: make(chan struct{})}
+	return secret
 }
 
 // worker returns worker id, or nil if it was never added or is Gone.
@@ -230,7 +242,7 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 // Handler returns the Runtime API of every worker.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	const base = "/w/{worker}/2018-06-01/runtime/"
+	const base = "/w/{worker}/{secret}/2018-06-01/runtime/"
 	mux.HandleFunc("GET "+base+"invocation/next", s.next)
 	mux.HandleFunc("POST "+base+"invocation/{req}/response", s.result(false))
 	mux.HandleFunc("POST "+base+"invocation/{req}/error", s.result(true))
@@ -243,11 +255,27 @@ func gone(rw http.ResponseWriter) {
 	http.Error(rw, `{"errorMessage":"worker stopped","errorType":"Runtime.Gone"}`, http.StatusGone)
 }
 
-func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
-	s.track(r, r.PathValue("worker"))
+// authorized returns the worker r comes from when it carries the worker's
+// secret (compared in constant time); else it answers r, 410 for a worker
+// the server does not expect and 403 for a wrong secret, and returns nil.
+// Only an authorized request is tracked to its connection.
+func (s *Server) authorized(rw http.ResponseWriter, r *http.Request) *worker {
 	w := s.worker(r.PathValue("worker"))
 	if w == nil {
 		gone(rw)
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PathValue("secret")), w.secret) != 1 {
+		http.Error(rw, `{"errorMessage":"not this worker's endpoint","errorType":"Runtime.Forbidden"}`, http.StatusForbidden)
+		return nil
+	}
+	s.track(r, w.id)
+	return w
+}
+
+func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
+	w := s.authorized(rw, r)
+	if w == nil {
 		return
 	}
 	w.readyOK.Do(func() { close(w.ready) })
@@ -282,12 +310,15 @@ func (s *Server) next(rw http.ResponseWriter, r *http.Request) {
 
 func (s *Server) result(isErr bool) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
-		s.track(r, r.PathValue("worker"))
+		w := s.authorized(rw, r)
+		if w == nil {
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, MaxResponse))
 		s.mu.Lock()
 		c, ok := s.calls[r.PathValue("req")]
 		s.mu.Unlock()
-		if !ok || c.worker != r.PathValue("worker") {
+		if !ok || c.worker != w.id { // another worker's call is unknown to this one
 			http.Error(rw, `{"errorMessage":"unknown request id","errorType":"InvalidRequestID"}`, http.StatusBadRequest)
 			return
 		}
@@ -308,12 +339,11 @@ func (s *Server) result(isErr bool) http.HandlerFunc {
 // initError ends the worker: WaitReady reports the error until the owner
 // calls Gone.
 func (s *Server) initError(rw http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	w := s.worker(r.PathValue("worker"))
+	w := s.authorized(rw, r)
 	if w == nil {
-		gone(rw)
 		return
 	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	w.once.Do(func() {
 		w.initErr = body // read only after gone is closed
 		close(w.gone)

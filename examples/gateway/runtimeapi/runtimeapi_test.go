@@ -42,11 +42,12 @@ func listen(t *testing.T, s *runtimeapi.Server) string {
 	return addr
 }
 
-// startRuntime runs this test binary as the Lambda runtime of worker id.
-func startRuntime(t *testing.T, addr, id string) *exec.Cmd {
+// startRuntime runs this test binary as the Lambda runtime of worker id,
+// whose secret is secret.
+func startRuntime(t *testing.T, addr, id, secret string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), gwtest.Env+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id))
+	cmd.Env = append(os.Environ(), gwtest.Env+"=1", "AWS_LAMBDA_RUNTIME_API="+runtimeapi.Endpoint(addr, id, secret))
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -64,8 +65,8 @@ func TestRealRuntime(t *testing.T) {
 	closed := make(chan string, 16)
 	s.ConnClosed = func(id string) { closed <- id }
 	addr := listen(t, s)
-	s.Add("w1")
-	cmd := startRuntime(t, addr, "w1")
+	secret := s.Add("w1")
+	cmd := startRuntime(t, addr, "w1", secret)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,8 +128,8 @@ func post(t *testing.T, url string, body io.Reader) *http.Response {
 func TestProtocol(t *testing.T) {
 	s := runtimeapi.New()
 	addr := listen(t, s)
-	s.Add("w")
-	base := "http://" + runtimeapi.Endpoint(addr, "w") + "/2018-06-01/runtime/"
+	secret := s.Add("w")
+	base := "http://" + runtimeapi.Endpoint(addr, "w", secret) + "/2018-06-01/runtime/"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -210,8 +211,8 @@ func TestProtocol(t *testing.T) {
 	assert.JSONEq(t, `{"errorMessage":"bad","errorType":"E"}`, string(r.res.Payload))
 
 	// An init error: WaitReady reports it, and it matches ErrGone.
-	s.Add("broken")
-	initBase := "http://" + runtimeapi.Endpoint(addr, "broken") + "/2018-06-01/runtime/"
+	brokenSecret := s.Add("broken")
+	initBase := "http://" + runtimeapi.Endpoint(addr, "broken", brokenSecret) + "/2018-06-01/runtime/"
 	assert.Equal(t, http.StatusAccepted, post(t, initBase+"init/error", strings.NewReader(`{"errorMessage":"no config"}`)).StatusCode)
 	err := s.WaitReady(ctx, "broken")
 	var ie *runtimeapi.InitError
@@ -223,7 +224,7 @@ func TestProtocol(t *testing.T) {
 
 	// A worker the server was not told about, or no longer knows, is
 	// refused.
-	unknown := "http://" + runtimeapi.Endpoint(addr, "stranger") + "/2018-06-01/runtime/"
+	unknown := "http://" + runtimeapi.Endpoint(addr, "stranger", secret) + "/2018-06-01/runtime/"
 	resp, err := http.Get(unknown + "invocation/next")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -262,10 +263,10 @@ func TestTimeouts(t *testing.T) {
 	t.Run("delivered", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := runtimeapi.New()
-			s.Add("w")
+			ws := s.Add("w")
 			h := s.Handler()
 			got := make(chan *httptest.ResponseRecorder, 1)
-			go func() { got <- call(h, "GET", "w/2018-06-01/runtime/invocation/next", "") }()
+			go func() { got <- call(h, "GET", "w/"+ws+"/2018-06-01/runtime/invocation/next", "") }()
 			synctest.Wait()
 			assert.True(t, s.Polling("w"))
 			start := time.Now()
@@ -276,7 +277,7 @@ func TestTimeouts(t *testing.T) {
 			id := rec.Header().Get("Lambda-Runtime-Aws-Request-Id")
 			assert.False(t, s.Polling("w"), "the runtime is still busy with the invocation")
 			// Its late response is refused: nobody waits for it.
-			assert.Equal(t, http.StatusBadRequest, call(h, "POST", "w/2018-06-01/runtime/invocation/"+id+"/response", "{}").Code)
+			assert.Equal(t, http.StatusBadRequest, call(h, "POST", "w/"+ws+"/2018-06-01/runtime/invocation/"+id+"/response", "{}").Code)
 		})
 	})
 	// A runtime that answers at the deadline it was given (a function that
@@ -286,14 +287,14 @@ func TestTimeouts(t *testing.T) {
 	t.Run("answered at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := runtimeapi.New()
-			s.Add("w")
+			ws := s.Add("w")
 			h := s.Handler()
 			for _, early := range []time.Duration{0, time.Millisecond} {
 				go func() {
-					rec := call(h, "GET", "w/2018-06-01/runtime/invocation/next", "")
+					rec := call(h, "GET", "w/"+ws+"/2018-06-01/runtime/invocation/next", "")
 					ms, _ := strconv.ParseInt(rec.Header().Get("Lambda-Runtime-Deadline-Ms"), 10, 64)
 					time.Sleep(time.Until(time.UnixMilli(ms)) - early)
-					call(h, "POST", "w/2018-06-01/runtime/invocation/"+rec.Header().Get("Lambda-Runtime-Aws-Request-Id")+"/response", "{}")
+					call(h, "POST", "w/"+ws+"/2018-06-01/runtime/invocation/"+rec.Header().Get("Lambda-Runtime-Aws-Request-Id")+"/response", "{}")
 				}()
 				synctest.Wait()
 				_, err := s.Invoke(t.Context(), "w", "arn", nil, time.Now().Add(2*time.Second+500*time.Microsecond))
@@ -321,7 +322,7 @@ func TestTimeouts(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := runtimeapi.New()
 			s.Add("w")
-			s.Add("v")
+			vs := s.Add("v")
 			h := s.Handler()
 			errc := make(chan error, 1)
 			go func() {
@@ -334,7 +335,7 @@ func TestTimeouts(t *testing.T) {
 			assert.ErrorIs(t, err, runtimeapi.ErrGone)
 			assert.ErrorIs(t, err, runtimeapi.ErrUndelivered, "never polled: safe to retry")
 
-			go func() { call(h, "GET", "v/2018-06-01/runtime/invocation/next", "") }()
+			go func() { call(h, "GET", "v/"+vs+"/2018-06-01/runtime/invocation/next", "") }()
 			go func() {
 				_, err := s.Invoke(t.Context(), "v", "arn", nil, time.Now().Add(time.Hour))
 				errc <- err
@@ -351,7 +352,7 @@ func TestTimeouts(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := runtimeapi.New()
 			s.Add("slow")
-			s.Add("w")
+			ws := s.Add("w")
 			s.Add("x")
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
@@ -363,7 +364,7 @@ func TestTimeouts(t *testing.T) {
 			ready := make(chan error, 1)
 			go func() { ready <- s.WaitReady(t.Context(), "w") }()
 			time.Sleep(time.Second)
-			go func() { call(h, "GET", "w/2018-06-01/runtime/invocation/next", "") }()
+			go func() { call(h, "GET", "w/"+ws+"/2018-06-01/runtime/invocation/next", "") }()
 			assert.NoError(t, <-ready)
 			s.Gone("w")
 
@@ -387,6 +388,6 @@ func TestTimeouts(t *testing.T) {
 }
 
 func TestEndpoint(t *testing.T) {
-	assert.Equal(t, "127.0.0.1:9001/w/abc", runtimeapi.Endpoint("127.0.0.1:9001", "abc"))
+	assert.Equal(t, "127.0.0.1:9001/w/abc/s3cr3t", runtimeapi.Endpoint("127.0.0.1:9001", "abc", "s3cr3t"))
 	assert.Equal(t, "runtimeapi: init error: x", fmt.Sprint(&runtimeapi.InitError{Payload: []byte("x")}))
 }
