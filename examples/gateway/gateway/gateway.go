@@ -47,6 +47,10 @@ type Config struct {
 	IdleTimeout, Heartbeat, OrphanGrace time.Duration
 	Metrics                             *Metrics
 	Logger                              *slog.Logger
+	// APIKey, when set, is required of every request but /healthz (the
+	// Invoke API and /metrics), in an X-Api-Key header or as an
+	// "Authorization: Bearer" token; see NewServer.
+	APIKey string
 }
 
 // Worker is one pooled worker.

@@ -168,6 +168,10 @@ func TestInvokeAPI(t *testing.T) {
 		"Function not found: arn:aws:lambda:local:000000000000:function:nope")
 	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest,
 		"InvalidParameterValueException", "InvocationType Event is not supported")
+	// As Lambda, a payload that is not JSON never reaches the function.
+	for _, bad := range []string{"not json", `{"a":`, "  ", "{}{}"} {
+		lambdaError(t, e.post(t, "fn", []byte(bad)), http.StatusBadRequest, "InvalidRequestContentException", "Could not parse request body into json")
+	}
 	creates := gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`)
 	r = e.post(t, "fn", nil, "X-Amz-Invocation-Type", "DryRun")
 	assert.Equal(t, http.StatusNoContent, r.status)

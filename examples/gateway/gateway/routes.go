@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,10 +23,16 @@ import (
 const MaxPayload = 6 << 20
 
 // NewServer returns the gateway's HTTP surface: the Lambda Invoke API,
-// /healthz and /metrics.
+// /healthz and /metrics. When the gateway's Config.APIKey is set, every
+// request but /healthz must carry it (X-Api-Key, or Authorization: Bearer):
+// one without gets 401 MissingAuthenticationTokenException, one with
+// another key 403 UnrecognizedClientException, in the Lambda API's error
+// shape, before anything else is looked at.
 func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
+	api := http.NewServeMux()
+	api.Handle("POST /2015-03-31/functions/{name}/invocations", handleInvoke(g))
+	api.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("POST /2015-03-31/functions/{name}/invocations", handleInvoke(g))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if g.draining.Load() {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
@@ -31,8 +40,48 @@ func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", requireKey(g.cfg.APIKey, api))
 	return mux
+}
+
+// requireKey lets through to next only the requests that carry key; an
+// empty key lets every request through. Keys are compared as SHA-256
+// digests in constant time, so that neither their bytes nor their length
+// can be found by timing.
+func requireKey(key string, next http.Handler) http.Handler {
+	if key == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(key))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := credential(r.Header)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ttlkit-gateway"`)
+			lambdaError(w, http.StatusUnauthorized, "MissingAuthenticationTokenException",
+				"an API key is required: send it in an X-Api-Key header or as Authorization: Bearer <key>")
+			return
+		}
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			lambdaError(w, http.StatusForbidden, "UnrecognizedClientException", "the API key is not valid")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// credential returns the API key of a request: its X-Api-Key header, else
+// the token of an "Authorization: Bearer" header (an AWS SDK's own
+// Authorization header, a SigV4 signature, is not a key).
+func credential(h http.Header) (string, bool) {
+	if k := h.Get("X-Api-Key"); k != "" {
+		return k, true
+	}
+	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
+	if token = strings.TrimSpace(token); ok && strings.EqualFold(scheme, "Bearer") && token != "" {
+		return token, true
+	}
+	return "", false
 }
 
 // lambdaError writes an error in the shape of the Lambda API's: the
@@ -80,6 +129,11 @@ func handleInvoke(g *Gateway) http.Handler {
 		}
 		if len(payload) == 0 {
 			payload = []byte("{}")
+		} else if !json.Valid(payload) {
+			// As Lambda: a payload that is not JSON never reaches a function.
+			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException",
+				"Could not parse request body into json: the payload is not valid JSON")
+			return
 		}
 		g.inflight.Add(1)
 		defer g.inflight.Add(-1)

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -10,7 +11,63 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
 )
+
+const apiKey = "k3y-0f-the-tests"
+
+// With an API key, every request but /healthz must carry it, in X-Api-Key
+// or as a bearer token: one without gets 401, one with another key (a
+// prefix of it included) 403, in the Lambda API's error shape, and no
+// worker is started for either; not even whether a function exists is
+// told.
+func TestAPIKey(t *testing.T) {
+	e := startWith(t, func(c *gateway.Config) { c.APIKey = apiKey }, function("fn", 10, 1))
+
+	r := e.post(t, "fn", []byte(`{}`))
+	lambdaError(t, r, http.StatusUnauthorized, "MissingAuthenticationTokenException", "X-Api-Key")
+	assert.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	lambdaError(t, e.post(t, "nope", []byte(`{}`)), http.StatusUnauthorized, "MissingAuthenticationTokenException", "API key")
+	lambdaError(t, e.post(t, "fn", []byte(`{}`), "Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/lambda/aws4_request"),
+		http.StatusUnauthorized, "MissingAuthenticationTokenException", "API key")
+	for _, h := range [][]string{
+		{"X-Api-Key", "wrong"},
+		{"X-Api-Key", apiKey[:len(apiKey)-1]},
+		{"X-Api-Key", apiKey + "x"},
+		{"Authorization", "Bearer wrong"},
+		{"X-Api-Key", "wrong", "Authorization", "Bearer " + apiKey}, // X-Api-Key is the one looked at
+	} {
+		lambdaError(t, e.post(t, "fn", []byte(`{}`), h...), http.StatusForbidden, "UnrecognizedClientException", "not valid")
+	}
+	assert.Zero(t, e.gw.Stats()["fn"].Creates, "a refused call starts no worker")
+	assert.Equal(t, http.StatusUnauthorized, get(t, e.url+"/metrics").StatusCode)
+	assert.Equal(t, http.StatusForbidden, get(t, e.url+"/metrics", "Authorization", "Bearer wrong").StatusCode)
+
+	r = e.post(t, "fn", []byte(`{"echo":1}`), "X-Api-Key", apiKey)
+	assert.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), `"echo":1`)
+	r = e.post(t, "fn", []byte(`{"echo":2}`), "Authorization", "bearer "+apiKey)
+	assert.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), `"echo":2`)
+	lambdaError(t, e.post(t, "nope", []byte(`{}`), "X-Api-Key", apiKey), http.StatusNotFound, "ResourceNotFoundException", "function:nope")
+	assert.Equal(t, http.StatusOK, get(t, e.url+"/metrics", "X-Api-Key", apiKey).StatusCode)
+	assert.Equal(t, http.StatusOK, get(t, e.url+"/healthz").StatusCode, "health is open")
+}
+
+func get(t *testing.T, url string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
 
 // runtimeEndpoint returns the AWS_LAMBDA_RUNTIME_API of process pid, as
 // the gateway gave it: host:port, the worker's id and its secret.
