@@ -1,14 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,10 +21,21 @@ const (
 	envIdleTimeout = "GATEWAY_IDLE_TIMEOUT_SECONDS" // default 300
 	envHeartbeat   = "HEARTBEAT_INTERVAL"           // default 30
 	envOrphanGrace = "ORPHAN_GRACE_PERIOD_SECONDS"  // default 60
+
+	// The secrets, read from the environment so that they are not on a
+	// command line (which every local user can read); a flag overrides
+	// each. main takes them out of the process's environment, so that
+	// worker processes do not inherit them.
+	envAPIKey     = "GATEWAY_API_KEY"     // the Invoke API's key; none by default
+	envAgentToken = "GATEWAY_AGENT_TOKEN" // the agent's gRPC token; none by default
 )
+
+// secretEnv are the environment variables main keeps from its children.
+var secretEnv = []string{envAPIKey, envAgentToken}
 
 type config struct {
 	addr, template, agentAddr, runtimeAddr, label, docker, buildDir string
+	apiKey, agentToken                                              string
 	reload                                                          time.Duration
 	drain                                                           time.Duration
 	idleTimeout, heartbeat, orphanGrace                             time.Duration
@@ -39,7 +54,9 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address of the Lambda Invoke API, /metrics and /healthz")
 	fs.StringVar(&c.template, "template", defaultTemplate(), "SAM template with the functions (reloaded when it changes)")
-	fs.StringVar(&c.agentAddr, "agent", "", "gRPC address of a separate agent; empty runs the agent in this process")
+	fs.StringVar(&c.agentAddr, "agent", "", "gRPC address of a separate agent (host:port or unix:/path); empty runs the agent in this process")
+	fs.StringVar(&c.apiKey, "api-key", "", "key every invocation and /metrics must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+", else none")
+	fs.StringVar(&c.agentToken, "agent-token", "", "token the separate agent requires; default $"+envAgentToken)
 	fs.StringVar(&c.runtimeAddr, "runtime-addr", "127.0.0.1:0", "address of the Runtime API the workers poll")
 	fs.StringVar(&c.label, "label", "ttlkit-gateway", "label of this gateway's workers (in-process agent)")
 	fs.StringVar(&c.docker, "docker", "", "Docker engine for image functions (in-process agent), e.g. unix:///var/run/docker.sock")
@@ -50,6 +67,9 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// Not flag defaults: -h would print them.
+	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
+	c.agentToken = cmp.Or(c.agentToken, getenv(envAgentToken))
 	var err error
 	if c.idleTimeout, err = seconds(getenv, envIdleTimeout, 300); err != nil {
 		return c, err
@@ -85,4 +105,41 @@ func seconds(getenv func(string) string, name string, def float64) (time.Duratio
 		}
 	}
 	return time.Duration(v * float64(time.Second)), nil
+}
+
+// loopback reports whether a listener's address is reachable from this
+// machine only: a loopback IP, or a unix socket.
+func loopback(a net.Addr) bool {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.IsLoopback()
+	}
+	_, unix := a.(*net.UnixAddr)
+	return unix
+}
+
+// listen listens on addr: host:port, or unix:/path (unix:///path too) for
+// a unix socket that only this user may connect to.
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	path = strings.TrimPrefix(path, "//")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// addrString is a listener's address as -agent and -listen take it.
+func addrString(a net.Addr) string {
+	if u, ok := a.(*net.UnixAddr); ok {
+		return "unix:" + u.Name
+	}
+	return a.String()
 }

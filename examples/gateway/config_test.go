@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,4 +47,28 @@ func TestConfigEnvironment(t *testing.T) {
 	}
 	_, err = parseGateway([]string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard)
 	assert.ErrorContains(t, err, "-log-level")
+}
+
+// The secrets come from the environment, a flag overrides each, and -h
+// does not print them.
+func TestConfigSecrets(t *testing.T) {
+	env := map[string]string{envAPIKey: "key-from-env", envAgentToken: "token-from-env"}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseGateway(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "key-from-env", c.apiKey)
+	assert.Equal(t, "token-from-env", c.agentToken)
+	c, err = parseGateway([]string{"-api-key", "key-from-flag", "-agent-token", "token-from-flag"}, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "key-from-flag", c.apiKey)
+	assert.Equal(t, "token-from-flag", c.agentToken)
+	c, err = parseGateway(nil, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	assert.Empty(t, c.apiKey, "no key by default")
+
+	var help strings.Builder
+	_, err = parseGateway([]string{"-h"}, getenv, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	assert.Contains(t, help.String(), "-api-key")
+	assert.NotContains(t, help.String(), "from-env")
 }

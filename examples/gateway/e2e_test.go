@@ -106,18 +106,19 @@ func startGateway(t *testing.T, label string, env map[string]string, args ...str
 	return start(t, env, append([]string{"-addr", "127.0.0.1:0", "-label", label, "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
 }
 
-// startAgent runs the agent subcommand in this process until the test
-// ends, and returns a gRPC client of it.
-func startAgent(t *testing.T, label string, args ...string) (string, *agent.Client) {
+// startAgent runs the agent subcommand in this process with env until the
+// test ends, and returns its address and a gRPC client of it that sends
+// env's token.
+func startAgent(t *testing.T, label string, env map[string]string, args ...string) (string, *agent.Client) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, append([]string{"agent", "-listen", "127.0.0.1:0", "-label", label, "-log-level", "warn"}, args...), os.Getenv, nil, out, io.Discard)
+		errc <- run(ctx, append([]string{"agent", "-listen", "127.0.0.1:0", "-label", label, "-log-level", "warn"}, args...), func(k string) string { return env[k] }, nil, out, io.Discard)
 	}()
 	addr := waitAddr(t, out, errc)
-	cl, err := agent.Dial(addr)
+	cl, err := agent.Dial(addr, env[envAgentToken])
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cl.Close()
@@ -151,7 +152,14 @@ func gatewayBinary(t *testing.T) string {
 // test ends if it still runs.
 func startBinary(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return startBinaryEnv(t, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the test's environment.
+func startBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), append([]string{"-addr", "127.0.0.1:0", "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -269,12 +277,13 @@ func TestInvokeAPI(t *testing.T) {
 
 // capacityUnderLoad sends 50 concurrent invocations of slow (capacity 3
 // in tpl) through a gateway whose agent is a separate one over gRPC
-// (started with agentArgs), sampling the agent's list all along: never
-// more than 3 workers, every call served.
+// (started with agentArgs, and a token), sampling the agent's list all
+// along: never more than 3 workers, every call served.
 func capacityUnderLoad(t *testing.T, tpl string, agentArgs ...string) {
 	lbl := label(t)
-	aaddr, cl := startAgent(t, lbl, agentArgs...)
-	g := startGateway(t, lbl, nil, "-agent", aaddr, "-template", tpl)
+	env := map[string]string{envAgentToken: "token-" + lbl}
+	aaddr, cl := startAgent(t, lbl, env, agentArgs...)
+	g := startGateway(t, lbl, env, "-agent", aaddr, "-template", tpl)
 	c := sdk(g.addr)
 
 	var most atomic.Int64

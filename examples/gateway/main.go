@@ -20,7 +20,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], takeSecrets(), os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
@@ -33,4 +33,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 		return runAgent(ctx, args[1:], getenv, stdout, stderr)
 	}
 	return runGateway(ctx, args, getenv, stdout, stderr)
+}
+
+// takeSecrets takes the secrets (secretEnv) out of this process's
+// environment, which worker processes inherit, and returns a getenv that
+// still sees them.
+func takeSecrets() func(string) string {
+	kept := map[string]string{}
+	for _, k := range secretEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			kept[k] = v
+			_ = os.Unsetenv(k)
+		}
+	}
+	return func(k string) string {
+		if v, ok := kept[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
 }

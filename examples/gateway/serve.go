@@ -47,7 +47,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 
 	var ag agent.Agent
 	if c.agentAddr != "" {
-		cl, err := agent.Dial(c.agentAddr)
+		cl, err := agent.Dial(c.agentAddr, c.agentToken)
 		if err != nil {
 			return err
 		}
@@ -67,6 +67,9 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("runtime API: %w", err)
 	}
+	if ip := net.ParseIP(hostOf(rtAddr)); ip == nil || !ip.IsLoopback() {
+		log.Warn("the Runtime API listens beyond loopback: each worker's secret still guards its endpoint, but it travels in clear", "runtime_api", rtAddr)
+	}
 	defer rt.Wait()
 	defer rtSrv.Close()
 
@@ -74,7 +77,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	gw, err := gateway.New(gateway.Config{
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
-		Metrics: metrics, Logger: log,
+		Metrics: metrics, Logger: log, APIKey: c.apiKey,
 	}, fns)
 	if err != nil {
 		return err
@@ -97,6 +100,9 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		cctx, cancel := closeCtx()
 		defer cancel()
 		return errors.Join(err, gw.Close(cctx))
+	}
+	if c.apiKey == "" && !loopback(ln.Addr()) {
+		log.Warn("the Invoke API listens beyond loopback without an API key: whoever reaches it may invoke every function; set "+envAPIKey, "addr", ln.Addr().String())
 	}
 	srv := &http.Server{Handler: gateway.NewServer(gw, reg), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
@@ -216,4 +222,9 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return st.ModTime()
+}
+
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
 }

@@ -166,14 +166,14 @@ func TestGRPC(t *testing.T) {
 	local := newLocal(t, agent.Options{Label: newLabel(), Output: out, StopGrace: time.Second}, "fn", "other")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := agent.NewServer(local)
+	srv := agent.NewServer(local, "")
 	served := make(chan error, 1)
 	go func() { served <- agent.Serve(srv, ln) }()
 	defer func() {
 		srv.GracefulStop()
 		assert.NoError(t, <-served)
 	}()
-	cl, err := agent.Dial(ln.Addr().String())
+	cl, err := agent.Dial(ln.Addr().String(), "")
 	require.NoError(t, err)
 	defer cl.Close()
 

@@ -2,11 +2,16 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"net"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // The gRPC service is described by hand and its messages are the plain
@@ -14,7 +19,8 @@ import (
 // three calls carry a few small fields, so generated protobuf code (and a
 // protoc step to keep in sync with it) would add more than it gives.
 // The wire contract is the service name, the method names and the JSON
-// field names of the request and response types.
+// field names of the request and response types, and the token, when the
+// server has one, in the "authorization" metadata as "Bearer <token>".
 
 // ServiceName is the gRPC service the agent serves.
 const ServiceName = "ttlkit.gateway.Agent"
@@ -27,13 +33,40 @@ func (jsonCodec) Name() string                       { return "json" }
 
 type empty struct{}
 
+// service is what the gRPC server serves: the agent, behind its token.
+type service struct {
+	Agent
+	token *[sha256.Size]byte // digest of "Bearer <token>"; nil when none is required
+}
+
+// authenticate refuses a call that does not carry the server's token,
+// compared as SHA-256 digests in constant time.
+func (s *service) authenticate(ctx context.Context) error {
+	if s.token == nil {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("authorization"); len(v) == 1 {
+		got := sha256.Sum256([]byte(v[0]))
+		if subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "agent: the call does not carry the agent's token")
+}
+
+// handler checks the token before it even decodes the request.
 func handler[Req, Resp any](call func(a Agent, ctx context.Context, req *Req) (Resp, error)) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		s := srv.(*service)
+		if err := s.authenticate(ctx); err != nil {
+			return nil, err
+		}
 		req := new(Req)
 		if err := dec(req); err != nil {
 			return nil, err
 		}
-		return call(srv.(Agent), ctx, req)
+		return call(s.Agent, ctx, req)
 	}
 }
 
@@ -50,10 +83,19 @@ var serviceDesc = grpc.ServiceDesc{
 	},
 }
 
-// NewServer returns a gRPC server that serves a.
-func NewServer(a Agent) *grpc.Server {
+// NewServer returns a gRPC server that serves a. When token is not empty,
+// every call must carry it (a Client Dialed with it): any other call fails
+// with codes.Unauthenticated before its request is read. Whoever may call
+// the agent may run any command as the agent's user: give it a token
+// unless only trusted processes reach its address.
+func NewServer(a Agent, token string) *grpc.Server {
+	svc := &service{Agent: a}
+	if token != "" {
+		d := sha256.Sum256([]byte("Bearer " + token))
+		svc.token = &d
+	}
 	s := grpc.NewServer(grpc.ForceServerCodec(jsonCodec{}))
-	s.RegisterService(&serviceDesc, a)
+	s.RegisterService(&serviceDesc, svc)
 	return s
 }
 
@@ -65,11 +107,27 @@ type Client struct{ cc *grpc.ClientConn }
 
 var _ Agent = (*Client)(nil)
 
-// Dial returns a client of the agent at addr (host:port). It connects
-// lazily.
-func Dial(addr string) (*Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{})))
+// bearer sends a token with every call. The connection is not encrypted
+// (the agent is meant to be on the same machine or a private link), so
+// it allows a plain connection.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// Dial returns a client of the agent at addr (host:port, or
+// unix:/path/to/socket) that sends token with every call (none when
+// empty). It connects lazily.
+func Dial(addr, token string) (*Client, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{}))}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
