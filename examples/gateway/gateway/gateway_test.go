@@ -32,6 +32,8 @@ var labels atomic.Int64
 
 type env struct {
 	gw      *gateway.Gateway
+	handler http.Handler // the gateway's HTTP surface, served at url
+	reg     *prometheus.Registry
 	url     string
 	agent   *agent.Local
 	metrics func() string
@@ -48,13 +50,13 @@ func function(name string, timeout, reserved int) template.Function {
 
 // start runs a gateway of fns on real worker processes, behind a real HTTP
 // server, until the test ends.
-func start(t *testing.T, fns ...template.Function) *env {
+func start(t testing.TB, fns ...template.Function) *env {
 	t.Helper()
 	return startWith(t, func(*gateway.Config) {}, fns...)
 }
 
 // startWith is start with the configuration set changes.
-func startWith(t *testing.T, set func(*gateway.Config), fns ...template.Function) *env {
+func startWith(t testing.TB, set func(*gateway.Config), fns ...template.Function) *env {
 	t.Helper()
 	label := fmt.Sprintf("gwunit-%d-%d", os.Getpid(), labels.Add(1))
 	ag, err := agent.NewLocal(agent.Options{Label: label, StopGrace: time.Second})
@@ -77,7 +79,8 @@ func startWith(t *testing.T, set func(*gateway.Config), fns ...template.Function
 	reg := prometheus.NewRegistry()
 	require.NoError(t, m.Register(reg, gw))
 	require.NoError(t, gw.Start(context.Background()))
-	ts := httptest.NewServer(gateway.NewServer(gw, reg))
+	h := gateway.NewServer(gw, reg)
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -91,7 +94,7 @@ func startWith(t *testing.T, set func(*gateway.Config), fns ...template.Function
 			assert.Empty(t, ws, "Close deletes every worker")
 		}
 	})
-	e := &env{gw: gw, url: ts.URL, agent: ag}
+	e := &env{gw: gw, handler: h, reg: reg, url: ts.URL, agent: ag}
 	e.metrics = func() string {
 		resp, err := http.Get(ts.URL + "/metrics")
 		require.NoError(t, err)
