@@ -58,7 +58,7 @@ func requireKey(key string, next http.Handler) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ttlkit-gateway"`)
 			lambdaError(w, http.StatusUnauthorized, "MissingAuthenticationTokenException",
-				"an API key is required: send it in an X-Api-Key header or as Authorization: Bearer <key>")
+				"an API key is required: send it in an X-Api-Key header, or as a bearer token in Authorization")
 			return
 		}
 		sum := sha256.Sum256([]byte(got))
