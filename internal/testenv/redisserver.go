@@ -56,6 +56,12 @@ func StartRedis(t testing.TB, opts RedisServerOptions) *RedisServer {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
+	return startServer(t, addr, opts)
+}
+
+// startServer starts a redis-server on addr and registers its stop.
+func startServer(t testing.TB, addr string, opts RedisServerOptions) *RedisServer {
+	t.Helper()
 	s := &RedisServer{Addr: addr, t: t, dir: t.TempDir(), opts: opts}
 	s.start()
 	t.Cleanup(s.stop)
