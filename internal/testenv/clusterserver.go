@@ -26,10 +26,13 @@ type ClusterServerOptions struct {
 	// NodeTimeout is cluster-node-timeout: how long a master may not
 	// answer before its replica takes over. 0 means one second.
 	NodeTimeout time.Duration
+	// AppendOnly gives every node an append-only file (appendfsync
+	// always), as RedisServerOptions.AppendOnly.
+	AppendOnly bool
 }
 
 // ClusterServer is a Redis Cluster of a test's own: redis-server processes
-// on free loopback ports (no persistence, as RedisServer without AppendOnly),
+// on free loopback ports (no persistence unless AppendOnly),
 // for tests that migrate slots, fail over or kill nodes; the shared cluster
 // named by TTLKIT_TEST_REDIS_CLUSTER is never touched. Every node is
 // stopped when the test ends.
@@ -71,7 +74,7 @@ func StartRedisCluster(t testing.TB, opts ClusterServerOptions) *ClusterServer {
 	addrs := make([]string, n)
 	for i := range n {
 		addrs[i] = clusterAddr(t)
-		c.Nodes = append(c.Nodes, startServer(t, addrs[i], RedisServerOptions{Args: []string{
+		c.Nodes = append(c.Nodes, startServer(t, addrs[i], RedisServerOptions{AppendOnly: opts.AppendOnly, Args: []string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
 			// A replica's first sync starts at once (not after 5 s, in
@@ -238,6 +241,23 @@ func (c *ClusterServer) Master(ctx context.Context, slot int) (string, error) {
 	return "", fmt.Errorf("no master serves slot %d", slot)
 }
 
+// Masters returns the addresses of the masters that serve slots, as a
+// running node sees them.
+func (c *ClusterServer) Masters(ctx context.Context) ([]string, error) {
+	ns, err := c.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range ns {
+		if n.isMaster && len(n.slots) > 0 && !n.failed {
+			out = append(out, n.addr)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func servesSlot(ranges []string, slot int) bool {
 	for _, r := range ranges {
 		if strings.HasPrefix(r, "[") {
@@ -286,7 +306,7 @@ func (c *ClusterServer) Slot(ctx context.Context, key string) (int, error) {
 // WaitStable waits until every running node sees every slot served
 // (cluster_state:ok), all of them agree on which master serves which slots,
 // every running node is a master with slots or a replica, and every
-// running replica is in sync with its master.
+// running replica is in sync with its master, which counts it online.
 func (c *ClusterServer) WaitStable(ctx context.Context) error {
 	var last error
 	for {
@@ -302,7 +322,7 @@ func (c *ClusterServer) WaitStable(ctx context.Context) error {
 }
 
 func (c *ClusterServer) stable(ctx context.Context) error {
-	var want string
+	infos := map[string]string{}
 	for _, a := range c.live() {
 		info, err := admin(a, func(cl *redis.Client) (string, error) {
 			return cl.Info(ctx, "replication").Result()
@@ -310,9 +330,22 @@ func (c *ClusterServer) stable(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(info, "role:slave") &&
-			(!strings.Contains(info, "master_link_status:up") || strings.Contains(info, "master_sync_in_progress:1")) {
-			return fmt.Errorf("replica %s is not in sync", a)
+		infos[a] = info
+	}
+	var want string
+	for _, a := range c.live() {
+		info := infos[a]
+		if strings.Contains(info, "role:slave") {
+			if !strings.Contains(info, "master_link_status:up") || strings.Contains(info, "master_sync_in_progress:1") {
+				return fmt.Errorf("replica %s is not in sync", a)
+			}
+			// Its master counts it for WAIT once it is online: after its
+			// first acknowledgement, up to a second after its sync.
+			host, port := infoField(info, "master_host"), infoField(info, "master_port")
+			_, me, _ := net.SplitHostPort(a)
+			if !strings.Contains(infos[net.JoinHostPort(host, port)], ",port="+me+",state=online,") {
+				return fmt.Errorf("replica %s is not online at its master %s:%s", a, host, port)
+			}
 		}
 		ci, err := admin(a, func(cl *redis.Client) (string, error) { return cl.ClusterInfo(ctx).Result() })
 		if err != nil {
@@ -436,11 +469,83 @@ func (c *ClusterServer) MigrateSlot(ctx context.Context, slot int, to string, op
 	return moved, nil
 }
 
+// MigrateUntil moves slot from its master to another one, and on, again
+// and again (waiting for the cluster to agree after each move) until stop
+// is closed, and returns how many moves it completed.
+func (c *ClusterServer) MigrateUntil(ctx context.Context, slot int, opts MigrateOptions, stop <-chan struct{}) (int, error) {
+	moves := 0
+	for {
+		select {
+		case <-stop:
+			return moves, nil
+		default:
+		}
+		if err := c.WaitStable(ctx); err != nil {
+			return moves, err
+		}
+		from, err := c.Master(ctx, slot)
+		if err != nil {
+			return moves, err
+		}
+		masters, err := c.Masters(ctx)
+		if err != nil {
+			return moves, err
+		}
+		i := slices.Index(masters, from)
+		if i < 0 || len(masters) < 2 {
+			return moves, fmt.Errorf("slot %d: master %s is not among %v", slot, from, masters)
+		}
+		if _, err := c.MigrateSlot(ctx, slot, masters[(i+1)%len(masters)], opts); err != nil {
+			return moves, err
+		}
+		moves++
+	}
+}
+
+// WaitAcked waits until a replica of the master at addr acknowledges its
+// writes again (WAIT 1 after a SET of key, which must be in a slot of that
+// master; it expires after a second). A replica that has just synced can
+// be online for its master and yet not acknowledge for up to a second.
+func (c *ClusterServer) WaitAcked(ctx context.Context, addr, key string) error {
+	for {
+		n, err := admin(addr, func(cl *redis.Client) (int64, error) {
+			var wait *redis.Cmd
+			_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, key, 1, time.Second)
+				wait = p.Do(ctx, "wait", 1, 100)
+				return nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			return wait.Int64()
+		})
+		if err == nil && n >= 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no replica of %s acknowledges: %v: %w", addr, err, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // running reports whether the server process runs.
 func (s *RedisServer) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil
+}
+
+// infoField returns the value of name in an INFO reply.
+func infoField(info, name string) string {
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Role returns "master" or "slave" as the node at addr reports it.
@@ -449,10 +554,8 @@ func (c *ClusterServer) Role(ctx context.Context, addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "role:"); ok {
-			return v, nil
-		}
+	if role := infoField(info, "role"); role != "" {
+		return role, nil
 	}
 	return "", fmt.Errorf("%s: no role in INFO replication", addr)
 }

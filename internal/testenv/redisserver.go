@@ -159,6 +159,26 @@ func (s *RedisServer) Kill() {
 	_ = cmd.Wait()
 }
 
+// Pause stops the server process (SIGSTOP) until Resume: it neither
+// answers nor reads, as a server stuck on a slow disk or a long fork.
+func (s *RedisServer) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *RedisServer) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *RedisServer) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("testenv: redis-server on %s does not run", s.Addr)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("testenv: signal %v to redis-server on %s: %v", sig, s.Addr, err)
+	}
+}
+
 // Start starts the server again on the same address after Kill: empty
 // without AppendOnly, with every acknowledged write with it.
 func (s *RedisServer) Start() {
@@ -204,6 +224,7 @@ func (s *RedisServer) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // if paused
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	select {
