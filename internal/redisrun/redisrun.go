@@ -18,6 +18,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Guard is the name, under a store's prefix, of a key that every script
+// declares last and that is never written. While the store's slot migrates
+// from one master to another the key exists on neither, so the cluster
+// refuses every script of the store (TRYAGAIN) until the migration is over,
+// and Do repeats it. Without it, a script could run on the old master while
+// its keys are all still there, delete a key by removing its last member,
+// and then fail at the next command on that key: a key a migrating slot
+// does not hold is not local, and a script cannot follow a redirection.
+const Guard = "guard"
+
 // RetryFor bounds how long Do repeats a refused command, from its first
 // refusal: longer than a slot migration of a small slot and the moment a
 // cluster answers CLUSTERDOWN while a replica takes over from a master

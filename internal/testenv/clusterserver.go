@@ -276,24 +276,31 @@ func servesSlot(ranges []string, slot int) bool {
 	return false
 }
 
-// ReplicaOf returns the address of a replica of the master at addr.
+// ReplicaOf returns the address of a replica of the master at addr that
+// the master itself lists, waiting up to five seconds for one.
 func (c *ClusterServer) ReplicaOf(ctx context.Context, master string) (string, error) {
-	ns, err := c.view(ctx)
-	if err != nil {
-		return "", err
-	}
-	var id string
-	for _, n := range ns {
-		if n.addr == master {
-			id = n.id
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ns, err := nodes(ctx, master)
+		if err != nil {
+			return "", err
 		}
-	}
-	for _, n := range ns {
-		if id != "" && n.master == id && !n.failed {
-			return n.addr, nil
+		var id string
+		for _, n := range ns {
+			if n.myself {
+				id = n.id
+			}
 		}
+		for _, n := range ns {
+			if id != "" && n.master == id && !n.failed {
+				return n.addr, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("master %s has no replica: %v", master, ns)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return "", fmt.Errorf("master %s has no replica", master)
 }
 
 // Slot returns the hash slot of key, as the node at addr computes it

@@ -2,7 +2,9 @@ package redislease
 
 import "github.com/redis/go-redis/v9"
 
-// The store's keys, in the order every script receives them as KEYS.
+// The store's keys, in the order every script receives them as KEYS,
+// followed by redisrun.Guard, which is never written (so that a cluster
+// refuses every script while the store's slot migrates).
 //
 //	leases     HASH  id → record (live, and expired until swept)
 //	deadlines  ZSET  id, score = deadline (µs): the live leases

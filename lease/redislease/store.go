@@ -104,8 +104,10 @@ const DefaultMaxGrace = lease.DefaultGrace
 // A Store is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
-	keys   []string
-	base   string // the prefix every key name is appended to
+	keys   []string // keyNames under the prefix
+	// scriptKeys are keys and redisrun.Guard: the KEYS of every script.
+	scriptKeys []string
+	base       string // the prefix every key name is appended to
 	// once: the client sends every command once (no retries), so a failure
 	// to connect or a refusal by the server proves nothing was applied.
 	once     bool
@@ -156,7 +158,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
 	}
-	s := &Store{client: client, keys: keys, base: base, once: noRetries(client),
+	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
 		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts), wait: wait}
 	s.gen.Store(new(string))
 	return s, nil
@@ -215,7 +217,9 @@ func notSent(err error) bool {
 }
 
 // Keys returns the names of the Redis keys the store uses, all of them:
-// every key is in one hash slot, and the store creates no others. Deleting
+// every key is in one hash slot, and the store creates no others. (Its
+// scripts also declare one more, the prefix then "guard", which is never
+// written: see "Redis Cluster" in the package documentation.) Deleting
 // them deletes every lease; a running Store then treats the store as lost
 // (see "State loss" in the package documentation).
 func (s *Store) Keys() []string { return slices.Clone(s.keys) }
@@ -245,10 +249,10 @@ func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Sc
 	}
 	r, err := redisrun.Do(ctx, s.client, func() (reply, error) {
 		if !wait {
-			v, err := script.Run(ctx, s.client, s.keys, args...).Result()
+			v, err := script.Run(ctx, s.client, s.scriptKeys, args...).Result()
 			return reply{v: v}, err
 		}
-		v, n, err := redisrun.EvalWait(ctx, s.client, script, s.keys, args, s.keys[stateKey], s.wait)
+		v, n, err := redisrun.EvalWait(ctx, s.client, script, s.scriptKeys, args, s.keys[stateKey], s.wait)
 		return reply{v, n}, err
 	})
 	switch {
