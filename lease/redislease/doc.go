@@ -133,8 +133,8 @@
 //     named "guard" under the prefix that is never written, so that no
 //     script runs while some of the store's keys have moved and some not.
 //     The store sends them again (see "Failures") until the migration is
-//     over, so calls wait for it instead of failing; a migration that
-//     takes longer than 5 s makes calls fail with lease.ErrNotApplied.
+//     over, so calls wait for it instead of failing (a migration that
+//     takes longer than 5 s makes them fail).
 //     Whatever the load, the slot holds the store's eight keys and no
 //     others, so a migration moves the same few keys. Proven: no call
 //     fails and the history stays linearizable while the slot moves again

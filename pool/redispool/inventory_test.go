@@ -257,3 +257,25 @@ func TestCancelledContext(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorContains(t, err, "redispool: pop")
 }
+
+// TestWaitReplicasNotAcknowledged: on a server without replicas, a change
+// waits WaitTimeout and fails with ErrNotReplicated, although it took
+// effect on the server; reads do not wait.
+func TestWaitReplicasNotAcknowledged(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	info, err := r.Client.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	if !strings.Contains(info, "connected_slaves:0") {
+		t.Skip("the shared server has replicas")
+	}
+	inv, err := redispool.New(r.Client, redispool.Options{Prefix: poolPrefix(r), WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	start := time.Now()
+	err = inv.Add(ctx, pool.Record{ID: "a", Data: []byte("{}")}, time.Minute)
+	require.ErrorIs(t, err, redispool.ErrNotReplicated)
+	assert.ErrorContains(t, err, "redispool: add")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the add did not wait")
+	c, err := inv.Counts(ctx)
+	require.NoError(t, err, "a read waits for no replica")
+	assert.Equal(t, pool.Counts{Idle: 1}, c, "the add took effect")
+}
