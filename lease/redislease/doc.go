@@ -147,17 +147,17 @@
 //     lease.ReasonRecovering; with WaitReplicas it grants on at once.
 //   - Hard failover (a master dies, and its replica is promoted after
 //     cluster-node-timeout and an election). Calls on the store fail from
-//     the master's death until the replica is promoted and the client knows
-//     it: about cluster-node-timeout plus one to two seconds. The store has
-//     the ClusterClient reload the cluster's layout after every failed call
-//     (go-redis itself does so only after a redirection, else once a
-//     minute), so the client finds the new master within a few hundred
-//     milliseconds of the promotion. With cluster-node-timeout 1 s and the
-//     client settings below, the last call failed 2.0–2.7 s after the kill
-//     in the tests, which accept up to 3 s. A lease.KeepAlive carries its
-//     lease across a hard failover only if the lease's Grace exceeds this
-//     window plus the heartbeat interval: cluster-node-timeout + 2 s +
-//     interval at least.
+//     the master's death until the replica is promoted, which takes Redis
+//     cluster-node-timeout plus one to three seconds (1.9–2.9 s in the
+//     tests with a timeout of 1 s), and then until the client knows it. The
+//     store has the ClusterClient reload the cluster's layout after every
+//     failed call (go-redis itself does so only after a redirection, else
+//     once a minute), so with the client settings below the last call
+//     failed 0.1–0.3 s after the promotion in the tests, which accept up
+//     to 1 s. A lease.KeepAlive carries its lease across a hard failover
+//     only if the lease's Grace exceeds this window plus the heartbeat
+//     interval: cluster-node-timeout + 4 s + interval leaves room (the
+//     tests keep a lease with 6 s alive; one with 1 s is lost).
 //   - Without WaitReplicas, replication is asynchronous: what a master
 //     acknowledged in its last moments (its replica's lag) may never reach
 //     the replica that takes over. Acknowledged grants vanish, released

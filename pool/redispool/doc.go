@@ -49,11 +49,11 @@
 //     and no call fails.
 //   - Hard failover (a master dies; its replica is promoted after
 //     cluster-node-timeout and an election): calls fail from the master's
-//     death for about cluster-node-timeout plus one to two seconds; the
+//     death until the promotion, cluster-node-timeout plus one to three
+//     seconds, and then for at most a few hundred milliseconds: the
 //     Inventory has the client reload the cluster's layout after every
-//     failed call, so it finds the new master within a few hundred
-//     milliseconds of the promotion. Give OrphanGracePeriod and the pool's
-//     create timeouts room for that window and for a migration.
+//     failed call. Give OrphanGracePeriod and the pool's create timeouts
+//     room for that window and for a migration.
 //   - Without WaitReplicas, replication is asynchronous, and a failover can
 //     undo what the dead master acknowledged in its last moments: a Pop
 //     (the item is idle again, and another instance can be handed the item

@@ -51,10 +51,11 @@
 //     its clients until the replica has every write, so nothing is lost.
 //     Proven under the same load: no call fails, the drained times are
 //     exact.
-//   - Hard failover: calls fail for about cluster-node-timeout plus one to
-//     two seconds (see lease/redislease's "Redis Cluster" for the window
-//     and the client settings); the buffer has the client reload the
-//     cluster's layout after every failed call. Replication is
+//   - Hard failover: calls fail until the replica is promoted,
+//     cluster-node-timeout plus one to three seconds, and a few hundred
+//     milliseconds more (see lease/redislease's "Redis Cluster" for the
+//     window and the client settings); the buffer has the client reload
+//     the cluster's layout after every failed call. Replication is
 //     asynchronous, so the activity the dead master acknowledged in its
 //     last moments (its replica's lag) can be lost, and unlike a restart
 //     without persistence this keeps the generation: nobody notices. The
