@@ -538,6 +538,46 @@ func (c *ClusterServer) WaitAcked(ctx context.Context, addr, key string) error {
 	}
 }
 
+// Failover is when a hard failover (HardFailover) cut the replica off,
+// killed the master, and saw the replica take over.
+type Failover struct {
+	Cut, Killed, Promoted time.Time
+}
+
+// HardFailover cuts replica off from master (the replica paused, the
+// master's replication links closed), so that the master's next writes
+// reach no replica, waits cutFor, kills the master (SIGKILL) and lets the
+// replica run again. The cluster promotes it after cluster-node-timeout
+// and an election; HardFailover returns when it is a master.
+func (c *ClusterServer) HardFailover(ctx context.Context, master, replica string, cutFor time.Duration) (Failover, error) {
+	var f Failover
+	c.Node(replica).Pause()
+	if _, err := c.Do(ctx, master, "client", "kill", "type", "replica"); err != nil {
+		c.Node(replica).Resume()
+		return f, err
+	}
+	f.Cut = time.Now()
+	time.Sleep(cutFor)
+	f.Killed = time.Now()
+	c.Node(master).Kill()
+	c.Node(replica).Resume()
+	err := c.WaitMaster(ctx, replica)
+	f.Promoted = time.Now()
+	return f, err
+}
+
+// Rejoin starts the server at dead again, which comes back empty (no
+// persistence) as a replica of the node that took over from it, master,
+// and returns once the cluster is stable and master's writes are
+// acknowledged again (WaitAcked with key).
+func (c *ClusterServer) Rejoin(ctx context.Context, dead, master, key string) error {
+	c.Node(dead).Start()
+	if err := c.WaitStable(ctx); err != nil {
+		return err
+	}
+	return c.WaitAcked(ctx, master, key)
+}
+
 // running reports whether the server process runs.
 func (s *RedisServer) running() bool {
 	s.mu.Lock()

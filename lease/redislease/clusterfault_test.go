@@ -322,27 +322,18 @@ func inModes(t *testing.T, f func(t *testing.T, c *testenv.ClusterServer, r *fai
 // lost and the promoted replica grants on at once.
 func TestClusterHardFailover(t *testing.T) {
 	inModes(t, func(t *testing.T, c *testenv.ClusterServer, r *failoverRun, wait bool, master, replica string) {
-		c.Node(replica).Pause()
-		_, err := c.Do(ctx, master, "client", "kill", "type", "replica")
-		require.NoError(t, err)
-		cut := time.Now()
-		time.Sleep(300 * time.Millisecond)
-		killed := time.Now()
-		c.Node(master).Kill()
-		c.Node(replica).Resume()
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		require.NoError(t, c.WaitMaster(wctx, replica))
-		promoted := time.Now()
+		f, err := c.HardFailover(wctx, master, replica, 300*time.Millisecond)
+		require.NoError(t, err)
+		cut, killed, promoted := f.Cut, f.Killed, f.Promoted
 		t.Logf("%s took over from %s after %v", replica, master, promoted.Sub(killed))
 		until := promoted.Add(clientLag)
 		if wait {
 			// The new master has no replica to acknowledge writes until
 			// the old one comes back (empty, as it has no persistence)
 			// and syncs as its replica.
-			c.Node(master).Start()
-			require.NoError(t, c.WaitStable(wctx))
-			require.NoError(t, c.WaitAcked(wctx, replica, "{cams}probe"))
+			require.NoError(t, c.Rejoin(wctx, master, replica, "{cams}probe"))
 			synced := time.Now()
 			t.Logf("%s is back as a replica after %v", master, synced.Sub(killed))
 			until = later(until, synced.Add(redislease.DefaultWaitTimeout+100*time.Millisecond))

@@ -224,22 +224,13 @@ func slotMaster(t *testing.T, c *testenv.ClusterServer, inv *redispool.Inventory
 func TestClusterHardFailover(t *testing.T) {
 	r := startFleetRun(t, redispool.Options{Prefix: "warm", WaitReplicas: 1})
 	c, master, replica := r.c, r.master, r.replica
-	c.Node(replica).Pause()
-	_, err := c.Do(ctx, master, "client", "kill", "type", "replica")
-	require.NoError(t, err)
-	cut := time.Now()
-	time.Sleep(300 * time.Millisecond)
-	killed := time.Now()
-	c.Node(master).Kill()
-	c.Node(replica).Resume()
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	require.NoError(t, c.WaitMaster(wctx, replica))
-	promoted := time.Now()
+	f, err := c.HardFailover(wctx, master, replica, 300*time.Millisecond)
+	require.NoError(t, err)
+	cut, killed, promoted := f.Cut, f.Killed, f.Promoted
 	t.Logf("%s took over from %s after %v", replica, master, promoted.Sub(killed))
-	c.Node(master).Start()
-	require.NoError(t, c.WaitStable(wctx))
-	require.NoError(t, c.WaitAcked(wctx, replica, "{warm}probe"))
+	require.NoError(t, c.Rejoin(wctx, master, replica, "{warm}probe"))
 	until := time.Now().Add(redispool.DefaultWaitTimeout + 100*time.Millisecond)
 	if w := promoted.Add(clientLag); w.After(until) {
 		until = w
