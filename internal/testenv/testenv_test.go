@@ -301,17 +301,30 @@ func TestStartRedis(t *testing.T) {
 // TTLKIT_TEST_REDIS_URL skips, or fails when backends are required), and
 // so does a missing redis-server.
 func TestStartRedisPolicy(t *testing.T) {
-	start := func(t testing.TB) { StartRedis(t, RedisServerOptions{}) }
-	t.Setenv(EnvRedis, "")
+	checkStartPolicy(t, EnvRedis, "redis://127.0.0.1:6379/0", func(t testing.TB) { StartRedis(t, RedisServerOptions{}) })
+}
+
+// TestStartRedisClusterPolicy: StartRedisCluster runs only when
+// TTLKIT_TEST_REDIS_CLUSTER is set, and a missing redis-server or
+// redis-cli skips, or fails when backends are required.
+func TestStartRedisClusterPolicy(t *testing.T) {
+	checkStartPolicy(t, EnvRedisCluster, "127.0.0.1:7000", func(t testing.TB) { StartRedisCluster(t, ClusterServerOptions{}) })
+}
+
+// checkStartPolicy checks that start, with env unset, skips or fails when
+// backends are required, and with env set to value but no redis-server on
+// the PATH, fails or skips likewise.
+func checkStartPolicy(t *testing.T, env, value string, start func(testing.TB)) {
+	t.Setenv(env, "")
 	t.Setenv(EnvRequire, "")
 	r := run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
-	assert.Contains(t, r.msg, EnvRedis+" is not set")
+	assert.Contains(t, r.msg, env+" is not set")
 	t.Setenv(EnvRequire, "1")
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)
 
-	t.Setenv(EnvRedis, "redis://127.0.0.1:6379/0")
+	t.Setenv(env, value)
 	t.Setenv("PATH", t.TempDir())
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)
@@ -319,94 +332,4 @@ func TestStartRedisPolicy(t *testing.T) {
 	t.Setenv(EnvRequire, "")
 	r = run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
-}
-
-// TestRedisClusterPrefixIsCleanedUp: the keys of a test on the shared
-// cluster, on every master, are gone after it.
-func TestRedisClusterPrefixIsCleanedUp(t *testing.T) {
-	ctx := context.Background()
-	var name string
-	t.Run("use", func(t *testing.T) {
-		r := OpenRedisCluster(t)
-		name = strings.TrimSuffix(r.Prefix, ":")
-		for i := range 300 {
-			require.NoError(t, r.Client.Set(ctx, fmt.Sprintf("%s%d", r.StorePrefix(i), i), i, 0).Err())
-		}
-		keys, err := r.Keys(ctx)
-		require.NoError(t, err)
-		require.Len(t, keys, 300)
-		masters := map[string]bool{}
-		for _, k := range keys {
-			m, err := r.Client.MasterForKey(ctx, k)
-			require.NoError(t, err)
-			masters[m.Options().Addr] = true
-		}
-		assert.Len(t, masters, 3, "the keys spread over the masters")
-	})
-	r := OpenRedisCluster(t)
-	keys, err := scanCluster(ctx, r.Client, "*"+name+"*")
-	require.NoError(t, err)
-	assert.Empty(t, keys, "keys of the test survived it")
-}
-
-// TestStartRedisCluster: a private cluster serves every slot with a
-// replica per master, migrates a slot with its keys, fails over to a
-// replica on request and when its master is killed, and is gone after the
-// test.
-func TestStartRedisCluster(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var addrs []string
-	t.Run("cluster", func(t *testing.T) {
-		c := StartRedisCluster(t, ClusterServerOptions{})
-		addrs = c.Addrs()
-		require.Len(t, addrs, 6)
-		cl := c.Client(t, nil)
-		slot, err := c.Slot(ctx, "{t}a")
-		require.NoError(t, err)
-		for _, k := range []string{"{t}a", "{t}b", "{t}c"} {
-			require.NoError(t, cl.Set(ctx, k, k, 0).Err())
-		}
-		from, err := c.Master(ctx, slot)
-		require.NoError(t, err)
-		var to string
-		for _, a := range addrs {
-			if role, err := c.Role(ctx, a); err == nil && role == "master" && a != from {
-				to = a
-			}
-		}
-		n, err := c.MigrateSlot(ctx, slot, to, MigrateOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, 3, n)
-		require.NoError(t, c.WaitStable(ctx))
-		now, err := c.Master(ctx, slot)
-		require.NoError(t, err)
-		assert.Equal(t, to, now)
-		for _, k := range []string{"{t}a", "{t}b", "{t}c"} {
-			v, err := cl.Get(ctx, k).Result()
-			require.NoError(t, err)
-			assert.Equal(t, k, v)
-		}
-
-		replica, err := c.ReplicaOf(ctx, to)
-		require.NoError(t, err)
-		_, err = c.Do(ctx, replica, "cluster", "failover")
-		require.NoError(t, err)
-		require.NoError(t, c.WaitMaster(ctx, replica))
-		require.NoError(t, c.WaitStable(ctx))
-
-		// Kill the master: its replica (the old master) takes over.
-		next, err := c.ReplicaOf(ctx, replica)
-		require.NoError(t, err)
-		c.Node(replica).Kill()
-		require.NoError(t, c.WaitMaster(ctx, next))
-		role, err := c.Role(ctx, next)
-		require.NoError(t, err)
-		assert.Equal(t, "master", role)
-	})
-	for _, a := range addrs {
-		cl := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-		assert.Error(t, cl.Ping(ctx).Err(), "node %s outlived its test", a)
-		_ = cl.Close()
-	}
 }
