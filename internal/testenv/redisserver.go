@@ -56,6 +56,12 @@ func StartRedis(t testing.TB, opts RedisServerOptions) *RedisServer {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
+	return startServer(t, addr, opts)
+}
+
+// startServer starts a redis-server on addr and registers its stop.
+func startServer(t testing.TB, addr string, opts RedisServerOptions) *RedisServer {
+	t.Helper()
 	s := &RedisServer{Addr: addr, t: t, dir: t.TempDir(), opts: opts}
 	s.start()
 	t.Cleanup(s.stop)
@@ -153,6 +159,26 @@ func (s *RedisServer) Kill() {
 	_ = cmd.Wait()
 }
 
+// Pause stops the server process (SIGSTOP) until Resume: it neither
+// answers nor reads, as a server stuck on a slow disk or a long fork.
+func (s *RedisServer) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *RedisServer) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *RedisServer) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("testenv: redis-server on %s does not run", s.Addr)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("testenv: signal %v to redis-server on %s: %v", sig, s.Addr, err)
+	}
+}
+
 // Start starts the server again on the same address after Kill: empty
 // without AppendOnly, with every acknowledged write with it.
 func (s *RedisServer) Start() {
@@ -198,6 +224,7 @@ func (s *RedisServer) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // if paused
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	select {

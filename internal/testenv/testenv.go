@@ -6,6 +6,10 @@
 //	TTLKIT_TEST_REDIS_URL     redis://127.0.0.1:6379/0
 //	TTLKIT_TEST_POSTGRES_URL  postgres://root@127.0.0.1:5432/test?sslmode=disable
 //	TTLKIT_TEST_MYSQL_DSN     root@tcp(127.0.0.1:3306)/test?parseTime=true
+//	TTLKIT_TEST_REDIS_CLUSTER 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+//
+// The last names some nodes of a Redis Cluster (OpenRedisCluster); it also
+// enables the tests that start a cluster of their own (StartRedisCluster).
 //
 // An unset variable skips the test. TTLKIT_REQUIRE_BACKENDS=1 turns an unset
 // variable or an unreachable backend into a test failure, so that a CI run
@@ -27,10 +31,11 @@ import (
 
 // Environment variables read by this package.
 const (
-	EnvRedis    = "TTLKIT_TEST_REDIS_URL"
-	EnvPostgres = "TTLKIT_TEST_POSTGRES_URL"
-	EnvMySQL    = "TTLKIT_TEST_MYSQL_DSN"
-	EnvRequire  = "TTLKIT_REQUIRE_BACKENDS"
+	EnvRedis        = "TTLKIT_TEST_REDIS_URL"
+	EnvRedisCluster = "TTLKIT_TEST_REDIS_CLUSTER"
+	EnvPostgres     = "TTLKIT_TEST_POSTGRES_URL"
+	EnvMySQL        = "TTLKIT_TEST_MYSQL_DSN"
+	EnvRequire      = "TTLKIT_REQUIRE_BACKENDS"
 )
 
 // connectTimeout bounds the reachability check of each backend.

@@ -67,6 +67,7 @@ var openers = map[string]struct {
 	open        func(testing.TB)
 }{
 	"redis":    {EnvRedis, "redis://127.0.0.1:1/0", func(t testing.TB) { OpenRedis(t) }},
+	"cluster":  {EnvRedisCluster, "127.0.0.1:1", func(t testing.TB) { OpenRedisCluster(t) }},
 	"postgres": {EnvPostgres, "postgres://root@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", func(t testing.TB) { OpenPostgres(t) }},
 	"mysql":    {EnvMySQL, "root@tcp(127.0.0.1:1)/test", func(t testing.TB) { OpenMySQL(t) }},
 }
@@ -300,17 +301,30 @@ func TestStartRedis(t *testing.T) {
 // TTLKIT_TEST_REDIS_URL skips, or fails when backends are required), and
 // so does a missing redis-server.
 func TestStartRedisPolicy(t *testing.T) {
-	start := func(t testing.TB) { StartRedis(t, RedisServerOptions{}) }
-	t.Setenv(EnvRedis, "")
+	checkStartPolicy(t, EnvRedis, "redis://127.0.0.1:6379/0", func(t testing.TB) { StartRedis(t, RedisServerOptions{}) })
+}
+
+// TestStartRedisClusterPolicy: StartRedisCluster runs only when
+// TTLKIT_TEST_REDIS_CLUSTER is set, and a missing redis-server or
+// redis-cli skips, or fails when backends are required.
+func TestStartRedisClusterPolicy(t *testing.T) {
+	checkStartPolicy(t, EnvRedisCluster, "127.0.0.1:7000", func(t testing.TB) { StartRedisCluster(t, ClusterServerOptions{}) })
+}
+
+// checkStartPolicy checks that start, with env unset, skips or fails when
+// backends are required, and with env set to value but no redis-server on
+// the PATH, fails or skips likewise.
+func checkStartPolicy(t *testing.T, env, value string, start func(testing.TB)) {
+	t.Setenv(env, "")
 	t.Setenv(EnvRequire, "")
 	r := run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
-	assert.Contains(t, r.msg, EnvRedis+" is not set")
+	assert.Contains(t, r.msg, env+" is not set")
 	t.Setenv(EnvRequire, "1")
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)
 
-	t.Setenv(EnvRedis, "redis://127.0.0.1:6379/0")
+	t.Setenv(env, value)
 	t.Setenv("PATH", t.TempDir())
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)

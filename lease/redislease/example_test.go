@@ -65,7 +65,7 @@ func ExampleStore_Keys() {
 	_, err := redislease.New(client, redislease.Options{})
 	fmt.Println(err)
 	// Output:
-	// [{cams}:leases {cams}:deadlines {cams}:expired {cams}:holders {cams}:state {cams}:released]
-	// [app:{cams}:leases app:{cams}:deadlines app:{cams}:expired app:{cams}:holders app:{cams}:state app:{cams}:released]
+	// [{cams}:leases {cams}:deadlines {cams}:expired {cams}:holders {cams}:state {cams}:released {cams}:receipts {cams}:receipted]
+	// [app:{cams}:leases app:{cams}:deadlines app:{cams}:expired app:{cams}:holders app:{cams}:state app:{cams}:released app:{cams}:receipts app:{cams}:receipted]
 	// redislease: Prefix is empty
 }

@@ -2,7 +2,9 @@ package redislease
 
 import "github.com/redis/go-redis/v9"
 
-// The store's keys, in the order every script receives them as KEYS.
+// The store's keys, in the order every script receives them as KEYS,
+// followed by redisrun.Guard, which is never written (so that a cluster
+// refuses every script while the store's slot migrates).
 //
 //	leases     HASH  id → record (live, and expired until swept)
 //	deadlines  ZSET  id, score = deadline (µs): the live leases
@@ -12,17 +14,25 @@ import "github.com/redis/go-redis/v9"
 //	                 fencing token; gen: the generation of this state (a
 //	                 random id set when the state was created); since: when
 //	                 (µs); run: the run_id of the server that last granted
-//	                 from it; hold: until when (µs) grants are refused
-//	                 after a loss
+//	                 from it; repl: that server's replication id
+//	                 (master_replid); hold: until when (µs) grants are
+//	                 refused after a loss; w: written by a store that waits
+//	                 for replicas, after each call (see redisrun.EvalWait)
 //	released   ZSET  id, score = release time (µs): recent releases
+//	receipts   HASH  nonce → the reply of a Release or Sweep call
+//	receipted  ZSET  nonce, score = when (µs) its receipt may go
 //
-// Release and Sweep get one more key, KEYS[7]: the receipt of that call,
-// "receipt:<nonce>" under the same prefix, with a fresh nonce per call. A
-// call that took effect leaves its reply there for receiptTTL, so that the
-// same call repeated by the client after its reply was lost (go-redis
-// resends the same command, nonce included) returns that reply instead of
-// ErrNotFound or an empty batch. Another call never sees it.
-var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "state", "released"}
+// A Release or Sweep carries a fresh nonce. A call that took effect leaves
+// its reply in receipts, so that the same call repeated by the client after
+// its reply was lost (go-redis resends the same command, nonce included)
+// returns that reply instead of ErrNotFound or an empty batch; another call
+// never sees it. Once the call has returned to the Store, the Store passes
+// its nonce with one of its next Release or Sweep calls, which deletes the
+// receipt; a receipt that no call deletes (its Store stopped) goes after
+// receiptTTL. So the receipts hold about as many entries as there are calls
+// in flight, in two keys, however many calls a second the store serves: a
+// slot migration moves the same few keys at any load.
+var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "state", "released", "receipts", "receipted"}
 
 // prelude starts every script: it reads the server clock, and retires the
 // leases whose deadline has passed (moves them from deadlines to expired,
@@ -39,6 +49,7 @@ var keyNames = [...]string{"leases", "deadlines", "expired", "holders", "state",
 // redis.call are converted exactly.
 const prelude = `
 local LEASES, DEADLINES, EXPIRED, HOLDERS, STATE, RELEASED = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local RECEIPTS, RECEIPTED = KEYS[7], KEYS[8]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -90,11 +101,34 @@ local function find(id, holder)
   if redis.call('ZSCORE', EXPIRED, id) then return nil, 'EXPIRED' end
   return rec
 end
+
+-- receipt returns the reply kept for the call nonce, after deleting the
+-- receipts of the calls ARGV[from..] (returned to their Store) and up to
+-- 100 whose time has passed.
+local function receipt(nonce, from)
+  if #ARGV >= from then
+    redis.call('HDEL', RECEIPTS, unpack(ARGV, from))
+    redis.call('ZREM', RECEIPTED, unpack(ARGV, from))
+  end
+  local old = redis.call('ZRANGEBYSCORE', RECEIPTED, '-inf', now, 'LIMIT', 0, 100)
+  if #old > 0 then
+    redis.call('HDEL', RECEIPTS, unpack(old))
+    redis.call('ZREM', RECEIPTED, unpack(old))
+  end
+  return redis.call('HGET', RECEIPTS, nonce)
+end
+
+-- keep keeps reply as the receipt of the call nonce for ttl µs.
+local function keep(nonce, reply, ttl)
+  redis.call('HSET', RECEIPTS, nonce, reply)
+  redis.call('ZADD', RECEIPTED, now + tonumber(ttl), nonce)
+end
 `
 
 // grantScript: ARGV = id, holder, resource, budget, onePerHolder (0/1),
 // overloaded (0/1), ttl (µs), grace (ns), the generation the client last
-// saw (” if none), max grace (µs), trust restarts (0/1), costs...
+// saw (empty if none), max grace (µs), trust restarts (0/1), the store waits
+// for replicas (0/1), costs...
 //
 // It replies 'OK', record, generation; or 'REJ', reason, available,
 // existing id, retry after (µs), generation; or 'DUP'.
@@ -102,13 +136,20 @@ end
 // First it checks that the state is the one clients were granted leases
 // from (see "State loss" in the package documentation): a state that is
 // missing although this client saw one, that has another generation than
-// this client saw, or that was last granted from by another server run
-// (a restart or failover: the data may be older than what clients were
-// told) is a loss. After a loss no lease is granted until max grace has
-// passed, so that every lease granted before it has lapsed by the
-// clock of its holder, who counts its deadline from when it sent its last
-// acknowledged call. Tokens never go below the server clock in µs, so
+// this client saw, that was last granted from by another server run (a
+// restart or failover: the data may be older than what clients were
+// told), or whose server has since changed its replication history (a
+// failover and back) is a loss. After a loss no lease is granted until max
+// grace has passed, so that every lease granted before it has lapsed by
+// the clock of its holder, who counts its deadline from when it sent its
+// last acknowledged call. Tokens never go below the server clock in µs, so
 // they keep growing across a loss.
+//
+// One change is no loss when the store waits for replicas: another
+// cluster node (CLUSTER MYID) that continues the replication history of
+// the master that last granted (its master_replid2 is that master's
+// master_replid) is a replica promoted in its place, and it has every
+// write a client was told of, as the replicas acknowledged them all.
 //
 // A record already stored under id with the same holder is returned as the
 // grant: ids are unique per call, so that is this very call, repeated by
@@ -118,21 +159,34 @@ end
 var grantScript = redis.NewScript(prelude + `
 local id, holder, seen = ARGV[1], ARGV[2], ARGV[9]
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local st = redis.call('HMGET', STATE, 'gen', 'since', 'run', 'hold', 'used', 'token')
+local repl = redis.call('INFO', 'replication')
+local rid, rid2 = string.match(repl, 'master_replid:(%x+)'), string.match(repl, 'master_replid2:(%x+)')
+local node = redis.pcall('CLUSTER', 'MYID')
+if type(node) ~= 'string' then node = '' end
+local st = redis.call('HMGET', STATE, 'gen', 'since', 'run', 'hold', 'used', 'token', 'repl', 'node')
 local gen, hold = st[1], tonumber(st[4] or '0')
+local function server(hold)
+  redis.call('HSET', STATE, 'run', run, 'repl', rid, 'node', node, 'hold', fmt(hold))
+end
 if not gen then
   -- No state: a new store, or one that lost everything.
   gen, st[2] = id, fmt(now)
   if seen ~= '' then hold = now + tonumber(ARGV[10]) end
-  redis.call('HSET', STATE, 'gen', gen, 'since', st[2], 'run', run, 'hold', fmt(hold))
+  redis.call('HSET', STATE, 'gen', gen, 'since', st[2])
+  server(hold)
 elseif seen ~= '' and gen ~= seen then
   -- Recreated since this client saw it, by a client that never had.
   hold = math.max(hold, tonumber(st[2]) + tonumber(ARGV[10]))
-  redis.call('HSET', STATE, 'run', run, 'hold', fmt(hold))
-elseif st[3] ~= run then
-  -- Another server run: a restart or a failover.
-  if ARGV[11] ~= '1' then hold = math.max(hold, now + tonumber(ARGV[10])) end
-  redis.call('HSET', STATE, 'run', run, 'hold', fmt(hold))
+  server(hold)
+elseif st[3] ~= run or (st[7] and st[7] ~= rid) then
+  -- Another server run (a restart or a failover), or another replication
+  -- history on the same run (a failover and back).
+  local promoted = ARGV[12] == '1' and node ~= '' and st[8] and st[8] ~= '' and st[8] ~= node and rid2 == st[7]
+  if ARGV[11] ~= '1' and not promoted then hold = math.max(hold, now + tonumber(ARGV[10])) end
+  server(hold)
+elseif not st[7] then
+  -- A state of an earlier version, which did not record these.
+  server(hold)
 end
 local old = redis.call('HGET', LEASES, id)
 if old then
@@ -151,7 +205,7 @@ if ARGV[5] == '1' then
   end
 end
 local cost
-for i = 12, #ARGV do
+for i = 13, #ARGV do
   local c = tonumber(ARGV[i])
   if c <= avail then cost = c; break end
 end
@@ -181,13 +235,14 @@ redis.call('ZADD', DEADLINES, 'XX', deadline(l), ARGV[1])
 return {'OK', rec}
 `)
 
-// releaseScript: KEYS[7] = receipt, ARGV = id, receipt TTL (ms), holder
-// (empty for any). The release is also remembered in released, for a later
-// call on the id (lease.ErrReleased).
+// releaseScript: ARGV = id, holder (empty for any), receipt nonce, receipt
+// TTL (µs), then the nonces of returned calls whose receipts can go. The
+// release is also remembered in released, for a later call on the id
+// (lease.ErrReleased).
 var releaseScript = redis.NewScript(prelude + `
-local done = redis.call('GET', KEYS[7])
+local done = receipt(ARGV[3], 5)
 if done then return {'OK', done} end
-local rec, err = find(ARGV[1], ARGV[3])
+local rec, err = find(ARGV[1], ARGV[2])
 if not rec then return {err} end
 local l = decode(rec)
 redis.call('HDEL', LEASES, ARGV[1])
@@ -195,7 +250,7 @@ redis.call('ZREM', DEADLINES, ARGV[1])
 redis.call('ZREM', HOLDERS, member(l.holder, ARGV[1]))
 redis.call('HINCRBY', STATE, 'used', -tonumber(l.cost))
 redis.call('ZADD', RELEASED, now, ARGV[1])
-redis.call('SET', KEYS[7], rec, 'PX', ARGV[2])
+keep(ARGV[3], rec, ARGV[4])
 return {'OK', rec}
 `)
 
@@ -228,33 +283,39 @@ var usageScript = redis.NewScript(prelude + `
 return {'OK', tonumber(redis.call('HGET', STATE, 'used') or '0'), redis.call('ZCARD', DEADLINES)}
 `)
 
-// sweepScript: KEYS[7] = receipt, ARGV = limit, receipt TTL (ms), release
-// memory (µs). It removes up to limit expired records, oldest deadline
-// first, and returns 'OK' then their id, record pairs. Removal and reply
-// are one script, so concurrent sweepers never return one lease twice; a
-// non-empty batch is also kept in the receipt (a list) for a repeat of the
-// same call. It also forgets releases older than the release memory.
+// sweepScript: ARGV = limit, release memory (µs), receipt nonce, receipt
+// TTL (µs), then the nonces of returned calls whose receipts can go. It
+// removes up to limit expired records, oldest deadline first, and returns
+// 'OK' then their id, record pairs. Removal and reply are one script, so
+// concurrent sweepers never return one lease twice; a non-empty batch is
+// also kept as the call's receipt (each string as its length, ':' and
+// itself) for a repeat of the same call. It also forgets releases older
+// than the release memory.
 var sweepScript = redis.NewScript(prelude + `
-if redis.call('EXISTS', KEYS[7]) == 1 then
-  local out = redis.call('LRANGE', KEYS[7], 0, -1)
-  table.insert(out, 1, 'OK')
+local done = receipt(ARGV[3], 5)
+if done then
+  local out, i = {'OK'}, 1
+  while i <= #done do
+    local n, p = string.match(done, '^(%d+):()', i)
+    n = tonumber(n)
+    out[#out + 1] = string.sub(done, p, p + n - 1)
+    i = p + n
+  end
   return out
 end
-redis.call('ZREMRANGEBYSCORE', RELEASED, '-inf', now - tonumber(ARGV[3]))
+redis.call('ZREMRANGEBYSCORE', RELEASED, '-inf', now - tonumber(ARGV[2]))
 local ids = redis.call('ZRANGE', EXPIRED, 0, tonumber(ARGV[1]) - 1)
-local out = {'OK'}
+local out, parts = {'OK'}, {}
 for _, id in ipairs(ids) do
   local rec = redis.call('HGET', LEASES, id)
   if rec then
     out[#out + 1] = id
     out[#out + 1] = rec
+    parts[#parts + 1] = #id .. ':' .. id .. #rec .. ':' .. rec
     redis.call('HDEL', LEASES, id)
   end
   redis.call('ZREM', EXPIRED, id)
 end
-for i = 2, #out, 512 do
-  redis.call('RPUSH', KEYS[7], unpack(out, i, math.min(i + 511, #out)))
-end
-if #out > 1 then redis.call('PEXPIRE', KEYS[7], ARGV[2]) end
+if #out > 1 then keep(ARGV[3], table.concat(parts), ARGV[4]) end
 return out
 `)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/rediskey"
+	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -52,7 +53,34 @@ type Options struct {
 	// package documentation). A restart then is not treated as a loss.
 	// Leave it false unless the server is configured so.
 	TrustRestarts bool
+
+	// WaitReplicas, when positive, makes every Grant, Heartbeat, Release
+	// and Sweep wait until that many replicas of the master have
+	// acknowledged it (WAIT, on the connection that sent it) before it
+	// returns; a call they do not acknowledge within WaitTimeout fails with
+	// ErrNotReplicated and lease.ErrUnknownOutcome. Set it to the number of
+	// replicas of each master: then a replica that takes over from a
+	// master has every write a client was told of, and on a Redis Cluster
+	// such a failover is no loss (see "Redis Cluster" in the package
+	// documentation). It needs a *redis.Client or a *redis.ClusterClient.
+	// Every Store on one Prefix must use the same WaitReplicas.
+	WaitReplicas int
+
+	// WaitTimeout bounds how long a call waits for the replicas; it must be
+	// below the client's ReadTimeout. 0 means DefaultWaitTimeout.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout when it is 0.
+const DefaultWaitTimeout = time.Second
+
+// ErrNotReplicated is matched, with lease.ErrUnknownOutcome, by the error
+// of a call that the master ran but fewer than Options.WaitReplicas
+// replicas acknowledged within Options.WaitTimeout: a failover could still
+// lose it. A Grant that fails so may have granted the lease (repeat it
+// with the same ID to find out); it lapses after its grace if no one
+// heartbeats it.
+var ErrNotReplicated = errors.New("redislease: not acknowledged by the replicas")
 
 // DefaultMaxGrace is Options.MaxGrace when it is 0: lease.DefaultGrace, a
 // camera admission server's heartbeat grace.
@@ -76,8 +104,10 @@ const DefaultMaxGrace = lease.DefaultGrace
 // A Store is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
-	keys   []string
-	base   string // the prefix every key name is appended to
+	keys   []string // keyNames under the prefix
+	// scriptKeys are keys and redisrun.Guard: the KEYS of every script.
+	scriptKeys []string
+	base       string // the prefix every key name is appended to
 	// once: the client sends every command once (no retries), so a failure
 	// to connect or a refusal by the server proves nothing was applied.
 	once     bool
@@ -87,18 +117,19 @@ type Store struct {
 	// its first grant): a state that is missing or of another generation
 	// later was lost.
 	gen atomic.Pointer[string]
+	// wait is Options.WaitReplicas and WaitTimeout; no waiting when
+	// wait.Replicas is 0.
+	wait redisrun.Wait
+	// returned holds the nonces of Release and Sweep calls that have
+	// returned, whose receipts the next such calls delete (see keyNames).
+	returned redisrun.Returned
 }
 
 // receiptTTL is how long a Release or Sweep keeps its reply for a repeat
-// of the same call (see keyNames): longer than go-redis's retries of one
-// command take with its default timeouts and backoff.
+// of the same call when no later call of its Store deletes it (see
+// keyNames): longer than go-redis's retries of one command take with its
+// default timeouts and backoff.
 const receiptTTL = time.Minute
-
-// receipt returns the keys of a Release or Sweep call: the store's keys and
-// a receipt key with a fresh nonce.
-func (s *Store) receipt() []string {
-	return append(s.keys[:len(s.keys):len(s.keys)], s.base+"receipt:"+lease.NewID())
-}
 
 var _ lease.Store = (*Store)(nil)
 
@@ -123,8 +154,12 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.MaxGrace == 0 {
 		opts.MaxGrace = DefaultMaxGrace
 	}
-	s := &Store{client: client, keys: keys, base: base, once: noRetries(client),
-		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts)}
+	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	if err != nil {
+		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
+	}
+	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
+		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts), wait: wait}
 	s.gen.Store(new(string))
 	return s, nil
 }
@@ -134,8 +169,15 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // an attempt whose reply was lost may have taken effect before the attempt
 // whose error the client returns.
 func noRetries(client redis.UniversalClient) bool {
-	c, ok := client.(*redis.Client)
-	return ok && c.Options().MaxRetries == 0
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().MaxRetries == 0
+	case *redis.ClusterClient:
+		// Its node clients never retry; it sends a command once more per
+		// redirection or failure, up to MaxRedirects.
+		return c.Options().MaxRedirects == 0
+	}
+	return false
 }
 
 // refusals are the prefixes of server errors that refuse a script before it
@@ -174,33 +216,64 @@ func notSent(err error) bool {
 	return false
 }
 
-// Keys returns the names of the Redis keys the store uses. Deleting them
-// deletes every lease; a running Store then treats the store as lost (see
-// "State loss" in the package documentation). Besides these, each Release
-// and each Sweep that removed something leaves a receipt key (the same
-// prefix, then "receipt:<nonce>") that expires after a minute.
+// Keys returns the names of the Redis keys the store uses, all of them:
+// every key is in one hash slot, and the store creates no others. (Its
+// scripts also declare one more, the prefix then "guard", which is never
+// written: see "Redis Cluster" in the package documentation.) Deleting
+// them deletes every lease; a running Store then treats the store as lost
+// (see "State loss" in the package documentation).
 func (s *Store) Keys() []string { return slices.Clone(s.keys) }
 
-// run runs script on the store's keys and checks its status: the first
-// element of the reply.
+// run runs a script that only reads (and retires expired leases, which any
+// later script would do as well) and checks its status: the first element
+// of the reply. A refusal by a cluster (TRYAGAIN while the store's slot
+// migrates, CLUSTERDOWN while a replica takes over) is sent again, as
+// redisrun.Do does.
 func (s *Store) run(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
-	return s.runKeys(ctx, op, script, s.keys, args...)
+	return s.call(ctx, op, false, script, args)
 }
 
-// runKeys is run with the given keys.
-func (s *Store) runKeys(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]any, error) {
+// write is run for a script that changes the store: with
+// Options.WaitReplicas it also waits for the replicas.
+func (s *Store) write(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
+	return s.call(ctx, op, s.wait.Replicas > 0, script, args)
+}
+
+func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Script, args []any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
 		return nil, lease.NotApplied(err)
 	}
-	v, err := script.Run(ctx, s.client, keys, args...).Slice()
-	if err != nil {
-		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
+	type reply struct {
+		v     any
+		acked int
 	}
+	r, err := redisrun.Do(ctx, s.client, func() (reply, error) {
+		if !wait {
+			v, err := script.Run(ctx, s.client, s.scriptKeys, args...).Result()
+			return reply{v: v}, err
+		}
+		v, n, err := redisrun.EvalWait(ctx, s.client, script, s.scriptKeys, args, s.keys[stateKey], s.wait)
+		return reply{v, n}, err
+	})
+	switch {
+	case err != nil && r.v != nil:
+		// The script ran; waiting for the replicas failed.
+		return nil, lease.UnknownOutcome(errs.Wrap(ctx, "redislease", op, err))
+	case err != nil:
+		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
+	case wait && r.acked < s.wait.Replicas:
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
+			op, ErrNotReplicated, r.acked, s.wait.Replicas, s.wait.Timeout))
+	}
+	v, _ := r.v.([]any)
 	if len(v) == 0 {
-		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: empty reply", op))
+		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, r.v))
 	}
 	return v, nil
 }
+
+// stateKey is the index of the state hash in keyNames.
+const stateKey = 4
 
 // one interprets the reply of a script about one lease.
 func one(op, id string, v []any) (lease.Lease, error) {
@@ -231,13 +304,13 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
 			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
 	}
-	args := make([]any, 0, 11+len(a.Costs))
+	args := make([]any, 0, 12+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust)
+		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust, flag(s.wait.Replicas > 0))
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
-	v, err := s.run(ctx, "grant", grantScript, args...)
+	v, err := s.write(ctx, "grant", grantScript, args...)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -307,7 +380,7 @@ func rejection(v []any) error {
 
 // Heartbeat implements lease.Store.
 func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
-	v, err := s.run(ctx, "heartbeat", heartbeatScript, id, holder)
+	v, err := s.write(ctx, "heartbeat", heartbeatScript, id, holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -321,11 +394,31 @@ func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, 
 // first attempt left a receipt that the repeat finds. A later, separate
 // Release of the same id reports ErrNotFound.
 func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
-	v, err := s.runKeys(ctx, "release", releaseScript, s.receipt(), id, receiptTTL.Milliseconds(), holder)
+	v, err := s.receipted(ctx, "release", releaseScript, id, holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
 	return one("release", id, v)
+}
+
+// receipted runs a Release or Sweep script (ARGV: the two arguments, then
+// a fresh nonce, receiptTTL in µs and the nonces of returned calls whose
+// receipts can go). Once the call has returned, its own nonce joins them;
+// those it carried rejoin them unless the call certainly ran.
+func (s *Store) receipted(ctx context.Context, op string, script *redis.Script, a, b any) ([]any, error) {
+	nonce := lease.NewID()
+	gone := s.returned.Take()
+	args := make([]any, 0, 4+len(gone))
+	args = append(args, a, b, nonce, receiptTTL.Microseconds())
+	for _, n := range gone {
+		args = append(args, n)
+	}
+	v, err := s.write(ctx, op, script, args...)
+	if err != nil {
+		s.returned.Add(gone...)
+	}
+	s.returned.Add(nonce)
+	return v, err
 }
 
 // Get implements lease.Store.
@@ -382,8 +475,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
-	v, err := s.runKeys(ctx, "sweep", sweepScript, s.receipt(), limit, receiptTTL.Milliseconds(),
-		lease.ReleasedRetention.Microseconds())
+	v, err := s.receipted(ctx, "sweep", sweepScript, limit, lease.ReleasedRetention.Microseconds())
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package redislease_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +71,49 @@ func TestNewValidates(t *testing.T) {
 	_, err = redislease.New(nil, redislease.Options{Prefix: "x"})
 	require.ErrorIs(t, err, redislease.ErrInvalid)
 	assert.Contains(t, err.Error(), "client")
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	for _, tc := range []struct {
+		c    redis.UniversalClient
+		o    redislease.Options
+		want string
+	}{
+		{c, redislease.Options{Prefix: "x", WaitReplicas: -1}, "redislease: WaitReplicas (-1) must not be negative"},
+		{c, redislease.Options{Prefix: "x", WaitReplicas: 1, WaitTimeout: -time.Second}, "redislease: WaitTimeout (-1s) must not be negative"},
+		{c, redislease.Options{Prefix: "x", WaitReplicas: 1, WaitTimeout: 5 * time.Second}, "redislease: WaitTimeout (5s) must be below the client's ReadTimeout (5s)"},
+		{ring, redislease.Options{Prefix: "x", WaitReplicas: 1}, "redislease: WaitReplicas (1) needs a *redis.Client or *redis.ClusterClient, not *redis.Ring"},
+	} {
+		_, err = redislease.New(tc.c, tc.o)
+		require.ErrorIs(t, err, redislease.ErrInvalid)
+		assert.EqualError(t, err, tc.want)
+	}
+}
+
+// TestWaitReplicasNotAcknowledged: on a server without replicas, a write
+// waits WaitTimeout and fails with ErrNotReplicated and
+// lease.ErrUnknownOutcome, although it took effect on the server (a
+// repeated Grant with the same ID returns the lease); reads do not wait.
+func TestWaitReplicasNotAcknowledged(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	replicas, err := r.Client.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	if !strings.Contains(replicas, "connected_slaves:0") {
+		t.Skip("the shared server has replicas")
+	}
+	s, err := redislease.New(r.Client, redislease.Options{Prefix: storePrefix(r), MaxGrace: 10 * time.Minute,
+		WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	a := args("alice", 10, time.Minute, time.Minute)
+	start := time.Now()
+	_, err = s.Grant(ctx, a)
+	require.ErrorIs(t, err, redislease.ErrNotReplicated)
+	require.ErrorIs(t, err, lease.ErrUnknownOutcome)
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the grant did not wait")
+	l, err := s.Get(ctx, a.ID)
+	require.NoError(t, err, "a read waits for no replica")
+	again, err := newStore(t, r.Client, storePrefix(r)).Grant(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, l, again)
 }
 
 func TestKeysAreHashTagged(t *testing.T) {
@@ -116,14 +158,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	tagged := newStore(t, r.Client, storePrefix(r))
 	// The wrapped form: "{<prefix>}:...", which testenv does not clean up.
 	plain := newStore(t, r.Client, strings.TrimSuffix(r.Prefix, ":")+"-plain")
-	t.Cleanup(func() {
-		bg := context.Background()
-		r.Client.Del(bg, plain.Keys()...)
-		iter := r.Client.Scan(bg, 0, "{"+strings.TrimSuffix(r.Prefix, ":")+"-plain}:receipt:*", 100).Iterator()
-		for iter.Next(bg) {
-			r.Client.Del(bg, iter.Val())
-		}
-	})
+	t.Cleanup(func() { r.Client.Del(context.Background(), plain.Keys()...) })
 
 	for _, s := range []*redislease.Store{tagged, plain} {
 		l, err := s.Grant(ctx, args("alice", 10, time.Minute, 50*time.Millisecond))
@@ -141,13 +176,10 @@ func TestKeysUnderPrefix(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// Besides Keys, only receipts (carol's release left one).
-	noReceipts := func(keys []string) []string {
-		return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return strings.Contains(k, "}:receipt:") })
-	}
+	// Keys, and no other: carol's receipt is a field of one of them.
 	keys, err := r.Keys(ctx)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, tagged.Keys(), noReceipts(keys), "keys under the test prefix")
+	assert.ElementsMatch(t, tagged.Keys(), keys, "keys under the test prefix")
 	for _, k := range keys {
 		assert.True(t, strings.HasPrefix(k, storePrefix(r)), k)
 		assert.Equal(t, "lease", slot(k), k)
@@ -159,14 +191,14 @@ func TestKeysUnderPrefix(t *testing.T) {
 		plainKeys = append(plainKeys, iter.Val())
 	}
 	require.NoError(t, iter.Err())
-	assert.ElementsMatch(t, plain.Keys(), noReceipts(plainKeys))
+	assert.ElementsMatch(t, plain.Keys(), plainKeys)
 	for _, k := range plainKeys {
 		assert.Equal(t, strings.TrimSuffix(r.Prefix, ":")+"-plain", slot(k), k)
 	}
 
 	// Sweeping and releasing everything leaves the counters (the state
-	// hash), the memory of the releases and the calls' receipts, which
-	// expire.
+	// hash), the memory of the releases, and the receipt of the last call:
+	// each call deleted the receipt of the one before, which had returned.
 	for _, s := range []*redislease.Store{tagged, plain} {
 		swept, err := s.Sweep(ctx, 10)
 		require.NoError(t, err)
@@ -179,22 +211,16 @@ func TestKeysUnderPrefix(t *testing.T) {
 	}
 	keys, err = r.Keys(ctx)
 	require.NoError(t, err)
-	var receipts []string
-	keys = slices.DeleteFunc(keys, func(k string) bool {
-		if strings.HasPrefix(k, storePrefix(r)+"receipt:") {
-			receipts = append(receipts, k)
-			return true
-		}
-		return false
-	})
-	assert.ElementsMatch(t, []string{storePrefix(r) + "state", storePrefix(r) + "released"}, keys)
-	assert.Len(t, receipts, 3) // carol's release, the sweep, the last release
-	for _, k := range receipts {
-		ttl, err := r.Client.PTTL(ctx, k).Result()
-		require.NoError(t, err)
-		assert.True(t, ttl > 0 && ttl <= time.Minute, "receipt %s expires in %v", k, ttl)
-		assert.Equal(t, "lease", slot(k), k)
-	}
+	p := storePrefix(r)
+	assert.ElementsMatch(t, []string{p + "state", p + "released", p + "receipts", p + "receipted"}, keys)
+	n, err := r.Client.HLen(ctx, p+"receipts").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "receipts kept")
+	due, err := r.Client.ZRangeWithScores(ctx, p+"receipted", 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	in := time.Until(time.UnixMicro(int64(due[0].Score)))
+	assert.True(t, in > 0 && in <= time.Minute, "the receipt goes in %v", in)
 }
 
 func args(holder string, budget int, ttl, grace time.Duration, costs ...int) lease.GrantArgs {

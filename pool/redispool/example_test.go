@@ -74,8 +74,8 @@ func ExampleNew() {
 		fmt.Println(err)
 	}
 	inv, _ := redispool.New(rdb, redispool.Options{Prefix: "workspace:warm"})
-	fmt.Println(inv.ItemKey("c1"))
+	fmt.Println(inv.Keys())
 	// Output:
 	// redispool: Prefix is empty
-	// {workspace:warm}:item:c1
+	// [{workspace:warm}:idle {workspace:warm}:items {workspace:warm}:res {workspace:warm}:records {workspace:warm}:replies {workspace:warm}:replied]
 }

@@ -5,12 +5,13 @@ import (
 	"time"
 )
 
-// PopAs and PutAs run Pop and Put with a chosen replay marker, as go-redis
-// does when it resends a call whose reply was lost.
+// PopAs and PutAs run Pop and Put with a chosen nonce, as go-redis does
+// when it resends a call whose reply was lost (the same command, so
+// without the bookkeeping of a new call).
 func PopAs(ctx context.Context, inv *Inventory, op, owner string, ttl time.Duration) (any, error) {
-	return inv.run(ctx, "pop", popScript, inv.opBase+op, owner, ceilMillis(ttl))
+	return inv.send(ctx, "pop", true, popScript, []any{"", op, inv.window, owner, ceilMillis(ttl)})
 }
 
 func PutAs(ctx context.Context, inv *Inventory, op, id, owner string, maxIdle int) (any, error) {
-	return inv.run(ctx, "put", putScript, inv.opBase+op, id, owner, "{}", "", maxIdle, 0)
+	return inv.send(ctx, "put", true, putScript, []any{"", op, inv.window, id, owner, "{}", "", maxIdle, 0})
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/rediskey"
+	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
@@ -43,12 +46,14 @@ type Options struct {
 	// refuses it.
 	Prefix string
 
-	// ReplayWindow is how long the outcome of each state-changing call
-	// (Add, Pop, Claim, Put, Remove) is kept, in a small key of its own
-	// under Prefix with that ttl, so that a call resent after a broken
-	// connection lost its reply (by go-redis or by Resends) is answered with
-	// the first outcome instead of acting twice. It must exceed the time a
-	// call spends being resent. Zero means DefaultReplayWindow.
+	// ReplayWindow is how long the outcome of a state-changing call (Add,
+	// Pop, Claim, Put, Remove) is kept at most, as a field of one hash
+	// under Prefix, so that a call resent after a broken connection lost
+	// its reply (by go-redis or by Resends) is answered with the first
+	// outcome instead of acting twice. Once a call has returned, a later
+	// call of the same Inventory deletes its outcome; the window bounds the
+	// outcomes no call deletes (their Inventory stopped). It must exceed
+	// the time a call spends being resent. Zero means DefaultReplayWindow.
 	ReplayWindow time.Duration
 
 	// Resends is how many times a call whose connection broke (an error
@@ -60,7 +65,30 @@ type Options struct {
 	// rarely left unsure whether an item went back to the idle set. Zero
 	// means DefaultResends; negative means none.
 	Resends int
+
+	// WaitReplicas, when positive, makes every call that changes the pool
+	// (all but Records and Counts) wait until that many replicas of the
+	// master have acknowledged it (WAIT, on the connection that sent it)
+	// before it returns; a call they do not acknowledge within WaitTimeout
+	// fails with an error matching ErrNotReplicated (it took effect on the
+	// master). Set it to the number of replicas of each master: then a
+	// replica that takes over from a master has every change a caller was
+	// told of (see "Redis Cluster" in the package documentation). It needs
+	// a *redis.Client or a *redis.ClusterClient.
+	WaitReplicas int
+
+	// WaitTimeout bounds how long a call waits for the replicas; it must be
+	// below the client's ReadTimeout. 0 means DefaultWaitTimeout.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout when it is 0.
+const DefaultWaitTimeout = time.Second
+
+// ErrNotReplicated is matched by the error of a call that the master ran
+// but fewer than Options.WaitReplicas replicas acknowledged within
+// Options.WaitTimeout: a failover could still undo it.
+var ErrNotReplicated = errors.New("redispool: not acknowledged by the replicas")
 
 // Inventory is a pool.Inventory on Redis: the idle set and item records of
 // a warm pool that several pool.Pool instances, in several processes, share.
@@ -71,23 +99,28 @@ type Options struct {
 // records and reservations, and makes its change atomically. So any number of Inventories with the same Prefix
 // act as one, and the clients' clocks never matter.
 //
-// Each record is a Redis hash whose key expires with the record (PEXPIREAT
-// on the server clock), refreshed on Pop, Claim, Put and Touch. The records
-// of an instance that crashed therefore expire after the ttl its Pool gave
-// them (three janitor intervals for items in use) instead of staying
-// forever, and then stop protecting the items from reconciliation.
+// Each record is a field of one hash, and its expiry (on the server clock)
+// its score in a sorted set, refreshed on Pop, Claim, Put and Touch. The
+// records of an instance that crashed therefore expire after the ttl its
+// Pool gave them (three janitor intervals for items in use) instead of
+// staying forever, and then stop protecting the items from reconciliation;
+// the keys themselves expire with their last record.
 //
 // An Inventory is safe for concurrent use and holds no goroutines; it does
 // not own the client.
 type Inventory struct {
-	client  redis.UniversalClient
-	keys    []string
-	base    string // key prefix of item records
-	opBase  string // key prefix of replay markers
-	window  string // ReplayWindow in ms
-	resends int
-	nonce   string // random, per Inventory
-	seq     atomic.Uint64
+	client redis.UniversalClient
+	keys   []string // keyNames under the prefix
+	// scriptKeys are keys and redisrun.Guard: the KEYS of every script.
+	scriptKeys []string
+	window     string // ReplayWindow in ms
+	resends    int
+	nonce      string // random, per Inventory
+	seq        atomic.Uint64
+	wait       redisrun.Wait // no waiting when wait.Replicas is 0
+	// returned holds the nonces of state-changing calls that have
+	// returned, whose outcomes the next such calls delete.
+	returned redisrun.Returned
 }
 
 var _ pool.Inventory = (*Inventory)(nil)
@@ -115,25 +148,34 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 	case opts.Resends < 0:
 		opts.Resends = 0
 	}
-	keys := make([]string, len(fixedKeys))
-	for i, n := range fixedKeys {
+	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	if err != nil {
+		return nil, errs.Invalid(ErrInvalid, "redispool: %v", err)
+	}
+	keys := make([]string, len(keyNames))
+	for i, n := range keyNames {
 		keys[i] = base + n
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return &Inventory{
-		client:  client,
-		keys:    keys,
-		base:    base + "item:",
-		opBase:  base + "op:",
-		window:  strconv.FormatInt(ceilMillis(opts.ReplayWindow), 10),
-		resends: opts.Resends,
-		nonce:   hex.EncodeToString(b[:]) + ":",
+		client:     client,
+		keys:       keys,
+		scriptKeys: append(slices.Clip(keys), base+redisrun.Guard),
+		window:     strconv.FormatInt(ceilMillis(opts.ReplayWindow), 10),
+		resends:    opts.Resends,
+		nonce:      hex.EncodeToString(b[:]) + ":",
+		wait:       wait,
 	}, nil
 }
 
-// ItemKey returns the name of the Redis key that holds the record id.
-func (inv *Inventory) ItemKey(id string) string { return inv.base + id }
+// Keys returns the names of the Redis keys the inventory uses, all of
+// them: every key is in one hash slot, and the inventory creates no
+// others. (Its scripts also declare one more, the prefix then "guard",
+// which is never written: see "Redis Cluster" in the package
+// documentation.) Each expires with the last record, reservation or kept outcome it
+// holds.
+func (inv *Inventory) Keys() []string { return slices.Clone(inv.keys) }
 
 // ceilMillis returns d in whole milliseconds, rounded up so that a positive
 // ttl stays positive.
@@ -145,29 +187,40 @@ func ceilMillis(d time.Duration) int64 {
 	return ms
 }
 
-// opKey returns a fresh replay marker key for one state-changing call.
-func (inv *Inventory) opKey() string {
-	return inv.opBase + inv.nonce + strconv.FormatUint(inv.seq.Add(1), 36)
+// opNonce returns a fresh nonce for one state-changing call.
+func (inv *Inventory) opNonce() string {
+	return inv.nonce + strconv.FormatUint(inv.seq.Add(1), 36)
 }
 
-// run runs script with the common arguments (item prefix, replay marker,
-// window) followed by args.
-func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, opKey string, args ...any) (any, error) {
+// run runs script with the common arguments (the nonces of returned calls,
+// nonce, window) followed by args; write says that the script may change
+// the pool, so that it waits for replicas when the Inventory does.
+func (inv *Inventory) run(ctx context.Context, op string, write bool, script *redis.Script, nonce string, args ...any) (any, error) {
 	if err := errs.Canceled(ctx, "redispool", op); err != nil {
 		return nil, err
 	}
+	var gone []string
+	if nonce != "" {
+		gone = inv.returned.Take()
+	}
 	all := make([]any, 0, 3+len(args))
-	all = append(all, inv.base, opKey, inv.window)
+	all = append(all, strings.Join(gone, " "), nonce, inv.window)
 	all = append(all, args...)
-	v, err := script.Run(ctx, inv.client, inv.keys, all...).Result()
+	v, err := inv.send(ctx, op, write, script, all)
 	// A call whose connection broke may or may not have run. Resending it is
-	// safe and tells which: a state-changing call carries its replay marker,
-	// so the server answers with the first run's outcome or runs it now; the
+	// safe and tells which: a state-changing call carries its nonce, so the
+	// server answers with the first run's outcome or runs it now; the
 	// others (Touch, Reserve, Unreserve, Records, Counts) are idempotent.
 	backoff := resendBackoff
-	for i := 0; i < inv.resends && brokenConn(err) && sleep(ctx, backoff); i++ {
-		v, err = script.Run(ctx, inv.client, inv.keys, all...).Result()
+	for i := 0; i < inv.resends && redisrun.Broken(err) && redisrun.Sleep(ctx, backoff); i++ {
+		v, err = inv.send(ctx, op, write, script, all)
 		backoff *= 2
+	}
+	if nonce != "" {
+		if err != nil {
+			inv.returned.Add(gone...)
+		}
+		inv.returned.Add(nonce)
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, errs.Wrap(ctx, "redispool", op, err)
@@ -175,32 +228,29 @@ func (inv *Inventory) run(ctx context.Context, op string, script *redis.Script, 
 	return v, nil
 }
 
+// send runs script once, and again while a cluster refuses it (redisrun.Do);
+// with Options.WaitReplicas, a write waits for the replicas.
+func (inv *Inventory) send(ctx context.Context, op string, write bool, script *redis.Script, args []any) (any, error) {
+	if !write || inv.wait.Replicas == 0 {
+		return redisrun.Do(ctx, inv.client, func() (any, error) {
+			return script.Run(ctx, inv.client, inv.scriptKeys, args...).Result()
+		})
+	}
+	var acked int
+	v, err := redisrun.Do(ctx, inv.client, func() (any, error) {
+		v, n, err := redisrun.EvalWait(ctx, inv.client, script, inv.scriptKeys, args, "", inv.wait)
+		acked = n
+		return v, err
+	})
+	if err == nil && acked < inv.wait.Replicas {
+		err = fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, inv.wait.Replicas, inv.wait.Timeout)
+	}
+	return v, err
+}
+
 // resendBackoff is the pause before the first resend; it doubles for each
 // further one.
 const resendBackoff = 5 * time.Millisecond
-
-// sleep waits for d and reports true, or false at once when ctx ends first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// brokenConn reports whether err may have left the outcome of a call
-// unknown: an error that is neither a reply from the server nor the end of
-// the caller's context.
-func brokenConn(err error) bool {
-	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var reply redis.Error
-	return !errors.As(err, &reply)
-}
 
 func checkTTL(op string, ttl time.Duration) error {
 	if ttl < 0 {
@@ -269,7 +319,7 @@ func (inv *Inventory) Add(ctx context.Context, rec pool.Record, ttl time.Duratio
 	if err := errors.Join(checkID("add", "ID", rec.ID), checkTTL("add", ttl)); err != nil {
 		return err
 	}
-	v, err := inv.run(ctx, "add", addScript, inv.opKey(), rec.ID, rec.Owner, rec.Data,
+	v, err := inv.run(ctx, "add", true, addScript, inv.opNonce(), rec.ID, rec.Owner, rec.Data,
 		fmtTime(rec.Created), fmtTime(rec.Deadline), fmtTime(rec.LastUsed), ceilMillis(ttl))
 	if err != nil {
 		return err
@@ -288,7 +338,7 @@ func (inv *Inventory) Pop(ctx context.Context, owner string, ttl time.Duration) 
 	if err := errors.Join(checkID("pop", "owner", owner), checkTTL("pop", ttl)); err != nil {
 		return pool.Record{}, false, err
 	}
-	v, err := inv.run(ctx, "pop", popScript, inv.opKey(), owner, ceilMillis(ttl))
+	v, err := inv.run(ctx, "pop", true, popScript, inv.opNonce(), owner, ceilMillis(ttl))
 	if err != nil {
 		return pool.Record{}, false, err
 	}
@@ -313,7 +363,7 @@ func (inv *Inventory) Claim(ctx context.Context, id, owner string, ttl time.Dura
 	if err := errors.Join(checkID("claim", "ID", id), checkID("claim", "owner", owner), checkTTL("claim", ttl)); err != nil {
 		return false, err
 	}
-	v, err := inv.run(ctx, "claim", claimScript, inv.opKey(), id, owner, ceilMillis(ttl))
+	v, err := inv.run(ctx, "claim", true, claimScript, inv.opNonce(), id, owner, ceilMillis(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -338,7 +388,7 @@ func (inv *Inventory) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl
 	if maxIdle < 0 {
 		return false, fmt.Errorf("%w: put: negative maxIdle %d", ErrInvalid, maxIdle)
 	}
-	v, err := inv.run(ctx, "put", putScript, inv.opKey(), rec.ID, rec.Owner, rec.Data,
+	v, err := inv.run(ctx, "put", true, putScript, inv.opNonce(), rec.ID, rec.Owner, rec.Data,
 		fmtTime(rec.LastUsed), maxIdle, ceilMillis(ttl))
 	if err != nil {
 		return false, err
@@ -367,7 +417,7 @@ func (inv *Inventory) Touch(ctx context.Context, owner string, ids []string, ttl
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	v, err := inv.run(ctx, "touch", touchScript, "", args...)
+	v, err := inv.run(ctx, "touch", true, touchScript, "", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +441,7 @@ func (inv *Inventory) Remove(ctx context.Context, id string) (bool, error) {
 	if err := checkID("remove", "ID", id); err != nil {
 		return false, err
 	}
-	v, err := inv.run(ctx, "remove", removeScript, inv.opKey(), id)
+	v, err := inv.run(ctx, "remove", true, removeScript, inv.opNonce(), id)
 	if err != nil {
 		return false, err
 	}
@@ -401,7 +451,7 @@ func (inv *Inventory) Remove(ctx context.Context, id string) (bool, error) {
 // Records implements pool.Inventory. It reads every record in one script,
 // so its cost grows with the size of the whole fleet's pool.
 func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
-	v, err := inv.run(ctx, "records", recordsScript, "")
+	v, err := inv.run(ctx, "records", false, recordsScript, "")
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +472,7 @@ func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
 
 // Counts implements pool.Inventory.
 func (inv *Inventory) Counts(ctx context.Context) (pool.Counts, error) {
-	v, err := inv.run(ctx, "counts", countsScript, "")
+	v, err := inv.run(ctx, "counts", false, countsScript, "")
 	if err != nil {
 		return pool.Counts{}, err
 	}
@@ -444,7 +494,7 @@ func (inv *Inventory) Reserve(ctx context.Context, token string, target int, ttl
 	if err := errors.Join(checkID("reserve", "token", token), checkTTL("reserve", ttl)); err != nil {
 		return false, err
 	}
-	v, err := inv.run(ctx, "reserve", reserveScript, "", token, target, ceilMillis(ttl))
+	v, err := inv.run(ctx, "reserve", true, reserveScript, "", token, target, ceilMillis(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -456,6 +506,6 @@ func (inv *Inventory) Unreserve(ctx context.Context, token string) error {
 	if err := checkID("unreserve", "token", token); err != nil {
 		return err
 	}
-	_, err := inv.run(ctx, "unreserve", unreserveScript, "", token)
+	_, err := inv.run(ctx, "unreserve", true, unreserveScript, "", token)
 	return err
 }

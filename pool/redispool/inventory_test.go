@@ -65,6 +65,9 @@ func TestNewValidates(t *testing.T) {
 		{nil, redispool.Options{Prefix: "p"}, "client"},
 		{c, redispool.Options{}, "Prefix"},
 		{c, redispool.Options{Prefix: "p", ReplayWindow: -time.Second}, "ReplayWindow"},
+		{c, redispool.Options{Prefix: "p", WaitReplicas: -1}, "WaitReplicas (-1)"},
+		{c, redispool.Options{Prefix: "p", WaitReplicas: 1, WaitTimeout: -time.Second}, "WaitTimeout (-1s)"},
+		{c, redispool.Options{Prefix: "p", WaitReplicas: 1, WaitTimeout: time.Minute}, "WaitTimeout (1m0s) must be below the client's ReadTimeout"},
 	} {
 		_, err := redispool.New(tc.client, tc.opts)
 		require.Error(t, err)
@@ -73,10 +76,10 @@ func TestNewValidates(t *testing.T) {
 	}
 	inv, err := redispool.New(c, redispool.Options{Prefix: "gw"})
 	require.NoError(t, err)
-	assert.Equal(t, "{gw}:item:c1", inv.ItemKey("c1"))
+	assert.Equal(t, "{gw}:records", inv.Keys()[3])
 	inv, err = redispool.New(c, redispool.Options{Prefix: "app:{gw}:"})
 	require.NoError(t, err)
-	assert.Equal(t, "app:{gw}:item:c1", inv.ItemKey("c1"))
+	assert.Equal(t, "app:{gw}:records", inv.Keys()[3])
 }
 
 // Bad options match ErrInvalid, and a Prefix whose keys would not share
@@ -147,25 +150,17 @@ func TestKeysUnderPrefixAndExpiring(t *testing.T) {
 
 	keys, err := r.Keys(ctx)
 	require.NoError(t, err)
-	base := poolPrefix(r)
-	want := map[string]bool{base + "idle": true, base + "items": true, base + "res": true}
-	for _, id := range []string{"a", "b", "c", "busy"} {
-		want[inv.ItemKey(id)] = true
-	}
-	ops := 0
+	assert.ElementsMatch(t, inv.Keys(), keys, "the inventory's keys, and no others")
 	for _, k := range keys {
-		if strings.HasPrefix(k, base+"op:") {
-			ops++
-		} else {
-			assert.True(t, want[k], "unexpected key %s", k)
-			delete(want, k)
-		}
 		pttl, err := r.Client.PTTL(ctx, k).Result()
 		require.NoError(t, err)
 		assert.Greater(t, pttl, time.Duration(0), "key %s has no ttl", k)
 	}
-	assert.Empty(t, want, "keys missing")
-	assert.Equal(t, 6, ops, "one replay marker per state-changing call")
+	// Each state-changing call deleted the outcome of the one before: the
+	// last call's is kept.
+	n, err := r.Client.HLen(ctx, poolPrefix(r)+"replies").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "outcomes kept")
 
 	// Nothing outside the prefix mentions this test's unique name.
 	unique := strings.TrimSuffix(r.Prefix, ":")
@@ -190,20 +185,17 @@ func TestPersistentRecords(t *testing.T) {
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	require.NoError(t, inv.Add(ctx, pool.Record{ID: "short", Data: []byte("{}")}, time.Minute))
 	require.NoError(t, inv.Add(ctx, pool.Record{ID: "forever", Data: []byte("{}")}, 0))
-	for _, k := range []string{inv.ItemKey("forever"), poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
+	for _, k := range []string{poolPrefix(r) + "records", poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
 		pttl, err := r.Client.PTTL(ctx, k).Result()
 		require.NoError(t, err)
 		assert.Equal(t, time.Duration(-1), pttl, "key %s", k) // exists, no expiry
 	}
-	pttl, err := r.Client.PTTL(ctx, inv.ItemKey("short")).Result()
-	require.NoError(t, err)
-	assert.Greater(t, pttl, 50*time.Second)
 
-	// Without the persistent record, the indexes expire again.
+	// Without the persistent record, the records and indexes expire again.
 	ok, err := inv.Remove(ctx, "forever")
 	require.NoError(t, err)
 	require.True(t, ok)
-	for _, k := range []string{poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
+	for _, k := range []string{poolPrefix(r) + "records", poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
 		pttl, err := r.Client.PTTL(ctx, k).Result()
 		require.NoError(t, err)
 		assert.Greater(t, pttl, 50*time.Second, "key %s", k)
@@ -215,7 +207,7 @@ func TestPersistentRecords(t *testing.T) {
 	ok, err = inv.Reserve(ctx, "short", 5, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	pttl, err = r.Client.PTTL(ctx, poolPrefix(r)+"res").Result()
+	pttl, err := r.Client.PTTL(ctx, poolPrefix(r)+"res").Result()
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(-1), pttl)
 	require.NoError(t, inv.Unreserve(ctx, "forever"))
@@ -264,4 +256,26 @@ func TestCancelledContext(t *testing.T) {
 	_, _, err := inv.Pop(cctx, "a", 0)
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorContains(t, err, "redispool: pop")
+}
+
+// TestWaitReplicasNotAcknowledged: on a server without replicas, a change
+// waits WaitTimeout and fails with ErrNotReplicated, although it took
+// effect on the server; reads do not wait.
+func TestWaitReplicasNotAcknowledged(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	info, err := r.Client.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	if !strings.Contains(info, "connected_slaves:0") {
+		t.Skip("the shared server has replicas")
+	}
+	inv, err := redispool.New(r.Client, redispool.Options{Prefix: poolPrefix(r), WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	start := time.Now()
+	err = inv.Add(ctx, pool.Record{ID: "a", Data: []byte("{}")}, time.Minute)
+	require.ErrorIs(t, err, redispool.ErrNotReplicated)
+	assert.ErrorContains(t, err, "redispool: add")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the add did not wait")
+	c, err := inv.Counts(ctx)
+	require.NoError(t, err, "a read waits for no replica")
+	assert.Equal(t, pool.Counts{Idle: 1}, c, "the add took effect")
 }

@@ -6,4 +6,4 @@ import (
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, leakcheck.IgnoreRedisRedial) }

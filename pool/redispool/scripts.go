@@ -2,36 +2,47 @@ package redispool
 
 import "github.com/redis/go-redis/v9"
 
-// Every script receives the inventory's fixed keys first, in this order,
-// and ARGV[1] = the item key prefix, ARGV[2] = the operation's replay
-// marker key (or "" for operations that are naturally idempotent),
-// ARGV[3] = the replay window (ms).
+// The inventory's keys, in the order every script receives them as KEYS:
 //
-//	idle   ZSET  id, score = FIFO position (µs on the server clock, strictly
-//	             increasing): the live idle items
-//	items  ZSET  id, score = expiry (ms on the server clock, +inf for none):
-//	             every live record, idle or in use
-//	res    ZSET  token, score = expiry (ms, +inf for none): warm reservations
+//	idle     ZSET  id, score = FIFO position (µs on the server clock,
+//	               strictly increasing): the live idle items
+//	items    ZSET  id, score = expiry (ms on the server clock, +inf for
+//	               none): every live record, idle or in use
+//	res      ZSET  token, score = expiry (ms, +inf for none): warm
+//	               reservations
+//	records  HASH  id → record: created, deadline and last used (Unix
+//	               nanoseconds as decimal strings, "" for the zero time),
+//	               then the owner ("" when idle) as its length, ":" and
+//	               itself, then the data: "c,dl,lu,<len>:<owner><data>"
+//	replies  HASH  nonce → the outcome of a state-changing call
+//	replied  ZSET  nonce, score = when (ms) its outcome may go
 //
-// and one HASH per item, <prefix>item:<id>, with the fields o (owner, ""
-// when idle), d (data), c, dl, lu (created, deadline, last used: Unix
-// nanoseconds as decimal strings, "" for the zero time) and a key expiry
-// (PEXPIREAT) equal to its score in items, so that the records of a fleet
-// that died vanish from Redis on their own. The index ZSETs expire with the
-// last of their members for the same reason.
+// Every key a script touches is one of these, declared, and they share one
+// hash tag: on a Redis Cluster they are in one slot. The scripts declare
+// one more, redisrun.Guard, which is never written, so that the cluster
+// refuses them whole (TRYAGAIN) while the slot migrates. The keys expire
+// with the last record, reservation or reply they hold, so that a fleet
+// that died leaves nothing behind.
 //
-// Item keys are built inside the scripts (Pop cannot know its item in
-// advance); they carry the same hash tag as the fixed keys, so in Redis
-// Cluster they live in the same slot.
-var fixedKeys = [...]string{"idle", "items", "res"}
+// ARGV[1] holds the nonces of returned calls whose outcomes can go
+// (space-separated), ARGV[2] the call's own nonce ("" for calls that are
+// naturally idempotent), ARGV[3] how long its outcome is kept (ms); the
+// call's own arguments follow from ARGV[4]. A state-changing call keeps its
+// outcome in replies under its nonce, so that the same call resent after a
+// broken connection lost its reply (by go-redis or by Options.Resends)
+// returns that outcome instead of acting twice. The Inventory passes the
+// nonce of a call that has returned with one of its next calls, which
+// deletes the outcome; one that no call deletes goes after the window. So
+// the replies hold about as many entries as there are calls in flight.
+var keyNames = [...]string{"idle", "items", "res", "records", "replies", "replied"}
 
 // prelude starts every script: read the server clock, then retire every
 // record whose expiry has passed (and, in the scripts that read them, every
 // reservation), so each script sees only live ones whether or not Redis has
-// reclaimed the keys yet. Each record is retired once, in O(log n).
+// expired the keys yet. Each record is retired once, in O(log n).
 const prelude = `
-local IDLE, ITEMS, RES = KEYS[1], KEYS[2], KEYS[3]
-local BASE, OPKEY, WINDOW = ARGV[1], ARGV[2], ARGV[3]
+local IDLE, ITEMS, RES, RECORDS, REPLIES, REPLIED = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local NONCE, WINDOW = ARGV[2], ARGV[3]
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
@@ -39,9 +50,10 @@ local now = math.floor(nowus / 1000)
 local function num(x) return string.format('%.0f', x) end
 
 local dead = redis.call('ZRANGEBYSCORE', ITEMS, '-inf', num(now))
-for _, id in ipairs(dead) do
-  redis.call('DEL', BASE .. id)
-  redis.call('ZREM', IDLE, id)
+for i = 1, #dead, 512 do
+  local chunk = {unpack(dead, i, math.min(i + 511, #dead))}
+  redis.call('HDEL', RECORDS, unpack(chunk))
+  redis.call('ZREM', IDLE, unpack(chunk))
 end
 if #dead > 0 then redis.call('ZREMRANGEBYSCORE', ITEMS, '-inf', num(now)) end
 
@@ -50,32 +62,41 @@ local function purgeRes() redis.call('ZREMRANGEBYSCORE', RES, '-inf', num(now)) 
 
 -- drop forgets id everywhere.
 local function drop(id)
-  redis.call('DEL', BASE .. id)
+  redis.call('HDEL', RECORDS, id)
   redis.call('ZREM', ITEMS, id)
   redis.call('ZREM', IDLE, id)
 end
 
--- live reports whether id has a live record. A record key that is gone
+-- live reports whether id has a live record. A record that is gone
 -- although its index entry is live (deleted by hand) counts as absent.
 local function live(id)
   if not redis.call('ZSCORE', ITEMS, id) then return false end
-  if redis.call('EXISTS', BASE .. id) == 0 then
+  if redis.call('HEXISTS', RECORDS, id) == 0 then
     drop(id)
     return false
   end
   return true
 end
 
+local function decode(rec)
+  local c, dl, lu, n, p = string.match(rec, '^([^,]*),([^,]*),([^,]*),(%d+):()')
+  n = tonumber(n)
+  return {c = c, dl = dl, lu = lu, o = string.sub(rec, p, p + n - 1), d = string.sub(rec, p + n)}
+end
+
+local function encode(r) return r.c .. ',' .. r.dl .. ',' .. r.lu .. ',' .. #r.o .. ':' .. r.o .. r.d end
+
+-- get returns the record of id (which must exist), decoded.
+local function get(id) return decode(redis.call('HGET', RECORDS, id)) end
+
+local function put(id, r) redis.call('HSET', RECORDS, id, encode(r)) end
+
 -- setttl gives the record of id a fresh ttl (ms; 0 = none).
 local function setttl(id, ttl)
-  local key = BASE .. id
   if ttl <= 0 then
-    redis.call('PERSIST', key)
     redis.call('ZADD', ITEMS, '+inf', id)
   else
-    local exp = num(now + ttl)
-    redis.call('PEXPIREAT', key, exp)
-    redis.call('ZADD', ITEMS, exp, id)
+    redis.call('ZADD', ITEMS, num(now + ttl), id)
   end
 end
 
@@ -89,50 +110,63 @@ end
 
 local function isinf(s) return s == 'inf' or s == '+inf' end
 
--- tidy makes the index keys expire with their last member: the records'
--- indexes unless noItems, the reservations unless noRes. A script that adds,
--- refreshes or removes members tidies that index; the prelude's purge need
--- not, as it removes only expired members, never the last one of a set that
--- lives on.
+-- expireWith makes keys expire with the last member of index (by score),
+-- or never if that score is +inf.
+local function expireWith(index, keys)
+  local last = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+  if not last[2] then return end
+  for _, k in ipairs(keys) do
+    if isinf(last[2]) then redis.call('PERSIST', k) else redis.call('PEXPIREAT', k, last[2]) end
+  end
+end
+
+-- tidy makes the record keys expire with their last record unless
+-- noItems, and the reservations with their last one unless noRes. A script
+-- that adds, refreshes or removes members tidies that index; the prelude's
+-- purge need not, as it removes only expired members, never the last one
+-- of a set that lives on.
 local function tidy(noItems, noRes)
-  local last
-  if not noItems then
-    last = redis.call('ZRANGE', ITEMS, -1, -1, 'WITHSCORES')
-    if last[2] then
-      if isinf(last[2]) then
-        redis.call('PERSIST', ITEMS)
-        redis.call('PERSIST', IDLE)
-      else
-        redis.call('PEXPIREAT', ITEMS, last[2])
-        redis.call('PEXPIREAT', IDLE, last[2])
-      end
-    end
-  end
-  if not noRes then
-    last = redis.call('ZRANGE', RES, -1, -1, 'WITHSCORES')
-    if last[2] then
-      if isinf(last[2]) then redis.call('PERSIST', RES) else redis.call('PEXPIREAT', RES, last[2]) end
-    end
-  end
+  if not noItems then expireWith(ITEMS, {ITEMS, IDLE, RECORDS}) end
+  if not noRes then expireWith(RES, {RES}) end
 end
 
--- replayed returns the stored outcome of this very operation when it has
+-- replayed returns the stored outcome of this very call when it has
 -- already run: go-redis resends a command whose reply was lost to a broken
--- connection, and the resend must not act twice.
+-- connection, and the resend must not act twice. First it deletes the
+-- outcomes of the calls in ARGV[1] (returned to their Inventory) and up to
+-- 100 whose window has passed.
 local function replayed()
-  if OPKEY == '' then return false end
-  return redis.call('GET', OPKEY)
+  if NONCE == '' then return false end
+  local gone = {}
+  for n in string.gmatch(ARGV[1], '%S+') do gone[#gone + 1] = n end
+  local old = redis.call('ZRANGEBYSCORE', REPLIED, '-inf', num(now), 'LIMIT', 0, 100)
+  for _, n in ipairs(old) do gone[#gone + 1] = n end
+  if #gone > 0 then
+    redis.call('HDEL', REPLIES, unpack(gone))
+    redis.call('ZREM', REPLIED, unpack(gone))
+  end
+  local prev = redis.call('HGET', REPLIES, NONCE)
+  -- Written again, so that an Inventory that waits for replicas waits for
+  -- a write after the first run's.
+  if prev then redis.call('HSET', REPLIES, NONCE, prev) end
+  return prev
 end
 
--- done stores the operation's outcome for replayed, then tidies the
--- records' indexes.
+-- done stores the call's outcome for replayed, then tidies the records'
+-- indexes.
 local function done(outcome)
-  if OPKEY ~= '' then redis.call('SET', OPKEY, outcome, 'PX', WINDOW) end
+  if NONCE ~= '' then
+    redis.call('HSET', REPLIES, NONCE, outcome)
+    redis.call('ZADD', REPLIED, num(now + tonumber(WINDOW)), NONCE)
+    expireWith(REPLIED, {REPLIES, REPLIED})
+  end
   tidy(false, true)
 end
 
+-- fields returns what a reply carries of the record of id.
 local function fields(id)
-  return redis.call('HMGET', BASE .. id, 'o', 'd', 'c', 'dl', 'lu')
+  local r = get(id)
+  return {r.o, r.d, r.c, r.dl, r.lu}
 end
 `
 
@@ -142,8 +176,7 @@ local id, owner = ARGV[4], ARGV[5]
 local ttl = tonumber(ARGV[10])
 if replayed() then return 'OK' end
 if live(id) then return 'EXISTS' end
-redis.call('DEL', BASE .. id)
-redis.call('HSET', BASE .. id, 'o', owner, 'd', ARGV[6], 'c', ARGV[7], 'dl', ARGV[8], 'lu', ARGV[9])
+put(id, {o = owner, d = ARGV[6], c = ARGV[7], dl = ARGV[8], lu = ARGV[9]})
 setttl(id, ttl)
 if owner == '' then enqueue(id) end
 done('OK')
@@ -171,7 +204,9 @@ while true do
   end
   redis.call('ZREM', IDLE, id)
   if live(id) then
-    redis.call('HSET', BASE .. id, 'o', owner)
+    local r = get(id)
+    r.o = owner
+    put(id, r)
     setttl(id, ttl)
     done(id)
     local f = fields(id)
@@ -190,7 +225,9 @@ if not live(id) or not redis.call('ZSCORE', IDLE, id) then
   return 0
 end
 redis.call('ZREM', IDLE, id)
-redis.call('HSET', BASE .. id, 'o', owner)
+local r = get(id)
+r.o = owner
+put(id, r)
 setttl(id, ttl)
 done('1')
 return 1
@@ -206,13 +243,14 @@ if not live(id) then
   tidy(false, true)
   return 'NOTHELD'
 end
-local cur = redis.call('HGET', BASE .. id, 'o')
-if cur == '' or cur ~= owner then return 'NOTHELD' end
+local r = get(id)
+if r.o == '' or r.o ~= owner then return 'NOTHELD' end
 if maxIdle > 0 and redis.call('ZCARD', IDLE) >= maxIdle then
   done('FULL')
   return 'FULL'
 end
-redis.call('HSET', BASE .. id, 'o', '', 'd', ARGV[6], 'lu', ARGV[7])
+r.o, r.d, r.lu = '', ARGV[6], ARGV[7]
+put(id, r)
 setttl(id, ttl)
 enqueue(id)
 done('OK')
@@ -226,7 +264,7 @@ local owner, ttl = ARGV[4], tonumber(ARGV[5])
 local lost = {}
 for i = 6, #ARGV do
   local id = ARGV[i]
-  if live(id) and redis.call('HGET', BASE .. id, 'o') == owner then
+  if live(id) and get(id).o == owner then
     setttl(id, ttl)
   else
     table.insert(lost, id)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/rediskey"
+	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -42,6 +43,12 @@ type Options struct {
 type Buffer struct {
 	client redis.UniversalClient
 	key    string
+	// scriptKeys are key and redisrun.Guard: the KEYS of the scripts that
+	// write (see Remove).
+	scriptKeys []string
+	// cluster: the client is a *redis.ClusterClient, so Remove always
+	// runs its script (see Remove).
+	cluster bool
 
 	// beforeExec, if set (tests only), runs in Remove between the
 	// comparison and the EXEC that deletes.
@@ -78,7 +85,9 @@ func (b *Buffer) Generation(ctx context.Context) (string, error) {
 	if _, err := rand.Read(token[:]); err != nil {
 		return "", fmt.Errorf("redisttl: generation: %w", err)
 	}
-	g, err := generationScript.Run(ctx, b.client, []string{b.key}, generationPrefix+hex.EncodeToString(token[:])).Text()
+	g, err := redisrun.Do(ctx, b.client, func() (string, error) {
+		return generationScript.Run(ctx, b.client, b.scriptKeys, generationPrefix+hex.EncodeToString(token[:])).Text()
+	})
 	if err != nil {
 		return "", errs.Wrap(ctx, "redisttl", "generation", err)
 	}
@@ -96,7 +105,9 @@ func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 	if err != nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
 	}
-	return &Buffer{client: client, key: base + DefaultKeyName}, nil
+	_, cluster := client.(*redis.ClusterClient)
+	key := base + DefaultKeyName
+	return &Buffer{client: client, key: key, scriptKeys: []string{key, base + redisrun.Guard}, cluster: cluster}, nil
 }
 
 // Key returns the name of the sorted set. Deleting it drops every buffered
@@ -133,17 +144,17 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 		}
 		return c.ZAddGT(ctx, b.key, members...)
 	}
-	if len(acts) <= addChunk {
-		if err := zadd(b.client, acts).Err(); err != nil {
-			return errs.Wrap(ctx, "redisttl", "add", err)
+	_, err := redisrun.Do(ctx, b.client, func() (int64, error) {
+		if len(acts) <= addChunk {
+			return zadd(b.client, acts).Result()
 		}
-		return nil
-	}
-	_, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := 0; i < len(acts); i += addChunk {
-			zadd(p, acts[i:min(i+addChunk, len(acts))])
-		}
-		return nil
+		_, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := 0; i < len(acts); i += addChunk {
+				zadd(p, acts[i:min(i+addChunk, len(acts))])
+			}
+			return nil
+		})
+		return 0, err
 	})
 	if err != nil {
 		return errs.Wrap(ctx, "redisttl", "add", err)
@@ -189,14 +200,15 @@ func (b *Buffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.A
 		zs  []redis.Z
 		err error
 	)
-	if after.ID == "" && after.At.IsZero() {
-		// Everything above -inf: the generation member is not activity.
-		zs, err = b.client.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-			Key: b.key, Start: "(-inf", Stop: "+inf", ByScore: true, Count: int64(max),
-		}).Result()
-	} else {
-		zs, err = b.peekAfter(ctx, after, max)
-	}
+	zs, err = redisrun.Do(ctx, b.client, func() ([]redis.Z, error) {
+		if after.ID == "" && after.At.IsZero() {
+			// Everything above -inf: the generation member is not activity.
+			return b.client.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+				Key: b.key, Start: "(-inf", Stop: "+inf", ByScore: true, Count: int64(max),
+			}).Result()
+		}
+		return b.peekAfter(ctx, after, max)
+	})
 	if err != nil {
 		return nil, errs.Wrap(ctx, "redisttl", "peek", err)
 	}
@@ -276,7 +288,10 @@ return n
 // in between, EXEC does nothing and Remove runs the same comparison in one
 // Lua script instead, which nothing can interleave with. Either way it is
 // one atomic compare-and-remove; the first way costs the server less than
-// a script that receives every member and score as arguments.
+// a script that receives every member and score as arguments. Through a
+// Redis Cluster client Remove always runs the script: a transaction on a
+// slot in migration is aborted, where a script is refused whole and sent
+// again (see "Redis Cluster" in the package documentation).
 func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
 	if len(acts) == 0 {
 		return 0, nil
@@ -284,9 +299,15 @@ func (b *Buffer) Remove(ctx context.Context, acts []ttl.Activity) (int, error) {
 	if err := errs.Canceled(ctx, "redisttl", "remove"); err != nil {
 		return 0, err
 	}
-	n, err := b.removeWatched(ctx, acts)
-	if errors.Is(err, redis.TxFailedErr) {
-		n, err = b.removeScripted(ctx, acts)
+	var (
+		n   int
+		err error
+	)
+	if !b.cluster {
+		n, err = b.removeWatched(ctx, acts)
+	}
+	if b.cluster || errors.Is(err, redis.TxFailedErr) {
+		n, err = redisrun.Do(ctx, b.client, func() (int, error) { return b.removeScripted(ctx, acts) })
 	}
 	if err != nil {
 		return 0, errs.Wrap(ctx, "redisttl", "remove", err)
@@ -346,13 +367,13 @@ func (b *Buffer) removeScripted(ctx context.Context, acts []ttl.Activity) (int, 
 		args[i] = a.ID
 		args[len(acts)+i] = strconv.FormatInt(Score(a.At), 10)
 	}
-	return removeScript.Run(ctx, b.client, []string{b.key}, args...).Int()
+	return removeScript.Run(ctx, b.client, b.scriptKeys, args...).Int()
 }
 
 // Len returns the number of buffered ids (ZCOUNT above -inf, so not the
 // generation member).
 func (b *Buffer) Len(ctx context.Context) (int, error) {
-	n, err := b.client.ZCount(ctx, b.key, "(-inf", "+inf").Result()
+	n, err := redisrun.Do(ctx, b.client, func() (int64, error) { return b.client.ZCount(ctx, b.key, "(-inf", "+inf").Result() })
 	if err != nil {
 		return 0, errs.Wrap(ctx, "redisttl", "len", err)
 	}

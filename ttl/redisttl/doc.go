@@ -29,4 +29,41 @@
 // rules for RunnerOptions.Hold, and every ttl.Tracker that sees it sends
 // again the activity it flushed within TrackerOptions.Retain, so the lost
 // activity reaches the Store before an idle rule runs again.
+//
+// A call the server refuses without running it because of a Redis Cluster
+// (TRYAGAIN, CLUSTERDOWN, a MOVED or ASK past go-redis's redirections) or a
+// restart (LOADING, READONLY) is sent again, 2 ms apart doubling to 100 ms,
+// for up to 5 s or until its context ends.
+//
+// # Redis Cluster
+//
+// The buffer is one key (see Options.Prefix), so it works through a
+// go-redis *redis.ClusterClient as through a client of one server. This is
+// what holds there:
+//
+//   - Resharding. Add and Peek are commands on the one key, which the
+//     client follows to wherever the key is while the slot moves. Remove
+//     runs its compare-and-remove script (never the WATCH transaction,
+//     which a migration aborts) and Generation its script; both also
+//     declare a key named "guard" under the prefix that is never written,
+//     so the cluster refuses them whole while the slot moves and they are
+//     sent again until the migration is over. Proven: with the slot moving
+//     again and again under writers and a drainer, no call fails and the
+//     drained times are exactly the latest written for each id.
+//   - Graceful failover (CLUSTER FAILOVER on a replica): the master pauses
+//     its clients until the replica has every write, so nothing is lost.
+//     Proven under the same load: no call fails, the drained times are
+//     exact.
+//   - Hard failover: calls fail until the replica is promoted,
+//     cluster-node-timeout plus one to three seconds, and a few hundred
+//     milliseconds more (see lease/redislease's "Redis Cluster" for the
+//     window and the client settings); the buffer has the client reload
+//     the cluster's layout after every failed call. Replication is
+//     asynchronous, so the activity the dead master acknowledged in its
+//     last moments (its replica's lag) can be lost, and unlike a restart
+//     without persistence this keeps the generation: nobody notices. The
+//     Store then has an older last activity for an id only if no later
+//     activity of that id arrives, so an idle rule can fire at most that
+//     lag early; with idle rules of minutes and a lag of milliseconds this
+//     rarely matters. The package has no option to wait for replicas.
 package redisttl

@@ -86,8 +86,9 @@ func later(a, b time.Time) time.Time {
 }
 
 // Check fails t for every instant at which the trusted leases exceed
-// budget or give a holder two leases (when onePerHolder), and for every
-// token not greater than one acknowledged before its grant was sent.
+// budget or give a holder two leases (when onePerHolder), for every token
+// acknowledged twice, and for every token not greater than one
+// acknowledged before its grant was sent.
 func (v *Views) Check(t testing.TB, budget int, onePerHolder bool) {
 	t.Helper()
 	v.mu.Lock()
@@ -145,8 +146,16 @@ func (v *Views) violations(budget int, onePerHolder bool) []error {
 				e.at.Format(time.StampMicro), e.w.l.Holder, holders[e.w.l.Holder], short(e.w.l.ID), e.w.l.Token))
 		}
 	}
-	// Tokens: each greater than every token acknowledged before its grant
-	// was sent.
+	// Tokens: never two grants with one token, and each greater than every
+	// token acknowledged before its grant was sent.
+	seen := map[uint64]*view{}
+	for _, w := range v.order {
+		if o := seen[w.l.Token]; o != nil && len(errs) < 2*maxErrs {
+			errs = append(errs, fmt.Errorf("leasecheck: token %d was issued twice: leases %s and %s",
+				w.l.Token, short(o.l.ID), short(w.l.ID)))
+		}
+		seen[w.l.Token] = w
+	}
 	byAck := slices.Clone(v.order)
 	slices.SortFunc(byAck, func(a, b *view) int { return a.ack.Compare(b.ack) })
 	bySent := slices.Clone(v.order)
