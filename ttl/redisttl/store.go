@@ -14,6 +14,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/rediskey"
+	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -37,7 +38,9 @@ type StoreOptions struct {
 // on the same keys, in any number of processes, act as one; a Store is
 // safe for concurrent use.
 //
-// The data lives under five keys: a hash of the entities (one field per
+// The data lives under five keys (and every script also declares a sixth,
+// never written, so that a Redis Cluster refuses it whole while the store's
+// slot migrates; see the package's "Redis Cluster"): a hash of the entities (one field per
 // ID, the record as JSON), a sorted set of the IDs for List's order, and one
 // sorted set per ttl.Since whose members are "phase\x00time\x00id", so that
 // Apply reads exactly the entities of the rule's phase whose time is past
@@ -57,7 +60,7 @@ type StoreOptions struct {
 // that what such a loss forgets is found again.
 type Store struct {
 	client redis.UniversalClient
-	keys   []string // entities, ids, since:last, since:changed, since:created
+	keys   []string // entities, ids, since:last, since:changed, since:created, and redisrun.Guard last
 }
 
 var _ ttl.Store = (*Store)(nil)
@@ -75,12 +78,13 @@ func NewStore(client redis.UniversalClient, opts StoreOptions) (*Store, error) {
 	return &Store{client: client, keys: []string{
 		base + "entities", base + "ids",
 		base + "since:last", base + "since:changed", base + "since:created",
+		base + redisrun.Guard,
 	}}, nil
 }
 
 // Keys returns the Redis keys of the store: the entity hash, the sorted set
 // of IDs and the three time indexes.
-func (s *Store) Keys() []string { return append([]string(nil), s.keys...) }
+func (s *Store) Keys() []string { return append([]string(nil), s.keys[:5]...) }
 
 // storeLib is the Lua shared by the store's scripts. A record is the JSON
 // object {p, d, o, l, c, r, x}: phase, desired state, operation, and the
@@ -367,7 +371,9 @@ func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, 
 		args = append(args, e.ID, e.Phase, e.DesiredState, e.Operation,
 			stamp(e.LastActivityAt), stamp(e.PhaseChangedAt), stamp(e.CreatedAt), stamp(e.DeletedAt))
 	}
-	res, err := createScript.Run(ctx, s.client, s.keys, args...).StringSlice()
+	res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+		return createScript.Run(ctx, s.client, s.keys, args...).StringSlice()
+	})
 	if err != nil {
 		return nil, errs.Wrap(ctx, "redisttl", "create", err)
 	}
@@ -388,7 +394,7 @@ func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, 
 
 // Get returns the entity with the given id; see ttl.Store.Get.
 func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
-	js, err := s.client.HGet(ctx, s.keys[0], id).Result()
+	js, err := redisrun.Do(ctx, s.client, func() (string, error) { return s.client.HGet(ctx, s.keys[0], id).Result() })
 	switch {
 	case errors.Is(err, redis.Nil):
 		return ttl.Entity{}, fmt.Errorf("redisttl: entity %q: %w", id, ttl.ErrNotFound)
@@ -417,9 +423,11 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 	if !storable(u.Phase) || !storable(u.DesiredState) || !storable(u.Operation) {
 		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "redisttl: update %q: Phase, DesiredState and Operation must be UTF-8 without NUL bytes", id)
 	}
-	res, err := updateScript.Run(ctx, s.client, s.keys, id,
-		u.ExpectOperation, u.ExpectPhase, u.ExpectDesiredState, stamp(u.ExpectLastActivityAt),
-		u.Operation, u.Phase, u.DesiredState, flag(u.ClearDesiredState), flag(u.Delete)).StringSlice()
+	res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+		return updateScript.Run(ctx, s.client, s.keys, id,
+			u.ExpectOperation, u.ExpectPhase, u.ExpectDesiredState, stamp(u.ExpectLastActivityAt),
+			u.Operation, u.Phase, u.DesiredState, flag(u.ClearDesiredState), flag(u.Delete)).StringSlice()
+	})
 	if err != nil {
 		return ttl.Entity{}, errs.Wrap(ctx, "redisttl", "update "+id, err)
 	}
@@ -472,7 +480,8 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 		for _, id := range order[:n] {
 			args = append(args, id, stamp(latest[id]))
 		}
-		if err := mergeScript.Run(ctx, s.client, s.keys, args...).Err(); err != nil {
+		_, err := redisrun.Do(ctx, s.client, func() (any, error) { return nil, mergeScript.Run(ctx, s.client, s.keys, args...).Err() })
+		if err != nil {
 			return errs.Wrap(ctx, "redisttl", "merge activity", err)
 		}
 		order = order[n:]
@@ -498,8 +507,10 @@ func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
 	var out []ttl.Entity
 	after := f.After
 	for len(out) < f.Limit {
-		res, err := listScript.Run(ctx, s.client, s.keys, after, listBudget, f.Limit-len(out),
-			f.Phase, f.DesiredState, flag(f.HasDesiredState), flag(f.Deleted)).StringSlice()
+		res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+			return listScript.Run(ctx, s.client, s.keys, after, listBudget, f.Limit-len(out),
+				f.Phase, f.DesiredState, flag(f.HasDesiredState), flag(f.Deleted)).StringSlice()
+		})
 		if err != nil {
 			return nil, errs.Wrap(ctx, "redisttl", "list", err)
 		}
@@ -538,8 +549,10 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	var out []ttl.Expiry
 	cursor := ""
 	for {
-		res, err := applyScript.Run(ctx, s.client, s.keys, r.Phase, int(r.Since)+1, r.After.Microseconds(),
-			r.Then, cursor, applyPage).Slice()
+		res, err := redisrun.Do(ctx, s.client, func() ([]any, error) {
+			return applyScript.Run(ctx, s.client, s.keys, r.Phase, int(r.Since)+1, r.After.Microseconds(),
+				r.Then, cursor, applyPage).Slice()
+		})
 		if err != nil {
 			return out, errs.Wrap(ctx, "redisttl", "apply "+r.String(), err)
 		}
