@@ -83,7 +83,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 // test ends.
 func startSystem(t testing.TB, cfg Config, deps Deps) *System {
 	t.Helper()
-	sys, err := Start(context.Background(), cfg, deps, testLogger(t))
+	log := testLogger(t)
+	if _, fuzz := t.(*testing.F); fuzz {
+		log = slog.New(slog.DiscardHandler) // f.Log may not be called while fuzzing
+	}
+	sys, err := Start(context.Background(), cfg, deps, log)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -88,7 +88,15 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /admin/{$}", h.page(static))
 	// The page's script and style hold nothing secret; the sign-in page
 	// needs the style.
-	h.mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", http.FileServerFS(static)))
+	h.mux.HandleFunc("GET /admin/static/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if _, err := fs.Stat(static, name); err != nil || !fs.ValidPath(name) || strings.HasSuffix(name, ".html") {
+			problem(w, http.StatusNotFound, "no such file")
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, static, name)
+	})
 	h.mux.Handle("GET /admin/api/workspaces", h.authed(http.HandlerFunc(h.list)))
 	h.mux.Handle("POST /admin/api/workspaces", h.authed(http.HandlerFunc(h.create)))
 	h.mux.Handle("GET /admin/api/workspaces/{id}", h.authed(http.HandlerFunc(h.get)))

@@ -112,7 +112,17 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, r, static, "index.html")
 	})
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /static/{name}", func(w http.ResponseWriter, r *http.Request) {
+		// Only the page's own files; FileServerFS would answer 500 to a
+		// name an embedded file system calls invalid (not UTF-8).
+		name := r.PathValue("name")
+		if _, err := fs.Stat(static, name); err != nil || !fs.ValidPath(name) || name == "index.html" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, static, name)
+	})
 	mux.HandleFunc("GET /api/info", s.info)
 	mux.HandleFunc("GET /api/files", s.list)
 	mux.HandleFunc("GET /api/files/{name}", s.read)
