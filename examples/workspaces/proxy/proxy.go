@@ -128,6 +128,7 @@ type Proxy struct {
 
 	routeMu sync.Mutex
 	routes  map[string]cachedRoute
+	keys    sync.Map // workspace → backend key
 
 	holdMu sync.Mutex
 	holds  map[string]*hold
@@ -181,9 +182,10 @@ func New(opts Options) (*Proxy, error) {
 		}
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is built by forward
-		Transport:     opts.Transport,
-		FlushInterval: -1,
+		Rewrite:   rewrite,
+		Transport: opts.Transport,
+		// Streamed answers (no length, text/event-stream) are flushed as
+		// they come; the others when done.
 		ErrorHandler:  p.backendError,
 		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
@@ -194,7 +196,7 @@ func New(opts Options) (*Proxy, error) {
 // request as activity, finds the workspace's server (holding the request
 // while it starts) and relays.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	id, _, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if !catalog.ValidID(id) {
 		page(w, r, http.StatusNotFound, "No such page", "There is no workspace at this address.")
 		return
@@ -239,9 +241,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	p.opts.Recorder.Record(id) // the request (or the WebSocket connect) is activity
 	p.requests.Add(1)
-	out := p.backendRequest(r, id, "/"+rest)
+	t := p.target(r, id)
 	if upgrade {
-		p.serveWebSocket(w, out, id)
+		p.serveWebSocket(w, r, t)
 		return
 	}
 	addr, err := p.route(r.Context(), id)
@@ -251,7 +253,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.forward(w, out, id, addr, true)
+	p.forward(w, r, t, addr, true)
 }
 
 // credential returns the workspace token of r: a link's ?token=, else the
@@ -328,35 +330,58 @@ func (p *Proxy) checkOrigin(r *http.Request, upgrade bool) error {
 	return errors.New("proxy: cross-origin WebSocket")
 }
 
-// backendRequest is r as the workspace's server gets it: the path without
-// /{id}, without the token (query, cookie, Authorization), with the
-// workspace's backend key.
-func (p *Proxy) backendRequest(r *http.Request, id, path string) *http.Request {
-	out := r.Clone(r.Context())
-	out.URL.Path = path
-	out.URL.RawPath = ""
+// target is what a request becomes for the workspace's server: the path
+// without /{id}, the query without the token, the cookies without the
+// workspace's, and the workspace's backend key.
+type target struct {
+	id                      string
+	path, rawPath, rawQuery string
+	cookie                  string
+	key                     string
+}
+
+func (p *Proxy) target(r *http.Request, id string) target {
+	t := target{id: id, path: strings.TrimPrefix(r.URL.Path, "/"+id), rawQuery: r.URL.RawQuery, key: p.backendKey(id)}
 	if rp := r.URL.RawPath; rp != "" {
-		out.URL.RawPath = strings.TrimPrefix(rp, "/"+id)
+		t.rawPath = strings.TrimPrefix(rp, "/"+id)
 	}
-	if q := out.URL.Query(); q.Has("token") {
+	if strings.Contains(t.rawQuery, "token=") {
+		q := r.URL.Query()
 		q.Del("token")
-		out.URL.RawQuery = q.Encode()
+		t.rawQuery = q.Encode()
 	}
-	out.Header.Del("Authorization")
-	var keep []string
-	for _, c := range r.Cookies() {
-		if c.Name != TokenCookie {
-			keep = append(keep, c.String())
+	if r.Header.Get("Cookie") != "" {
+		var keep []string
+		for _, c := range r.Cookies() {
+			if c.Name != TokenCookie {
+				keep = append(keep, c.String())
+			}
 		}
+		t.cookie = strings.Join(keep, "; ")
 	}
-	out.Header.Del("Cookie")
-	if len(keep) > 0 {
-		out.Header.Set("Cookie", strings.Join(keep, "; "))
+	return t
+}
+
+// header makes h, a copy of the browser's headers, fit for the workspace's
+// server: no token, the workspace's key.
+func (t target) header(h http.Header) {
+	h.Del("Authorization")
+	h.Del("Cookie")
+	if t.cookie != "" {
+		h.Set("Cookie", t.cookie)
 	}
-	out.Header.Set(workspace.KeyHeader, p.opts.Keys.BackendKey(id))
-	out.Header.Set("X-Forwarded-Prefix", "/"+id)
-	out.RequestURI = ""
-	return out
+	h.Set(workspace.KeyHeader, t.key)
+	h.Set("X-Forwarded-Prefix", "/"+t.id)
+}
+
+// backendKey returns workspace id's backend key, computed once.
+func (p *Proxy) backendKey(id string) string {
+	if k, ok := p.keys.Load(id); ok {
+		return k.(string)
+	}
+	k := p.opts.Keys.BackendKey(id)
+	p.keys.Store(id, k)
+	return k
 }
 
 // route returns the workspace's server address, from the cache when it
@@ -394,22 +419,34 @@ func (p *Proxy) forget(id string) {
 
 type forwardKey struct{}
 
-// forwardState travels with a request through the ReverseProxy, so that
-// its ErrorHandler can retry a request whose workspace stopped under it.
+// forwardState travels with a request through the ReverseProxy: where it
+// goes, and, for its ErrorHandler, whether a request whose workspace
+// stopped under it may be retried.
 type forwardState struct {
-	id       string
+	target
+	addr     string
 	retry    bool
 	original *http.Request
 }
 
-// forward relays out to addr. If the server is gone (connection refused:
-// it was stopped after the route was read), an idempotent request without
-// a body is held until the workspace runs again and retried once.
-func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, id, addr string, retry bool) {
-	st := &forwardState{id: id, retry: retry && (out.Method == http.MethodGet || out.Method == http.MethodHead) && out.ContentLength == 0, original: out}
-	req := out.Clone(context.WithValue(out.Context(), forwardKey{}, st))
-	req.URL.Scheme, req.URL.Host, req.Host = "http", addr, addr
-	p.rp.ServeHTTP(w, req)
+// forward relays r to the workspace's server at addr. If the server is
+// gone (connection refused: it was stopped after the route was read), an
+// idempotent request without a body is held until the workspace runs
+// again and retried once.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t target, addr string, retry bool) {
+	st := &forwardState{target: t, addr: addr, original: r,
+		retry: retry && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, st)))
+}
+
+// rewrite is the ReverseProxy's Rewrite: the request as the workspace's
+// server gets it (pr.Out is already a copy of the browser's).
+func rewrite(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(forwardKey{}).(*forwardState)
+	pr.Out.URL = &url.URL{Scheme: "http", Host: st.addr, Path: st.path, RawPath: st.rawPath, RawQuery: st.rawQuery}
+	pr.Out.Host = ""
+	st.header(pr.Out.Header)
+	pr.SetXForwarded()
 }
 
 func (p *Proxy) backendError(w http.ResponseWriter, r *http.Request, err error) {
@@ -430,7 +467,7 @@ func (p *Proxy) backendError(w http.ResponseWriter, r *http.Request, err error) 
 				p.holdFailed(w, r, st.id, herr)
 				return
 			}
-			p.forward(w, st.original, st.id, addr, false)
+			p.forward(w, st.original, st.target, addr, false)
 			return
 		}
 		// Not safe to send twice: ask for the workspace to run and let

@@ -4,13 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
-
-	"github.com/ttlkit/ttlkit/examples/workspaces/workspace"
 )
 
 // pathMatch is path.Match, as coder/websocket matches origin patterns.
@@ -35,18 +34,18 @@ func (c *relay) goingAway() {
 // that cannot be reached is an HTTP error rather than a socket that
 // closes at once, then accepts the browser's upgrade and copies messages
 // both ways, each one recorded as activity.
-func (p *Proxy) serveWebSocket(w http.ResponseWriter, out *http.Request, id string) {
-	ctx := out.Context()
-	bc, err := p.dialBackend(ctx, out, id)
+func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, t target) {
+	ctx, id := r.Context(), t.id
+	bc, err := p.dialBackend(ctx, r, t)
 	if err != nil {
-		p.holdFailed(w, out, id, err)
+		p.holdFailed(w, r, id, err)
 		return
 	}
 	var protos []string
 	if sp := bc.Subprotocol(); sp != "" {
 		protos = []string{sp}
 	}
-	cc, err := websocket.Accept(w, out, &websocket.AcceptOptions{
+	cc, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   protos,
 		OriginPatterns: p.opts.OriginPatterns, // checked already; Accept checks again
 	})
@@ -126,17 +125,16 @@ func (p *Proxy) pipe(ctx context.Context, id string, src, dst *websocket.Conn, n
 
 // dialBackend opens the WebSocket to the workspace's server, holding while
 // the workspace starts, and once more if its server turns out to be gone.
-func (p *Proxy) dialBackend(ctx context.Context, out *http.Request, id string) (*websocket.Conn, error) {
+func (p *Proxy) dialBackend(ctx context.Context, r *http.Request, t target) (*websocket.Conn, error) {
+	id := t.id
 	hdr := http.Header{}
-	for _, k := range []string{"Cookie", "User-Agent", "X-Forwarded-Prefix"} {
-		if v := out.Header.Get(k); v != "" {
-			hdr.Set(k, v)
-		}
+	if ua := r.Header.Get("User-Agent"); ua != "" {
+		hdr.Set("User-Agent", ua)
 	}
-	hdr.Set("X-Forwarded-For", clientIP(out))
-	hdr.Set(workspace.KeyHeader, out.Header.Get(workspace.KeyHeader))
+	t.header(hdr)
+	hdr.Set("X-Forwarded-For", clientIP(r))
 	var protos []string
-	for _, v := range out.Header.Values("Sec-WebSocket-Protocol") {
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				protos = append(protos, s)
@@ -144,10 +142,7 @@ func (p *Proxy) dialBackend(ctx context.Context, out *http.Request, id string) (
 		}
 	}
 	dial := func(addr string) (*websocket.Conn, error) {
-		u := "ws://" + addr + out.URL.EscapedPath()
-		if out.URL.RawQuery != "" {
-			u += "?" + out.URL.RawQuery
-		}
+		u := (&url.URL{Scheme: "ws", Host: addr, Path: t.path, RawPath: t.rawPath, RawQuery: t.rawQuery}).String()
 		c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: p.client, HTTPHeader: hdr, Subprotocols: protos})
 		return c, err
 	}
