@@ -5,9 +5,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/host"
+	"github.com/ttlkit/ttlkit/examples/workspaces/workspace"
 )
 
 // TestLifecycleKeepsFiles runs real workspace servers: a file saved
@@ -146,4 +149,41 @@ func TestHoldTimesOut(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	assert.Contains(t, string(body), "did not start within 500ms")
 	assert.EqualValues(t, 1, sys.proxy.Stats().HoldTimeouts)
+}
+
+// TestStaleRouteIsFoundAgain: the proxy reuses a route for a second; if in
+// that second the workspace's server stopped and another workspace's
+// server took its port, that server refuses the request (421, the key is
+// not its own), and the proxy finds the workspace's new route and serves
+// the request there.
+func TestStaleRouteIsFoundAgain(t *testing.T) {
+	right := &capture{}
+	srv := httptest.NewServer(right)
+	t.Cleanup(srv.Close)
+	fake := newFakeHost(t, strings.TrimPrefix(srv.URL, "http://"), 0)
+	var port atomic.Pointer[http.Handler] // what listens on the port ws-a had
+	var old http.Handler = &capture{}
+	port.Store(&old)
+	shared := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*port.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(shared.Close)
+	cfg := fastConfig(t)
+	cfg.Standby = time.Hour
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
+	o := create(t, "http://"+sys.Addr(), "ws-a")
+	waitPhase(t, sys.store, "ws-a", catalog.Running, 5*time.Second)
+	fake.setRoute("ws-a", strings.TrimPrefix(shared.URL, "http://"))
+	code, _ := o.do("GET", "/api/files", "")
+	require.Equal(t, http.StatusOK, code)
+
+	// ws-a's server moves; ws-b's takes the old port.
+	other, err := workspace.New(workspace.Options{ID: "ws-b", Dir: t.TempDir(), Key: sys.keys.BackendKey("ws-b")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	var h http.Handler = other
+	port.Store(&h)
+	fake.setRoute("ws-a", "")
+	before := right.count()
+	code, body := o.do("GET", "/api/files", "")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, before+1, right.count(), "served by ws-a's own server")
 }

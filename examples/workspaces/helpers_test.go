@@ -217,6 +217,7 @@ type fakeHost struct {
 	opDelay time.Duration
 
 	mu       sync.Mutex
+	routeTo  map[string]string // a workspace's own address, instead of addr
 	running  map[string]bool
 	archived map[string]bool
 	busy     map[string]string // workspace → operation in progress
@@ -225,7 +226,7 @@ type fakeHost struct {
 }
 
 func newFakeHost(t testing.TB, addr string, opDelay time.Duration) *fakeHost {
-	return &fakeHost{t: t, addr: addr, opDelay: opDelay, running: map[string]bool{}, archived: map[string]bool{},
+	return &fakeHost{t: t, addr: addr, opDelay: opDelay, routeTo: map[string]string{}, running: map[string]bool{}, archived: map[string]bool{},
 		busy: map[string]string{}, ops: map[string][]string{}}
 }
 
@@ -284,7 +285,17 @@ func (h *fakeHost) Route(_ context.Context, id string) (string, error) {
 	if !h.running[id] {
 		return "", catalog.ErrNotFound
 	}
+	if a := h.routeTo[id]; a != "" {
+		return a, nil
+	}
 	return h.addr, nil
+}
+
+// setRoute gives workspace id an address of its own ("" for the shared one).
+func (h *fakeHost) setRoute(id, addr string) {
+	h.mu.Lock()
+	h.routeTo[id] = addr
+	h.mu.Unlock()
 }
 
 // setRunning marks workspace id as running, as if started before the test.

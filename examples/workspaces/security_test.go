@@ -325,7 +325,7 @@ func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
 	res := send(t, "GET", "http://"+addr+"/api/files/a.txt", nil, "")
 	assert.Equal(t, http.StatusForbidden, res.StatusCode, "straight to the server, without the key")
 	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("other")}}, "")
-	assert.Equal(t, http.StatusForbidden, res.StatusCode, "another workspace's key")
+	assert.Equal(t, http.StatusMisdirectedRequest, res.StatusCode, "another workspace's key")
 	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}}, "")
 	assert.Equal(t, http.StatusOK, res.StatusCode, "its own key, as the proxy sends it")
 

@@ -182,12 +182,13 @@ func New(opts Options) (*Proxy, error) {
 		}
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:   rewrite,
-		Transport: opts.Transport,
+		Rewrite:        rewrite,
+		ModifyResponse: misdirected,
+		Transport:      opts.Transport,
 		// Streamed answers (no length, text/event-stream) are flushed as
 		// they come; the others when done.
-		ErrorHandler:  p.backendError,
-		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorHandler: p.backendError,
+		ErrorLog:     slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
 	return p, nil
 }
@@ -482,10 +483,24 @@ func (p *Proxy) backendError(w http.ResponseWriter, r *http.Request, err error) 
 	page(w, r, http.StatusBadGateway, "Workspace unreachable", "The workspace did not answer this request.")
 }
 
-// isRefused reports whether err means nothing listens at the address: the
-// server is gone, not slow.
+// errMisdirected is a request that reached another workspace's server: the
+// route was read before its server stopped and another took its port.
+var errMisdirected = errors.New("proxy: another workspace's server answered")
+
+// misdirected is the ReverseProxy's ModifyResponse: a 421 from the
+// workspace's server is a stale route, handled as a server that is gone.
+func misdirected(res *http.Response) error {
+	if res.StatusCode == http.StatusMisdirectedRequest {
+		return errMisdirected
+	}
+	return nil
+}
+
+// isRefused reports whether err means the workspace's server is not at the
+// address any more: nothing listens there, or another workspace's server
+// does.
 func isRefused(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, errMisdirected)
 }
 
 // Stats returns a snapshot of the proxy's counters.

@@ -143,7 +143,10 @@ func (p *Proxy) dialBackend(ctx context.Context, r *http.Request, t target) (*we
 	}
 	dial := func(addr string) (*websocket.Conn, error) {
 		u := (&url.URL{Scheme: "ws", Host: addr, Path: t.path, RawPath: t.rawPath, RawQuery: t.rawQuery}).String()
-		c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: p.client, HTTPHeader: hdr, Subprotocols: protos})
+		c, res, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: p.client, HTTPHeader: hdr, Subprotocols: protos})
+		if err != nil && res != nil && res.StatusCode == http.StatusMisdirectedRequest {
+			err = errMisdirected
+		}
 		return c, err
 	}
 	addr, err := p.route(ctx, id)

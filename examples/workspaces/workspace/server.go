@@ -89,11 +89,20 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the IDE, after checking the backend key.
+// ServeHTTP serves the IDE, after checking the backend key: without one
+// it answers 403; with another workspace's, 421 Misdirected Request (a
+// proxy that reached this server at an address another workspace's server
+// had before: it looks for the route again).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Key != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(KeyHeader)), []byte(s.opts.Key)) != 1 {
-		http.Error(w, "this workspace is reached through its proxy", http.StatusForbidden)
-		return
+	if s.opts.Key != "" {
+		switch key := r.Header.Get(KeyHeader); {
+		case key == "":
+			http.Error(w, "this workspace is reached through its proxy", http.StatusForbidden)
+			return
+		case subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.Key)) != 1:
+			http.Error(w, "this is another workspace's server", http.StatusMisdirectedRequest)
+			return
+		}
 	}
 	s.handler.ServeHTTP(w, r)
 }
