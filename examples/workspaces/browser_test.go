@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,12 @@ import (
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/internal/browsertest"
 )
+
+// updateScreenshot makes TestBrowser write screenshot.png, the IDE with a
+// file open and the terminal used:
+//
+//	TTLKIT_TEST_CHROMIUM=/usr/bin/chromium go test ./examples/workspaces -run TestBrowser -screenshot
+var updateScreenshot = flag.Bool("screenshot", false, "write screenshot.png from a real browser")
 
 // js evaluates expr in the page.
 func js[T any](t *testing.T, ctx context.Context, expr string) T {
@@ -77,6 +84,12 @@ func TestBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("terminal"), "cat notes.txt"+kb.Enter)))
 	waitJS(t, ctx, `document.getElementById('terminal').textContent.includes('hello from the browser')`)
 	assert.GreaterOrEqual(t, sys.proxy.Stats().MessagesIn, in+15, "each key a message, each one activity")
+	if *updateScreenshot {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile("screenshot.png", png, 0o644))
+		t.Logf("wrote screenshot.png (%d bytes)", len(png))
+	}
 
 	// The tab stays open and nobody types: the workspace goes to STANDBY,
 	// which closes the terminal.

@@ -170,6 +170,7 @@ func (h *Handler) page(static fs.FS) http.HandlerFunc {
 // 200 again.
 type statusKeeper struct{ http.ResponseWriter }
 
+// WriteHeader does nothing: the status is written already.
 func (s *statusKeeper) WriteHeader(int) {}
 
 // Workspace is one workspace in the API.

@@ -25,6 +25,7 @@ type errStartTimeout struct {
 	phase, op string
 }
 
+// Error says how long the workspace was waited for, and where it stood.
 func (e errStartTimeout) Error() string {
 	return fmt.Sprintf("proxy: workspace did not start within %v (phase %s, operation %q)", e.after, e.phase, e.op)
 }

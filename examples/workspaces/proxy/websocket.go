@@ -175,6 +175,7 @@ func (p *Proxy) dialBackend(ctx context.Context, r *http.Request, t target) (*we
 // errUnreachable is a workspace whose server answered the dial wrongly.
 type errUnreachable struct{ error }
 
+// Unwrap returns the dial's error.
 func (e errUnreachable) Unwrap() error { return e.error }
 
 func clientIP(r *http.Request) string {
