@@ -523,7 +523,9 @@ func (p *Proxy) Close() {
 		conns = append(conns, c)
 	}
 	p.connMu.Unlock()
+	p.holdMu.Lock() // hold checks p.ctx and adds to p.wg under it
 	p.cancel()
+	p.holdMu.Unlock()
 	for _, c := range conns {
 		c.goingAway()
 	}
