@@ -115,5 +115,7 @@
 // overload gate, a web page that heartbeats); examples/gateway is a
 // serverless gateway of Lambda runtimes in pooled workers; examples/kvserver
 // is a Redis-compatible server on expiry.Map; examples/loadwatch watches this
-// machine through the load gate.
+// machine through the load gate; examples/workspaces is a cloud-IDE workspace
+// system (an activity-recording proxy, the TTL runner and the workspace
+// controller) on ttl, ttl/redisttl and ttl/pgttl.
 package ttlkit

@@ -6,6 +6,7 @@ replace github.com/ttlkit/ttlkit => ../
 
 require (
 	github.com/bsm/redislock v0.9.4
+	github.com/coder/websocket v1.8.15
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/puddle/v2 v2.2.3

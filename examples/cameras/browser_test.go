@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/browsertest"
 )
 
 // updateScreenshot regenerates screenshot.png:
@@ -21,42 +21,9 @@ import (
 //	TTLKIT_TEST_CHROMIUM=/usr/bin/chromium go test ./examples/cameras -run TestScreenshot -screenshot
 var updateScreenshot = flag.Bool("screenshot", false, "write screenshot.png from a real browser")
 
-// EnvChromium names the browser binary the browser tests drive.
-const EnvChromium = "TTLKIT_TEST_CHROMIUM"
-
-// newBrowser starts a fresh headless Chromium (its own profile) for the
-// test and returns a context for its first tab. Without TTLKIT_TEST_CHROMIUM
-// the test is skipped, or fails when backends are required.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	path := os.Getenv(EnvChromium)
-	if path == "" {
-		if testenv.Required() {
-			t.Fatalf("%s is not set (and %s=1)", EnvChromium, testenv.EnvRequire)
-		}
-		t.Skipf("%s is not set", EnvChromium)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 860),
-	)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")), "starting %s", path)
-	return ctx
-}
+// newBrowser starts a fresh headless Chromium for the test (see
+// internal/browsertest).
+func newBrowser(t *testing.T) context.Context { return browsertest.New(t) }
 
 // browserServer starts an instance for a browser, with real pictures.
 func browserServer(t *testing.T, cfg Config) (*Server, *fakeLoad, string) {
@@ -77,10 +44,7 @@ func fastConfig() Config {
 
 // js evaluates expr in the page.
 func js[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	require.NoError(t, err, expr)
-	return v
+	return browsertest.Eval[T](t, ctx, expr)
 }
 
 // waitJS waits until expr is truthy in the page.

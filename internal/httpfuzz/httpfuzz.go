@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Request returns the request method target would make, with body, as the
@@ -43,10 +45,11 @@ func token(s string) bool {
 	return true
 }
 
-// SetHeader sets header k to v when v is a value net/http would accept,
-// and reports whether it did.
+// SetHeader sets header k to v when v is a value net/http's server would
+// accept (it answers 400 to a value with control characters before any
+// handler runs), and reports whether it did.
 func SetHeader(req *http.Request, k, v string) bool {
-	if strings.ContainsAny(v, "\r\n\x00") {
+	if !httpguts.ValidHeaderFieldValue(v) {
 		return false
 	}
 	req.Header[http.CanonicalHeaderKey(k)] = []string{v}

@@ -29,3 +29,12 @@ func TestRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestSetHeader(t *testing.T) {
+	req, _ := Request(context.Background(), "GET", "/", "")
+	for v, ok := range map[string]bool{"text/plain": true, "a\tb": true, "\x16": false, "a\r\nb": false, "\x00": false, "\x7f": false} {
+		if got := SetHeader(req, "X", v); got != ok {
+			t.Errorf("SetHeader(%q) = %v, want %v", v, got, ok)
+		}
+	}
+}

@@ -7,7 +7,10 @@
 // phase_changed_at, created_at and deleted_at, plus last_activity_bucket, a
 // generated column that lets an index serve the idle rules without making
 // every sync rewrite index entries. Store.Migrate creates it with partial
-// indexes that serve the rules. Operation "" stands for 'NONE'.
+// indexes that serve the rules. A table laid out by a design of its own
+// keeps its names: Options.LastActivityColumn renames last_activity_at
+// (last_access_at), and Options.NoOperation is what operation holds when
+// none is in progress ('NONE'; the empty string by default).
 //
 // Every decision uses the server's now(): MergeActivity is one UPDATE over
 // unnest($1::text[], $2::timestamptz[]) with GREATEST, so a whole batch is

@@ -8,8 +8,14 @@ import (
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
-// DefaultTable is the entity table used when Options.Table is empty.
-const DefaultTable = "ttlkit_entities"
+// Defaults of Options.
+const (
+	// DefaultTable is the entity table used when Options.Table is empty.
+	DefaultTable = "ttlkit_entities"
+	// DefaultLastActivityColumn is the column of ttl.Entity.LastActivityAt
+	// when Options.LastActivityColumn is empty.
+	DefaultLastActivityColumn = "last_activity_at"
+)
 
 // Options configure a Store. The zero value means the defaults.
 type Options struct {
@@ -18,9 +24,26 @@ type Options struct {
 	// ("ops.workspaces"). Empty means DefaultTable ("ttlkit_entities"). An unqualified name
 	// is resolved through the connection's search_path.
 	Table string
+	// LastActivityColumn names the column that holds
+	// ttl.Entity.LastActivityAt, for a table whose design calls it
+	// otherwise (a workspace table's last_access_at): an identifier of
+	// letters, digits and underscores, at most 48. Empty means
+	// DefaultLastActivityColumn ("last_activity_at").
+	LastActivityColumn string
+	// NoOperation is what the operation column holds while no operation is
+	// in progress (ttl.Entity.Operation ""), for a table whose design
+	// writes it as a word ('NONE'): up to 32 letters, digits and
+	// underscores. Empty means the empty string. The Store translates both
+	// ways: Create and Update write NoOperation for "", and every read
+	// returns "" for NoOperation, so an Operation equal to NoOperation also
+	// means none.
+	NoOperation string
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+var (
+	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+	wordRE  = regexp.MustCompile(`^[A-Za-z0-9_]{0,32}$`)
+)
 
 // validName reports whether s is an identifier, optionally qualified once.
 func validName(s string) bool {
@@ -56,4 +79,27 @@ func (o Options) table() (quoted, base string, err error) {
 		return "", "", errs.Invalid(ttl.ErrInvalid, "pgttl: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	return quote(name), name[strings.LastIndexByte(name, '.')+1:], nil
+}
+
+// lastActivity resolves and validates o.LastActivityColumn, returning the
+// bare name (an identifier needs no quotes).
+func (o Options) lastActivity() (string, error) {
+	if o.LastActivityColumn == "" {
+		return DefaultLastActivityColumn, nil
+	}
+	if !identRE.MatchString(o.LastActivityColumn) {
+		return "", errs.Invalid(ttl.ErrInvalid, "pgttl: LastActivityColumn %q is not a valid identifier (letters, digits, _; at most 48)", o.LastActivityColumn)
+	}
+	return o.LastActivityColumn, nil
+}
+
+// noOperation validates o.NoOperation and returns it with the SQL literal
+// it is written as: letters, digits and underscores need no escaping, so
+// the literal can sit in the partial indexes' predicates and in the rules'
+// WHERE clauses, where the planner matches them.
+func (o Options) noOperation() (value, literal string, err error) {
+	if !wordRE.MatchString(o.NoOperation) {
+		return "", "", errs.Invalid(ttl.ErrInvalid, "pgttl: NoOperation %q must be at most 32 letters, digits and _", o.NoOperation)
+	}
+	return o.NoOperation, "'" + o.NoOperation + "'", nil
 }

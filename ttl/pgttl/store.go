@@ -24,25 +24,19 @@ import (
 // of Stores on the same table, in any number of processes, act as one.
 // A Store is safe for concurrent use.
 type Store struct {
-	pool  *pgxpool.Pool
-	table string // quoted
-	base  string // bare name, for index names
+	pool    *pgxpool.Pool
+	table   string // quoted
+	base    string // bare name, for index names
+	columns string // the entity columns, in the order scan reads them
+	lastCol string // the column of LastActivityAt
+	noOp    string // the operation column's value for none
+	noOpLit string // noOp as an SQL literal
 
 	insertSQL, insertManySQL, selectSQL, updateSQL, existsSQL, mergeSQL string
 	applySQL                                                            [3]string // by ttl.Since
 }
 
 var _ ttl.Store = (*Store)(nil)
-
-// columns lists the entity columns in the order scanEntity reads them.
-const columns = "id, phase, desired_state, operation, last_activity_at, phase_changed_at, created_at, deleted_at"
-
-// sinceColumn maps ttl.Since to its column.
-var sinceColumn = [...]string{
-	ttl.SinceLastActivity: "last_activity_at",
-	ttl.SincePhaseChanged: "phase_changed_at",
-	ttl.SinceCreated:      "created_at",
-}
 
 // New returns a Store on opts.Table through pool. It does not contact the
 // server; call Migrate once to create the table.
@@ -54,7 +48,23 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, table: table, base: base}
+	last, err := opts.lastActivity()
+	if err != nil {
+		return nil, err
+	}
+	noOp, noOpLit, err := opts.noOperation()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, table: table, base: base, lastCol: last, noOp: noOp, noOpLit: noOpLit}
+	s.columns = "id, phase, desired_state, operation, " + last + ", phase_changed_at, created_at, deleted_at"
+	columns := s.columns
+	// sinceColumn maps ttl.Since to its column.
+	sinceColumn := [...]string{
+		ttl.SinceLastActivity: last,
+		ttl.SincePhaseChanged: "phase_changed_at",
+		ttl.SinceCreated:      "created_at",
+	}
 	s.insertSQL = `INSERT INTO ` + table + ` AS t (` + columns + `)
 SELECT $1, $2, $3, $4,
        COALESCE($5::timestamptz, c.at), COALESCE($6::timestamptz, c.at), c.at, $8::timestamptz
@@ -84,7 +94,7 @@ RETURNING ` + columns
 WHERE id = $1 AND operation = $2
   AND ($8 = '' OR phase = $8)
   AND ($9 = '' OR desired_state = $9)
-  AND ($10::timestamptz IS NULL OR last_activity_at <= $10)
+  AND ($10::timestamptz IS NULL OR ` + last + ` <= $10)
 RETURNING ` + columns
 	// The batch arrives deduplicated (one row per id, so the UPDATE never
 	// meets a row twice) and sorted by id, so that concurrent batches tend
@@ -93,22 +103,22 @@ RETURNING ` + columns
 	// on the primary key: without it, a batch of a thousand makes it hash
 	// the whole table (40 ms at 100,000 rows, against 5 ms of lookups).
 	s.mergeSQL = `UPDATE ` + table + ` AS t
-SET last_activity_at = GREATEST(t.last_activity_at, a.at)
+SET ` + last + ` = GREATEST(t.` + last + `, a.at)
 FROM unnest($1::text[], $2::timestamptz[]) AS a(id, at)
-WHERE t.id = ANY($1::text[]) AND t.id = a.id AND a.at > t.last_activity_at`
+WHERE t.id = ANY($1::text[]) AND t.id = a.id AND a.at > t.` + last
 	for since, col := range sinceColumn {
 		cond := col + ` < now() - make_interval(secs => $3)`
 		if ttl.Since(since) == ttl.SinceLastActivity {
-			// The bucket is never after last_activity_at, so this only
+			// The bucket is never after the last activity, so this only
 			// narrows the rows through the index; the exact test follows.
 			cond = `last_activity_bucket < now() - make_interval(secs => $3)
   AND ` + cond
 		}
 		s.applySQL[since] = `UPDATE ` + table + `
 SET desired_state = $1
-WHERE phase = $2 AND operation = '' AND deleted_at IS NULL AND desired_state <> $1
+WHERE phase = $2 AND operation = ` + noOpLit + ` AND deleted_at IS NULL AND desired_state <> $1
   AND ` + cond + `
-RETURNING id, last_activity_at, now()`
+RETURNING id, ` + last + `, now()`
 	}
 	return s, nil
 }
@@ -141,18 +151,18 @@ func (s *Store) Migrate(ctx context.Context) error {
   id               text COLLATE "C" PRIMARY KEY,
   phase            text NOT NULL,
   desired_state    text NOT NULL DEFAULT '',
-  operation        text NOT NULL DEFAULT '',
-  last_activity_at timestamptz NOT NULL,
+  operation        text NOT NULL DEFAULT ` + s.noOpLit + `,
+  ` + s.lastCol + ` timestamptz NOT NULL,
   phase_changed_at timestamptz NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
   deleted_at       timestamptz
 ) WITH (fillfactor = 70)`,
 		`ALTER TABLE ` + s.table + ` ADD COLUMN IF NOT EXISTS last_activity_bucket timestamptz
-  GENERATED ALWAYS AS (date_bin('1 minute', last_activity_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')) STORED`,
+  GENERATED ALWAYS AS (date_bin('1 minute', ` + s.lastCol + `, TIMESTAMPTZ '2000-01-01 00:00:00+00')) STORED`,
 	}
 	for _, col := range []string{"last_activity_bucket", "phase_changed_at", "created_at"} {
 		stmts = append(stmts, `CREATE INDEX IF NOT EXISTS "`+s.base+`_`+col+`" ON `+s.table+
-			` (phase, `+col+`) WHERE operation = '' AND deleted_at IS NULL`)
+			` (phase, `+col+`) WHERE operation = `+s.noOpLit+` AND deleted_at IS NULL`)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for i, q := range stmts {
@@ -172,6 +182,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// op returns what the operation column holds for the entity operation op:
+// NoOperation for none.
+func (s *Store) op(op string) string {
+	if op == "" {
+		return s.noOp
+	}
+	return op
+}
+
 // tsArg turns a zero time into SQL NULL.
 func tsArg(t time.Time) any {
 	if t.IsZero() {
@@ -180,7 +199,8 @@ func tsArg(t time.Time) any {
 	return t
 }
 
-func scanEntity(row pgx.Row) (ttl.Entity, error) {
+// scan reads one row of s.columns.
+func (s *Store) scan(row pgx.Row) (ttl.Entity, error) {
 	var (
 		e       ttl.Entity
 		deleted *time.Time
@@ -189,6 +209,9 @@ func scanEntity(row pgx.Row) (ttl.Entity, error) {
 		&e.LastActivityAt, &e.PhaseChangedAt, &e.CreatedAt, &deleted)
 	if err != nil {
 		return ttl.Entity{}, err
+	}
+	if e.Operation == s.noOp {
+		e.Operation = ""
 	}
 	e.LastActivityAt = e.LastActivityAt.UTC()
 	e.PhaseChangedAt = e.PhaseChangedAt.UTC()
@@ -226,7 +249,7 @@ func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
 	if err := checkEntity(e); err != nil {
 		return ttl.Entity{}, err
 	}
-	got, err := scanEntity(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, e.Operation,
+	got, err := s.scan(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, s.op(e.Operation),
 		tsArg(e.LastActivityAt), tsArg(e.PhaseChangedAt), tsArg(e.CreatedAt), tsArg(e.DeletedAt)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -266,14 +289,14 @@ func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, 
 			ids, phases, desired, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			last, changed, created, deleted := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 			for i, e := range part {
-				ids[i], phases[i], desired[i], ops[i] = e.ID, e.Phase, e.DesiredState, e.Operation
+				ids[i], phases[i], desired[i], ops[i] = e.ID, e.Phase, e.DesiredState, s.op(e.Operation)
 				last[i], changed[i], created[i], deleted[i] = tsNull(e.LastActivityAt), tsNull(e.PhaseChangedAt), tsNull(e.CreatedAt), tsNull(e.DeletedAt)
 			}
 			rows, err := tx.Query(ctx, s.insertManySQL, ids, phases, desired, ops, last, changed, created, deleted)
 			if err != nil {
 				return err
 			}
-			got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return scanEntity(row) })
+			got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return s.scan(row) })
 			if err != nil {
 				return err
 			}
@@ -310,7 +333,7 @@ func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
 	if !storable(id) {
 		return ttl.Entity{}, fmt.Errorf("pgttl: get %q: %w", id, ttl.ErrNotFound)
 	}
-	e, err := scanEntity(s.pool.QueryRow(ctx, s.selectSQL, id))
+	e, err := s.scan(s.pool.QueryRow(ctx, s.selectSQL, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ttl.Entity{}, fmt.Errorf("pgttl: get %q: %w", id, ttl.ErrNotFound)
@@ -339,7 +362,7 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 		// argument, possibly up past a later activity.
 		expectLast = u.ExpectLastActivityAt.Truncate(time.Microsecond)
 	}
-	e, err := scanEntity(s.pool.QueryRow(ctx, s.updateSQL, id, u.ExpectOperation, u.Operation,
+	e, err := s.scan(s.pool.QueryRow(ctx, s.updateSQL, id, s.op(u.ExpectOperation), s.op(u.Operation),
 		u.Phase, u.DesiredState, u.Delete, u.ClearDesiredState, u.ExpectPhase, u.ExpectDesiredState, expectLast))
 	if err == nil {
 		return e, nil
@@ -397,7 +420,7 @@ func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
 	if f.After != "" {
 		where = append(where, "id > "+arg(f.After))
 	}
-	q := `SELECT ` + columns + ` FROM ` + s.table
+	q := `SELECT ` + s.columns + ` FROM ` + s.table
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -406,7 +429,7 @@ func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
 	if err != nil {
 		return nil, errs.Wrap(ctx, "pgttl", "list", err)
 	}
-	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return scanEntity(row) })
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ttl.Entity, error) { return s.scan(row) })
 	if err != nil {
 		return nil, errs.Wrap(ctx, "pgttl", "list", err)
 	}

@@ -35,7 +35,13 @@ type Options struct {
 	// contains a hash tag ("{...}") the key is Prefix + "activity", else
 	// "{" + Prefix + "}:activity". So "codehub" gives {codehub}:activity.
 	// A Prefix whose "}" would end that hash tag early is refused.
+	// Required unless Key is set.
 	Prefix string
+	// Key, if set, is the sorted set's exact name, used as it is, for a
+	// system whose design names it ("codehub:activity"); Prefix is then
+	// ignored. The buffer is one key, so it needs no hash tag to live in
+	// one Redis Cluster slot.
+	Key string
 }
 
 // Buffer is a ttl.Buffer on a Redis sorted set. It is safe for concurrent
@@ -95,11 +101,14 @@ func (b *Buffer) Generation(ctx context.Context) (string, error) {
 }
 
 // New returns a Buffer that keeps its entries in Redis through client, under
-// opts.Prefix. It does not contact the server. A nil client or a bad
+// opts.Prefix or in opts.Key. It does not contact the server. A nil client or a bad
 // Prefix returns an error that names it and matches ttl.ErrInvalid.
 func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 	if client == nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: client is nil")
+	}
+	if opts.Key != "" {
+		return &Buffer{client: client, key: opts.Key}, nil
 	}
 	base, err := rediskey.Base("redisttl", opts.Prefix)
 	if err != nil {

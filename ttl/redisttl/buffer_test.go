@@ -62,6 +62,21 @@ func TestKeyHashTag(t *testing.T) {
 	_, err := redisttl.New(c, redisttl.Options{Prefix: "odd{}:"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	assert.ErrorContains(t, err, `Prefix "odd{}:"`)
+
+	// A design's own name is used as it is.
+	b, err := redisttl.New(c, redisttl.Options{Key: "codehub:activity", Prefix: "ignored"})
+	require.NoError(t, err)
+	assert.Equal(t, "codehub:activity", b.Key())
+}
+
+// TestConformanceKey runs the Buffer suite on a buffer named by Key.
+func TestConformanceKey(t *testing.T) {
+	ttltest.RunBuffer(t, ttltest.BufferHarness{New: func(t *testing.T) ttl.Buffer {
+		r := testenv.OpenRedis(t)
+		b, err := redisttl.New(r.Client, redisttl.Options{Key: r.Prefix + "codehub:activity"})
+		require.NoError(t, err)
+		return b
+	}})
 }
 
 // TestScoreExact shows that a score is exactly the millisecond time Peek

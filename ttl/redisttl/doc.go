@@ -1,7 +1,7 @@
 // Package redisttl keeps ttl's shared state in Redis: a ttl.Buffer in a
 // sorted set, so that the Trackers of many proxy instances share one
 // activity buffer that a ttl.Runner drains into the Store (the
-// "codehub:activity" ZSET of a cloud-IDE workspace system), and a ttl.Store
+// "codehub:activity" ZSET of a cloud-IDE workspace system, Options.Key), and a ttl.Store
 // for systems whose only shared database is Redis (see Store).
 //
 // # Buffer

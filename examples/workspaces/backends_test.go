@@ -1,0 +1,385 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
+)
+
+// backendConfig is fastConfig on PostgreSQL (the test's schema) and Redis
+// (redisURL, the activity buffer under key).
+func backendConfig(t testing.TB, component string, pg *testenv.Postgres, redisURL, key string) Config {
+	c := fastConfig(t)
+	c.Component = component
+	c.PostgresURL, c.RedisURL, c.RedisKey = pg.URL(), redisURL, key
+	return c
+}
+
+// seedStore opens the workspaces table as the system does, for a test to
+// fill and read.
+func seedStore(t testing.TB, pg *testenv.Postgres) *pgttl.Store {
+	s, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	return s
+}
+
+func dbNow(t testing.TB, pg *testenv.Postgres) time.Time {
+	var now time.Time
+	require.NoError(t, pg.Pool.QueryRow(context.Background(), "SELECT now()").Scan(&now))
+	return now.UTC()
+}
+
+// decisions records the runner's decisions (Deps.Wake), by workspace.
+type decisions struct {
+	mu sync.Mutex
+	m  map[string][]ttl.Expiry
+}
+
+func (d *decisions) wake(ctx context.Context, exps []ttl.Expiry, next func(context.Context, []ttl.Expiry) error) error {
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string][]ttl.Expiry{}
+	}
+	for _, x := range exps {
+		d.m[x.ID] = append(d.m[x.ID], x)
+	}
+	d.mu.Unlock()
+	return next(ctx, exps)
+}
+
+func (d *decisions) of(id string) []ttl.Expiry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]ttl.Expiry(nil), d.m[id]...)
+}
+
+// idleOnTime checks that every workspace of ids went to STANDBY on one
+// decision, more than ttl after its last activity and at most late after
+// that.
+func idleOnTime(t *testing.T, store ttl.Store, dec *decisions, ids []string, ttl, late time.Duration) {
+	t.Helper()
+	for _, id := range ids {
+		e := waitPhase(t, store, id, catalog.Standby, 10*time.Second)
+		d := dec.of(id)
+		require.Len(t, d, 1, id)
+		idleFor := d[0].DecidedAt.Sub(e.LastActivityAt)
+		require.Greater(t, idleFor, ttl, "%s: never before the TTL", id)
+		require.LessOrEqual(t, idleFor, ttl+late, "%s: on time", id)
+	}
+}
+
+// backend is the server every synthetic workspace answers from.
+func backend(t testing.TB) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// traffic sends a request to every workspace of ids through the proxies,
+// in turn, every period, until stop is closed.
+func traffic(t *testing.T, owners []*owner, bases []string, period time.Duration, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i, o := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(period)
+			defer tick.Stop()
+			for n := i; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				req, _ := http.NewRequest("GET", bases[n%len(bases)]+"/"+o.id+"/", nil)
+				req.Header.Set("Authorization", "Bearer "+o.token)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Errorf("%s: %v", o.id, err)
+					return
+				}
+				_ = res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					t.Errorf("%s: %d", o.id, res.StatusCode)
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// ownersOf returns owners of the workspaces ids (tokens minted with the
+// test secret), speaking to base.
+func ownersOf(t testing.TB, sys *System, base string, ids []string) []*owner {
+	out := make([]*owner, len(ids))
+	for i, id := range ids {
+		out[i] = &owner{t: t, base: base, id: id, token: sys.keys.WorkspaceToken(id, time.Now().Add(time.Hour))}
+	}
+	return out
+}
+
+// TestRedisRestart restarts the Redis server of the activity buffer in the
+// middle of a run, without persistence, so its sorted set is lost.
+// PostgreSQL still decides: no workspace in use goes to STANDBY (the
+// runner holds its idle rule, the proxies' trackers send their recent
+// activity again), activity reaches the table again within a flush and a
+// sync of Redis answering, and idle workspaces still go to STANDBY, never
+// before their TTL.
+func TestRedisRestart(t *testing.T) {
+	rs := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	pg := testenv.OpenPostgres(t)
+	store := seedStore(t, pg)
+	fake := newFakeHost(t, backend(t), 0)
+	var dec decisions
+	cfg := backendConfig(t, "all", pg, rs.URL(), "codehub:activity")
+	cfg.Standby = 3 * time.Second
+	cfg.Archive = time.Hour
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake, Wake: dec.wake})
+	base := "http://" + sys.Addr()
+
+	now := dbNow(t, pg)
+	var active, idle []string
+	var es []ttl.Entity
+	for i := range 20 {
+		id := fmt.Sprintf("active-%02d", i)
+		active = append(active, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		fake.setRunning(id)
+	}
+	for i := range 5 {
+		id := fmt.Sprintf("idle-%02d", i)
+		idle = append(idle, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * 200 * time.Millisecond)})
+		fake.setRunning(id)
+	}
+	_, err := store.CreateMany(context.Background(), es)
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	wg := traffic(t, ownersOf(t, sys, base, active), []string{base}, 200*time.Millisecond, stop)
+	time.Sleep(time.Second)
+	rs.Restart(300 * time.Millisecond) // comes back empty
+	up := time.Now()
+	// Every active workspace's activity is in the table again soon after
+	// Redis answers.
+	var caughtUp time.Duration
+	require.Eventually(t, func() bool {
+		for _, id := range active {
+			if entity(t, store, id).LastActivityAt.Before(up) {
+				return false
+			}
+		}
+		caughtUp = time.Since(up)
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
+	t.Logf("activity of every active workspace in the table %v after Redis answered (flush %v + sync %v)", caughtUp, cfg.FlushInterval, cfg.TickInterval)
+	assert.Less(t, caughtUp, 2*time.Second, "within a flush and a sync, plus the client's reconnect")
+	time.Sleep(cfg.Standby + time.Second)
+	close(stop)
+	wg.Wait()
+
+	for _, id := range active {
+		assert.Empty(t, dec.of(id), "%s was in use: never decided idle", id)
+		assert.Empty(t, fake.opsOf(id), "%s was never stopped", id)
+	}
+	// Decisions due during the outage come late by the outage and the
+	// runner's hold, at most.
+	idleOnTime(t, store, &dec, idle, cfg.Standby, 3*time.Second)
+	assert.GreaterOrEqual(t, sys.runner.Stats().BufferLosses, uint64(1), "the runner saw the loss")
+	assert.GreaterOrEqual(t, sys.tracker.Stats().SinkLosses, uint64(1), "the proxy saw the loss and sent again")
+	assert.Empty(t, fake.overlapping())
+}
+
+// TestSeparateComponentsAtScale runs three proxies, one runner and two
+// controllers as separate systems (each with its own connections, as
+// separate processes have) on one Redis and one PostgreSQL, over 10,000
+// workspaces, most of them idle and not running: 8,000 ARCHIVED, 1,300 in
+// STANDBY (200 of them due for archiving during the test), 700 RUNNING
+// (150 in use through the three proxies, 550 going idle during the test).
+// No workspace in use is stopped, every idle one is decided on time, and
+// no workspace is ever operated on by both controllers at once.
+func TestSeparateComponentsAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 workspaces")
+	}
+	pg := testenv.OpenPostgres(t)
+	rd := testenv.OpenRedis(t)
+	redisURL := os.Getenv(testenv.EnvRedis)
+	key := rd.Prefix + "codehub:activity"
+	store := seedStore(t, pg)
+	fake := newFakeHost(t, backend(t), 5*time.Millisecond)
+	var dec decisions
+	const standby, archive = 4 * time.Second, time.Minute
+	conf := func(component string) Config {
+		c := backendConfig(t, component, pg, redisURL, key)
+		c.Standby, c.Archive = standby, archive
+		c.FlushInterval, c.TickInterval = 250*time.Millisecond, 250*time.Millisecond
+		c.ReconcileInterval = 2 * time.Second
+		return c
+	}
+	deps := Deps{Runtime: fake, Routes: fake, Wake: dec.wake}
+	var proxies []string
+	var first *System
+	for range 3 {
+		s := startSystem(t, conf("proxy"), deps)
+		proxies = append(proxies, "http://"+s.Addr())
+		if first == nil {
+			first = s
+		}
+	}
+	runner := startSystem(t, conf("runner"), deps)
+	ctrl := []*System{startSystem(t, conf("controller"), deps), startSystem(t, conf("controller"), deps)}
+
+	now := dbNow(t, pg)
+	es := make([]ttl.Entity, 0, 10000)
+	add := func(prefix string, n int, phase string, last, changed func(i int) time.Time) []string {
+		var ids []string
+		for i := range n {
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			ids = append(ids, id)
+			es = append(es, ttl.Entity{ID: id, Phase: phase, CreatedAt: now.Add(-48 * time.Hour), LastActivityAt: last(i), PhaseChangedAt: changed(i)})
+			if phase == catalog.Running {
+				fake.setRunning(id)
+			}
+		}
+		return ids
+	}
+	longAgo := func(int) time.Time { return now.Add(-24 * time.Hour) }
+	add("archived", 8000, catalog.Archived, longAgo, longAgo)
+	add("standby", 1100, catalog.Standby, longAgo, func(int) time.Time { return now })
+	archiving := add("archiving", 200, catalog.Standby, longAgo, func(i int) time.Time {
+		return now.Add(-archive + 500*time.Millisecond + time.Duration(i)*10*time.Millisecond)
+	})
+	active := add("active", 150, catalog.Running, func(int) time.Time { return now }, longAgo)
+	idle := add("idle", 550, catalog.Running, func(i int) time.Time {
+		return now.Add(-standby + 500*time.Millisecond + time.Duration(i)*5*time.Millisecond)
+	}, longAgo)
+	start := time.Now()
+	_, err := store.CreateMany(context.Background(), es)
+	require.NoError(t, err)
+	t.Logf("10,000 workspaces created in %v", time.Since(start))
+
+	stop := make(chan struct{})
+	wg := traffic(t, ownersOf(t, first, "", active), proxies, 500*time.Millisecond, stop)
+	time.Sleep(standby + 3*time.Second)
+	close(stop)
+	wg.Wait()
+
+	// The slack covers a tick's work and a loaded machine; the bound
+	// itself is one tick.
+	const slack = 2 * time.Second
+	for _, id := range active {
+		require.Empty(t, dec.of(id), "%s was in use", id)
+		require.Empty(t, fake.opsOf(id), "%s was in use", id)
+	}
+	idleOnTime(t, store, &dec, idle, standby, 250*time.Millisecond+slack)
+	for _, id := range idle {
+		require.Equal(t, []string{"stop"}, fake.opsOf(id), id)
+	}
+	for _, id := range archiving {
+		waitPhase(t, store, id, catalog.Archived, 10*time.Second)
+		d := dec.of(id)
+		require.Len(t, d, 1, id)
+		require.Equal(t, "archive", d[0].Rule)
+		require.Equal(t, []string{"archive"}, fake.opsOf(id), id)
+	}
+	got, err := store.List(context.Background(), ttl.Filter{Phase: catalog.Running, Limit: 10000})
+	require.NoError(t, err)
+	assert.Len(t, got, len(active), "only the workspaces in use still run")
+	assert.Empty(t, fake.overlapping(), "two operations at once on one workspace")
+	a, b := ctrl[0].controller.Stats(), ctrl[1].controller.Stats()
+	t.Logf("controller 1: %+v", a)
+	t.Logf("controller 2: %+v", b)
+	t.Logf("runner: %+v", runner.runner.Stats())
+	assert.EqualValues(t, len(idle)+len(archiving), a.Stopped+b.Stopped+a.Archived+b.Archived, "each operation done once")
+}
+
+// TestProxyProcessKilled kills a proxy process with SIGKILL while its
+// workspace is in use: what it recorded since its last flush is lost, so
+// the table's last activity for that workspace is at most one flush
+// interval (plus the time between two requests) behind the last request,
+// and the workspace goes to STANDBY by what the table has. A workspace
+// used through another proxy is not affected.
+func TestProxyProcessKilled(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	rd := testenv.OpenRedis(t)
+	redisURL := os.Getenv(testenv.EnvRedis)
+	key := rd.Prefix + "codehub:activity"
+	store := seedStore(t, pg)
+	cfg := backendConfig(t, "controller", pg, redisURL, key)
+	cfg.FlushInterval = time.Second
+	cfg.Standby = 3 * time.Second
+	cfg.Archive = time.Hour
+	other := cfg
+	other.Component = "proxy"
+	ctrl := startSystem(t, cfg, Deps{})
+	runnerCfg := cfg
+	runnerCfg.Component = "runner"
+	startSystem(t, runnerCfg, Deps{})
+	px := startSystem(t, other, Deps{})
+
+	// The proxy to kill: this test binary as "workspaces proxy".
+	cmd := exec.Command(os.Args[0], "proxy", "-addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.PostgresURL, "REDIS_URL="+redisURL, "ACTIVITY_KEY="+key,
+		"WORKSPACES_DIR="+cfg.DataDir, "WORKSPACES_SECRET="+testSecret, "ADMIN_TOKEN="+testAdmin,
+		"TTL_STANDBY_SECONDS=3", "TTL_ARCHIVE_SECONDS=3600", "ACTIVITY_FLUSH_INTERVAL=1", "COORDINATOR_TTL_INTERVAL=0.1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = testWriter{t}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make([]byte, 256)
+	n, err := out.Read(line)
+	require.NoError(t, err)
+	victim := "http://" + strings.Fields(strings.TrimPrefix(string(line[:n]), "workspaces: admin page http://"))[0]
+	victim = strings.TrimSuffix(victim, "/admin/")
+
+	base := "http://" + px.Addr()
+	a, b := create(t, base, "ws-a"), create(t, base, "ws-b")
+	waitPhase(t, store, "ws-a", catalog.Running, 10*time.Second)
+	waitPhase(t, store, "ws-b", catalog.Running, 10*time.Second)
+	a = a.via(victim)
+	for range 12 {
+		code, body := a.do("GET", "/api/files", "")
+		require.Equal(t, http.StatusOK, code, body)
+		b.do("GET", "/api/files", "")
+		time.Sleep(250 * time.Millisecond)
+	}
+	code, _ := a.do("GET", "/api/files", "")
+	require.Equal(t, http.StatusOK, code)
+	last := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	// ws-b stays in use through the other proxy; ws-a is idle from now.
+	stop := make(chan struct{})
+	wg := traffic(t, []*owner{b}, []string{base}, 300*time.Millisecond, stop)
+	e := waitPhase(t, store, "ws-a", catalog.Standby, 15*time.Second)
+	close(stop)
+	wg.Wait()
+	lost := last.Sub(e.LastActivityAt)
+	t.Logf("activity lost with the proxy: the last %v", lost)
+	assert.LessOrEqual(t, lost, cfg.FlushInterval+250*time.Millisecond+100*time.Millisecond, "at most a flush interval (and a request period)")
+	assert.Greater(t, e.PhaseChangedAt.Sub(e.LastActivityAt), cfg.Standby, "by what the table has, never before the TTL")
+	eb := entity(t, store, "ws-b")
+	assert.Equal(t, catalog.Running, eb.Phase, "the other proxy's workspace is not affected")
+	assert.Empty(t, eb.DesiredState)
+	assert.EqualValues(t, 1, ctrl.controller.Stats().Stopped)
+}

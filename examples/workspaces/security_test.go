@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
+	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
+	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/examples/workspaces/host"
+	"github.com/ttlkit/ttlkit/examples/workspaces/proxy"
+	"github.com/ttlkit/ttlkit/examples/workspaces/workspace"
+)
+
+// capture is a workspace server that records what reaches it.
+type capture struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.reqs = append(c.reqs, r.Clone(context.Background()))
+	c.mu.Unlock()
+	if r.Header.Get("Upgrade") == "websocket" {
+		conn, err := websocket.Accept(w, r, nil)
+		if err == nil {
+			_ = conn.Close(websocket.StatusNormalClosure, "")
+		}
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (c *capture) last() *http.Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.reqs) == 0 {
+		return nil
+	}
+	return c.reqs[len(c.reqs)-1]
+}
+
+func (c *capture) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reqs)
+}
+
+// secured starts a system whose workspaces "ws-a" and "ws-b" run (not as
+// processes) behind a capturing server, and returns it with the base URL.
+func secured(t *testing.T) (*System, string, *capture) {
+	t.Helper()
+	cap := &capture{}
+	srv := httptest.NewServer(cap)
+	t.Cleanup(srv.Close)
+	fake := newFakeHost(t, strings.TrimPrefix(srv.URL, "http://"), 0)
+	cfg := fastConfig(t)
+	cfg.Standby = time.Hour
+	cfg.AllowedOrigins = []string{"https://ide.example"}
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
+	base := "http://" + sys.Addr()
+	for _, id := range []string{"ws-a", "ws-b"} {
+		create(t, base, id)
+		waitPhase(t, sys.store, id, catalog.Running, 5*time.Second)
+	}
+	return sys, base, cap
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func send(t *testing.T, method, u string, header http.Header, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return res
+}
+
+func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+
+// TestOnlyTheOwnerReachesAWorkspace: a workspace answers only its own
+// token, unexpired and unforged; everything else is refused before it
+// counts as activity or wakes anything.
+func TestOnlyTheOwnerReachesAWorkspace(t *testing.T) {
+	sys, base, cap := secured(t)
+	keys := sys.keys
+	other, err := auth.New("another-secret-of-16-bytes", testAdmin, nil)
+	require.NoError(t, err)
+	good := keys.WorkspaceToken("ws-a", time.Now().Add(time.Hour))
+	exp, mac, _ := strings.Cut(good, ".")
+	records := sys.tracker.Stats().Records
+	before := cap.count()
+	for name, h := range map[string]http.Header{
+		"no token":                 nil,
+		"another workspace's":      bearer(keys.WorkspaceToken("ws-b", time.Now().Add(time.Hour))),
+		"expired":                  bearer(keys.WorkspaceToken("ws-a", time.Now().Add(-time.Second))),
+		"another secret's":         bearer(other.WorkspaceToken("ws-a", time.Now().Add(time.Hour))),
+		"tampered MAC":             bearer(exp + "." + strings.Repeat("A", len(mac))),
+		"stretched expiry":         bearer("9" + good),
+		"the admin token":          bearer(testAdmin),
+		"a cookie of another path": {"Cookie": {proxy.TokenCookie + "=" + keys.WorkspaceToken("ws-b", time.Now().Add(time.Hour))}},
+		"garbage":                  bearer("x.y.z"),
+	} {
+		res := send(t, "GET", base+"/ws-a/api/files", h, "")
+		want := http.StatusForbidden
+		if name == "no token" {
+			want = http.StatusUnauthorized
+		}
+		assert.Equal(t, want, res.StatusCode, name)
+	}
+	assert.Equal(t, before, cap.count(), "nothing reached the workspace")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "a refused request is not activity")
+	assert.EqualValues(t, 9, sys.proxy.Stats().Refused)
+
+	res := send(t, "GET", base+"/ws-a/api/files", bearer(good), "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "the owner")
+	assert.Equal(t, records+1, sys.tracker.Stats().Records)
+	res = send(t, "GET", base+"/ws-nobody/", bearer(keys.WorkspaceToken("ws-nobody", time.Now().Add(time.Hour))), "")
+	assert.Equal(t, http.StatusNotFound, res.StatusCode, "a token minted for a workspace that does not exist")
+
+	// A deleted workspace is gone for its owner too.
+	require.Equal(t, http.StatusOK, adminCall(t, base, "DELETE", "workspaces/ws-b", nil, nil))
+	res = send(t, "GET", base+"/ws-b/", bearer(keys.WorkspaceToken("ws-b", time.Now().Add(time.Hour))), "")
+	assert.Equal(t, http.StatusGone, res.StatusCode)
+}
+
+// TestTokenLinkBecomesCookie: the admin API's link sets a cookie that only
+// the workspace's paths get, that no script reads, and that other sites'
+// requests do not carry; the token leaves the address at once; and the
+// workspace's server never sees the token.
+func TestTokenLinkBecomesCookie(t *testing.T) {
+	sys, base, cap := secured(t)
+	var link admin.Created
+	require.Equal(t, http.StatusOK, adminCall(t, base, "POST", "workspaces/ws-a/link", nil, &link))
+	res := send(t, "GET", base+link.URL+"&x=1", nil, "")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	assert.Equal(t, "/ws-a/?x=1", res.Header.Get("Location"), "the token is gone from the address")
+	var c *http.Cookie
+	for _, k := range res.Cookies() {
+		if k.Name == proxy.TokenCookie {
+			c = k
+		}
+	}
+	require.NotNil(t, c)
+	assert.Equal(t, "/ws-a/", c.Path, "only this workspace's paths")
+	assert.True(t, c.HttpOnly, "no script reads it")
+	assert.Equal(t, http.SameSiteLaxMode, c.SameSite)
+	assert.WithinDuration(t, link.ExpiresAt, c.Expires, time.Second)
+
+	h := http.Header{"Cookie": {c.Name + "=" + c.Value + "; theme=dark"}}
+	res = send(t, "GET", base+"/ws-a/api/files?token="+url.QueryEscape(link.Token)+"&q=1", h, "")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res = send(t, "GET", base+"/ws-a/api/files?q=1", h, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	got := cap.last()
+	require.NotNil(t, got)
+	assert.Equal(t, "/api/files", got.URL.Path)
+	assert.Equal(t, "q=1", got.URL.RawQuery)
+	assert.Equal(t, "theme=dark", got.Header.Get("Cookie"), "the workspace's token cookie is not passed on")
+	assert.Empty(t, got.Header.Get("Authorization"))
+	assert.Equal(t, sys.keys.BackendKey("ws-a"), got.Header.Get(workspace.KeyHeader))
+	res = send(t, "GET", base+"/ws-a/", bearer(link.Token), "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Empty(t, cap.last().Header.Get("Authorization"), "nor a bearer token")
+	res = send(t, "GET", base+"/ws-b/api/files", h, "")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "ws-a's cookie, sent to ws-b, is not ws-b's token")
+}
+
+// TestCrossSiteRefused: another site's page cannot open a workspace's
+// terminal or change its files with the owner's cookie; the page's own
+// origin, and one configured in ALLOWED_ORIGINS, can.
+func TestCrossSiteRefused(t *testing.T) {
+	sys, base, cap := secured(t)
+	token := sys.keys.WorkspaceToken("ws-a", time.Now().Add(time.Hour))
+	cookie := http.Header{"Cookie": {proxy.TokenCookie + "=" + token}}
+	with := func(k, v string) http.Header {
+		h := cookie.Clone()
+		h.Set(k, v)
+		return h
+	}
+	before := cap.count()
+	for name, h := range map[string]http.Header{
+		"Sec-Fetch-Site cross-site": with("Sec-Fetch-Site", "cross-site"),
+		"foreign Origin":            with("Origin", "https://evil.example"),
+	} {
+		res := send(t, "PUT", base+"/ws-a/api/files/x.txt", h, "pwned")
+		assert.Equal(t, http.StatusForbidden, res.StatusCode, name)
+	}
+	assert.Equal(t, before, cap.count(), "no write reached the workspace")
+	res := send(t, "PUT", base+"/ws-a/api/files/x.txt", with("Sec-Fetch-Site", "same-origin"), "mine")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "the workspace's own page")
+
+	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws-a/terminal"
+	dial := func(origin string) (int, error) {
+		h := cookie.Clone()
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, res, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: h})
+		if c != nil {
+			_ = c.CloseNow()
+		}
+		if res == nil {
+			return 0, err
+		}
+		return res.StatusCode, err
+	}
+	records := sys.tracker.Stats().Records
+	code, err := dial("https://evil.example")
+	require.Error(t, err)
+	assert.Equal(t, http.StatusForbidden, code, "another site's page")
+	code, _ = dial("null")
+	assert.Equal(t, http.StatusForbidden, code, "a sandboxed page")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "a refused upgrade is not activity")
+	for _, origin := range []string{base, "https://ide.example", ""} {
+		code, err = dial(origin)
+		assert.NoError(t, err, origin)
+		assert.Equal(t, http.StatusSwitchingProtocols, code, "origin %q", origin)
+	}
+}
+
+// TestAdminIsProtected: the admin API answers only the admin token (or the
+// admin page's cookie, which only the admin token gets), and refuses
+// cross-site writes made with that cookie.
+func TestAdminIsProtected(t *testing.T) {
+	sys, base, _ := secured(t)
+	wsToken := sys.keys.WorkspaceToken("ws-a", time.Now().Add(time.Hour))
+	for name, h := range map[string]http.Header{
+		"no token":          nil,
+		"wrong token":       bearer("not-the-admin-token-at-all"),
+		"a workspace token": bearer(wsToken),
+		"forged cookie":     {"Cookie": {admin.Cookie + "=9999999999.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}},
+		"expired cookie":    {"Cookie": {admin.Cookie + "=" + sys.keys.AdminCookie(time.Now().Add(-time.Minute))}},
+	} {
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/admin/api/workspaces"}, {"POST", "/admin/api/workspaces"}, {"GET", "/admin/api/workspaces/ws-a"},
+			{"POST", "/admin/api/workspaces/ws-a/link"}, {"DELETE", "/admin/api/workspaces/ws-a"},
+		} {
+			res := send(t, r.method, base+r.path, h, "")
+			assert.Equal(t, http.StatusUnauthorized, res.StatusCode, "%s: %s %s", name, r.method, r.path)
+		}
+		res := send(t, "GET", base+"/admin/", h, "")
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, "%s: the page is the sign-in form", name)
+	}
+	e := entity(t, sys.store, "ws-a")
+	assert.True(t, e.DeletedAt.IsZero(), "nothing was deleted")
+
+	res := send(t, "GET", base+"/admin/?token=wrong-token-of-sixteen", nil, "")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+	assert.Empty(t, res.Cookies())
+	res = send(t, "GET", base+"/admin/?token="+testAdmin, nil, "")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	assert.Equal(t, "/admin/", res.Header.Get("Location"))
+	require.Len(t, res.Cookies(), 1)
+	c := res.Cookies()[0]
+	assert.Equal(t, "/admin/", c.Path)
+	assert.True(t, c.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	h := http.Header{"Cookie": {c.Name + "=" + c.Value}}
+	assert.Equal(t, http.StatusOK, send(t, "GET", base+"/admin/api/workspaces", h, "").StatusCode)
+	assert.Equal(t, http.StatusOK, send(t, "GET", base+"/admin/", h, "").StatusCode)
+
+	h.Set("Sec-Fetch-Site", "cross-site")
+	res = send(t, "DELETE", base+"/admin/api/workspaces/ws-a", h, "")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "a cross-site delete with the cookie")
+	h.Del("Sec-Fetch-Site")
+	h.Set("Origin", "https://evil.example")
+	res = send(t, "POST", base+"/admin/api/workspaces", h, `{"id":"evil"}`)
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "a cross-site create with the cookie")
+	assert.True(t, entity(t, sys.store, "ws-a").DeletedAt.IsZero())
+	_, err := sys.store.Get(context.Background(), "evil")
+	assert.Error(t, err, "nothing was created")
+
+	// The API's answers give no workspace token away except on purpose
+	// (create, link).
+	var list admin.List
+	require.Equal(t, http.StatusOK, adminCall(t, base, "GET", "workspaces", nil, &list))
+	b, _ := json.Marshal(list)
+	assert.NotContains(t, string(b), "token")
+}
+
+// TestWorkspaceServerIsBehindTheProxy runs real workspace servers: one
+// refuses requests without its backend key (anyone on the host could
+// otherwise reach it around the proxy), none inherits this process's
+// secrets, and its file API keeps to its directory.
+func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
+	t.Setenv("WORKSPACES_SECRET", "this-process-secret-value")
+	t.Setenv("ADMIN_TOKEN", "this-process-admin-token")
+	cfg := fastConfig(t)
+	cfg.Standby = time.Hour
+	sys := startSystem(t, cfg, Deps{})
+	base := "http://" + sys.Addr()
+	o := create(t, base, "demo")
+	waitPhase(t, sys.store, "demo", catalog.Running, 10*time.Second)
+	o.save("a.txt", "mine")
+
+	addr, err := sys.host.Route(context.Background(), "demo")
+	require.NoError(t, err)
+	res := send(t, "GET", "http://"+addr+"/api/files/a.txt", nil, "")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "straight to the server, without the key")
+	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("other")}}, "")
+	assert.Equal(t, http.StatusMisdirectedRequest, res.StatusCode, "another workspace's key")
+	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}}, "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "its own key, as the proxy sends it")
+
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "run", "demo.json"))
+	require.NoError(t, err)
+	var route host.Route
+	require.NoError(t, json.Unmarshal(b, &route))
+	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(route.Worker.PID), "environ"))
+	require.NoError(t, err)
+	env := map[string]string{}
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		k, v, _ := strings.Cut(string(kv), "=")
+		env[k] = v
+	}
+	assert.Empty(t, env["WORKSPACES_SECRET"], "the secret that mints every token")
+	assert.Empty(t, env["ADMIN_TOKEN"])
+	assert.Equal(t, sys.keys.BackendKey("demo"), env["WORKSPACE_KEY"], "only its own key")
+
+	for _, p := range []string{"/api/files/..%2F..%2Frun%2Fdemo.json", "/api/files/.save-a.txt", "/api/files/%2Fetc%2Fpasswd", "/api/files/..", "/api/files/-rf"} {
+		code, body := o.do("GET", p, "")
+		assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, code, p)
+		assert.NotContains(t, body, "worker", p)
+		code, _ = o.do("PUT", p, "x")
+		assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed}, code, p)
+	}
+	_, err = os.Stat(filepath.Join(cfg.DataDir, "run", "demo.json"))
+	require.NoError(t, err, "nothing outside the workspace was touched")
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
+	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
+	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
+	"github.com/ttlkit/ttlkit/examples/workspaces/host"
+	"github.com/ttlkit/ttlkit/examples/workspaces/proxy"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
+	"github.com/ttlkit/ttlkit/ttl/redisttl"
+)
+
+// Deps are the parts a test replaces.
+type Deps struct {
+	// Runtime and Routes stand in for the workspace host: workspaces that
+	// are not processes. Both or neither.
+	Runtime controller.Runtime
+	Routes  proxy.Routes
+	// WorkspaceCommand starts a workspace's server ({id}, {dir} and
+	// {addr} are replaced); nil means this program's own "workspace"
+	// subcommand.
+	WorkspaceCommand []string
+	// Wake, if set, wraps the runner's Wake: it gets the decisions and
+	// the Wake it replaces.
+	Wake func(ctx context.Context, exps []ttl.Expiry, next func(context.Context, []ttl.Expiry) error) error
+	// Sink, if set, wraps the trackers' sink (a test cuts a proxy off).
+	Sink func(ttl.Sink) ttl.Sink
+}
+
+// System is one process of the system: the components cfg.Component names,
+// with their HTTP server. Shutdown stops it.
+type System struct {
+	cfg  Config
+	log  *slog.Logger
+	keys *auth.Keys
+
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+	store    ttl.Store
+	buffer   ttl.Buffer // nil: trackers write to the store
+	notifier *pgttl.Notifier
+	catalog  *catalog.Catalog
+	host     *host.Host
+	tempDir  string // removed at shutdown (memory mode)
+
+	tracker    *ttl.Tracker
+	proxy      *proxy.Proxy
+	runner     *ttl.Runner
+	controller *controller.Controller
+	listener   *pgttl.Listener
+
+	registry *prometheus.Registry
+	server   *http.Server
+	ln       net.Listener
+	served   chan error
+}
+
+func (s *System) has(component string) bool {
+	return s.cfg.Component == "all" || s.cfg.Component == component
+}
+
+// Addr returns the address the HTTP server listens on.
+func (s *System) Addr() string { return s.ln.Addr().String() }
+
+// Start builds the components of cfg.Component on their backends and
+// serves. On error, whatever it started is stopped.
+func Start(ctx context.Context, cfg Config, deps Deps, log *slog.Logger) (s *System, err error) {
+	s = &System{cfg: cfg, log: log, registry: prometheus.NewRegistry(), served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = s.Shutdown(sctx)
+		}
+	}()
+	if s.keys, err = auth.New(cfg.Secret, cfg.AdminToken, nil); err != nil {
+		return nil, err
+	}
+	if err = s.openBackends(ctx); err != nil {
+		return nil, err
+	}
+	if (s.has("proxy") || s.has("controller")) && (deps.Runtime == nil || deps.Routes == nil) {
+		if err = s.openHost(deps.WorkspaceCommand); err != nil {
+			return nil, err
+		}
+	}
+	var wakeIDs catalog.Waker
+	if s.notifier != nil {
+		wakeIDs = s.notifier.Wake
+	}
+	if s.has("controller") {
+		var rt controller.Runtime = s.host
+		if deps.Runtime != nil {
+			rt = deps.Runtime
+		}
+		s.controller, err = controller.New(s.store, rt, controller.Options{
+			Standby: cfg.Standby, Interval: cfg.ReconcileInterval, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if s.pool != nil {
+			s.listener, err = pgttl.ListenExpired(ctx, s.pool, cfg.Channel, func(exps []ttl.Expiry) {
+				_ = s.controller.Wake(context.Background(), exps)
+			}, pgttl.ListenOptions{OnError: func(err error) { log.Warn("controller: wake channel failed; reconnecting", "err", err) }})
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			wakeIDs = s.controller.WakeIDs
+		}
+	}
+	s.catalog = catalog.New(s.store, wakeIDs)
+	if s.has("runner") {
+		if err = s.startRunner(deps); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	if s.has("proxy") {
+		var routes proxy.Routes = s.host
+		if deps.Routes != nil {
+			routes = deps.Routes
+		}
+		if err = s.startProxy(mux, routes, deps); err != nil {
+			return nil, err
+		}
+	}
+	if err = s.registerMetrics(); err != nil {
+		return nil, err
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	return s, s.serve(mux)
+}
+
+// openBackends connects the table and the buffer: PostgreSQL and Redis,
+// or memory.
+func (s *System) openBackends(ctx context.Context) error {
+	cfg := s.cfg
+	if cfg.PostgresURL == "" {
+		s.store = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		s.buffer = ttl.NewMemoryBuffer()
+		return nil
+	}
+	pool, err := pgxpool.New(ctx, cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	s.pool = pool
+	store, err := pgttl.New(pool, pgttl.Options{Table: cfg.Table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+	if err != nil {
+		return fmt.Errorf("WORKSPACES_TABLE: %w", err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	s.store = store
+	if s.notifier, err = pgttl.NewNotifier(pool, cfg.Channel); err != nil {
+		return fmt.Errorf("WAKE_CHANNEL: %w", err)
+	}
+	if cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		s.rdb = redis.NewClient(opts)
+		if s.buffer, err = redisttl.New(s.rdb, redisttl.Options{Key: cfg.RedisKey}); err != nil {
+			return fmt.Errorf("ACTIVITY_KEY: %w", err)
+		}
+	}
+	return nil
+}
+
+// openHost opens the workspace host in the data directory.
+func (s *System) openHost(command []string) error {
+	dir := s.cfg.DataDir
+	if dir == "" {
+		if s.pool != nil {
+			return errors.New("WORKSPACES_DIR must be set with DATABASE_URL: the workspaces outlive this process")
+		}
+		d, err := os.MkdirTemp("", "ttlkit-workspaces-")
+		if err != nil {
+			return err
+		}
+		dir, s.tempDir = d, d
+	}
+	if command == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		command = []string{exe, "workspace", "-id", "{id}", "-dir", "{dir}", "-addr", "{addr}"}
+	}
+	h, err := host.New(host.Options{
+		Dir:     dir,
+		Command: command,
+		// Nothing of this process's secrets reaches a workspace: they
+		// would let its user open every other one.
+		Env:    []string{"WORKSPACES_SECRET=", "ADMIN_TOKEN=", "DATABASE_URL=", "REDIS_URL="},
+		Key:    func(id string) []string { return []string{envWorkspaceKey + "=" + s.keys.BackendKey(id)} },
+		Output: os.Stderr,
+		Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("WORKSPACES_DIR: %w", err)
+	}
+	s.host = h
+	return nil
+}
+
+func (s *System) startRunner(deps Deps) error {
+	wake := func(ctx context.Context, exps []ttl.Expiry) error { return s.controller.Wake(ctx, exps) }
+	if s.notifier != nil {
+		wake = s.notifier.WakeExpired
+	}
+	if deps.Wake != nil {
+		next := wake
+		wake = func(ctx context.Context, exps []ttl.Expiry) error { return deps.Wake(ctx, exps, next) }
+	}
+	notify := wake
+	wake = func(ctx context.Context, exps []ttl.Expiry) error {
+		for _, x := range exps {
+			s.log.Info("runner: TTL expired", "workspace", x.ID, "rule", x.Rule, "desired_state", x.Then, "last_access_at", x.LastActivityAt)
+		}
+		return notify(ctx, exps)
+	}
+	var err error
+	s.runner, err = ttl.NewRunner(s.store, ttl.WorkspaceRules(s.cfg.Standby, s.cfg.Archive), ttl.RunnerOptions{
+		Interval: s.cfg.TickInterval,
+		Buffer:   s.buffer,
+		Hold:     s.cfg.FlushInterval + s.cfg.TickInterval,
+		Wake:     wake,
+		Logger:   s.log,
+	})
+	return err
+}
+
+func (s *System) startProxy(mux *http.ServeMux, routes proxy.Routes, deps Deps) error {
+	var sink ttl.Sink = ttl.ToStore(s.store)
+	if s.buffer != nil {
+		sink = s.buffer
+	}
+	if deps.Sink != nil {
+		sink = deps.Sink(sink)
+	}
+	var err error
+	s.tracker, err = ttl.NewTracker(sink, ttl.TrackerOptions{
+		FlushInterval: s.cfg.FlushInterval,
+		// Long enough to send again what a restarted Redis lost, with a
+		// margin for the outage itself.
+		Retain: max(ttl.DefaultRetain, 2*s.cfg.FlushInterval+s.cfg.TickInterval+time.Minute),
+		// Recorded times are rounded up by at most this: a tenth of a
+		// flush, so short test TTLs keep their precision.
+		Resolution: min(ttl.DefaultResolution, s.cfg.FlushInterval/10),
+		Logger:     s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.proxy, err = proxy.New(proxy.Options{
+		Catalog: s.catalog, Routes: routes, Recorder: s.tracker, Keys: s.keys,
+		StartTimeout: s.cfg.StartTimeout, OriginPatterns: s.cfg.AllowedOrigins, Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	adm, err := admin.New(admin.Options{Catalog: s.catalog, Keys: s.keys, Standby: s.cfg.Standby, Archive: s.cfg.Archive,
+		TokenTTL: s.cfg.TokenTTL, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/admin/", adm)
+	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
+	mux.Handle("/", s.proxy)
+	return nil
+}
+
+// serve starts the HTTP server.
+func (s *System) serve(h http.Handler) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("LISTEN_ADDR: %w", err)
+	}
+	s.ln = ln
+	s.server = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.proxy != nil {
+		s.server.RegisterOnShutdown(s.proxy.Close)
+	}
+	go func() { s.served <- s.server.Serve(ln) }()
+	return nil
+}
+
+// healthz answers 200 when the table (and the buffer) answer within 2 s.
+func (s *System) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	var err error
+	if s.pool != nil {
+		err = s.pool.Ping(ctx)
+	}
+	if err == nil && s.rdb != nil {
+		err = s.rdb.Ping(ctx).Err()
+	}
+	if err != nil {
+		http.Error(w, "backend unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Shutdown stops the system in order: the HTTP server (new requests
+// refused, requests in flight finished, held requests and WebSocket relays
+// ended), the tracker (its last flush), the runner, the controller (its
+// operations in progress finish). Workspace servers keep running for the
+// next controller, except in memory mode, where nothing could find them
+// again: they are stopped and the temporary data directory removed.
+func (s *System) Shutdown(ctx context.Context) error {
+	var errs []error
+	if s.server != nil {
+		errs = append(errs, s.server.Shutdown(ctx))
+		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if s.tracker != nil {
+		if err := s.tracker.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("final activity flush: %w", err))
+		}
+	}
+	if s.runner != nil {
+		errs = append(errs, s.runner.Close(ctx))
+	}
+	if s.listener != nil {
+		errs = append(errs, s.listener.Close(ctx))
+	}
+	if s.controller != nil {
+		errs = append(errs, s.controller.Close(ctx))
+	}
+	if s.host != nil && s.pool == nil {
+		errs = append(errs, s.host.StopAll(ctx))
+	}
+	if s.tempDir != "" {
+		errs = append(errs, os.RemoveAll(s.tempDir))
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return errors.Join(errs...)
+}
