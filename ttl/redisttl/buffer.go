@@ -40,7 +40,8 @@ type Options struct {
 	// Key, if set, is the sorted set's exact name, used as it is, for a
 	// system whose design names it ("codehub:activity"); Prefix is then
 	// ignored. The buffer is one key, so it needs no hash tag to live in
-	// one Redis Cluster slot.
+	// one Redis Cluster slot; its scripts' guard key is put in the same
+	// slot (under the key's hash tag, or under one that is the whole key).
 	Key string
 }
 
@@ -107,16 +108,35 @@ func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 	if client == nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: client is nil")
 	}
+	_, cluster := client.(*redis.ClusterClient)
 	if opts.Key != "" {
-		return &Buffer{client: client, key: opts.Key}, nil
+		guard, err := guardFor(opts.Key)
+		if err != nil {
+			return nil, err
+		}
+		return &Buffer{client: client, key: opts.Key, scriptKeys: []string{opts.Key, guard}, cluster: cluster}, nil
 	}
 	base, err := rediskey.Base("redisttl", opts.Prefix)
 	if err != nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
 	}
-	_, cluster := client.(*redis.ClusterClient)
 	key := base + DefaultKeyName
 	return &Buffer{client: client, key: key, scriptKeys: []string{key, base + redisrun.Guard}, cluster: cluster}, nil
+}
+
+// guardFor returns the guard key (redisrun.Guard) of a buffer named key,
+// in key's Redis Cluster slot: under key's hash tag if it has one, else
+// under a tag that is the whole key. A key whose "}" would end that tag
+// early is refused.
+func guardFor(key string) (string, error) {
+	if tag, ok := rediskey.Tag(key); ok {
+		return "{" + tag + "}:" + redisrun.Guard, nil
+	}
+	guard := "{" + key + "}:" + redisrun.Guard
+	if tag, ok := rediskey.Tag(guard); !ok || tag != key {
+		return "", errs.Invalid(ttl.ErrInvalid, "redisttl: Key %q: a \"}\" without a hash tag before it; name the set without one, or give it a hash tag such as \"{name}\"", key)
+	}
+	return guard, nil
 }
 
 // Key returns the name of the sorted set. Deleting it drops every buffered

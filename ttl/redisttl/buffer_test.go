@@ -67,6 +67,9 @@ func TestKeyHashTag(t *testing.T) {
 	b, err := redisttl.New(c, redisttl.Options{Key: "codehub:activity", Prefix: "ignored"})
 	require.NoError(t, err)
 	assert.Equal(t, "codehub:activity", b.Key())
+	_, err = redisttl.New(c, redisttl.Options{Key: "odd}key"})
+	assert.ErrorIs(t, err, ttl.ErrInvalid)
+	assert.ErrorContains(t, err, `Key "odd}key"`)
 }
 
 // TestConformanceKey runs the Buffer suite on a buffer named by Key.

@@ -45,3 +45,17 @@ func TestClusterStoreConformance(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return serverNow(t, c) },
 	})
 }
+
+// TestClusterConformanceKey runs the Buffer suite on a cluster with buffers
+// named by Key, with and without a hash tag: the scripts' guard key must be
+// in the set's slot, or the cluster refuses them with CROSSSLOT.
+func TestClusterConformanceKey(t *testing.T) {
+	var n atomic.Int64
+	ttltest.RunBuffer(t, ttltest.BufferHarness{New: func(t *testing.T) ttl.Buffer {
+		r := testenv.OpenRedisCluster(t)
+		key := r.StorePrefix(int(n.Add(1))) + "codehub:activity"
+		b, err := redisttl.New(r.Client, redisttl.Options{Key: key})
+		require.NoError(t, err)
+		return b
+	}})
+}
