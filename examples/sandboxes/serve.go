@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
+	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
+	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
+	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
+	"github.com/ttlkit/ttlkit/pool/docker"
+	"github.com/ttlkit/ttlkit/pool/probe"
+	"github.com/ttlkit/ttlkit/pool/redispool"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/redisttl"
+)
+
+func runBackend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseBackend(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := c.log
+	cfg := backend.Config{
+		Instance:      c.instance,
+		InactivityTTL: c.inactivity, AbsoluteTTL: c.absolute, ExecTimeout: c.execTimeout,
+		HealthInterval: c.health, Grace: c.grace, WarmTTL: c.warmTTL, GCInterval: c.gc,
+		AssignTimeout: c.assign, OrphanGrace: c.orphanGrace, MinWarm: c.warmMin, MaxWarm: c.warmMax,
+		Metrics: backend.NewMetrics(), Logger: log,
+	}
+	if cfg.Archive, err = archive.NewDir(c.archiveDir); err != nil {
+		return err
+	}
+
+	// The sandboxes.
+	// One health probe may take up to the health interval, between 1 and
+	// 5 seconds.
+	probeTimeout := min(max(c.health, time.Second), 5*time.Second)
+	cfg.HealthTimeout = probeTimeout
+	ready := probe.Options{Timeout: min(c.assign, time.Minute), AttemptTimeout: probeTimeout}
+	agentArgs := []string{"-max-output", strconv.FormatInt(c.maxOutput, 10)}
+	if c.docker != "" {
+		cli, err := client.New(client.WithHost(c.docker))
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		labels := map[string]string{docker.LabelPool: c.label}
+		if built, err := sandbox.EnsureImage(ctx, cli, c.image, c.busybox, labels, nil); err != nil {
+			return err
+		} else if built {
+			log.Info("built the sandbox image", "image", c.image)
+		}
+		if err := sandbox.EnsureNetwork(ctx, cli, c.label, c.label); err != nil {
+			return err
+		}
+		if cfg.Provisioner, err = sandbox.NewDocker(cli, sandbox.DockerOptions{
+			Image: c.image, Label: c.label, Network: c.label, AgentArgs: agentArgs,
+			Memory: c.memoryMiB << 20, CPUs: c.cpus, Pids: c.pids,
+			WorkSize: strconv.FormatInt(c.workMiB, 10) + "m", TmpSize: "64m",
+			StopTimeout: c.grace, Ready: ready, Logger: log,
+		}); err != nil {
+			return err
+		}
+	} else {
+		cmd := c.agentCmd
+		if cmd == "" {
+			if cmd, err = os.Executable(); err != nil {
+				return err
+			}
+		}
+		if cfg.Provisioner, err = sandbox.NewProcess(sandbox.ProcessOptions{
+			Agent: append([]string{cmd, "agent"}, agentArgs...), Label: c.label, Root: c.workRoot,
+			StopGrace: c.grace, Ready: ready, Output: stderr, Logger: log,
+		}); err != nil {
+			return err
+		}
+	}
+
+	// The shared state.
+	if c.redis != "" {
+		opts, err := redis.ParseURL(c.redis)
+		if err != nil {
+			return fmt.Errorf("-redis: %w", err)
+		}
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = rdb.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis at %s: %w", opts.Addr, err)
+		}
+		cfg.Shared = true
+		cfg.Assignments = backend.NewRedisAssignments(rdb, c.prefix)
+		if cfg.Entities, err = redisttl.NewStore(rdb, redisttl.StoreOptions{Prefix: c.prefix}); err != nil {
+			return err
+		}
+		if cfg.Inventory, err = redispool.New(rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {
+			return err
+		}
+	} else {
+		cfg.Assignments = backend.NewMemoryAssignments(nil)
+		cfg.Entities = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	}
+
+	b, err := backend.New(cfg)
+	if err != nil {
+		return err
+	}
+	closeBackend := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*c.grace+time.Minute)
+		defer cancel()
+		return b.Close(cctx)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cfg.Metrics.Register(reg, b); err != nil {
+		return errors.Join(err, closeBackend())
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return errors.Join(err, closeBackend())
+	}
+	srv := &http.Server{Handler: backend.NewServer(b, reg), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	mode := "memory (one instance)"
+	if c.redis != "" {
+		mode = "redis " + c.prefix
+	}
+	log.Info("sandboxes backend listening", "addr", ln.Addr().String(), "instance", c.instance,
+		"sandboxes", cfg.Provisioner.Kind(), "state", mode, "archive", c.archiveDir)
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return errors.Join(err, closeBackend())
+	}
+	// SIGTERM: stop accepting, let the requests in flight finish, then
+	// leave the sandboxes to the other instances (or, alone, archive and
+	// destroy them).
+	log.Info("shutting down: finishing the requests in flight", "timeout", c.drain)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drain)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-served
+	err = errors.Join(err, closeBackend())
+	log.Info("stopped", "err", err)
+	return err
+}
+
+// runAgent serves the exec agent until ctx ends (SIGTERM), then kills the
+// commands still running.
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	dir := fs.String("dir", "", "work directory (created if missing)")
+	maxOutput := fs.Int64("max-output", agent.DefaultMaxOutput, "bytes of stdout, and of stderr, an exec returns")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelWarn, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := agent.New(agent.Options{Dir: *dir, MaxOutput: *maxOutput, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "agent listening on %s\n", ln.Addr())
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return errors.Join(err, srv.Close())
+	}
+	// Stopping: the commands die with the sandbox.
+	cerr := srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	<-served
+	return cerr
+}
+
+// runImage builds the workspace-base image.
+func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host := fs.String("docker", "unix:///var/run/docker.sock", "Docker engine")
+	tag := fs.String("image", sandbox.DefaultImage, "image name")
+	busybox := fs.String("busybox", sandbox.DefaultBusybox, "static busybox (Debian's busybox-static)")
+	label := fs.String("label", "ttlkit-sandboxes", "label of the image")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cli, err := client.New(client.WithHost(*host))
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := sandbox.BuildImage(ctx, cli, *tag, *busybox, map[string]string{docker.LabelPool: *label}, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "built %s\n", *tag)
+	return nil
+}
