@@ -83,7 +83,7 @@ func NewDocker(cli *client.Client, opts DockerOptions) (*Docker, error) {
 	work := "rw,exec,nosuid,nodev,size=" + opts.WorkSize + ",uid=65534,gid=65534,mode=0755"
 	prov, err := docker.New(cli, docker.Options{
 		Image:       opts.Image,
-		Cmd:         append([]string{"agent", "-listen", ":" + strconv.Itoa(AgentPort), "-dir", WorkDir}, opts.AgentArgs...),
+		Cmd:         append([]string{"-listen", ":" + strconv.Itoa(AgentPort), "-dir", WorkDir}, opts.AgentArgs...),
 		Label:       opts.Label,
 		Labels:      map[string]string{"io.ttlkit.sandboxes": "sandbox"},
 		NetworkMode: opts.Network,

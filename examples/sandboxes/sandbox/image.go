@@ -38,7 +38,7 @@ USER 65534:65534
 WORKDIR ` + WorkDir + `
 ENV HOME=` + WorkDir + ` PATH=/usr/local/bin:/usr/bin:/bin
 ENTRYPOINT ["` + agentPath + `"]
-CMD ["agent", "-listen", ":8080", "-dir", "` + WorkDir + `"]
+CMD ["-listen", ":8080", "-dir", "` + WorkDir + `"]
 `
 
 // EnsureImage builds the image tag unless the engine has it. See
@@ -53,7 +53,7 @@ func EnsureImage(ctx context.Context, cli *client.Client, tag, busybox string, l
 }
 
 // BuildImage builds the workspace-base image as tag, offline: the agent
-// (this example's program, compiled here as a static binary with the Go
+// (agent/sandbox-agent, compiled here as a static binary with the Go
 // toolchain) and the static busybox at busybox, in an image FROM scratch.
 // The build's output goes to log (nil discards it).
 func BuildImage(ctx context.Context, cli *client.Client, tag, busybox string, labels map[string]string, log io.Writer) error {
@@ -122,13 +122,13 @@ func BuildImage(ctx context.Context, cli *client.Client, tag, busybox string, la
 	}
 }
 
-// buildAgent compiles this example's program as a static binary to out.
+// buildAgent compiles agent/sandbox-agent as a static binary to out.
 func buildAgent(ctx context.Context, out string) error {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return fmt.Errorf("sandbox: cannot find the example's source")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./agent/sandbox-agent")
 	cmd.Dir = filepath.Dir(filepath.Dir(file)) // examples/sandboxes
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if b, err := cmd.CombinedOutput(); err != nil {
