@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/pool/docker"
 )
@@ -49,13 +50,7 @@ func TestDocker(t *testing.T) {
 	e := newEnv(t)
 	image := "ttlkit-test/workspace-base:" + e.label
 	ctx := context.Background()
-	t.Cleanup(func() {
-		for _, id := range containers(t, cli, e.label) {
-			_, _ = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-		}
-		_, _ = cli.NetworkRemove(ctx, e.label, client.NetworkRemoveOptions{})
-		_, _ = cli.ImageRemove(ctx, image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	})
+	t.Cleanup(func() { require.NoError(t, sandbox.RemoveDocker(ctx, cli, e.label, image)) })
 	args := e.args(append(shared, "-docker", os.Getenv(dockertest.EnvDocker), "-image", image,
 		"-inactivity-ttl", "5s", "-exec-timeout", "4s", "-gc-interval", "250ms", "-grace", "2s",
 		"-orphan-grace", "20s", "-health-interval", "1s")...)

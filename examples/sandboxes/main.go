@@ -10,6 +10,7 @@
 //	go run ./examples/sandboxes -docker HOST     # Docker sandboxes (workspace-base image)
 //	go run ./examples/sandboxes agent -dir DIR   # the exec agent alone (what runs in a sandbox)
 //	go run ./examples/sandboxes image            # build the workspace-base image
+//	go run ./examples/sandboxes down [flags]     # destroy every sandbox (files archived), clear Redis
 //
 // See README.md.
 package main
@@ -33,7 +34,7 @@ func main() {
 }
 
 // run starts the backend, or the component args[0] names ("agent",
-// "image"), and returns when ctx ends and it has shut down.
+// "image", "down"), and returns when ctx ends and it has shut down.
 func run(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -41,6 +42,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 			return runAgent(ctx, args[1:], stdout, stderr)
 		case "image":
 			return runImage(ctx, args[1:], stdout, stderr)
+		case "down":
+			return runDown(ctx, args[1:], getenv, stdout, stderr)
 		}
 	}
 	return runBackend(ctx, args, getenv, stdout, stderr)

@@ -28,26 +28,44 @@ import (
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-func runBackend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	c, err := parseBackend(args, getenv, stderr)
-	if err != nil {
-		return err
+// system is what a backend runs on: its configuration, with the clients
+// it holds open.
+type system struct {
+	cfg     backend.Config
+	rdb     *redis.Client  // nil with the state in memory
+	cli     *client.Client // nil with process sandboxes
+	closers []func()
+}
+
+func (s *system) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
 	}
+}
+
+// setup builds the sandboxes' provisioner (building the image and network
+// in Docker mode), the state (Redis or memory) and the archive for c.
+func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err error) {
 	log := c.log
-	cfg := backend.Config{
+	s := &system{cfg: backend.Config{
 		Instance:      c.instance,
 		InactivityTTL: c.inactivity, AbsoluteTTL: c.absolute, ExecTimeout: c.execTimeout,
 		HealthInterval: c.health, Grace: c.grace, WarmTTL: c.warmTTL, GCInterval: c.gc,
 		AssignTimeout: c.assign, OrphanGrace: c.orphanGrace, MinWarm: c.warmMin, MaxWarm: c.warmMax,
 		Metrics: backend.NewMetrics(), Logger: log,
-	}
+	}}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	cfg := &s.cfg
 	if cfg.Archive, err = archive.NewDir(c.archiveDir); err != nil {
-		return err
+		return nil, err
 	}
 
-	// The sandboxes.
-	// One health probe may take up to the health interval, between 1 and
-	// 5 seconds.
+	// The sandboxes. One health probe may take up to the health interval,
+	// between 1 and 5 seconds.
 	probeTimeout := min(max(c.health, time.Second), 5*time.Second)
 	cfg.HealthTimeout = probeTimeout
 	ready := probe.Options{Timeout: min(c.assign, time.Minute), AttemptTimeout: probeTimeout}
@@ -55,17 +73,18 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	if c.docker != "" {
 		cli, err := client.New(client.WithHost(c.docker))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer cli.Close()
+		s.cli = cli
+		s.closers = append(s.closers, func() { _ = cli.Close() })
 		labels := map[string]string{docker.LabelPool: c.label}
 		if built, err := sandbox.EnsureImage(ctx, cli, c.image, c.busybox, labels, nil); err != nil {
-			return err
+			return nil, err
 		} else if built {
 			log.Info("built the sandbox image", "image", c.image)
 		}
 		if err := sandbox.EnsureNetwork(ctx, cli, c.label, c.label); err != nil {
-			return err
+			return nil, err
 		}
 		if cfg.Provisioner, err = sandbox.NewDocker(cli, sandbox.DockerOptions{
 			Image: c.image, Label: c.label, Network: c.label, AgentArgs: agentArgs,
@@ -73,50 +92,64 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 			WorkSize: strconv.FormatInt(c.workMiB, 10) + "m", TmpSize: "64m",
 			StopTimeout: c.grace, Ready: ready, Logger: log,
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		cmd := c.agentCmd
 		if cmd == "" {
 			if cmd, err = os.Executable(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if cfg.Provisioner, err = sandbox.NewProcess(sandbox.ProcessOptions{
 			Agent: append([]string{cmd, "agent"}, agentArgs...), Label: c.label, Root: c.workRoot,
 			StopGrace: c.grace, Ready: ready, Output: stderr, Logger: log,
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
 	// The shared state.
-	if c.redis != "" {
-		opts, err := redis.ParseURL(c.redis)
-		if err != nil {
-			return fmt.Errorf("-redis: %w", err)
-		}
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = rdb.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis at %s: %w", opts.Addr, err)
-		}
-		cfg.Shared = true
-		cfg.Assignments = backend.NewRedisAssignments(rdb, c.prefix)
-		if cfg.Entities, err = redisttl.NewStore(rdb, redisttl.StoreOptions{Prefix: c.prefix}); err != nil {
-			return err
-		}
-		if cfg.Inventory, err = redispool.New(rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {
-			return err
-		}
-	} else {
+	if c.redis == "" {
 		cfg.Assignments = backend.NewMemoryAssignments(nil)
 		cfg.Entities = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		return s, nil
 	}
+	opts, err := redis.ParseURL(c.redis)
+	if err != nil {
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	s.rdb = redis.NewClient(opts)
+	s.closers = append(s.closers, func() { _ = s.rdb.Close() })
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = s.rdb.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+	}
+	cfg.Shared = true
+	cfg.Assignments = backend.NewRedisAssignments(s.rdb, c.prefix)
+	if cfg.Entities, err = redisttl.NewStore(s.rdb, redisttl.StoreOptions{Prefix: c.prefix}); err != nil {
+		return nil, err
+	}
+	if cfg.Inventory, err = redispool.New(s.rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+func runBackend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseBackend(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := c.log
+	sys, err := setup(ctx, c, stderr)
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	cfg := sys.cfg
 	b, err := backend.New(cfg)
 	if err != nil {
 		return err
@@ -161,6 +194,49 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	<-served
 	err = errors.Join(err, closeBackend())
 	log.Info("stopped", "err", err)
+	return err
+}
+
+// runDown takes the whole system down: every instance must be stopped
+// first. The assigned sandboxes are destroyed with their files archived,
+// then every other sandbox with the label (the warm ones); with Docker the
+// network is removed, with Redis every key under the prefix is deleted.
+func runDown(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseBackend(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	c.warmMin = 0
+	sys, err := setup(ctx, c, stderr)
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	b, err := backend.New(sys.cfg)
+	if err != nil {
+		return err
+	}
+	n, err := b.Down(ctx)
+	err = errors.Join(err, b.Close(context.WithoutCancel(ctx)))
+	if sys.cli != nil {
+		// The network goes too; the image stays for the next run.
+		err = errors.Join(err, sandbox.RemoveDocker(ctx, sys.cli, c.label))
+	}
+	keys := 0
+	if sys.rdb != nil {
+		for _, match := range []string{c.prefix + ":container:*", c.prefix + ":inflight:*", c.prefix + ":lock:*", "{" + c.prefix + "}:*", "{" + c.prefix + ":warm}:*"} {
+			iter := sys.rdb.Scan(ctx, 0, match, 1000).Iterator()
+			for iter.Next(ctx) {
+				if derr := sys.rdb.Del(ctx, iter.Val()).Err(); derr != nil {
+					err = errors.Join(err, derr)
+				} else {
+					keys++
+				}
+			}
+			err = errors.Join(err, iter.Err())
+		}
+	}
+	fmt.Fprintf(stdout, "destroyed %d sandboxes, deleted %d Redis keys; archives are in %s\n", n, keys, c.archiveDir)
 	return err
 }
 

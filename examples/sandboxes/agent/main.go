@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -52,4 +55,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	_ = hs.Shutdown(sctx)
 	<-served
 	return cerr
+}
+
+// ServeIfAgent runs Main and exits when the program was started as
+// "<program> agent [flags]": the first call in the main (or TestMain) of a
+// program that doubles as the sandboxes' agent. Otherwise it returns.
+func ServeIfAgent() {
+	if len(os.Args) < 2 || os.Args[1] != "agent" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

@@ -25,12 +25,12 @@ func (e *DrainingError) Error() string {
 // Unwrap makes it match ErrDraining.
 func (e *DrainingError) Unwrap() error { return ErrDraining }
 
-// begin starts a request of up to dur on conv's sandbox (its in-flight
-// entry lasts a grace longer, which only matters if this instance dies
-// mid-request), assigning one
+// begin starts a request of up to dur on conv's sandbox, assigning one
 // first when the conversation has none (and create is set, or its files
 // are archived). It returns the record and the function that ends the
-// request, which the caller must call.
+// request, which the caller must call. The request's in-flight entry lasts
+// a grace longer than dur, which only matters if this instance dies
+// mid-request.
 func (b *Backend) begin(ctx context.Context, conv string, dur time.Duration, create bool) (Record, func(), error) {
 	if err := CheckConversation(conv); err != nil {
 		return Record{}, nil, err

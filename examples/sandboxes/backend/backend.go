@@ -338,6 +338,26 @@ func (b *Backend) destroyAll(ctx context.Context) error {
 	return nil
 }
 
+// Down destroys every sandbox of the system and returns how many: the
+// assigned ones gracefully with their files archived, then every other one
+// the provisioner lists (warm, orphaned). Stop every other instance
+// first: they would keep creating warm sandboxes.
+func (b *Backend) Down(ctx context.Context) (int, error) {
+	ents, err := b.entities(ctx, ttl.Filter{})
+	if err != nil {
+		return 0, err
+	}
+	err = b.destroyAll(ctx)
+	listed, lerr := b.cfg.Provisioner.List(ctx)
+	if lerr != nil {
+		return len(ents), errors.Join(err, lerr)
+	}
+	for _, l := range listed {
+		err = errors.Join(err, b.cfg.Provisioner.Destroy(ctx, l.Value))
+	}
+	return len(ents) + len(listed), err
+}
+
 var convRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // CheckConversation reports whether id can name a conversation: 1 to 128

@@ -212,3 +212,31 @@ func EnsureNetwork(ctx context.Context, cli *client.Client, name, label string) 
 	}
 	return nil
 }
+
+// RemoveDocker removes what the system made on the engine under label:
+// every container with the label (running or not, without a graceful
+// stop), the network, and the given images. What is already gone is not an
+// error.
+func RemoveDocker(ctx context.Context, cli *client.Client, label string, images ...string) error {
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", docker.LabelPool+"="+label),
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range res.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := cli.NetworkRemove(ctx, label, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	for _, image := range images {
+		if _, err := cli.ImageRemove(ctx, image, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -31,7 +31,8 @@ type ProcessOptions struct {
 	// Ready bounds the wait for a new sandbox's agent (Timeout) and one
 	// health check (AttemptTimeout).
 	Ready probe.Options
-	// Output receives the agents' stdout and stderr; nil discards them.
+	// Output receives the agents' stderr (their warnings); nil discards
+	// it. Their stdout is discarded.
 	Output io.Writer
 	Logger *slog.Logger
 }
@@ -69,7 +70,6 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 		Ready:        func(w process.Worker) probe.Func { return probe.HTTP("http://" + w.Addr + "/healthz") },
 		ReadyOptions: opts.Ready,
 		StopGrace:    opts.StopGrace,
-		Stdout:       opts.Output,
 		Stderr:       opts.Output,
 		Logger:       opts.Logger,
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
-	"github.com/ttlkit/ttlkit/pool/docker"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/provisionertest"
 )
@@ -30,15 +28,7 @@ import (
 const ownerEnv = "SANDBOX_TEST_OWNER" // "<kind> <label> <n> <root or image> <ids file>"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
-		stop()
-		if err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	agent.ServeIfAgent()
 	if spec := os.Getenv(ownerEnv); spec != "" {
 		owner(spec)
 		return
@@ -179,14 +169,7 @@ func TestDockerContract(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label))
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label), "twice is fine")
-	t.Cleanup(func() {
-		res, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", docker.LabelPool+"="+label)})
-		for _, c := range res.Items {
-			_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-		}
-		_, _ = cli.NetworkRemove(ctx, label, client.NetworkRemoveOptions{})
-		_, _ = cli.ImageRemove(ctx, image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	})
+	t.Cleanup(func() { require.NoError(t, sandbox.RemoveDocker(ctx, cli, label, image)) })
 	provisionertest.Run(t, provisionertest.Harness[sandbox.Sandbox]{
 		New: func(t *testing.T) provisionertest.Provisioner[sandbox.Sandbox] {
 			p, err := newDocker(cli, label, image)
