@@ -326,4 +326,54 @@ func TestKill9(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return metric(t, []*instance{b}, `sandboxes_warm_destroyed_total{reason="orphan"}`) > 0 },
 		5*time.Second, 50*time.Millisecond)
+
+	// SIGTERM on b with an exec in flight: the exec finishes, b stops
+	// accepting and exits 0, and the sandboxes stay for the next instance.
+	inflight := make(chan reply, 1)
+	go func() {
+		r, _ := tryCall("POST", b.url("/conversations/k-01/exec"), execBody(0, "sh", "-c", "sleep 1; echo done"))
+		inflight <- r
+	}()
+	require.Eventually(t, func() bool { _, st := b.state(t, "k-01"); return st["status"] == "running" }, 5*time.Second, 10*time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.stop() }()
+	require.Eventually(t, func() bool {
+		_, err := tryCall("GET", b.url("/healthz"), nil)
+		return err != nil
+	}, 5*time.Second, 10*time.Millisecond, "b stops accepting")
+	r := <-inflight
+	assert.Equal(t, "done\n", r.exec(t).Stdout, "the exec in flight finished")
+	require.NoError(t, <-stopped, "b exits 0")
+	for conv, sb := range sandboxes {
+		assert.Contains(t, e.listed(t), sb, "%s's sandbox is left for the other instances", conv)
+	}
+	c := startProc(t, append(args, "-instance", "c")...)
+	out, sb, err := runIn(t, c, "k-01", "cat who")
+	require.NoError(t, err)
+	assert.Equal(t, "k-01", out)
+	assert.Equal(t, sandboxes["k-01"], sb, "a new instance serves it")
+}
+
+// A record that expired while its sandbox lived on (every GC pass failed
+// for longer than the record's TTL): the conversation's next request
+// destroys that sandbox — archiving its files — before it assigns a new
+// one, so nothing written since the last archive is lost and the
+// conversation never has two sandboxes.
+func TestStaleRecord(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	prefix := strings.TrimSuffix(r.Prefix, ":")
+	e := newEnv(t)
+	in := startIn(t, e.args("-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix)...)
+	_, first, err := runIn(t, in, "s1", "echo latest > notes")
+	require.NoError(t, err)
+	n, err := r.Client.Del(context.Background(), prefix+":container:{s1}").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the seed's key")
+
+	out, second, err := runIn(t, in, "s1", "cat notes")
+	require.NoError(t, err)
+	assert.Equal(t, "latest", out)
+	assert.NotEqual(t, first, second)
+	assert.NotContains(t, e.listed(t), first)
+	assert.Equal(t, 1, metric(t, []*instance{in}, `sandboxes_destroyed_total{reason="stale"}`))
 }

@@ -219,18 +219,28 @@ func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time
 	return got, op, true, nil
 }
 
-// find returns the sandbox sbID as the provisioner lists it, for a
-// destroy without an assignment record; a sandbox that is gone is
-// returned with its ID only (Destroy treats it as done).
+// find returns the sandbox sbID as the provisioner lists it (with its
+// address, if the provisioner can resolve it), for a destroy without an
+// assignment record; a sandbox that is gone is returned with its ID only
+// (Destroy treats it as done).
 func (b *Backend) find(ctx context.Context, sbID string) (sandbox.Sandbox, error) {
 	listed, err := b.cfg.Provisioner.List(ctx)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	for _, l := range listed {
-		if l.ID == sbID {
-			return l.Value, nil
+		if l.ID != sbID {
+			continue
 		}
+		sb := l.Value
+		if r, ok := b.cfg.Provisioner.(interface {
+			Resolve(context.Context, sandbox.Sandbox) (sandbox.Sandbox, error)
+		}); ok && sb.Host == "" {
+			if resolved, err := r.Resolve(ctx, sb); err == nil {
+				sb = resolved // its files can be archived
+			}
+		}
+		return sb, nil
 	}
 	return sandbox.Sandbox{ID: sbID}, nil
 }

@@ -2,19 +2,27 @@ package backend_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+// The test binary is also the agent of the sandboxes gc_test.go starts.
+func TestMain(m *testing.M) {
+	agent.ServeIfAgent()
+	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	leakcheck.VerifyTestMain(m)
+}
 
 // checkAssignments runs the same scenario on an Assignments implementation.
 func checkAssignments(t *testing.T, a backend.Assignments) {

@@ -191,6 +191,17 @@ func (d *Docker) List(ctx context.Context) ([]pool.Listed[Sandbox], error) {
 // ID returns s.ID.
 func (d *Docker) ID(s Sandbox) string { return s.ID }
 
+// Resolve fills in the address of s, a container as List reports it
+// (List does not inspect each container for its address).
+func (d *Docker) Resolve(ctx context.Context, s Sandbox) (Sandbox, error) {
+	ip, err := d.ip(ctx, s.ID)
+	if err != nil {
+		return s, err
+	}
+	s.Host, s.Port = ip.String(), AgentPort
+	return s, nil
+}
+
 // EnsureNetwork creates the internal bridge network name unless it exists:
 // no route outside, no traffic between containers (enable_icc=false), and
 // the host — the backend — reaches every container at its address. Every
