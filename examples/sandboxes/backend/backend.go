@@ -227,12 +227,10 @@ func New(cfg Config) (*Backend, error) {
 		JanitorInterval:     cfg.GCInterval,
 		OrphanGracePeriod:   cfg.OrphanGrace,
 		DestroyTimeout:      cfg.Grace + 30*time.Second,
-		// Alone, the leftovers of an earlier run go at once. Shared, a
-		// start-up cleanup would also take the sandboxes the other
-		// instances are creating (they cannot be told from leftovers);
-		// the periodic reconciliation reaps leftovers after the orphan
-		// grace instead.
-		CleanupOnStart: !cfg.Shared,
+		// The leftovers of an earlier run go at start; with a shared
+		// pool, only those older than the orphan grace (the others'
+		// creates in flight are younger).
+		CleanupOnStart: true,
 		Owned:          b.owned,
 		Inventory:      cfg.Inventory,
 		Instance:       cfg.Instance,
