@@ -43,7 +43,7 @@ func containers(t *testing.T, cli *client.Client, label string) []string {
 // state still assigns.
 func TestDocker(t *testing.T) {
 	cli := dockertest.Client(t)
-	shared, _ := redisArgs(t)
+	shared, _, _ := redisArgs(t)
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Fatalf("the image needs Debian's busybox-static at /bin/busybox: %v", err)
 	}

@@ -20,17 +20,21 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/redispool"
+	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
 // redisArgs opens the test Redis and returns the flags that put two
 // instances on it, under the test's own prefix, and the warm pool's
-// inventory as the instances see it.
-func redisArgs(t *testing.T) ([]string, *redispool.Inventory) {
+// inventory and the entity store as the instances see them.
+func redisArgs(t *testing.T) ([]string, *redispool.Inventory, *redisttl.Store) {
 	r := testenv.OpenRedis(t)
 	prefix := strings.TrimSuffix(r.Prefix, ":")
 	inv, err := redispool.New(r.Client, redispool.Options{Prefix: prefix + ":warm"})
 	require.NoError(t, err)
-	return []string{"-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix}, inv
+	st, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: prefix})
+	require.NoError(t, err)
+	return []string{"-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix}, inv, st
 }
 
 // run runs script in conv's sandbox through in, retrying while the
@@ -93,7 +97,7 @@ func metric(t *testing.T, ins []*instance, name string) int {
 // their sandboxes after the inactivity TTL and a busy one after the
 // absolute TTL, their files archived and restored into the next sandbox.
 func TestFleet(t *testing.T) {
-	shared, inv := redisArgs(t)
+	shared, inv, entities := redisArgs(t)
 	e := newEnv(t)
 	args := e.args(append(shared, "-inactivity-ttl", "2s", "-absolute-ttl", "9s", "-exec-timeout", "1500ms",
 		"-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "10s", "-health-interval", "500ms")...)
@@ -216,6 +220,14 @@ func TestFleet(t *testing.T) {
 	assert.Positive(t, inactive)
 	assert.GreaterOrEqual(t, inactive+metric(t, ins, `sandboxes_destroyed_total{reason="lifetime"}`), convs+1)
 	assert.Zero(t, metric(t, ins, `sandboxes_destroy_failures_total`))
+
+	// Redis keeps no record of the destroyed sandboxes.
+	all, err := entities.List(ctx, ttl.Filter{Deleted: true})
+	require.NoError(t, err)
+	for _, ent := range all {
+		assert.True(t, ent.DeletedAt.IsZero(), "%s was destroyed and is still recorded", ent.ID)
+	}
+	assert.LessOrEqual(t, len(all), convs+1, "at most one live sandbox per conversation")
 }
 
 // kill -9 of one instance while both serve: the other serves every
@@ -223,7 +235,7 @@ func TestFleet(t *testing.T) {
 // files, and nothing is left that nobody knows: what the dead instance
 // held and a stray sandbox are reaped as orphans after the grace.
 func TestKill9(t *testing.T) {
-	shared, inv := redisArgs(t)
+	shared, inv, _ := redisArgs(t)
 	e := newEnv(t)
 	args := e.args(append(shared, "-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "3s", "-health-interval", "500ms",
 		"-exec-timeout", "10s", "-assign-timeout", "3s")...)

@@ -178,10 +178,24 @@ func (b *Backend) destroy(ctx context.Context, conv, sbID, reason string, expect
 	}); err != nil {
 		return fmt.Errorf("forget sandbox %s: %w", short(sbID), err)
 	}
+	b.purge(ctx, []string{id})
 	b.m.destroyedOne(reason)
 	b.log.Info("sandbox destroyed", "conversation", conv, "sandbox", short(sbID), "reason", reason,
 		"archived_bytes", archived, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// purge removes the records of destroyed sandboxes, when the store can
+// (ttl.Purger): deletion keeps them otherwise. A failure is logged; the
+// next Reconcile retries.
+func (b *Backend) purge(ctx context.Context, ids []string) {
+	p, ok := b.cfg.Entities.(ttl.Purger)
+	if !ok || len(ids) == 0 {
+		return
+	}
+	if _, err := p.Purge(ctx, ids); err != nil {
+		b.log.Warn("purging destroyed sandboxes' records failed", "count", len(ids), "err", err)
+	}
 }
 
 // claim takes the entity id for a destroy. ok is false when it is gone,
@@ -202,6 +216,9 @@ func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time
 	op := b.claimOp()
 	u := ttl.Update{ExpectOperation: e.Operation, Operation: op, DesiredState: desiredDestroy, ExpectLastActivityAt: expect}
 	got, err := b.cfg.Entities.Update(ctx, id, u)
+	if errors.Is(err, ttl.ErrNotFound) {
+		return e, "", false, nil // destroyed and purged meanwhile
+	}
 	if errors.Is(err, ttl.ErrConflict) {
 		if !expect.IsZero() {
 			// Activity since the decision (or another claim): undo the
@@ -297,6 +314,22 @@ func (b *Backend) Reconcile(ctx context.Context) error {
 		}
 	}
 	b.waiting = waiting
+
+	// The records of destroyed sandboxes whose destroyer died before it
+	// purged them.
+	if _, ok := b.cfg.Entities.(ttl.Purger); ok {
+		all, err := b.entities(ctx, ttl.Filter{Deleted: true})
+		if err != nil {
+			return err
+		}
+		var gone []string
+		for _, e := range all {
+			if !e.DeletedAt.IsZero() {
+				gone = append(gone, e.ID)
+			}
+		}
+		b.purge(ctx, gone)
+	}
 	if s, ok := b.cfg.Provisioner.(interface {
 		SweepDirs(context.Context, time.Duration) (int, error)
 	}); ok {

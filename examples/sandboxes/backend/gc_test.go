@@ -63,15 +63,23 @@ func newTestBackends(t *testing.T, n int) ([]*Backend, *counting) {
 	return bs, prov
 }
 
+// assigned runs a first exec in conv through b and returns its sandbox.
+func assigned(t *testing.T, b *Backend, conv string) sandbox.Sandbox {
+	ctx := context.Background()
+	_, err := b.Exec(ctx, conv, []string{"true"}, 0)
+	require.NoError(t, err)
+	rec, ok, err := b.cfg.Assignments.Get(ctx, conv)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return rec.Sandbox
+}
+
 // Two instances told to destroy the same sandbox at once (both woken, or
 // one woken and the other reconciling): exactly one destroys it.
 func TestDestroyOnce(t *testing.T) {
 	bs, prov := newTestBackends(t, 2)
 	ctx := context.Background()
-	_, err := bs[0].Exec(ctx, "c1", []string{"true"}, 0)
-	require.NoError(t, err)
-	rec, _, _ := bs[0].cfg.Assignments.Get(ctx, "c1")
-	sbID := rec.Sandbox.ID
+	sbID := assigned(t, bs[0], "c1").ID
 
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -83,9 +91,8 @@ func TestDestroyOnce(t *testing.T) {
 	prov.mu.Lock()
 	assert.Equal(t, 1, prov.destroys[sbID])
 	prov.mu.Unlock()
-	e, err := bs[1].cfg.Entities.Get(ctx, entityID("c1", sbID))
-	require.NoError(t, err)
-	assert.False(t, e.DeletedAt.IsZero())
+	_, err := bs[1].cfg.Entities.Get(ctx, entityID("c1", sbID))
+	assert.ErrorIs(t, err, ttl.ErrNotFound, "deleted and purged")
 	_, ok, _ := bs[1].cfg.Assignments.Get(ctx, "c1")
 	assert.False(t, ok)
 }
@@ -96,10 +103,8 @@ func TestInactiveButBusy(t *testing.T) {
 	bs, prov := newTestBackends(t, 1)
 	b := bs[0]
 	ctx := context.Background()
-	_, err := b.Exec(ctx, "c1", []string{"true"}, 0)
-	require.NoError(t, err)
-	rec, _, _ := b.cfg.Assignments.Get(ctx, "c1")
-	id := entityID("c1", rec.Sandbox.ID)
+	sb := assigned(t, b, "c1")
+	id := entityID("c1", sb.ID)
 	before, err := b.cfg.Entities.Get(ctx, id)
 	require.NoError(t, err)
 
@@ -107,7 +112,7 @@ func TestInactiveButBusy(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	_, err = b.Exec(ctx, "c1", []string{"true"}, 0)
 	require.NoError(t, err)
-	require.NoError(t, b.destroy(ctx, "c1", rec.Sandbox.ID, ReasonInactive, before.LastActivityAt))
+	require.NoError(t, b.destroy(ctx, "c1", sb.ID, ReasonInactive, before.LastActivityAt))
 	e, _ := b.cfg.Entities.Get(ctx, id)
 	assert.True(t, e.DeletedAt.IsZero())
 	assert.Empty(t, e.DesiredState, "the decision is cleared: the rule may fire again")
@@ -120,13 +125,13 @@ func TestInactiveButBusy(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { r, _, _ := b.cfg.Assignments.Get(ctx, "c1"); return r.InFlight == 1 }, 5*time.Second, 5*time.Millisecond)
 	e, _ = b.cfg.Entities.Get(ctx, id)
-	require.NoError(t, b.destroy(ctx, "c1", rec.Sandbox.ID, ReasonInactive, e.LastActivityAt))
+	require.NoError(t, b.destroy(ctx, "c1", sb.ID, ReasonInactive, e.LastActivityAt))
 	require.NoError(t, <-done, "the exec in flight is not disturbed")
 	r, ok, _ := b.cfg.Assignments.Get(ctx, "c1")
 	require.True(t, ok)
 	assert.Equal(t, StatusIdle, r.Status, "no longer draining")
 	prov.mu.Lock()
-	assert.Zero(t, prov.destroys[rec.Sandbox.ID])
+	assert.Zero(t, prov.destroys[sb.ID])
 	prov.mu.Unlock()
 
 	// The lifetime rule waits for it (up to the grace) and destroys.
@@ -135,9 +140,29 @@ func TestInactiveButBusy(t *testing.T) {
 		done <- err
 	}()
 	require.Eventually(t, func() bool { r, _, _ := b.cfg.Assignments.Get(ctx, "c1"); return r.InFlight == 1 }, 5*time.Second, 5*time.Millisecond)
-	require.NoError(t, b.destroy(ctx, "c1", rec.Sandbox.ID, ReasonLifetime, time.Time{}))
+	require.NoError(t, b.destroy(ctx, "c1", sb.ID, ReasonLifetime, time.Time{}))
 	require.NoError(t, <-done, "it finished within the grace")
 	prov.mu.Lock()
-	assert.Equal(t, 1, prov.destroys[rec.Sandbox.ID])
+	assert.Equal(t, 1, prov.destroys[sb.ID])
 	prov.mu.Unlock()
+}
+
+// A destroyed sandbox leaves no record behind: its entity is purged.
+func TestDestroyPurges(t *testing.T) {
+	bs, _ := newTestBackends(t, 1)
+	b := bs[0]
+	ctx := context.Background()
+	sb := assigned(t, b, "c1")
+	require.NoError(t, b.destroy(ctx, "c1", sb.ID, ReasonDeleted, time.Time{}))
+	all, err := b.cfg.Entities.List(ctx, ttl.Filter{Deleted: true})
+	require.NoError(t, err)
+	assert.Empty(t, all)
+
+	// One its destroyer deleted but could not purge goes at the next
+	// Reconcile.
+	_, err = b.cfg.Entities.Create(ctx, ttl.Entity{ID: "c2/x", Phase: PhaseRunning, DeletedAt: time.Now()})
+	require.NoError(t, err)
+	require.NoError(t, b.Reconcile(ctx))
+	_, err = b.cfg.Entities.Get(ctx, "c2/x")
+	assert.ErrorIs(t, err, ttl.ErrNotFound)
 }
