@@ -35,13 +35,19 @@ func TestMain(m *testing.M) {
 
 var ready = probe.Options{Timeout: time.Minute, AttemptTimeout: 5 * time.Second}
 
+// token is the agents' token: every call to an agent carries it, as in the
+// example.
+const token = "bench-agent-token"
+
+var agentEnv = []string{agent.EnvToken + "=" + token}
+
 // kinds returns the sandbox provisioners to measure: processes always,
 // Docker when TTLKIT_TEST_DOCKER names an engine (the image and network
 // are built and removed here).
 func kinds(b *testing.B) map[string]sandbox.Provisioner {
 	label := fmt.Sprintf("bench-sandboxes-%d", os.Getpid())
 	proc, err := sandbox.NewProcess(sandbox.ProcessOptions{
-		Agent: []string{os.Args[0], "agent"}, Label: label, Root: b.TempDir(), StopGrace: 5 * time.Second, Ready: ready,
+		Agent: []string{os.Args[0], "agent"}, Env: agentEnv, Label: label, Root: b.TempDir(), StopGrace: 5 * time.Second, Ready: ready,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +71,7 @@ func kinds(b *testing.B) map[string]sandbox.Provisioner {
 		}
 	})
 	d, err := sandbox.NewDocker(cli, sandbox.DockerOptions{
-		Image: image, Label: label, Network: label, Memory: 512 << 20, CPUs: 1, Pids: 256,
+		Image: image, Label: label, Network: label, Env: agentEnv, Memory: 512 << 20, CPUs: 1, Pids: 256,
 		WorkSize: "256m", TmpSize: "64m", StopTimeout: 5 * time.Second, Ready: ready,
 	})
 	if err != nil {
@@ -84,7 +90,7 @@ type system struct {
 // start runs a backend on prov with the given warm minimum, its state in
 // memory or (state "redis") in the test Redis.
 func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *system {
-	cfg := backend.Config{Provisioner: prov, MinWarm: warm, MaxWarm: 10, Metrics: backend.NewMetrics()}
+	cfg := backend.Config{Provisioner: prov, AgentToken: token, MinWarm: warm, MaxWarm: 10, Metrics: backend.NewMetrics()}
 	var err error
 	if cfg.Archive, err = archive.NewDir(b.TempDir()); err != nil {
 		b.Fatal(err)
@@ -217,7 +223,7 @@ func BenchmarkSandboxExec(b *testing.B) {
 			if state != "memory" {
 				continue
 			}
-			ag := agent.NewClient(fmt.Sprintf("%s:%d", st.Host, st.Port), &http.Client{Transport: agent.Transport()})
+			ag := agent.NewClient(fmt.Sprintf("%s:%d", st.Host, st.Port), &http.Client{Transport: agent.Transport()}, token)
 			b.Run("sandbox="+kind+"/state="+state+"/impl=agent", func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {

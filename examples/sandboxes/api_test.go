@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -232,4 +236,63 @@ func TestTTLs(t *testing.T) {
 	assert.Contains(t, string(r.body), `sandboxes_destroyed_total{reason="inactive"}`)
 	assert.Contains(t, string(r.body), `sandboxes_destroyed_total{reason="lifetime"}`)
 	assert.Contains(t, string(r.body), `sandboxes_restores_total{result="ok"}`)
+}
+
+// The API runs any command, so: a key when one is set (and /healthz
+// without), no listening beyond loopback without one, and agents that
+// answer only the backend.
+func TestSecurity(t *testing.T) {
+	e := newEnv(t)
+	err := run(context.Background(), e.args("-addr", "0.0.0.0:0"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "set -api-key")
+	assert.Empty(t, e.listed(t), "nothing is left running")
+
+	in := startIn(t, e.args("-api-key", "k3y")...)
+	call := func(header, value string) reply {
+		req, err := http.NewRequest("POST", in.url("/conversations/sec/exec"), execBody(0, "echo", "hi"))
+		require.NoError(t, err)
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, body: b, header: resp.Header}
+	}
+	r := call("", "")
+	assert.Equal(t, http.StatusUnauthorized, r.status)
+	assert.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	assert.Equal(t, http.StatusForbidden, call("X-Api-Key", "wrong").status)
+	assert.Equal(t, "hi\n", call("X-Api-Key", "k3y").exec(t).Stdout)
+	assert.Equal(t, "hi\n", call("Authorization", "Bearer k3y").exec(t).Stdout)
+	resp, err := http.Get(in.url("/healthz"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, err = http.Get(in.url("/metrics"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	// The sandbox's agent refuses anyone without the backend's token.
+	req, _ := http.NewRequest("GET", in.url("/conversations/sec"), nil)
+	req.Header.Set("X-Api-Key", "k3y")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	agentURL := fmt.Sprintf("http://%v:%v", st["host"], st["port"])
+	resp, err = http.Post(agentURL+"/exec", "application/json", execBody(0, "touch", "pwned"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	req, _ = http.NewRequest("POST", in.url("/conversations/sec/exec"), execBody(0, "ls"))
+	req.Header.Set("X-Api-Key", "k3y")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.NotContains(t, string(b), "pwned", "the stranger's command did not run")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,12 +31,13 @@ const (
 	envWarmTTL       = "WARM_POOL_TTL"           // 1800: an unused warm sandbox is replaced
 	envGC            = "SANDBOX_GC_INTERVAL"     // 60
 	envRedis         = "REDIS_URL"
+	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; none by default (loopback only)
 )
 
 type config struct {
 	addr, redis, prefix, docker, label, instance string
 	archiveDir, workRoot, image, busybox         string
-	agentCmd                                     string
+	agentCmd, apiKey, agentToken                 string
 	inactivity, absolute, execTimeout            time.Duration
 	health, grace, warmTTL, gc, drain, assign    time.Duration
 	orphanGrace                                  time.Duration
@@ -59,6 +61,7 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&c.instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "name of this instance in the shared state")
 	fs.StringVar(&c.archiveDir, "archive", filepath.Join(tmp, "archive"), "directory of the archived files of conversations whose sandbox was destroyed")
 	fs.StringVar(&c.workRoot, "work-root", filepath.Join(tmp, "work"), "where process sandboxes get their work directories")
+	fs.StringVar(&c.apiKey, "api-key", "", "key every request but /healthz must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+"; required to listen beyond loopback")
 	fs.StringVar(&c.agentCmd, "agent", "", "program that runs the agent in process sandboxes (its 'agent' subcommand); empty means this program")
 	fs.StringVar(&c.image, "image", sandbox.DefaultImage, "image of Docker sandboxes, built if the engine lacks it")
 	fs.StringVar(&c.busybox, "busybox", sandbox.DefaultBusybox, "static busybox put into the image (Debian's busybox-static)")
@@ -120,6 +123,8 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	case c.maxOutput <= 0, c.memoryMiB < 0, c.pids < 0, c.cpus < 0, c.workMiB <= 0:
 		return c, errors.New("-max-output and -work-size must be positive; -memory, -cpus and -pids must not be negative")
 	}
+	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
+	c.agentToken = getenv(agent.EnvToken)
 	if c.orphanGrace < 0 {
 		return c, errors.New("-orphan-grace must not be negative")
 	}

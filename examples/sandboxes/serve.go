@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,12 +65,18 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 		return nil, err
 	}
 
+	// The shared state, then the sandboxes (which need the agents' token).
+	if err := s.state(ctx, c); err != nil {
+		return nil, err
+	}
+
 	// The sandboxes. One health probe may take up to the health interval,
 	// between 1 and 5 seconds.
 	probeTimeout := min(max(c.health, time.Second), 5*time.Second)
 	cfg.HealthTimeout = probeTimeout
 	ready := probe.Options{Timeout: min(c.assign, time.Minute), AttemptTimeout: probeTimeout}
 	agentArgs := []string{"-max-output", strconv.FormatInt(c.maxOutput, 10)}
+	agentEnv := []string{agent.EnvToken + "=" + cfg.AgentToken}
 	if c.docker != "" {
 		cli, err := client.New(client.WithHost(c.docker))
 		if err != nil {
@@ -87,7 +94,7 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 			return nil, err
 		}
 		if cfg.Provisioner, err = sandbox.NewDocker(cli, sandbox.DockerOptions{
-			Image: c.image, Label: c.label, Network: c.label, AgentArgs: agentArgs,
+			Image: c.image, Label: c.label, Network: c.label, AgentArgs: agentArgs, Env: agentEnv,
 			Memory: c.memoryMiB << 20, CPUs: c.cpus, Pids: c.pids,
 			WorkSize: strconv.FormatInt(c.workMiB, 10) + "m", TmpSize: "64m",
 			StopTimeout: c.grace, Ready: ready, Logger: log,
@@ -102,22 +109,32 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 			}
 		}
 		if cfg.Provisioner, err = sandbox.NewProcess(sandbox.ProcessOptions{
-			Agent: append([]string{cmd, "agent"}, agentArgs...), Label: c.label, Root: c.workRoot,
+			Agent: append([]string{cmd, "agent"}, agentArgs...), Env: agentEnv, Label: c.label, Root: c.workRoot,
 			StopGrace: c.grace, Ready: ready, Output: stderr, Logger: log,
 		}); err != nil {
 			return nil, err
 		}
 	}
+	return s, nil
+}
 
-	// The shared state.
+// state sets up the shared state: in Redis, or in memory. The agents'
+// token is $SANDBOX_AGENT_TOKEN, else the one the instances share in Redis
+// (<prefix>:agent-token, made by the first), else a new one.
+func (s *system) state(ctx context.Context, c config) error {
+	cfg := &s.cfg
+	cfg.AgentToken = c.agentToken
 	if c.redis == "" {
 		cfg.Assignments = backend.NewMemoryAssignments(nil)
 		cfg.Entities = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-		return s, nil
+		if cfg.AgentToken == "" {
+			cfg.AgentToken = rand.Text()
+		}
+		return nil
 	}
 	opts, err := redis.ParseURL(c.redis)
 	if err != nil {
-		return nil, fmt.Errorf("-redis: %w", err)
+		return fmt.Errorf("-redis: %w", err)
 	}
 	s.rdb = redis.NewClient(opts)
 	s.closers = append(s.closers, func() { _ = s.rdb.Close() })
@@ -125,17 +142,26 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 	err = s.rdb.Ping(pctx).Err()
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+		return fmt.Errorf("redis at %s: %w", opts.Addr, err)
 	}
 	cfg.Shared = true
 	cfg.Assignments = backend.NewRedisAssignments(s.rdb, c.prefix)
 	if cfg.Entities, err = redisttl.NewStore(s.rdb, redisttl.StoreOptions{Prefix: c.prefix}); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Inventory, err = redispool.New(s.rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {
-		return nil, err
+		return err
 	}
-	return s, nil
+	if cfg.AgentToken == "" {
+		key := c.prefix + ":agent-token"
+		if err := s.rdb.SetNX(ctx, key, rand.Text(), 0).Err(); err != nil {
+			return fmt.Errorf("redis: agent token: %w", err)
+		}
+		if cfg.AgentToken, err = s.rdb.Get(ctx, key).Result(); err != nil {
+			return fmt.Errorf("redis: agent token: %w", err)
+		}
+	}
+	return nil
 }
 
 func runBackend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -144,14 +170,27 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	log := c.log
+	// Listening first: a bad address fails before anything starts.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && c.apiKey == "" {
+		// The API runs any command: beyond this machine, never without a key.
+		_ = ln.Close()
+		return fmt.Errorf("-addr %s is reachable beyond this machine: set -api-key (or $%s)", c.addr, envAPIKey)
+	}
 	sys, err := setup(ctx, c, stderr)
 	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	defer sys.close()
 	cfg := sys.cfg
+	cfg.APIKey = c.apiKey
 	b, err := backend.New(cfg)
 	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	closeBackend := func() error {
@@ -162,10 +201,7 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := cfg.Metrics.Register(reg, b); err != nil {
-		return errors.Join(err, closeBackend())
-	}
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
+		_ = ln.Close()
 		return errors.Join(err, closeBackend())
 	}
 	srv := &http.Server{Handler: backend.NewServer(b, reg), ReadHeaderTimeout: 10 * time.Second}
@@ -224,7 +260,8 @@ func runDown(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	keys := 0
 	if sys.rdb != nil {
-		for _, match := range []string{c.prefix + ":container:*", c.prefix + ":inflight:*", c.prefix + ":lock:*", "{" + c.prefix + "}:*", "{" + c.prefix + ":warm}:*"} {
+		for _, match := range []string{c.prefix + ":container:*", c.prefix + ":inflight:*", c.prefix + ":lock:*",
+			c.prefix + ":agent-token", "{" + c.prefix + "}:*", "{" + c.prefix + ":warm}:*"} {
 			iter := sys.rdb.Scan(ctx, 0, match, 1000).Iterator()
 			for iter.Next(ctx) {
 				if derr := sys.rdb.Del(ctx, iter.Val()).Err(); derr != nil {

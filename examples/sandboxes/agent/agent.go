@@ -12,6 +12,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,9 @@ type Options struct {
 	// Env is the commands' environment. Nil means PATH=DefaultPath and
 	// HOME=Dir.
 	Env []string
+	// Token, if set, is required of every request but GET /healthz, as
+	// "Authorization: Bearer <token>": only the backend drives the agent.
+	Token string
 	// Logger receives one line per exec at Debug and failures at Warn; nil
 	// discards them.
 	Logger *slog.Logger
@@ -149,7 +154,20 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /archive", s.exportArchive)
 	mux.HandleFunc("PUT /archive", s.importArchive)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return mux
+	if s.opts.Token == "" {
+		return mux
+	}
+	want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Digests compared in constant time: neither the token's bytes
+		// nor its length can be found by timing.
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
+			writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // Close kills the process group of every exec still running and refuses

@@ -37,7 +37,7 @@ func start(t *testing.T, opts agent.Options) (*agent.Client, string) {
 		tr.CloseIdleConnections()
 		require.NoError(t, srv.Close())
 	})
-	return agent.NewClient(strings.TrimPrefix(hs.URL, "http://"), &http.Client{Transport: tr}), opts.Dir
+	return agent.NewClient(strings.TrimPrefix(hs.URL, "http://"), &http.Client{Transport: tr}, opts.Token), opts.Dir
 }
 
 func TestExec(t *testing.T) {
@@ -166,6 +166,29 @@ func TestFilesAndArchive(t *testing.T) {
 	err = c2.Import(ctx, &evil)
 	require.ErrorAs(t, err, &aerr)
 	assert.NoFileExists(t, filepath.Join(filepath.Dir(dir2), "escape"))
+}
+
+// With a token, only its holder drives the agent; /healthz stays open for
+// the probes.
+func TestToken(t *testing.T) {
+	c, dir := start(t, agent.Options{Token: "s3cret"})
+	ctx := context.Background()
+	_, err := c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}})
+	require.NoError(t, err, "the client sends it")
+
+	stranger := agent.NewClient(strings.TrimPrefix(c.BaseURL(), "http://"), nil, "wrong")
+	var aerr *agent.Error
+	_, err = stranger.Exec(ctx, agent.ExecRequest{Command: []string{"sh", "-c", "touch pwned"}})
+	require.ErrorAs(t, err, &aerr)
+	assert.Equal(t, http.StatusUnauthorized, aerr.Status)
+	assert.NoFileExists(t, filepath.Join(dir, "pwned"))
+	_, err = agent.NewClient(strings.TrimPrefix(c.BaseURL(), "http://"), nil, "").Export(ctx)
+	require.ErrorAs(t, err, &aerr)
+	assert.NoError(t, stranger.Health(ctx), "health probes need no token")
+	resp, err := http.Get(c.BaseURL() + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 func TestCleanPath(t *testing.T) {

@@ -30,18 +30,26 @@ func (e *Error) Error() string { return e.Message }
 
 // Client calls one agent. It is safe for concurrent use.
 type Client struct {
-	base string
-	hc   *http.Client
+	base, auth string
+	hc         *http.Client
 }
 
 // NewClient returns a client of the agent at addr ("host:port") that uses
-// hc (nil means http.DefaultClient). Calls are bounded by their contexts.
-func NewClient(addr string, hc *http.Client) *Client {
+// hc (nil means http.DefaultClient) and sends token (Options.Token; "" for
+// none). Calls are bounded by their contexts.
+func NewClient(addr string, hc *http.Client, token string) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: "http://" + addr, hc: hc}
+	c := &Client{base: "http://" + addr, hc: hc}
+	if token != "" {
+		c.auth = "Bearer " + token
+	}
+	return c
 }
+
+// BaseURL returns the agent's URL ("http://host:port").
+func (c *Client) BaseURL() string { return c.base }
 
 // Exec runs req in the sandbox and returns its result.
 func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
@@ -119,6 +127,9 @@ func (c *Client) request(ctx context.Context, method, path string, body io.Reade
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
 	}
 	return req, nil
 }

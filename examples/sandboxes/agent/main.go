@@ -15,6 +15,11 @@ import (
 	"time"
 )
 
+// EnvToken is the environment variable the agent takes its Options.Token
+// from (an environment, unlike a command line, is not shown to other
+// users). Its commands do not inherit it.
+const EnvToken = "SANDBOX_AGENT_TOKEN"
+
 // Main is the agent's program: it serves on -listen over -dir until ctx
 // ends (SIGTERM), then kills the commands still running. The example's
 // "agent" subcommand and the image's own small binary (sandbox-agent) both
@@ -30,7 +35,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput,
+	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput, Token: os.Getenv(EnvToken),
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
 	if err != nil {
 		return err

@@ -112,6 +112,12 @@ type Config struct {
 	Shared bool
 	// Instance names this instance in the shared state and in claims.
 	Instance string
+	// AgentToken is the token every sandbox's agent requires (the
+	// provisioner starts them with it); "" for none.
+	AgentToken string
+	// APIKey, if set, is required of every request of the HTTP API but
+	// GET /healthz (see NewServer).
+	APIKey string
 
 	InactivityTTL, AbsoluteTTL, ExecTimeout    time.Duration
 	HealthInterval, Grace, WarmTTL, GCInterval time.Duration
@@ -395,7 +401,9 @@ func (b *Backend) recordTTL() time.Duration {
 	return b.cfg.InactivityTTL + 2*b.cfg.GCInterval + 2*b.cfg.Grace
 }
 
-func (b *Backend) agent(sb sandbox.Sandbox) *agent.Client { return agent.NewClient(sb.Addr(), b.hc) }
+func (b *Backend) agent(sb sandbox.Sandbox) *agent.Client {
+	return agent.NewClient(sb.Addr(), b.hc, b.cfg.AgentToken)
+}
 
 // entities returns every entity f selects, page by page.
 func (b *Backend) entities(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {

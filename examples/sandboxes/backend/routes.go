@@ -2,11 +2,14 @@ package backend
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +28,8 @@ type ExecRequest struct {
 }
 
 // NewServer returns the backend's HTTP API, /metrics (from reg) and
-// /healthz.
+// /healthz. With Config.APIKey, every request but GET /healthz must carry
+// the key (X-Api-Key, or Authorization: Bearer).
 func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /conversations/{id}/exec", execHandler(b))
@@ -41,7 +45,36 @@ func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "instance": b.cfg.Instance, "sandboxes": b.cfg.Provisioner.Kind()})
 	}))
-	return mux
+	if b.cfg.APIKey == "" {
+		return mux
+	}
+	return withKey(b.cfg.APIKey, mux)
+}
+
+// withKey refuses the requests that do not carry key, but GET /healthz.
+// The key is compared as a SHA-256 digest in constant time.
+func withKey(key string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(key))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		given := r.Header.Get("X-Api-Key")
+		if auth := r.Header.Get("Authorization"); given == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") {
+			given = strings.TrimSpace(auth[7:])
+		}
+		got := sha256.Sum256([]byte(given))
+		switch {
+		case given == "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxes"`)
+			writeError(w, http.StatusUnauthorized, errors.New("an API key is required: X-Api-Key, or Authorization: Bearer"))
+		case subtle.ConstantTimeCompare(got[:], want[:]) != 1:
+			writeError(w, http.StatusForbidden, errors.New("the API key is not valid"))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 func execHandler(b *Backend) http.Handler {

@@ -40,8 +40,9 @@ type DockerOptions struct {
 	// EnsureNetwork): the backend reaches each agent at its address on it,
 	// the containers reach nothing else.
 	Network string
-	// AgentArgs are added to the agent's command line ("-max-output", "1048576").
-	AgentArgs []string
+	// AgentArgs are added to the agent's command line ("-max-output", "1048576"),
+	// Env to its environment ("SANDBOX_AGENT_TOKEN=...").
+	AgentArgs, Env []string
 	// Memory (bytes), CPUs and Pids bound each container.
 	Memory int64
 	CPUs   float64
@@ -84,6 +85,7 @@ func NewDocker(cli *client.Client, opts DockerOptions) (*Docker, error) {
 	prov, err := docker.New(cli, docker.Options{
 		Image:       opts.Image,
 		Cmd:         append([]string{"-listen", ":" + strconv.Itoa(AgentPort), "-dir", WorkDir}, opts.AgentArgs...),
+		Env:         opts.Env,
 		Label:       opts.Label,
 		Labels:      map[string]string{"io.ttlkit.sandboxes": "sandbox"},
 		NetworkMode: opts.Network,

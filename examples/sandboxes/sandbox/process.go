@@ -31,6 +31,8 @@ type ProcessOptions struct {
 	// Ready bounds the wait for a new sandbox's agent (Timeout) and one
 	// health check (AttemptTimeout).
 	Ready probe.Options
+	// Env is added to the agents' environment ("SANDBOX_AGENT_TOKEN=...").
+	Env []string
 	// Output receives the agents' stderr (their warnings); nil discards
 	// it. Their stdout is discarded.
 	Output io.Writer
@@ -66,6 +68,7 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	cmd := append(append([]string(nil), opts.Agent...), "-listen", "{addr}", "-dir", filepath.Join(root, "{id}"))
 	prov, err := process.New(process.Options{
 		Command:      cmd,
+		Env:          opts.Env,
 		Label:        opts.Label,
 		Ready:        func(w process.Worker) probe.Func { return probe.HTTP("http://" + w.Addr + "/healthz") },
 		ReadyOptions: opts.Ready,
