@@ -205,7 +205,8 @@ type Backend struct {
 	closeOnce sync.Once
 	closeErr  error
 	assigned  atomic.Int64    // live assignments, as of the last health pass
-	waiting   map[string]bool // decided destroys not taken, as of the last Reconcile (its loop only)
+	waitMu    sync.Mutex      // serializes Reconcile
+	waiting   map[string]bool // decided destroys not taken, as of the last Reconcile
 }
 
 // New starts a backend: the warm pool (with its start-up cleanup of what an

@@ -295,8 +295,10 @@ func (b *Backend) sync(ctx context.Context, conv string, sb sandbox.Sandbox) int
 // never claimed (a wake lost with its instance), or claimed by an instance
 // that did not finish in time. A sandbox is taken only when the previous
 // pass found it waiting too: the instance whose wake got it has had a GC
-// interval to claim it.
+// interval to claim it. Calls run one after the other.
 func (b *Backend) Reconcile(ctx context.Context) error {
+	b.waitMu.Lock()
+	defer b.waitMu.Unlock()
 	ents, err := b.entities(ctx, ttl.Filter{DesiredState: desiredDestroy})
 	if err != nil {
 		return err
