@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -37,7 +38,9 @@ func (s *Store) Purge(ctx context.Context, ids []string) (int, error) {
 		for i, id := range chunk {
 			args[i] = id
 		}
-		n, err := purgeScript.Run(ctx, s.client, s.keys, args...).Int()
+		n, err := redisrun.Do(ctx, s.client, func() (int, error) {
+			return purgeScript.Run(ctx, s.client, s.keys, args...).Int()
+		})
 		if err != nil {
 			return total, errs.Wrap(ctx, "redisttl", "purge", err)
 		}
