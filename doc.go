@@ -113,7 +113,9 @@
 // Runnable programs built on the packages are in the examples directory:
 // examples/cameras is a camera admission server (leases, a budget, an
 // overload gate, a web page that heartbeats); examples/gateway is a
-// serverless gateway of Lambda runtimes in pooled workers; examples/kvserver
+// serverless gateway of Lambda runtimes in pooled workers;
+// examples/sandboxes gives each conversation of an AI assistant a sandbox
+// from a warm pool shared through Redis; examples/kvserver
 // is a Redis-compatible server on expiry.Map; examples/loadwatch watches this
 // machine through the load gate; examples/workspaces is a cloud-IDE workspace
 // system (an activity-recording proxy, the TTL runner and the workspace

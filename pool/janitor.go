@@ -267,7 +267,10 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 // the provider does not report): the leftovers of an earlier process. New
 // runs it in the background with Options.CleanupOnStart, holding warm
 // creates until it is done. An item of unknown age is spared while a
-// create of this pool is in flight: it may be that create's.
+// create of this pool is in flight: it may be that create's. With a shared
+// Inventory, an item younger than OrphanGracePeriod, or of unknown age, is
+// spared too: another instance may be creating it (Reconcile takes it
+// later if it is an orphan).
 func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
 	if p.lister == nil {
 		return ReconcileResult{}, errs.Invalid(ErrInvalid, "pool: Cleanup needs a Provisioner that implements Lister")
@@ -308,6 +311,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	if p.firstSeen == nil {
 		p.firstSeen = map[string]time.Time{}
 	}
+	shared := p.opts.Inventory != nil
 	for _, l := range listed {
 		listedIDs[l.ID] = true
 		if known[l.ID] {
@@ -330,8 +334,13 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 			if !created.IsZero() && !created.Before(p.start) {
 				continue
 			}
-			if created.IsZero() && len(p.inflight) > 0 {
+			if created.IsZero() && (len(p.inflight) > 0 || shared) {
 				continue // unknown age: it may be a create's in flight
+			}
+			if shared && now.Sub(created) < p.opts.OrphanGracePeriod {
+				// Another instance may be creating it: it is recorded
+				// only once its Create returns.
+				continue
 			}
 		} else if now.Sub(created) < p.opts.OrphanGracePeriod || p.createsSinceLocked(created) {
 			// Too young, or possibly the item of a Create still running

@@ -239,6 +239,39 @@ func TestCleanupOnStart(t *testing.T) {
 	})
 }
 
+// With a shared Inventory, a new instance's start-up cleanup leaves the
+// items another instance is still creating (listed by the provider, not
+// yet recorded) and takes only the leftovers older than the grace period.
+func TestCleanupOnStartShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 3 * time.Second
+		f.adopt("leftover", time.Now().Add(-time.Hour))
+		inv := pool.NewMemoryInventory(nil)
+		opts := pool.Options{MinIdle: 1, MaxSize: 2, Inventory: inv, Instance: "a", OrphanGracePeriod: 10 * time.Second, JanitorInterval: time.Minute}
+		newPool(t, f, opts)
+		time.Sleep(time.Second) // a's warm create is under way: its item is listed
+		creating := f.liveIDs()
+		require.Len(t, creating, 2)
+
+		opts.Instance, opts.CleanupOnStart = "b", true
+		b := newPool(t, f, opts)
+		synctest.Wait()
+		assert.NotContains(t, f.liveIDs(), "leftover")
+		for _, id := range creating {
+			if id != "leftover" {
+				assert.Contains(t, f.liveIDs(), id, "a's create in flight is spared")
+			}
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		c, err := inv.Counts(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 1, c.Idle, "a's create finished and is the warm item")
+		assert.Equal(t, uint64(1), b.Stats().Orphans)
+	})
+}
+
 // The janitor steps work on a clock.Mock too (injection path; no synctest).
 func TestClockMock(t *testing.T) {
 	mock := clock.NewMock()

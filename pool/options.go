@@ -98,7 +98,9 @@ type Options struct {
 	// CleanupOnStart destroys, when the pool starts, every item the
 	// provider lists that the pool (and its Inventory) does not know and that
 	// was created before the pool started: the leftovers of an earlier
-	// process. It needs a Provisioner that implements Lister.
+	// process. With an Inventory it spares the items younger than
+	// OrphanGracePeriod, which the other instances may still be creating
+	// (see Cleanup). It needs a Provisioner that implements Lister.
 	CleanupOnStart bool
 	// Owned, if set, tells Reconcile and Cleanup which of the listed items
 	// nobody in the pool knows are owned outside it: the items handed out

@@ -21,7 +21,9 @@
 // decision keeps the entity: its compare-and-set (Update with
 // ExpectLastActivityAt) fails, and it clears the decision
 // (Update.ClearDesiredState). Wakes are not retried; Store.List finds what is
-// left for a full reconcile.
+// left for a full reconcile. Deletion is soft; a system that makes an entity
+// per resource purges the records it no longer needs (Purger, which every
+// store here implements).
 //
 // Backends implement Buffer and Store and prove it with the conformance
 // suites in ttl/ttltest. MemoryBuffer and MemoryStore are the in-process

@@ -203,3 +203,26 @@ func TestStoreIndexFollowsUpdates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, keys, "a deleted entity leaves the indexes")
 }
+
+// A purged entity leaves nothing in Redis: a system that creates an
+// entity per resource does not grow without bound.
+func TestStorePurgeLeavesNothing(t *testing.T) {
+	s, r := newStore(t)
+	ctx := context.Background()
+	for i := range 1500 { // more than one script's chunk
+		id := fmt.Sprintf("sb%04d", i)
+		mustCreate(t, s, ttl.Entity{ID: id, Phase: "RUNNING"})
+		_, err := s.Update(ctx, id, ttl.Update{Phase: "DESTROYED", Delete: true})
+		require.NoError(t, err)
+	}
+	var ids []string
+	for i := range 1500 {
+		ids = append(ids, fmt.Sprintf("sb%04d", i))
+	}
+	n, err := s.Purge(ctx, ids)
+	require.NoError(t, err)
+	assert.Equal(t, 1500, n)
+	exist, err := r.Client.Exists(ctx, s.Keys()...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, exist, "no key is left")
+}

@@ -55,6 +55,7 @@ func RunStore(t *testing.T, h StoreHarness) {
 	t.Run("UpdateExpect", s.updateExpect)
 	t.Run("UpdateClearDesiredState", s.updateClearDesiredState)
 	t.Run("List", s.list)
+	t.Run("Purge", s.purge)
 }
 
 type storeSuite struct{ h StoreHarness }

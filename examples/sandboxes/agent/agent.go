@@ -1,0 +1,381 @@
+// Package agent is the exec agent that runs inside every sandbox: a small
+// HTTP server that runs commands in the sandbox's work directory with a
+// timeout and an output limit, reads and writes files under that directory,
+// exports and imports it as a tar archive (for the archive a destroyed
+// sandbox leaves and the restore into its successor), and answers /healthz.
+//
+// The backend reaches it over HTTP (Client); nothing else in the sandbox
+// knows about the backend. It is built into the example's binary (the
+// "agent" subcommand), so the same static binary serves a process sandbox
+// and the workspace-base image.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults for the zero Options.
+const (
+	DefaultMaxOutput  = 1 << 20   // bytes of stdout and of stderr kept per exec
+	DefaultMaxFile    = 64 << 20  // bytes of one file written through PUT /files
+	DefaultMaxArchive = 512 << 20 // bytes of files one PUT /archive may extract
+	DefaultTimeout    = 10 * time.Minute
+	DefaultPath       = "/usr/local/bin:/usr/bin:/bin"
+	// MaxCommand bounds the bytes of one exec's command (all its arguments).
+	MaxCommand = 128 << 10
+)
+
+// pipeWait is how long an exec waits, once its command has exited, for
+// processes it left in the background to let go of its output. After that
+// the output is cut there and they keep running (a server started with
+// "&"), as they would after a shell's command.
+const pipeWait = 500 * time.Millisecond
+
+// Options configures an agent.
+type Options struct {
+	// Dir is the work directory: commands run in it and files are read
+	// and written under it. Required; created if missing.
+	Dir string
+	// MaxOutput is how many bytes of stdout, and of stderr, one exec
+	// returns; the rest is counted and dropped. 0 means DefaultMaxOutput.
+	MaxOutput int64
+	// MaxFile bounds one file written with PUT /files. 0 means
+	// DefaultMaxFile.
+	MaxFile int64
+	// MaxArchive bounds the bytes of files PUT /archive extracts. 0 means
+	// DefaultMaxArchive.
+	MaxArchive int64
+	// Env is the commands' environment. Nil means PATH=DefaultPath and
+	// HOME=Dir.
+	Env []string
+	// Token, if set, is required of every request but GET /healthz, as
+	// "Authorization: Bearer <token>": only the backend drives the agent.
+	Token string
+	// Logger receives one line per exec at Debug and failures at Warn; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// ExecRequest is the body of POST /exec.
+type ExecRequest struct {
+	// Command is the program and its arguments (["sh", "-c", "..."]).
+	Command []string `json:"command"`
+	// TimeoutSec bounds the command; past it the command's process group
+	// is killed. 0 means DefaultTimeout.
+	TimeoutSec float64 `json:"timeout_sec,omitempty"`
+}
+
+// ExecResult is the reply to POST /exec.
+type ExecResult struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	DurationMS int64  `json:"duration_ms"`
+	// TimedOut is set when the command ran past its timeout and was
+	// killed; ExitCode is then 137 (SIGKILL, as a shell reports it).
+	TimedOut bool `json:"timed_out,omitempty"`
+	// StdoutTruncated and StderrTruncated say that the output went over
+	// the limit and was cut; StdoutBytes and StderrBytes are then how much
+	// the command wrote in all.
+	StdoutTruncated bool  `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool  `json:"stderr_truncated,omitempty"`
+	StdoutBytes     int64 `json:"stdout_bytes,omitempty"`
+	StderrBytes     int64 `json:"stderr_bytes,omitempty"`
+	// Error says, in words, why the command did not end normally: a
+	// timeout, a signal, a program that could not be started.
+	Error string `json:"error,omitempty"`
+}
+
+// Server is an agent's HTTP handler. It is safe for concurrent use.
+type Server struct {
+	opts Options
+	root *os.Root
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	running map[int]struct{} // process groups of execs in flight
+	closed  bool
+}
+
+// New returns a Server over opts.Dir, creating the directory if needed.
+// Close it to kill the commands still running.
+func New(opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("agent: Dir is empty")
+	}
+	if opts.MaxOutput < 0 || opts.MaxFile < 0 || opts.MaxArchive < 0 {
+		return nil, fmt.Errorf("agent: MaxOutput (%d), MaxFile (%d) and MaxArchive (%d) must not be negative", opts.MaxOutput, opts.MaxFile, opts.MaxArchive)
+	}
+	if opts.MaxOutput == 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxFile == 0 {
+		opts.MaxFile = DefaultMaxFile
+	}
+	if opts.MaxArchive == 0 {
+		opts.MaxArchive = DefaultMaxArchive
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: work dir: %w", err)
+	}
+	root, err := os.OpenRoot(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: work dir: %w", err)
+	}
+	if opts.Env == nil {
+		opts.Env = []string{"PATH=" + DefaultPath, "HOME=" + opts.Dir}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts, root: root, log: log, running: map[int]struct{}{}}, nil
+}
+
+// Handler returns the agent's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /exec", s.exec)
+	mux.HandleFunc("GET /files/{path...}", s.readFile)
+	mux.HandleFunc("PUT /files/{path...}", s.writeFile)
+	mux.HandleFunc("GET /archive", s.exportArchive)
+	mux.HandleFunc("PUT /archive", s.importArchive)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	if s.opts.Token == "" {
+		return mux
+	}
+	want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Digests compared in constant time: neither the token's bytes
+		// nor its length can be found by timing.
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
+			writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Close kills the process group of every exec still running and refuses
+// new ones.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for pgid := range s.running {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	s.mu.Unlock()
+	return s.root.Close()
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req ExecRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxCommand)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "exec: body is not an exec request: %v", err)
+		return
+	}
+	if err := CheckCommand(req.Command); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	timeout := DefaultTimeout
+	if req.TimeoutSec < 0 {
+		writeError(w, http.StatusBadRequest, "exec: timeout_sec (%v) is negative", req.TimeoutSec)
+		return
+	}
+	if req.TimeoutSec > 0 {
+		timeout = time.Duration(req.TimeoutSec * float64(time.Second))
+	}
+	res, err := s.Run(r.Context(), req.Command, timeout)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// CheckCommand reports whether command can be run: not empty, a program
+// name, no NUL bytes, at most MaxCommand bytes in all.
+func CheckCommand(command []string) error {
+	if len(command) == 0 || command[0] == "" {
+		return errors.New("exec: command is empty")
+	}
+	n := 0
+	for _, a := range command {
+		n += len(a) + 1
+		if strings.IndexByte(a, 0) >= 0 {
+			return errors.New("exec: command has a NUL byte")
+		}
+	}
+	if n > MaxCommand {
+		return fmt.Errorf("exec: command is %d bytes, over the limit of %d", n, MaxCommand)
+	}
+	return nil
+}
+
+// Run runs command in the work directory, in a process group of its own,
+// and kills the group when timeout passes or ctx ends (the caller went
+// away). It returns an error only when the agent is closing.
+func (s *Server) Run(ctx context.Context, command []string, timeout time.Duration) (ExecResult, error) {
+	start := time.Now()
+	stdout := &capped{max: s.opts.MaxOutput}
+	stderr := &capped{max: s.opts.MaxOutput}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Dir = s.opts.Dir
+	cmd.Env = s.opts.Env
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = pipeWait
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ExecResult{}, errors.New("exec: the agent is shutting down")
+	}
+	err := cmd.Start()
+	if err == nil {
+		s.running[cmd.Process.Pid] = struct{}{}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return ExecResult{ExitCode: 127, Stderr: err.Error() + "\n", Error: "could not start: " + err.Error(),
+			DurationMS: time.Since(start).Milliseconds()}, nil
+	}
+	pgid := cmd.Process.Pid
+
+	// The timer and the caller's end kill the whole group: the command and
+	// everything it started.
+	var timedOut, gone bool
+	var kmu sync.Mutex
+	kill := func(timeout bool) {
+		kmu.Lock()
+		if timeout {
+			timedOut = true
+		} else {
+			gone = true
+		}
+		kmu.Unlock()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	timer := time.AfterFunc(timeout, func() { kill(true) })
+	stop := context.AfterFunc(ctx, func() { kill(false) })
+	waitErr := cmd.Wait()
+	timer.Stop()
+	stop()
+	s.mu.Lock()
+	delete(s.running, pgid)
+	s.mu.Unlock()
+
+	res := ExecResult{
+		Stdout: stdout.String(), Stderr: stderr.String(),
+		ExitCode:   exitCode(cmd.ProcessState),
+		DurationMS: time.Since(start).Milliseconds(),
+	}
+	if stdout.truncated() {
+		res.StdoutTruncated, res.StdoutBytes = true, stdout.total
+	}
+	if stderr.truncated() {
+		res.StderrTruncated, res.StderrBytes = true, stderr.total
+	}
+	kmu.Lock()
+	res.TimedOut = timedOut
+	cancelled := gone
+	kmu.Unlock()
+	switch {
+	case res.TimedOut:
+		res.Error = fmt.Sprintf("timed out after %v: the command's process group was killed", timeout)
+	case cancelled:
+		res.Error = "the caller went away: the command's process group was killed"
+	case signaled(cmd.ProcessState) != "":
+		res.Error = "killed by " + signaled(cmd.ProcessState)
+	case errors.Is(waitErr, exec.ErrWaitDelay):
+		res.Error = "background processes kept the output open; it was cut when the command exited"
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		note := fmt.Sprintf("output over the limit of %d bytes per stream was truncated", s.opts.MaxOutput)
+		res.Error = strings.TrimPrefix(res.Error+"; "+note, "; ")
+	}
+	s.log.Debug("exec", "command", command[0], "exit_code", res.ExitCode, "duration_ms", res.DurationMS, "timed_out", res.TimedOut)
+	return res, nil
+}
+
+// exitCode is the command's exit status, or 128+signal for a command a
+// signal ended, as a shell reports it.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func signaled(ps *os.ProcessState) string {
+	if ps == nil {
+		return ""
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal().String()
+	}
+	return ""
+}
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	mu    sync.Mutex
+	max   int64
+	buf   []byte
+	total int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += int64(len(p))
+	if room := c.max - int64(len(c.buf)); room > 0 {
+		c.buf = append(c.buf, p[:min(int64(len(p)), room)]...)
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.buf)
+}
+
+func (c *capped) truncated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total > int64(len(c.buf))
+}
+
+// errorBody is every error reply of the agent and of the backend.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, errorBody{Error: fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
+	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/pool/process"
+)
+
+// envRunBackend makes the test binary run the program instead of the tests:
+// the backend instances that a test starts as real processes (to kill one
+// with SIGKILL). The sandboxes' agents run as "<test binary> agent ...".
+const envRunBackend = "SANDBOXES_TEST_RUN"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" || os.Getenv(envRunBackend) == "1" {
+		main()
+		os.Exit(0)
+	}
+	// The sandboxes and instances are this race-instrumented binary: the
+	// race runtime's 1 s pause at exit would make every stop slow.
+	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	leakcheck.VerifyTestMain(m)
+}
+
+var listenRE = regexp.MustCompile(`(?m)^listening on (\S+)`)
+
+func waitListening(t *testing.T, out fmt.Stringer, exited <-chan error) string {
+	t.Helper()
+	deadline := time.After(3 * time.Minute) // the first Docker run builds the image
+	for {
+		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("exited before listening: %v\n%s", err, out)
+		case <-deadline:
+			t.Fatalf("not listening after 3 minutes\n%s", out)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// env is a test system's setup: its label, directories and flags.
+type env struct {
+	label, archive, work string
+}
+
+func newEnv(t *testing.T) env {
+	dir := t.TempDir()
+	label := "sbtest-" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]`).ReplaceAllString(t.Name(), ""))
+	if len(label) > 40 {
+		label = label[:40]
+	}
+	e := env{label: label, archive: filepath.Join(dir, "archive"), work: filepath.Join(dir, "work")}
+	t.Cleanup(func() { e.killLeftovers(t) })
+	return e
+}
+
+func (e env) args(extra ...string) []string {
+	return append([]string{"-addr", "127.0.0.1:0", "-label", e.label, "-archive", e.archive, "-work-root", e.work, "-log-level", "warn"}, extra...)
+}
+
+// listed returns the live agents of this test's system.
+func (e env) listed(t *testing.T) []string {
+	t.Helper()
+	p, err := process.New(process.Options{Command: []string{"true"}, Label: e.label})
+	require.NoError(t, err)
+	ws, err := p.List(context.Background())
+	require.NoError(t, err)
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	return ids
+}
+
+// killLeftovers kills what a failed test left running, so that it does
+// not disturb the next ones.
+func (e env) killLeftovers(t *testing.T) {
+	p, err := process.New(process.Options{Command: []string{"true"}, Label: e.label, StopGrace: time.Second})
+	if err != nil {
+		return
+	}
+	ws, _ := p.List(context.Background())
+	for _, w := range ws {
+		t.Logf("killing leftover sandbox %s", w.ID)
+		_ = p.Destroy(context.Background(), w.Value)
+	}
+}
+
+// instance is one running backend.
+type instance struct {
+	addr string
+	logs fmt.Stringer
+	stop func() error // SIGTERM (or its in-process equivalent) and wait
+	kill func()       // SIGKILL (a process of its own only)
+}
+
+// startIn runs the whole program in this process; it is stopped when the
+// test ends unless the test stopped it.
+func startIn(t *testing.T, args ...string) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = out.Close() })
+	logs := &fileLog{path: out.Name()}
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), out, out) }()
+	in := &instance{logs: logs}
+	in.addr = waitListening(t, logs, errc)
+	var once sync.Once
+	in.stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-errc
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		require.NoError(t, in.stop(), "logs:\n%s", logs)
+		if t.Failed() {
+			t.Logf("logs of %s:\n%s", in.addr, logs)
+		}
+	})
+	return in
+}
+
+// startProc runs the program as a process of its own (this test binary,
+// re-executed), so that a test can kill it with SIGKILL. Its output goes to
+// a file: the sandboxes it starts inherit it, and outlive it.
+func startProc(t *testing.T, args ...string) *instance {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRunBackend+"=1")
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer f.Close()
+	out := &fileLog{path: f.Name()}
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	in := &instance{logs: out}
+	in.addr = waitListening(t, out, exited)
+	var once sync.Once
+	in.stop = func() error {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			err = <-exited
+		})
+		return err
+	}
+	in.kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			err = nil
+		})
+	}
+	t.Cleanup(func() {
+		require.NoError(t, in.stop(), "logs:\n%s", out)
+		if t.Failed() {
+			t.Logf("logs of %s:\n%s", in.addr, out)
+		}
+	})
+	return in
+}
+
+// fileLog reads a program's output from its file.
+type fileLog struct{ path string }
+
+func (f *fileLog) String() string {
+	b, _ := os.ReadFile(f.path)
+	return string(b)
+}
+
+// reply is an HTTP reply of the backend.
+type reply struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.body) }
+
+func (r reply) exec(t *testing.T) agent.ExecResult {
+	t.Helper()
+	require.Equal(t, http.StatusOK, r.status, "%s", r)
+	var res agent.ExecResult
+	require.NoError(t, json.Unmarshal(r.body, &res))
+	return res
+}
+
+func (r reply) errorText(t *testing.T) string {
+	t.Helper()
+	var e struct{ Error string }
+	require.NoError(t, json.Unmarshal(r.body, &e), "%s", r)
+	return e.Error
+}
+
+var httpc = &http.Client{Timeout: 2 * time.Minute}
+
+func call(t *testing.T, method, url string, body io.Reader) reply {
+	t.Helper()
+	r, err := tryCall(method, url, body)
+	require.NoError(t, err)
+	return r
+}
+
+func tryCall(method, url string, body io.Reader) (reply, error) {
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return reply{}, err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, body: b, header: resp.Header}, err
+}
+
+func execBody(timeout float64, command ...string) io.Reader {
+	b, _ := json.Marshal(map[string]any{"command": command, "timeout_sec": timeout})
+	return bytes.NewReader(b)
+}
+
+// sh runs a shell script in conv's sandbox through the instance.
+func (in *instance) sh(t *testing.T, conv, script string) reply {
+	t.Helper()
+	return call(t, "POST", in.url("/conversations/"+conv+"/exec"), execBody(0, "sh", "-c", script))
+}
+
+func (in *instance) url(path string) string { return "http://" + in.addr + path }
+
+// state returns GET /conversations/{conv} as a map.
+func (in *instance) state(t *testing.T, conv string) (int, map[string]any) {
+	t.Helper()
+	r := call(t, "GET", in.url("/conversations/"+conv), nil)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), "%s", r)
+	return r.status, m
+}
+
+// sandboxOf returns the sandbox serving conv, by its work directory's
+// name (process sandboxes: Root/<id>).
+func sandboxOf(t *testing.T, in *instance, conv string) string {
+	t.Helper()
+	res := in.sh(t, conv, "pwd").exec(t)
+	return filepath.Base(strings.TrimSpace(res.Stdout))
+}

@@ -1,0 +1,171 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/probe"
+	"github.com/ttlkit/ttlkit/pool/process"
+)
+
+// ProcessOptions configures process sandboxes.
+type ProcessOptions struct {
+	// Agent is the command that runs the agent, to which the provisioner
+	// adds "-listen" and "-dir" (e.g. [this program, "agent"]). Required.
+	Agent []string
+	// Label names this system's sandboxes (the process label). Required.
+	Label string
+	// Root is where each sandbox gets its work directory, Root/<id>.
+	// Required.
+	Root string
+	// StopGrace is how long a sandbox may take to stop after SIGTERM
+	// before its process group is killed.
+	StopGrace time.Duration
+	// Ready bounds the wait for a new sandbox's agent (Timeout) and one
+	// health check (AttemptTimeout).
+	Ready probe.Options
+	// Env is added to the agents' environment ("SANDBOX_AGENT_TOKEN=...").
+	Env []string
+	// Output receives the agents' stderr (their warnings); nil discards
+	// it. Their stdout is discarded.
+	Output io.Writer
+	Logger *slog.Logger
+}
+
+// Process makes sandboxes that are local processes: the agent in a process
+// group of its own, on a port of its own, in Root/<id>. It isolates
+// nothing (the commands run as this user, on this machine's network); it
+// is the embedded default for trying the system with only Go.
+type Process struct {
+	prov *process.Provisioner
+	root string
+}
+
+var _ Provisioner = (*Process)(nil)
+
+// NewProcess returns a Process provisioner.
+func NewProcess(opts ProcessOptions) (*Process, error) {
+	if len(opts.Agent) == 0 {
+		return nil, errors.New("sandbox: process Agent command is empty")
+	}
+	if opts.Root == "" {
+		return nil, errors.New("sandbox: process Root is empty")
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd := append(append([]string(nil), opts.Agent...), "-listen", "{addr}", "-dir", filepath.Join(root, "{id}"))
+	prov, err := process.New(process.Options{
+		Command:      cmd,
+		Env:          opts.Env,
+		Label:        opts.Label,
+		Ready:        func(w process.Worker) probe.Func { return probe.HTTP("http://" + w.Addr + "/healthz") },
+		ReadyOptions: opts.Ready,
+		StopGrace:    opts.StopGrace,
+		Stderr:       opts.Output,
+		Logger:       opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Process{prov: prov, root: root}, nil
+}
+
+func fromWorker(w process.Worker) Sandbox {
+	return Sandbox{ID: w.ID, Host: process.DefaultHost, Port: w.Port, Created: w.Created, PID: w.PID}
+}
+
+func toWorker(s Sandbox) process.Worker {
+	return process.Worker{ID: s.ID, PID: s.PID, Port: s.Port, Addr: s.Addr(), Created: s.Created}
+}
+
+// Kind returns "process".
+func (p *Process) Kind() string { return "process" }
+
+// Create starts an agent and waits until it answers /healthz.
+func (p *Process) Create(ctx context.Context) (Sandbox, error) {
+	w, err := p.prov.Create(ctx)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	return fromWorker(w), nil
+}
+
+// Destroy stops the agent and everything it started, then removes its work
+// directory.
+func (p *Process) Destroy(ctx context.Context, s Sandbox) error {
+	err := p.prov.Destroy(ctx, toWorker(s))
+	if rerr := p.removeDir(s.ID); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func (p *Process) removeDir(id string) error {
+	if id == "" || id != filepath.Base(id) || id[0] == '.' {
+		return fmt.Errorf("sandbox: id %q is not a plain name", id)
+	}
+	return os.RemoveAll(filepath.Join(p.root, id))
+}
+
+// Check reports whether the agent runs and answers /healthz.
+func (p *Process) Check(ctx context.Context, s Sandbox) error {
+	return p.prov.Check(ctx, toWorker(s))
+}
+
+// List returns the live agents with this label.
+func (p *Process) List(ctx context.Context) ([]pool.Listed[Sandbox], error) {
+	ws, err := p.prov.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pool.Listed[Sandbox], len(ws))
+	for i, w := range ws {
+		out[i] = pool.Listed[Sandbox]{ID: w.ID, Value: fromWorker(w.Value), Created: w.Created}
+	}
+	return out, nil
+}
+
+// ID returns s.ID.
+func (p *Process) ID(s Sandbox) string { return s.ID }
+
+// SweepDirs removes the work directories under Root of sandboxes that no
+// longer run and were last modified more than age ago: those of agents
+// killed with SIGKILL, whose Destroy never ran. It returns how many it
+// removed.
+func (p *Process) SweepDirs(ctx context.Context, age time.Duration) (int, error) {
+	listed, err := p.prov.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	live := make(map[string]bool, len(listed))
+	for _, l := range listed {
+		live[l.ID] = true
+	}
+	ents, err := os.ReadDir(p.root)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil || live[e.Name()] || !e.IsDir() || time.Since(info.ModTime()) < age {
+			continue
+		}
+		if p.removeDir(e.Name()) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
