@@ -105,10 +105,10 @@ FROM unnest($1::text[], $2::timestamptz[]) AS a(id, at) WHERE w.id = a.id`, ids,
 // own, made the same way.
 //
 //	impl=workspaces  ttl.Runner (redisttl drain that loses nothing, pgttl rules, WakeExpired)
-//	impl=seed        the design's hand-written tick
+//	impl=handwritten the design's hand-written tick
 func BenchmarkRunnerTick(b *testing.B) {
 	const n = 100_000
-	for _, impl := range []string{"workspaces", "seed"} {
+	for _, impl := range []string{"workspaces", "handwritten"} {
 		b.Run(fmt.Sprintf("workspaces=%d/impl=%s", n, impl), func(b *testing.B) {
 			ctx := context.Background()
 			pg := testenv.OpenPostgres(b)

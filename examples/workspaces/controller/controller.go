@@ -5,7 +5,7 @@
 // and removes them.
 //
 // It owns phase, phase_changed_at (the store moves it only when the phase
-// really changes: the seed's CASE WHEN) and operation. Every step is a
+// really changes: the design's CASE WHEN) and operation. Every step is a
 // compare-and-set on the row: an operation is claimed by writing it where
 // there was none (UPDATE ... WHERE operation = 'NONE'), so of two
 // controllers that reach a workspace at once exactly one acts, and the
