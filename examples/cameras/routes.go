@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ func (s *Server) routes() http.Handler {
 
 	// The page.
 	mux.Handle("GET /{$}", fileHandler(static, "index.html"))
-	mux.Handle("GET /static/", http.StripPrefix("/static/", noCache(http.FileServerFS(static))))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", noCache(validName(http.FileServerFS(static)))))
 	mux.Handle("GET /static/leasehttp.js", leasehttp.ClientScript())
 	mux.Handle("GET /api/config", s.pageConfig())
 
@@ -129,6 +130,19 @@ func fileHandler(fsys fs.FS, name string) http.Handler {
 
 // noCache makes browsers revalidate the page's files, so a restarted server's
 // page is never mixed with an old script.
+// validName answers 404 for a path that no file of an fs.FS can have (not
+// UTF-8, say), which http.FileServerFS would answer with a 500.
+func validName(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+		if name != "" && !fs.ValidPath(name) {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func noCache(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
