@@ -247,6 +247,11 @@ func TestSecurity(t *testing.T) {
 	require.ErrorContains(t, err, "set -api-key")
 	assert.Empty(t, e.listed(t), "nothing is left running")
 
+	// A Docker sandbox's files are its memory: a work directory the
+	// memory limit cannot hold is refused.
+	err = run(context.Background(), e.args("-work-size", "400"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "-work-size (400 MiB) and /tmp (64 MiB) must leave at least 128 MiB of -memory (512 MiB) to the processes")
+
 	in := startIn(t, e.args("-api-key", "k3y")...)
 	call := func(header, value string) reply {
 		req, err := http.NewRequest("POST", in.url("/conversations/sec/exec"), execBody(0, "echo", "hi"))
