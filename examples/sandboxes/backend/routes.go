@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,9 +46,29 @@ func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "instance": b.cfg.Instance, "sandboxes": b.cfg.Provisioner.Kind()})
 	}))
 	if b.cfg.APIKey == "" {
-		return mux
+		return canonical(mux)
 	}
-	return withKey(b.cfg.APIKey, mux)
+	return withKey(b.cfg.APIKey, canonical(mux))
+}
+
+// canonical refuses a request whose path has "." or ".." segments or
+// empty ones, as written or percent-encoded, rather than let the mux
+// redirect it to the cleaned path: a client that follows the redirect
+// (a 307, which keeps the method and the body) would read or write
+// conversation b's files for /conversations/a/files/../../b/files/x.
+func canonical(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		c := path.Clean(p)
+		if strings.HasSuffix(p, "/") && c != "/" {
+			c += "/"
+		}
+		if c != p {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%w: path %q has '.', '..' or empty segments", ErrInvalid, p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withKey refuses the requests that do not carry key, but GET /healthz.
@@ -91,7 +111,11 @@ func execHandler(b *Backend) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Errorf(`exec: the body must be {"command": ["sh", "-c", "..."], "timeout_sec": N}: %v`, err))
 			return
 		}
-		timeout := time.Duration(req.TimeoutSec * float64(time.Second))
+		timeout, err := b.timeoutOf(req.TimeoutSec)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
 		res, err := b.Exec(r.Context(), r.PathValue("id"), req.Command, timeout)
 		if err != nil {
 			writeError(w, statusOf(err), err)
