@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -188,8 +189,15 @@ func (s *Server) Close() error {
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req ExecRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxCommand)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "exec: body is not an exec request: %v", err)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxCommand))
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, tail := dec.Token(); tail != io.EOF {
+			err = errors.New("more after the exec request")
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "exec: body is not one exec request: %v", err)
 		return
 	}
 	if err := CheckCommand(req.Command); err != nil {
