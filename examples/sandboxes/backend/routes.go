@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -99,16 +100,29 @@ func withKey(key string, next http.Handler) http.Handler {
 
 func execHandler(b *Backend) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The id first: a request for no conversation is not read.
+		if err := CheckConversation(r.PathValue("id")); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
 		var req ExecRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxExecBody))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		err := dec.Decode(&req)
+		if err == nil {
+			// One request and nothing more (to the end of the body, whose
+			// size is bounded too).
+			if _, tail := dec.Token(); tail != io.EOF {
+				err = cmp.Or(tail, errors.New("more after the exec request"))
+			}
+		}
+		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("exec: the request is over %d bytes (a command may have at most %d)", MaxExecBody, agent.MaxCommand))
 				return
 			}
-			writeError(w, http.StatusBadRequest, fmt.Errorf(`exec: the body must be {"command": ["sh", "-c", "..."], "timeout_sec": N}: %v`, err))
+			writeError(w, http.StatusBadRequest, fmt.Errorf(`exec: the body must be one {"command": ["sh", "-c", "..."], "timeout_sec": N}: %v`, err))
 			return
 		}
 		timeout, err := b.timeoutOf(req.TimeoutSec)
