@@ -100,7 +100,9 @@ type ExecResult struct {
 	StdoutBytes     int64 `json:"stdout_bytes,omitempty"`
 	StderrBytes     int64 `json:"stderr_bytes,omitempty"`
 	// Error says, in words, why the command did not end normally: a
-	// timeout, a signal, a program that could not be started.
+	// timeout, a signal, the kernel's out-of-memory killer (in a
+	// container at its memory limit), a program that could not be started
+	// (the process limit reached, say).
 	Error string `json:"error,omitempty"`
 }
 
