@@ -247,6 +247,11 @@ func TestSecurity(t *testing.T) {
 	require.ErrorContains(t, err, "set -api-key")
 	assert.Empty(t, e.listed(t), "nothing is left running")
 
+	// A Docker sandbox's files are its memory: a work directory the
+	// memory limit cannot hold is refused.
+	err = run(context.Background(), e.args("-work-size", "400"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "-work-size (400 MiB) and /tmp (64 MiB) must leave at least 128 MiB of -memory (512 MiB) to the processes")
+
 	in := startIn(t, e.args("-api-key", "k3y")...)
 	call := func(header, value string) reply {
 		req, err := http.NewRequest("POST", in.url("/conversations/sec/exec"), execBody(0, "echo", "hi"))
@@ -295,4 +300,71 @@ func TestSecurity(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.NotContains(t, string(b), "pwned", "the stranger's command did not run")
+}
+
+// One conversation reaches no other's files through the API, process
+// sandboxes included: not with ".." in the file path (as written, or
+// encoded), not with an absolute path, not through symbolic links its own
+// commands made to the other's work directory, and not with a conversation
+// id that is a path. The refusals are 400s, never a redirect that a client
+// would follow to the other conversation.
+func TestIsolation(t *testing.T) {
+	e := newEnv(t)
+	in := startIn(t, e.args()...)
+	const secret = "only b may read this\n"
+	r := call(t, "PUT", in.url("/conversations/iso-b/files/secret.txt"), strings.NewReader(secret))
+	require.Equal(t, http.StatusOK, r.status, "%s", r)
+	bDir := strings.TrimSpace(in.sh(t, "iso-b", "pwd").exec(t).Stdout)
+	bID := filepath.Base(bDir)
+	res := in.sh(t, "iso-a", fmt.Sprintf("ln -s %s abs && ln -s ../%s rel && ln -s %s/secret.txt file && mkdir -p d && ln -s ../../%s d/up",
+		bDir, bID, bDir, bID)).exec(t)
+	require.Equal(t, 0, res.ExitCode, "%+v", res)
+
+	enc := strings.ReplaceAll(strings.TrimPrefix(bDir, "/"), "/", "%2F")
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, target := range []string{
+		"/conversations/iso-a/files/../" + bID + "/secret.txt",
+		"/conversations/iso-a/files/../../iso-b/files/secret.txt",
+		"/conversations/iso-a/files/%2e%2e/%2e%2e/iso-b/files/secret.txt",
+		"/conversations/iso-a/files/..%2F" + bID + "%2Fsecret.txt",
+		"/conversations/iso-a/files/%2e%2e%2F" + bID + "%2Fsecret.txt",
+		"/conversations/iso-a/files/x%2F..%2F..%2F" + bID + "%2Fsecret.txt",
+		"/conversations/iso-a/files/%2F" + enc + "%2Fsecret.txt",
+		"/conversations/iso-a/files//" + strings.TrimPrefix(bDir, "/") + "/secret.txt",
+		"/conversations/iso-a/files/abs/secret.txt",
+		"/conversations/iso-a/files/abs/",
+		"/conversations/iso-a/files/rel/secret.txt",
+		"/conversations/iso-a/files/file",
+		"/conversations/iso-a/files/d/up/secret.txt",
+		"/conversations/..%2Fiso-b/files/secret.txt",
+		"/conversations/iso-a%2F..%2Fiso-b/files/secret.txt",
+		"/conversations/iso-a/../iso-b/files/secret.txt",
+	} {
+		for _, method := range []string{"GET", "PUT"} {
+			if method == "PUT" && (target == "/conversations/iso-a/files/abs/" || target == "/conversations/iso-a/files/file") {
+				continue // names a's own link: below
+			}
+			req, err := http.NewRequest(method, in.url(target), strings.NewReader("overwritten by a\n"))
+			require.NoError(t, err)
+			resp, err := noRedirect.Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s %s: %s", method, target, b)
+			assert.NotContains(t, string(b), "only b", "%s %s", method, target)
+		}
+	}
+	// Writing to a's link replaces the link in a's directory, not what
+	// it pointed to.
+	r = call(t, "PUT", in.url("/conversations/iso-a/files/file"), strings.NewReader("a's own\n"))
+	require.Equal(t, http.StatusOK, r.status, "%s", r)
+	assert.Equal(t, "a's own\n", string(call(t, "GET", in.url("/conversations/iso-a/files/file"), nil).body))
+	got, err := os.ReadFile(filepath.Join(bDir, "secret.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, secret, string(got), "b's file is untouched")
+	r = call(t, "GET", in.url("/conversations/iso-b/files/secret.txt"), nil)
+	assert.Equal(t, secret, string(r.body), "b reads its own file")
+	r = call(t, "GET", in.url("/conversations/iso-a/files/"), nil)
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.NotContains(t, string(r.body), "secret.txt", "a's listing shows its own files")
 }

@@ -34,6 +34,13 @@ const (
 	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; none by default (loopback only)
 )
 
+// The Docker sandbox's /tmp (a tmpfs, MiB), and the least of its memory
+// left to its processes beside the work directory and /tmp.
+const (
+	tmpMiB        = 64
+	minProcessMiB = 128
+)
+
 type config struct {
 	addr, redis, prefix, docker, label, instance string
 	archiveDir, workRoot, image, busybox         string
@@ -68,7 +75,7 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Int64Var(&c.memoryMiB, "memory", 512, "memory limit of a Docker sandbox, MiB")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU limit of a Docker sandbox")
 	fs.Int64Var(&c.pids, "pids", 256, "process limit of a Docker sandbox")
-	fs.Int64Var(&c.workMiB, "work-size", 1024, "size of a Docker sandbox's work directory (tmpfs), MiB")
+	fs.Int64Var(&c.workMiB, "work-size", 256, "size of a Docker sandbox's work directory (tmpfs, counted in its memory), MiB")
 	fs.Int64Var(&c.maxOutput, "max-output", agent.DefaultMaxOutput, "bytes of stdout, and of stderr, an exec returns; the rest is cut (and said so)")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
@@ -122,6 +129,12 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 		return c, fmt.Errorf("-exec-timeout (%v) must be shorter than -inactivity-ttl (%v): a running exec must never look idle", c.execTimeout, c.inactivity)
 	case c.maxOutput <= 0, c.memoryMiB < 0, c.pids < 0, c.cpus < 0, c.workMiB <= 0:
 		return c, errors.New("-max-output and -work-size must be positive; -memory, -cpus and -pids must not be negative")
+	case c.memoryMiB > 0 && c.workMiB+tmpMiB+minProcessMiB > c.memoryMiB:
+		// A tmpfs's files are the container's memory: a work directory the
+		// limit cannot hold would end a full disk with the kernel killing
+		// the biggest process — the agent — instead of "no space left".
+		return c, fmt.Errorf("-work-size (%d MiB) and /tmp (%d MiB) must leave at least %d MiB of -memory (%d MiB) to the processes: the files of a Docker sandbox count in its memory",
+			c.workMiB, tmpMiB, minProcessMiB, c.memoryMiB)
 	}
 	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
 	c.agentToken = getenv(agent.EnvToken)

@@ -96,7 +96,7 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 		if cfg.Provisioner, err = sandbox.NewDocker(cli, sandbox.DockerOptions{
 			Image: c.image, Label: c.label, Network: c.label, AgentArgs: agentArgs, Env: agentEnv,
 			Memory: c.memoryMiB << 20, CPUs: c.cpus, Pids: c.pids,
-			WorkSize: strconv.FormatInt(c.workMiB, 10) + "m", TmpSize: "64m",
+			WorkSize: strconv.FormatInt(c.workMiB, 10) + "m", TmpSize: strconv.Itoa(tmpMiB) + "m",
 			StopTimeout: c.grace, Ready: ready, Logger: log,
 		}); err != nil {
 			return nil, err

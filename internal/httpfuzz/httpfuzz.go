@@ -6,6 +6,7 @@ package httpfuzz
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -54,4 +55,33 @@ func SetHeader(req *http.Request, k, v string) bool {
 	}
 	req.Header[http.CanonicalHeaderKey(k)] = []string{v}
 	return true
+}
+
+// Pad makes req's body body followed by n blanks, its length unknown: a
+// body over a handler's size limit that is the fuzzer's body up to there.
+func Pad(req *http.Request, body string, n int64) {
+	req.Body = io.NopCloser(io.MultiReader(strings.NewReader(body), io.LimitReader(blanks{}, n)))
+	req.ContentLength = -1
+}
+
+// blanks reads as an endless run of spaces.
+type blanks struct{}
+
+func (blanks) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// CarriesKey reports whether a request whose X-Api-Key and Authorization
+// headers are xAPIKey and authorization carries key the way the examples'
+// APIs take one: in X-Api-Key, else as the token of "Authorization: Bearer
+// <key>" (the scheme in any case, blanks around the token ignored).
+func CarriesKey(xAPIKey, authorization, key string) bool {
+	if xAPIKey != "" {
+		return xAPIKey == key
+	}
+	scheme, token, ok := strings.Cut(authorization, " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) == key
 }

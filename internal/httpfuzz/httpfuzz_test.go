@@ -2,6 +2,7 @@ package httpfuzz
 
 import (
 	"context"
+	"io"
 	"testing"
 )
 
@@ -35,6 +36,38 @@ func TestSetHeader(t *testing.T) {
 	for v, ok := range map[string]bool{"text/plain": true, "a\tb": true, "\x16": false, "a\r\nb": false, "\x00": false, "\x7f": false} {
 		if got := SetHeader(req, "X", v); got != ok {
 			t.Errorf("SetHeader(%q) = %v, want %v", v, got, ok)
+		}
+	}
+}
+
+func TestPad(t *testing.T) {
+	req, _ := Request(context.Background(), "POST", "/", "")
+	Pad(req, "{}", 5)
+	b, err := io.ReadAll(req.Body)
+	if err != nil || string(b) != "{}     " || req.ContentLength != -1 {
+		t.Errorf("Pad: %q, %v, length %d", b, err, req.ContentLength)
+	}
+	Pad(req, "x", 1<<20)
+	if n, _ := io.Copy(io.Discard, req.Body); n != 1<<20+1 {
+		t.Errorf("Pad(1 MiB): %d bytes", n)
+	}
+}
+
+func TestCarriesKey(t *testing.T) {
+	for _, tc := range []struct {
+		xAPIKey, authorization string
+		ok                     bool
+	}{
+		{"k", "", true},
+		{"", "Bearer k", true},
+		{"", "bearer  k ", true},
+		{"wrong", "Bearer k", false},
+		{"", "Basic k", false},
+		{"", "Bearerk", false},
+		{"", "", false},
+	} {
+		if got := CarriesKey(tc.xAPIKey, tc.authorization, "k"); got != tc.ok {
+			t.Errorf("CarriesKey(%q, %q) = %v, want %v", tc.xAPIKey, tc.authorization, got, tc.ok)
 		}
 	}
 }

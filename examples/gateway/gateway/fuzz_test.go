@@ -3,10 +3,8 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,26 +30,6 @@ func (e *env) invocations(t testing.TB) uint64 {
 		}
 	}
 	return n
-}
-
-// carriesKey is the rule a request's headers must meet: the API key in
-// X-Api-Key, else as the token of "Authorization: Bearer <key>".
-func carriesKey(xAPIKey, authorization string) bool {
-	if xAPIKey != "" {
-		return xAPIKey == apiKey
-	}
-	scheme, token, ok := strings.Cut(authorization, " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) == apiKey
-}
-
-// spaces reads as an endless run of blanks.
-type spaces struct{}
-
-func (spaces) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
-	}
-	return len(p), nil
 }
 
 // FuzzInvokeAPI sends arbitrary requests (method, path and query, body,
@@ -103,10 +81,9 @@ func FuzzInvokeAPI(f *testing.F) {
 			return
 		}
 		if oversize {
-			req.Body = io.NopCloser(io.MultiReader(strings.NewReader(body), io.LimitReader(spaces{}, gateway.MaxPayload+1)))
-			req.ContentLength = -1
+			httpfuzz.Pad(req, body, gateway.MaxPayload+1)
 		}
-		authorized := carriesKey(key, authz)
+		authorized := httpfuzz.CarriesKey(key, authz, apiKey)
 		before := e.invocations(t)
 		rec := httptest.NewRecorder()
 		e.handler.ServeHTTP(rec, req)

@@ -2,7 +2,6 @@ package runtimeapi_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,16 +13,6 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 	"github.com/ttlkit/ttlkit/internal/httpfuzz"
 )
-
-// spaces reads as an endless run of blanks.
-type spaces struct{}
-
-func (spaces) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
-	}
-	return len(p), nil
-}
 
 // poll is a runtime's invocation/next through h, by worker id with its
 // secret; it returns the request id and payload it got.
@@ -117,8 +106,7 @@ func FuzzRuntimeAPI(f *testing.F) {
 			return
 		}
 		if oversize {
-			req.Body = io.NopCloser(io.MultiReader(strings.NewReader(body), io.LimitReader(spaces{}, runtimeapi.MaxResponse+1)))
-			req.ContentLength = -1
+			httpfuzz.Pad(req, body, runtimeapi.MaxResponse+1)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

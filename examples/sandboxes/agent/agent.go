@@ -17,14 +17,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults for the zero Options.
@@ -95,7 +100,9 @@ type ExecResult struct {
 	StdoutBytes     int64 `json:"stdout_bytes,omitempty"`
 	StderrBytes     int64 `json:"stderr_bytes,omitempty"`
 	// Error says, in words, why the command did not end normally: a
-	// timeout, a signal, a program that could not be started.
+	// timeout, a signal, the kernel's out-of-memory killer (in a
+	// container at its memory limit), a program that could not be started
+	// (the process limit reached, say).
 	Error string `json:"error,omitempty"`
 }
 
@@ -184,8 +191,15 @@ func (s *Server) Close() error {
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req ExecRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxCommand)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "exec: body is not an exec request: %v", err)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxCommand))
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, tail := dec.Token(); tail != io.EOF {
+			err = errors.New("more after the exec request")
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "exec: body is not one exec request: %v", err)
 		return
 	}
 	if err := CheckCommand(req.Command); err != nil {
@@ -193,8 +207,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	timeout := DefaultTimeout
-	if req.TimeoutSec < 0 {
+	switch {
+	case req.TimeoutSec < 0:
 		writeError(w, http.StatusBadRequest, "exec: timeout_sec (%v) is negative", req.TimeoutSec)
+		return
+	case req.TimeoutSec > maxTimeoutSec:
+		writeError(w, http.StatusBadRequest, "exec: timeout_sec (%v) is over the limit of %v", req.TimeoutSec, maxTimeoutSec)
 		return
 	}
 	if req.TimeoutSec > 0 {
@@ -207,6 +225,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// maxTimeoutSec is the longest timeout_sec a duration holds.
+var maxTimeoutSec = math.Floor(float64(math.MaxInt64) / float64(time.Second))
 
 // CheckCommand reports whether command can be run: not empty, a program
 // name, no NUL bytes, at most MaxCommand bytes in all.
@@ -241,6 +262,7 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = pipeWait
 
+	ooms := oomKills()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -252,7 +274,11 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return ExecResult{ExitCode: 127, Stderr: err.Error() + "\n", Error: "could not start: " + err.Error(),
+		why := "could not start: " + err.Error()
+		if errors.Is(err, syscall.EAGAIN) {
+			why = "could not start: the sandbox is at its process limit (" + err.Error() + ")"
+		}
+		return ExecResult{ExitCode: 127, Stderr: err.Error() + "\n", Error: why,
 			DurationMS: time.Since(start).Milliseconds()}, nil
 	}
 	pgid := cmd.Process.Pid
@@ -295,15 +321,25 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	res.TimedOut = timedOut
 	cancelled := gone
 	kmu.Unlock()
+	sig := signaled(cmd.ProcessState)
+	oom := ooms >= 0 && oomKills() > ooms
+	oomNoted := false
 	switch {
 	case res.TimedOut:
 		res.Error = fmt.Sprintf("timed out after %v: the command's process group was killed", timeout)
 	case cancelled:
 		res.Error = "the caller went away: the command's process group was killed"
-	case signaled(cmd.ProcessState) != "":
-		res.Error = "killed by " + signaled(cmd.ProcessState)
+	case oom && sig == syscall.SIGKILL:
+		res.Error = "killed by the kernel's out-of-memory killer: the sandbox reached its memory limit"
+		oomNoted = true
+	case sig != 0:
+		res.Error = "killed by " + unix.SignalName(sig)
 	case errors.Is(waitErr, exec.ErrWaitDelay):
 		res.Error = "background processes kept the output open; it was cut when the command exited"
+	}
+	if oom && !oomNoted {
+		note := "the kernel's out-of-memory killer killed a process in the sandbox, which reached its memory limit"
+		res.Error = strings.TrimPrefix(res.Error+"; "+note, "; ")
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		note := fmt.Sprintf("output over the limit of %d bytes per stream was truncated", s.opts.MaxOutput)
@@ -325,14 +361,36 @@ func exitCode(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-func signaled(ps *os.ProcessState) string {
+// signaled returns the signal that ended the command, or 0.
+func signaled(ps *os.ProcessState) syscall.Signal {
 	if ps == nil {
-		return ""
+		return 0
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ws.Signal().String()
+		return ws.Signal()
 	}
-	return ""
+	return 0
+}
+
+// oomKills returns how many processes the kernel's out-of-memory killer
+// has killed in the memory cgroup mounted at /sys/fs/cgroup — a
+// container's own (cgroup v2, or v1's memory controller) — or -1 when
+// there is none to read.
+func oomKills() int64 {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // capped keeps the first max bytes written to it and counts the rest.

@@ -98,6 +98,12 @@ func TestExec(t *testing.T) {
 	_, err = c.Exec(ctx, agent.ExecRequest{Command: []string{"echo", strings.Repeat("x", agent.MaxCommand)}})
 	require.ErrorAs(t, err, &aerr)
 	assert.Contains(t, aerr.Message, "over the limit")
+	// A timeout no duration holds is refused, not wrapped around to a
+	// negative one that would kill the command at once.
+	_, err = c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}, TimeoutSec: 1e300})
+	require.ErrorAs(t, err, &aerr)
+	assert.Equal(t, http.StatusBadRequest, aerr.Status)
+	assert.Contains(t, aerr.Message, "timeout_sec (1e+300) is over the limit")
 	assert.NoError(t, c.Health(ctx))
 }
 

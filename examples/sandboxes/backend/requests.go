@@ -19,12 +19,10 @@ func (b *Backend) Exec(ctx context.Context, conv string, command []string, timeo
 	if err := agent.CheckCommand(command); err != nil {
 		return agent.ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	switch {
-	case timeout < 0:
-		return agent.ExecResult{}, fmt.Errorf("%w: timeout_sec (%v) is negative", ErrInvalid, timeout.Seconds())
-	case timeout > b.cfg.ExecTimeout:
-		return agent.ExecResult{}, fmt.Errorf("%w: timeout_sec (%v) is over the limit of %v", ErrInvalid, timeout.Seconds(), b.cfg.ExecTimeout.Seconds())
-	case timeout == 0:
+	if _, err := b.timeoutOf(timeout.Seconds()); err != nil {
+		return agent.ExecResult{}, err
+	}
+	if timeout == 0 {
 		timeout = b.cfg.ExecTimeout
 	}
 	rec, done, err := b.begin(ctx, conv, timeout, true)
@@ -55,6 +53,20 @@ func (b *Backend) Exec(ctx context.Context, conv string, command []string, timeo
 	return res, nil
 }
 
+// timeoutOf returns an exec's timeout_sec as a duration (0 means
+// ExecTimeout), or an error matching ErrInvalid when it is negative or over
+// ExecTimeout. The seconds are checked before they become a duration,
+// which a huge number would overflow.
+func (b *Backend) timeoutOf(sec float64) (time.Duration, error) {
+	switch {
+	case sec < 0:
+		return 0, fmt.Errorf("%w: timeout_sec (%v) is negative", ErrInvalid, sec)
+	case sec > b.cfg.ExecTimeout.Seconds():
+		return 0, fmt.Errorf("%w: timeout_sec (%v) is over the limit of %v", ErrInvalid, sec, b.cfg.ExecTimeout.Seconds())
+	}
+	return time.Duration(sec * float64(time.Second)), nil
+}
+
 // failed turns an agent call's error into the request's: a sandbox that no
 // longer answers is destroyed (unless a destroy already took it) and the
 // error matches ErrSandboxDied.
@@ -83,14 +95,17 @@ func (b *Backend) failed(ctx context.Context, conv string, rec Record, err error
 // out and close; it ends the request when closed. A conversation without
 // a sandbox gets one only if it has archived files.
 func (b *Backend) File(ctx context.Context, conv, path string) (*http.Response, error) {
-	if _, err := agent.CleanPath(path); err != nil {
+	// The agent gets the cleaned path: one with "//" or "." in it would
+	// be redirected there, and the redirect followed as another request.
+	p, err := agent.CleanPath(path)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	rec, done, err := b.begin(ctx, conv, b.cfg.ExecTimeout, false)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := b.agent(rec.Sandbox).File(ctx, path)
+	resp, err := b.agent(rec.Sandbox).File(ctx, p)
 	if err != nil {
 		done()
 		return nil, b.failed(ctx, conv, rec, err)
@@ -114,7 +129,8 @@ func (d *doneCloser) Close() error {
 // sandbox, assigning one on the conversation's first request, and returns
 // the agent's JSON reply.
 func (b *Backend) WriteFile(ctx context.Context, conv, path string, r io.Reader, size int64) ([]byte, error) {
-	if p, err := agent.CleanPath(path); err != nil || p == "." {
+	p, err := agent.CleanPath(path)
+	if err != nil || p == "." {
 		return nil, fmt.Errorf("%w: file path %q: not a file under the work directory", ErrInvalid, path)
 	}
 	rec, done, err := b.begin(ctx, conv, b.cfg.ExecTimeout, true)
@@ -122,7 +138,7 @@ func (b *Backend) WriteFile(ctx context.Context, conv, path string, r io.Reader,
 		return nil, err
 	}
 	defer done()
-	out, err := b.agent(rec.Sandbox).WriteFile(ctx, path, r, size)
+	out, err := b.agent(rec.Sandbox).WriteFile(ctx, p, r, size)
 	if err != nil {
 		return nil, b.failed(ctx, conv, rec, err)
 	}

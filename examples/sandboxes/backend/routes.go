@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,8 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,9 +47,29 @@ func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "instance": b.cfg.Instance, "sandboxes": b.cfg.Provisioner.Kind()})
 	}))
 	if b.cfg.APIKey == "" {
-		return mux
+		return canonical(mux)
 	}
-	return withKey(b.cfg.APIKey, mux)
+	return withKey(b.cfg.APIKey, canonical(mux))
+}
+
+// canonical refuses a request whose path has "." or ".." segments or
+// empty ones, as written or percent-encoded, rather than let the mux
+// redirect it to the cleaned path: a client that follows the redirect
+// (a 307, which keeps the method and the body) would read or write
+// conversation b's files for /conversations/a/files/../../b/files/x.
+func canonical(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		c := path.Clean(p)
+		if strings.HasSuffix(p, "/") && c != "/" {
+			c += "/"
+		}
+		if c != p {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%w: path %q has '.', '..' or empty segments", ErrInvalid, p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withKey refuses the requests that do not carry key, but GET /healthz.
@@ -79,19 +100,36 @@ func withKey(key string, next http.Handler) http.Handler {
 
 func execHandler(b *Backend) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The id first: a request for no conversation is not read.
+		if err := CheckConversation(r.PathValue("id")); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
 		var req ExecRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxExecBody))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		err := dec.Decode(&req)
+		if err == nil {
+			// One request and nothing more (to the end of the body, whose
+			// size is bounded too).
+			if _, tail := dec.Token(); tail != io.EOF {
+				err = cmp.Or(tail, errors.New("more after the exec request"))
+			}
+		}
+		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("exec: the request is over %d bytes (a command may have at most %d)", MaxExecBody, agent.MaxCommand))
 				return
 			}
-			writeError(w, http.StatusBadRequest, fmt.Errorf(`exec: the body must be {"command": ["sh", "-c", "..."], "timeout_sec": N}: %v`, err))
+			writeError(w, http.StatusBadRequest, fmt.Errorf(`exec: the body must be one {"command": ["sh", "-c", "..."], "timeout_sec": N}: %v`, err))
 			return
 		}
-		timeout := time.Duration(req.TimeoutSec * float64(time.Second))
+		timeout, err := b.timeoutOf(req.TimeoutSec)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
 		res, err := b.Exec(r.Context(), r.PathValue("id"), req.Command, timeout)
 		if err != nil {
 			writeError(w, statusOf(err), err)

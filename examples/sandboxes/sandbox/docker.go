@@ -48,7 +48,10 @@ type DockerOptions struct {
 	CPUs   float64
 	Pids   int64
 	// WorkSize is the size of the work directory's tmpfs, and TmpSize of
-	// /tmp's ("64m").
+	// /tmp's ("64m"); both are required. Their files count in the
+	// container's memory: together they should stay well under Memory, or
+	// a full disk ends with the kernel killing the biggest process (the
+	// agent) instead of "no space left on device".
 	WorkSize, TmpSize string
 	// StopTimeout is the time a container gets to stop (docker stop
 	// --time).
@@ -79,6 +82,11 @@ var _ Provisioner = (*Docker)(nil)
 func NewDocker(cli *client.Client, opts DockerOptions) (*Docker, error) {
 	if opts.Network == "" {
 		return nil, errors.New("sandbox: docker Network is empty")
+	}
+	if opts.WorkSize == "" || opts.TmpSize == "" {
+		// Unbounded, a tmpfs grows until the container's memory limit
+		// (or the host's memory) stops it.
+		return nil, errors.New("sandbox: docker WorkSize and TmpSize are required")
 	}
 	d := &Docker{cli: cli, network: opts.Network, ips: map[string]netip.Addr{}}
 	work := "rw,exec,nosuid,nodev,size=" + opts.WorkSize + ",uid=65534,gid=65534,mode=0755"
