@@ -35,7 +35,7 @@ func TestConversation(t *testing.T) {
 	assert.False(t, res.TimedOut)
 	sb := sandboxOf(t, in, "c1")
 
-	// State: the seed's record.
+	// State: the design's record.
 	status, st := in.state(t, "c1")
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, "idle", st["status"])

@@ -17,8 +17,8 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 )
 
-// The seed's parameters, as environment variables (seconds, or Go
-// durations such as "60m") with the seed's defaults; a flag given on the
+// The design's parameters, as environment variables (seconds, or Go
+// durations such as "60m") with the design's defaults; a flag given on the
 // command line wins over its variable.
 const (
 	envInactivityTTL = "SANDBOX_INACTIVITY_TTL"  // 3600: from the last request's completion

@@ -38,7 +38,7 @@ func containers(t *testing.T, cli *client.Client, label string) []string {
 
 // Docker sandboxes, two instances on Redis: the program builds the
 // workspace-base image (FROM scratch: busybox-static and the agent) and the
-// internal network, each conversation gets a container with the seed's
+// internal network, each conversation gets a container with the design's
 // limits and security settings that reaches neither the outside nor the
 // other sandboxes, an exec past its timeout is killed, an idle container
 // is destroyed with its files archived and restored into the next one, and
@@ -60,7 +60,7 @@ func TestDocker(t *testing.T) {
 	a := startIn(t, append(args, "-instance", "a")...)
 	b := startIn(t, append(args, "-instance", "b")...)
 
-	// The container: the seed's limits and security settings.
+	// The container: the design's limits and security settings.
 	res := a.sh(t, "d1", "id -u; echo kept > notes; cat notes; touch /x 2>&1; wc -c < notes").exec(t)
 	assert.Equal(t, "65534\nkept\ntouch: /x: Read-only file system\n5\n", res.Stdout)
 	_, st := b.state(t, "d1")

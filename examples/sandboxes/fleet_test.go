@@ -380,7 +380,7 @@ func TestStaleRecord(t *testing.T) {
 	require.NoError(t, err)
 	n, err := r.Client.Del(context.Background(), prefix+":container:{s1}").Result()
 	require.NoError(t, err)
-	require.Equal(t, int64(1), n, "the seed's key")
+	require.Equal(t, int64(1), n, "the design's key")
 
 	out, second, err := runIn(t, in, "s1", "cat notes")
 	require.NoError(t, err)

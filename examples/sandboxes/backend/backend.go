@@ -1,4 +1,4 @@
-// Package backend is the AI assistant's backend of seed 000: it gives each
+// Package backend is the AI assistant's backend: it gives each
 // conversation a sandbox from a warm pool shared by every backend instance,
 // runs commands and moves files in it for the conversation's requests, and
 // destroys it gracefully — with its files archived for the conversation's
@@ -12,7 +12,7 @@
 //     instances, refilled after each assignment, warm sandboxes replaced
 //     after 30 minutes unused); an assigned sandbox leaves it for good
 //     (Handle.Detach);
-//   - the assignment records (Assignments): the seed's
+//   - the assignment records (Assignments): the design's
 //     workspace:container:{conversation_id} hash, found by every instance;
 //   - the TTL rules: one ttl.Entity per assigned sandbox in a ttl.Store
 //     (ttl/redisttl), which ttl.Runner on every instance applies every GC
@@ -41,7 +41,7 @@ import (
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
-// The seed's parameters.
+// The design's parameters.
 const (
 	DefaultInactivityTTL  = 60 * time.Minute // from the completion of the last request
 	DefaultAbsoluteTTL    = 8 * time.Hour    // from the sandbox's creation
@@ -97,7 +97,7 @@ var (
 )
 
 // Config is what a Backend needs. Provisioner, Assignments, Entities and
-// Archive are required; zero durations and sizes mean the seed's values.
+// Archive are required; zero durations and sizes mean the design's values.
 type Config struct {
 	Provisioner sandbox.Provisioner
 	Assignments Assignments

@@ -93,7 +93,7 @@ func archives(reason string) bool {
 	return true
 }
 
-// destroy destroys conv's sandbox sbID gracefully, in the seed's order:
+// destroy destroys conv's sandbox sbID gracefully, in the design's order:
 // claim it, mark it draining (new requests are refused), wait up to the
 // grace for the requests in flight, sync its files to the archive, stop
 // and remove it, delete its metadata. It does nothing if another instance

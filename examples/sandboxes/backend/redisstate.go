@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisAssignments keeps the assignment records in Redis, as the seed
+// RedisAssignments keeps the assignment records in Redis, as the design
 // does: the hash <prefix>:container:{<conversation>} with container_id,
 // host, port, created_at, last_active_at and status (running, idle,
 // draining), whose expiry every request's end resets; beside it the

@@ -9,14 +9,14 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 )
 
-// Status values of an assignment record, as the seed keeps them.
+// Status values of an assignment record, as the design keeps them.
 const (
 	StatusRunning  = "running"  // a request is in flight
 	StatusIdle     = "idle"     // assigned, nothing in flight
 	StatusDraining = "draining" // being destroyed: new requests are refused
 )
 
-// Record is the assignment of a sandbox to a conversation: the seed's
+// Record is the assignment of a sandbox to a conversation: the design's
 // workspace:container:{conversation_id} hash.
 type Record struct {
 	Conversation string

@@ -112,5 +112,5 @@ func TestRedisAssignments(t *testing.T) {
 	r := testenv.OpenRedis(t)
 	a := backend.NewRedisAssignments(r.Client, r.Prefix+"ws")
 	checkAssignments(t, a)
-	assert.Equal(t, r.Prefix+"ws:container:{c9}", a.RecordKey("c9"), "the seed's key, the conversation a hash tag")
+	assert.Equal(t, r.Prefix+"ws:container:{c9}", a.RecordKey("c9"), "the design's key, the conversation a hash tag")
 }

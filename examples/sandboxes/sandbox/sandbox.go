@@ -21,7 +21,7 @@ import (
 type Sandbox struct {
 	// ID is the container's id, or the worker's id for a process.
 	ID string `json:"id"`
-	// Host and Port are where its agent listens (the seed's host and port).
+	// Host and Port are where its agent listens (the design's host and port).
 	Host string `json:"host"`
 	Port int    `json:"port"`
 	// Created is when it was created.
