@@ -38,6 +38,9 @@ type fakeProv struct {
 	panicValue any
 	unhealthy  map[string]bool
 	destroyErr error
+	// dateEarly: List dates every item this much before its creation, as
+	// a provider with a coarse clock may.
+	dateEarly time.Duration
 }
 
 func newFake() *fakeProv {
@@ -135,7 +138,7 @@ func (f *fakeProv) List(context.Context) ([]pool.Listed[box], error) {
 	defer f.mu.Unlock()
 	var out []pool.Listed[box]
 	for id, c := range f.live {
-		out = append(out, pool.Listed[box]{ID: id, Value: box{ID: id}, Created: c})
+		out = append(out, pool.Listed[box]{ID: id, Value: box{ID: id}, Created: c.Add(-f.dateEarly)})
 	}
 	return out, nil
 }

@@ -331,7 +331,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 			}
 		}
 		if startup {
-			if !created.IsZero() && !created.Before(p.start) {
+			if !created.IsZero() && !created.Before(p.start.Add(-providerClockSlack)) {
 				continue
 			}
 			if created.IsZero() && (len(p.inflight) > 0 || shared) {
@@ -342,7 +342,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 				// only once its Create returns.
 				continue
 			}
-		} else if now.Sub(created) < p.opts.OrphanGracePeriod || p.createsSinceLocked(created) {
+		} else if now.Sub(created) < p.opts.OrphanGracePeriod || p.createsSinceLocked(created.Add(providerClockSlack)) {
 			// Too young, or possibly the item of a Create still running
 			// (a worker listed before it is ready): never an orphan.
 			continue
@@ -423,6 +423,15 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	}
 	return res, errors.Join(errs...)
 }
+
+// providerClockSlack is how much earlier than the truth a provider may date
+// an item (Listed.Created): a process dated from clock ticks and a boot
+// time read to 10 ms, a container engine's clock. An item dated up to this
+// much before this pool started, or before one of its creates began, may be
+// that create's, so neither start-up Cleanup nor Reconcile takes it for an
+// orphan while such a create runs; a real leftover that young is found by a
+// later Reconcile.
+const providerClockSlack = time.Second
 
 // spareOwned removes from orphans the items Options.Owned reports as owned
 // outside the pool. If Owned fails, no orphan is destroyed in this pass.

@@ -336,3 +336,34 @@ func TestReconcileSparesCreateInFlight(t *testing.T) {
 		assert.Equal(t, uint64(2), p.Stats().Orphans)
 	})
 }
+
+// A provider may date an item a little before its create began (a process
+// dated to clock ticks from a boot time read to 10 ms): neither start-up
+// Cleanup nor Reconcile may take the item of a create still running for a
+// leftover or an orphan because of that.
+func TestCoarseProviderClockSparesCreateInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.startDelay = 2 * time.Second
+		f.dateEarly = 20 * time.Millisecond
+		p := newPool(t, f, pool.Options{MaxSize: 2, OrphanGracePeriod: time.Millisecond, JanitorInterval: -1})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h, err := p.Acquire(context.Background())
+			if assert.NoError(t, err, "the create's item survived") {
+				h.Release()
+			}
+		}()
+		synctest.Wait() // the item is listed; its create waits for it to start
+		require.Len(t, f.liveIDs(), 1)
+		_, err := p.Cleanup(context.Background())
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond) // older than the grace period
+		_, err = p.Reconcile(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, f.liveIDs(), 1, "neither step destroyed the item being created")
+		assert.Zero(t, p.Stats().Orphans)
+		<-done
+	})
+}
