@@ -331,8 +331,8 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 			}
 		}
 		if startup {
-			if !created.IsZero() && !created.Before(p.start.Add(-providerClockSlack)) {
-				continue
+			if !created.IsZero() && (!created.Before(p.start) || p.createsSinceLocked(created.Add(providerClockSlack))) {
+				continue // made since the start, or maybe by a create still running
 			}
 			if created.IsZero() && (len(p.inflight) > 0 || shared) {
 				continue // unknown age: it may be a create's in flight
@@ -427,10 +427,9 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 // providerClockSlack is how much earlier than the truth a provider may date
 // an item (Listed.Created): a process dated from clock ticks and a boot
 // time read to 10 ms, a container engine's clock. An item dated up to this
-// much before this pool started, or before one of its creates began, may be
-// that create's, so neither start-up Cleanup nor Reconcile takes it for an
-// orphan while such a create runs; a real leftover that young is found by a
-// later Reconcile.
+// much before one of this pool's creates began may be that create's, so
+// neither start-up Cleanup nor Reconcile takes it for an orphan while that
+// create runs; a real leftover spared so is found by a later Reconcile.
 const providerClockSlack = time.Second
 
 // spareOwned removes from orphans the items Options.Owned reports as owned
