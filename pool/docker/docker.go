@@ -43,7 +43,9 @@ const (
 	// SIGTERM before the engine kills it.
 	DefaultStopTimeout = 10 * time.Second
 	// DefaultCleanupTimeout bounds the removal of a container that failed
-	// to start, which runs even when the caller's context has ended.
+	// to start, which runs even when the caller's context has ended, and
+	// the engine's create call, which Create lets finish past its context
+	// so that it never loses a container the engine made.
 	DefaultCleanupTimeout = 30 * time.Second
 )
 
@@ -220,7 +222,13 @@ func (p *Provisioner) Create(ctx context.Context) (Container, error) {
 		cfg.ExposedPorts = network.PortSet{port: {}}
 		hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
 	}
-	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
+	// The create itself is not cut short by ctx: a create whose answer is
+	// lost (ctx ended after the engine made the container) would leave a
+	// container nobody knows. It runs to its answer, bounded by
+	// DefaultCleanupTimeout, and what it made is removed if ctx has ended.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultCleanupTimeout)
+	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
+	ccancel()
 	if err != nil {
 		return Container{}, errs.Wrap(ctx, "docker", "create", err)
 	}
@@ -233,6 +241,9 @@ func (p *Provisioner) Create(ctx context.Context) (Container, error) {
 			err = fmt.Errorf("%w (and removing it failed: %v)", err, rerr)
 		}
 		return Container{}, err
+	}
+	if err := errs.Canceled(ctx, "docker", "create"); err != nil {
+		return fail(err)
 	}
 	if _, err := p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return fail(errs.Wrap(ctx, "docker", "start "+short(c.ID), err))

@@ -169,6 +169,24 @@ func TestCancelledCreateLeavesNothing(t *testing.T) {
 	assert.Empty(t, items, "a cancelled Create left its container")
 }
 
+// A Create whose context ends while the engine is making the container
+// (the answer never arrives) leaves nothing either: the container has a
+// name of the provisioner's, by which it is removed.
+func TestCreateCancelledInFlightLeavesNothing(t *testing.T) {
+	cli := dockertest.Client(t)
+	p := newProvisioner(t, cli, options(dockertest.Image(t, cli, workerPkg, nil), newLabel()))
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i)*time.Millisecond)
+		if c, err := p.Create(ctx); err == nil {
+			require.NoError(t, p.Destroy(context.Background(), c))
+		}
+		cancel()
+	}
+	items, err := p.List(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, items, "a Create cancelled in flight left its container")
+}
+
 func TestLimitsAndSecurityApplied(t *testing.T) {
 	cli := dockertest.Client(t)
 	opts := options(dockertest.Image(t, cli, workerPkg, nil), newLabel())
