@@ -5,6 +5,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/entitycheck"
 )
 
 var _ ttl.Purger = (*Store)(nil)
@@ -14,7 +15,7 @@ var _ ttl.Purger = (*Store)(nil)
 func (s *Store) Purge(ctx context.Context, ids []string) (int, error) {
 	valid := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if storable(id) { // others cannot be stored, so are unknown
+		if entitycheck.Storable(id) { // others cannot be stored, so are unknown
 			valid = append(valid, id)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/entitycheck"
 )
 
 // Store is a ttl.Store on a PostgreSQL table. Every method is one statement
@@ -222,31 +222,12 @@ func (s *Store) scan(row pgx.Row) (ttl.Entity, error) {
 	return e, nil
 }
 
-// storable reports whether a text column can hold v: PostgreSQL text is
-// valid UTF-8 without NUL bytes.
-func storable(v string) bool {
-	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
-}
-
-// checkEntity validates e for Create and CreateMany.
-func checkEntity(e ttl.Entity) error {
-	switch {
-	case e.ID == "":
-		return errs.Invalid(ttl.ErrInvalid, "pgttl: create: ID is empty")
-	case e.Phase == "":
-		return errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: Phase is empty", e.ID)
-	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
-		return errs.Invalid(ttl.ErrInvalid, "pgttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes", e.ID)
-	}
-	return nil
-}
-
 // Create inserts e (see ttl.Store.Create); a zero CreatedAt is the server's
 // now(). Times are stored with microsecond precision. ID, Phase,
 // DesiredState and Operation must be valid UTF-8 without NUL bytes, as
 // PostgreSQL text requires, else Create fails with ttl.ErrInvalid.
 func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
-	if err := checkEntity(e); err != nil {
+	if err := entitycheck.Create("pgttl", e); err != nil {
 		return ttl.Entity{}, err
 	}
 	got, err := s.scan(s.pool.QueryRow(ctx, s.insertSQL, e.ID, e.Phase, e.DesiredState, s.op(e.Operation),
@@ -270,7 +251,7 @@ const createChunk = 10000
 func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, error) {
 	seen := make(map[string]int, len(es))
 	for i, e := range es {
-		if err := checkEntity(e); err != nil {
+		if err := entitycheck.Create("pgttl", e); err != nil {
 			return nil, err
 		}
 		if _, dup := seen[e.ID]; dup {
@@ -330,7 +311,7 @@ func tsNull(t time.Time) pgtype.Timestamptz {
 // Get returns the entity with the given id, deleted or not, or an error
 // wrapping ttl.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
-	if !storable(id) {
+	if !entitycheck.Storable(id) {
 		return ttl.Entity{}, fmt.Errorf("pgttl: get %q: %w", id, ttl.ErrNotFound)
 	}
 	e, err := s.scan(s.pool.QueryRow(ctx, s.selectSQL, id))
@@ -346,14 +327,14 @@ func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
 // Update applies u as one compare-and-set UPDATE ... WHERE id = $1 AND
 // operation = $expect (see ttl.Store.Update).
 func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity, error) {
-	if !storable(id) {
+	if !entitycheck.Storable(id) {
 		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, ttl.ErrNotFound)
 	}
 	if err := u.Validate(); err != nil {
 		return ttl.Entity{}, fmt.Errorf("pgttl: update %q: %w", id, err)
 	}
-	if !storable(u.ExpectOperation) || !storable(u.Operation) || !storable(u.Phase) || !storable(u.DesiredState) ||
-		!storable(u.ExpectPhase) || !storable(u.ExpectDesiredState) {
+	if !entitycheck.Storable(u.ExpectOperation) || !entitycheck.Storable(u.Operation) || !entitycheck.Storable(u.Phase) || !entitycheck.Storable(u.DesiredState) ||
+		!entitycheck.Storable(u.ExpectPhase) || !entitycheck.Storable(u.ExpectDesiredState) {
 		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "pgttl: update %q: Operation, Phase and DesiredState must be UTF-8 without NUL bytes", id)
 	}
 	var expectLast any
@@ -394,7 +375,7 @@ func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
 	if f.Limit == 0 {
 		f.Limit = ttl.DefaultListLimit
 	}
-	if !storable(f.Phase) || !storable(f.DesiredState) || !storable(f.After) {
+	if !entitycheck.Storable(f.Phase) || !entitycheck.Storable(f.DesiredState) || !entitycheck.Storable(f.After) {
 		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: list: Phase, DesiredState and After must be UTF-8 without NUL bytes")
 	}
 	var (
@@ -468,7 +449,7 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 // dedupe returns the distinct storable ids of acts, sorted, with each id's
 // greatest time.
 func dedupe(acts []ttl.Activity) ([]string, []time.Time) {
-	sorted := slices.DeleteFunc(slices.Clone(acts), func(a ttl.Activity) bool { return !storable(a.ID) })
+	sorted := slices.DeleteFunc(slices.Clone(acts), func(a ttl.Activity) bool { return !entitycheck.Storable(a.ID) })
 	slices.SortFunc(sorted, func(a, b ttl.Activity) int {
 		if c := cmp.Compare(a.ID, b.ID); c != 0 {
 			return c

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/entitycheck"
 )
 
 // StoreOptions configure a Store.
@@ -315,22 +314,10 @@ func decode(id, js string) (ttl.Entity, error) {
 	return e, errors.Join(err[:]...)
 }
 
-// storable reports whether a string field can be stored: valid UTF-8, so
-// that the JSON record keeps it exactly, and no NUL byte, which separates
-// the parts of an index member.
-func storable(v string) bool {
-	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
-}
-
 // checkEntity validates e for Create and CreateMany.
 func checkEntity(e ttl.Entity) error {
-	switch {
-	case e.ID == "":
-		return errs.Invalid(ttl.ErrInvalid, "redisttl: create: ID is empty")
-	case e.Phase == "":
-		return errs.Invalid(ttl.ErrInvalid, "redisttl: create %q: Phase is empty", e.ID)
-	case !storable(e.ID) || !storable(e.Phase) || !storable(e.DesiredState) || !storable(e.Operation):
-		return errs.Invalid(ttl.ErrInvalid, "redisttl: create %q: ID, Phase, DesiredState and Operation must be UTF-8 without NUL bytes", e.ID)
+	if err := entitycheck.Create("redisttl", e); err != nil {
+		return err
 	}
 	return errors.Join(
 		checkTime(e.ID, "LastActivityAt", e.LastActivityAt),
@@ -420,7 +407,7 @@ func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity
 	if err := checkTime(id, "ExpectLastActivityAt", u.ExpectLastActivityAt); err != nil {
 		return ttl.Entity{}, err
 	}
-	if !storable(u.Phase) || !storable(u.DesiredState) || !storable(u.Operation) {
+	if !entitycheck.Storable(u.Phase) || !entitycheck.Storable(u.DesiredState) || !entitycheck.Storable(u.Operation) {
 		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "redisttl: update %q: Phase, DesiredState and Operation must be UTF-8 without NUL bytes", id)
 	}
 	res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
@@ -543,7 +530,7 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if !storable(r.Phase) || !storable(r.Then) {
+	if !entitycheck.Storable(r.Phase) || !entitycheck.Storable(r.Then) {
 		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: rule %s: Phase and Then must be UTF-8 without NUL bytes", r)
 	}
 	var out []ttl.Expiry
