@@ -19,7 +19,8 @@ import (
 const EnvChromium = "TTLKIT_TEST_CHROMIUM"
 
 // New starts a fresh headless Chromium (its own profile, no sandbox, no
-// GPU, no background traffic) for the test and returns a context for its
+// GPU, no background traffic, every name under .test resolved to
+// 127.0.0.1) for the test and returns a context for its
 // first tab. The browser is stopped when the test ends.
 func New(t *testing.T) context.Context {
 	t.Helper()
@@ -40,6 +41,9 @@ func New(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		// Every name under .test is this machine, so a test can serve a
+		// page from another site (see Attack).
+		chromedp.Flag("host-resolver-rules", "MAP *.test 127.0.0.1"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 860),
 	)
