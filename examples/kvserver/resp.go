@@ -96,6 +96,8 @@ type Reader struct {
 	err  error
 	refs []argRef
 	args [][]byte
+	// inline reports whether the last command was an inline line.
+	inline bool
 }
 
 // argRef is a parsed argument: at off (from the command's start) in the
@@ -128,6 +130,10 @@ var bufPool = sync.Pool{New: func() any {
 func NewReader(r io.Reader, lim Limits) *Reader {
 	return &Reader{rd: r, lim: lim.withDefaults()}
 }
+
+// Inline reports whether the command ReadCommand returned last was an
+// inline (telnet-style) line rather than a RESP array.
+func (r *Reader) Inline() bool { return r.inline }
 
 // Buffered reports how many bytes are already read from the connection and
 // not yet parsed; the server flushes its replies when there are none, so a
@@ -214,6 +220,7 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 		}
 		start := r.cs
 		r.cs += p
+		r.inline = inline != nil
 		if inline != nil {
 			return inline, nil
 		}

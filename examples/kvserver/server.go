@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -336,6 +337,14 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			return
 		}
+		if crossProtocol(args, cl.r.Inline()) {
+			// Whatever follows on this connection is a browser's
+			// request, not a client's: run none of it.
+			s.log.Warn("kvserver: possible SECURITY ATTACK detected. It looks like somebody is sending "+
+				"an HTTP request to this server. This is likely due to an attacker attempting to use "+
+				"Cross Protocol Scripting to compromise it. Connection aborted.", "remote", c.RemoteAddr())
+			return
+		}
 		pending++
 		s.dispatch(cl, args)
 		// Flush once the pipeline is drained, so that a batch of commands
@@ -348,6 +357,26 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 		}
 	}
+}
+
+// crossProtocol reports whether a command is a line of an HTTP request, which
+// a web page can make a browser send to any port (a form or a fetch whose
+// body is RESP): Redis's POST and Host: commands, and, inline, a request line
+// ("GET / HTTP/1.1", or HTTP/2's "PRI * HTTP/2.0"), which Redis would answer with an arity error before
+// reading the headers.
+func crossProtocol(args [][]byte, inline bool) bool {
+	name := args[0]
+	if len(name) == 4 && bytes.EqualFold(name, []byte("post")) || len(name) == 5 && bytes.EqualFold(name, []byte("host:")) {
+		return true
+	}
+	if !inline || len(args) != 3 || !bytes.HasPrefix(args[2], []byte("HTTP/")) {
+		return false
+	}
+	switch string(name) {
+	case "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI":
+		return true
+	}
+	return false
 }
 
 // protects reports whether protected mode refuses c: no password is set,
