@@ -9,6 +9,16 @@
 // for the resource the lease guards (a stream, a download), so that resource
 // refuses every request but its holder's.
 //
+// # Other sites
+//
+// Every operation, Held included, refuses what a page of another site can
+// make the user's browser send: a request that Sec-Fetch-Site (or, from a
+// browser without it, an Origin other than the Host) marks as cross-site,
+// whatever its method or content type, and a request whose Host is not one
+// the server answers to (Options.Hosts), which is how a page under a
+// DNS-rebinding name would reach a server on 127.0.0.1. Clients that are
+// not browsers send neither header and pass.
+//
 // # Errors
 //
 // Every refusal and error is a JSON body {"error_code": ..., "message": ...}
@@ -26,6 +36,8 @@
 //	no_holder               401     the HolderFunc found no holder in the request
 //	not_holder              403     the lease belongs to another holder (lease.ErrWrongHolder; checked in the store, atomically)
 //	not_found               404     no such lease (never granted, released, or swept)
+//	cross_site              403     a page of another site made the browser send the request
+//	unknown_host            403     the Host is not a loopback name, an address or one of Options.Hosts
 //	expired                 410     the lease has expired
 //	unavailable             503     the Manager is closed, or the request was cancelled
 //	internal                500     the store failed; the message says no more

@@ -25,6 +25,7 @@ type Handler struct {
 	m      *lease.Manager
 	holder HolderFunc
 	o      Options
+	hosts  hosts
 	mux    *http.ServeMux
 }
 
@@ -42,7 +43,11 @@ func New(m *lease.Manager, holder HolderFunc, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{m: m, holder: holder, o: o, mux: http.NewServeMux()}
+	hs, ok := newHosts(o.Hosts)
+	if !ok {
+		return nil, errs.Invalid(ErrInvalid, "leasehttp: Hosts (%q) holds an entry that is not a host name", o.Hosts)
+	}
+	h := &Handler{m: m, holder: holder, o: o, hosts: hs, mux: http.NewServeMux()}
 	h.mux.Handle("POST /{$}", h.Grant())
 	h.mux.Handle("GET /{$}", h.Status())
 	h.mux.Handle("POST /{id}/heartbeat", h.Heartbeat())
@@ -61,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // resource and costs, the holder is the request's. It answers 201 with
 // Options.Granted's body.
 func (h *Handler) Grant() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.guard(func(w http.ResponseWriter, r *http.Request) {
 		holder, ok := h.holderOf(w, r)
 		if !ok {
 			return
@@ -99,7 +104,7 @@ func (h *Handler) Grant() http.Handler {
 // names. Only the lease's holder may heartbeat it. It answers 200 with
 // Options.Heartbeated's body.
 func (h *Handler) Heartbeat() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.guard(func(w http.ResponseWriter, r *http.Request) {
 		holder, ok := h.holderOf(w, r)
 		if !ok {
 			return
@@ -122,7 +127,7 @@ func (h *Handler) Heartbeat() http.Handler {
 // Release returns the handler of a release of the lease Options.LeaseID
 // names. Only the lease's holder may release it. It answers 200 {"ok":true}.
 func (h *Handler) Release() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.guard(func(w http.ResponseWriter, r *http.Request) {
 		holder, ok := h.holderOf(w, r)
 		if !ok {
 			return
@@ -138,7 +143,7 @@ func (h *Handler) Release() http.Handler {
 // Status returns the handler of a status request: the budget as
 // Manager.Usage reports it, in Options.Status's body. It needs no holder.
 func (h *Handler) Status() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.guard(func(w http.ResponseWriter, r *http.Request) {
 		u, err := h.m.Usage(r.Context())
 		if err != nil {
 			h.Error(w, r, err)
@@ -154,6 +159,9 @@ func (h *Handler) Status() http.Handler {
 // lease.ErrExpired, ErrNotHolder for another holder's lease, a *Problem
 // (no_holder) when the request has no holder.
 func (h *Handler) Held(r *http.Request, id string) (lease.Lease, error) {
+	if p := h.refusal(r); p != nil {
+		return lease.Lease{}, p
+	}
 	holder, err := h.holder(r)
 	if err != nil || holder == "" {
 		return lease.Lease{}, noHolder(err)

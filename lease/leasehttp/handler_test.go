@@ -59,7 +59,7 @@ func (f *fixture) do(t *testing.T, method, path, holder, body string) reply {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req := httptest.NewRequest(method, path, rd)
+	req := httptest.NewRequest(method, "http://127.0.0.1"+path, rd)
 	if holder != "" {
 		req.Header.Set("X-Holder", holder)
 	}
@@ -157,7 +157,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"text", `{"resource":"a","cost":1}`, "text/plain", 415, leasehttp.CodeUnsupportedMediaType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest("POST", "/leases/", strings.NewReader(tc.body))
+			req := httptest.NewRequest("POST", "http://127.0.0.1/leases/", strings.NewReader(tc.body))
 			req.Header.Set("X-Holder", "alice")
 			req.Header.Set("Content-Type", tc.ctype)
 			rec := httptest.NewRecorder()
@@ -286,7 +286,7 @@ func TestHeld(t *testing.T) {
 	f := newFixture(t, leasehttp.Options{})
 	id := f.grant(t, "alice", 1)
 	req := func(holder string) *http.Request {
-		r := httptest.NewRequest("GET", "/stream", nil)
+		r := httptest.NewRequest("GET", "http://127.0.0.1/stream", nil)
 		r.Header.Set("X-Holder", holder)
 		return r
 	}

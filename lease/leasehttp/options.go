@@ -48,6 +48,15 @@ type Options struct {
 	// request. Nil means r.PathValue("id"), the wildcard of the patterns
 	// the Handler itself routes.
 	LeaseID func(r *http.Request) string
+	// Hosts are the host names the server is reached by, besides loopback
+	// names (localhost, *.localhost) and IP addresses, which always pass:
+	// "example.com" is that name, ".example.com" it and every name under
+	// it, "*" any name (for a server behind a proxy that checks Host
+	// itself). A request for another Host gets 403 unknown_host: a page
+	// served under a name its owner then points at 127.0.0.1 (DNS
+	// rebinding) would otherwise use the leases as if it were the
+	// server's own page. Nil answers loopback names and addresses only.
+	Hosts []string
 	// MaxBody is the largest request body accepted, in bytes; a longer one
 	// is answered with 413 body_too_large. 0 means DefaultMaxBody;
 	// negative is an error.

@@ -22,6 +22,8 @@ const (
 	CodeNoHolder             = "no_holder"
 	CodeNotHolder            = "not_holder"
 	CodeNotFound             = "not_found"
+	CodeCrossSite            = "cross_site"
+	CodeUnknownHost          = "unknown_host"
 	CodeExpired              = "expired"
 	CodeUnavailable          = "unavailable"
 	CodeInternal             = "internal"
