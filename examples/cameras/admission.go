@@ -19,10 +19,14 @@ const (
 	CodeSystemOverload      = "SYSTEM_OVERLOAD"
 	CodeUserAlreadyHasModal = "USER_ALREADY_HAS_MODAL"
 	CodeOverCapacity        = "OVER_CAPACITY"
+	CodeCrossOrigin         = "CROSS_ORIGIN"
+	CodeUnknownHost         = "UNKNOWN_HOST"
 
 	MsgSystemOverload      = "サーバーが高負荷のためしばらく経ってからお試しください"
 	MsgUserAlreadyHasModal = "既に別のカメラを表示中です"
 	MsgOverCapacity        = "現在多数のアクセスがありストリーム数が上限に達しています。しばらく経ってからアクセスしてください"
+	MsgCrossOrigin         = "他のサイトからのリクエストは受け付けません"
+	MsgUnknownHost         = "このホスト名では受け付けません（ALLOWED_HOSTS を確認してください）"
 )
 
 // codes maps leasehttp's codes to this API's, with the message a user sees.
@@ -40,6 +44,8 @@ var codes = map[string]struct{ code, msg string }{
 	leasehttp.CodeExpired:              {"LEASE_EXPIRED", "Leaseの期限が切れています"},
 	leasehttp.CodeUnavailable:          {"UNAVAILABLE", "サーバーが停止中です。しばらく経ってからお試しください"},
 	leasehttp.CodeInternal:             {"INTERNAL", "サーバー内部のエラーです"},
+	leasehttp.CodeCrossSite:            {CodeCrossOrigin, MsgCrossOrigin},
+	leasehttp.CodeUnknownHost:          {CodeUnknownHost, MsgUnknownHost},
 }
 
 // Admission is the admission control of the design: the budget model,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/lease"
 )
 
 // updateScreenshot regenerates screenshot.png:
@@ -220,4 +222,61 @@ func TestScreenshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile("screenshot.png", png, 0o644))
 	t.Logf("wrote screenshot.png (%d bytes)", len(png))
+}
+
+// TestBrowserOtherSites is the user's own browser, with the camera page open
+// and a modal streaming, visiting a page of another site that sends every
+// request a page can send without a preflight — a no-cors fetch POST of
+// text/plain, a form, an image — to take a lease and to be counted as a UI
+// user; then a page under a DNS-rebinding name (a name that reaches the
+// server, whose requests look same-origin to the browser). Nothing of it
+// takes effect.
+func TestBrowserOtherSites(t *testing.T) {
+	ctx := newBrowser(t)
+	srv, _, url := browserServer(t, fastConfig())
+	openCamera(t, ctx, url, "cam_2f_19")
+	waitJS(t, ctx, `document.getElementById('modal').dataset.state === 'streaming'`)
+	leases, err := srv.leases.List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, leases, 1, "the user's own modal")
+	users := srv.sessions.Active()
+	holders := func(ls []lease.Lease) (out []string) {
+		for _, l := range ls {
+			out = append(out, l.ID+" "+l.Holder+" "+l.Resource)
+		}
+		return out
+	}
+
+	// The other site opens in a second tab of the same browser, so the
+	// modal's tab goes on heartbeating and shares its cookies.
+	evil, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	grant := `{"camera_id":"cam_1f_01","quality":"sub"}`
+	reqs := browsertest.CrossSiteKinds(url+"/api/modal/lease", grant)
+	reqs = append(reqs,
+		browsertest.Request{Kind: "img", URL: url + "/api/system/status"},
+		browsertest.Request{Kind: "img", URL: url + "/stream/suggest"},
+		browsertest.Request{Kind: "fetch", Method: "POST", URL: url + "/api/modal/lease/" + leases[0].ID + "/heartbeat"},
+	)
+	browsertest.Attack(t, evil, reqs...)
+	after, err := srv.leases.List(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, holders(leases), holders(after), "no lease taken; the user's is still there")
+	assert.Equal(t, users, srv.sessions.Active(), "no UI user counted for the other site")
+
+	// DNS rebinding: the attacker's name now resolves to this machine, so
+	// its page and the server share an origin.
+	port := url[strings.LastIndex(url, ":")+1:]
+	require.NoError(t, chromedp.Do(evil, chromedp.Navigate("http://rebind.test:"+port+"/")))
+	status, err := chromedp.Run(evil, chromedp.Evaluate[int](`fetch('/api/modal/lease', {method: 'POST',
+		headers: {'Content-Type': 'application/json'}, body: JSON.stringify({camera_id: 'cam_1f_01', quality: 'sub'})}).then(r => r.status)`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, 403, status)
+	body := js[string](t, evil, `document.body.innerText`)
+	assert.Contains(t, body, CodeUnknownHost, "the page itself was refused")
+	after, err = srv.leases.List(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, holders(leases), holders(after), "no lease through the rebinding name")
+	assert.Equal(t, users, srv.sessions.Active())
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/hysteresis"
 	"github.com/ttlkit/ttlkit/hysteresis/sysload"
 )
@@ -20,6 +21,7 @@ import (
 // over the variable, the variable over the default.
 type Config struct {
 	Addr        string        // -addr, LISTEN_ADDR
+	Hosts       []string      // -allowed-hosts, ALLOWED_HOSTS: names the server answers to besides loopback and addresses
 	Store       string        // -store, STORE: memory, mysql, postgres or redis
 	DSN         string        // -dsn, STORE_DSN: the MySQL DSN, PostgreSQL URL or Redis URL
 	RedisPrefix string        // -redis-prefix, REDIS_PREFIX
@@ -121,6 +123,7 @@ type setting struct {
 // settings lists every flag with its variable, in the order of -help.
 var settings = []setting{
 	{"addr", "LISTEN_ADDR"},
+	{"allowed-hosts", "ALLOWED_HOSTS"},
 	{"store", "STORE"},
 	{"dsn", "STORE_DSN"},
 	{"redis-prefix", "REDIS_PREFIX"},
@@ -241,6 +244,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		})
 	}
 	fs.StringVar(&c.Addr, "addr", c.Addr, "HTTP `address` to listen on")
+	fs.Func("allowed-hosts", "comma-separated host `names` the server answers to besides localhost and IP addresses (.example.com: it and its subdomains); a request for any other name is refused (DNS rebinding)", func(v string) error {
+		hosts, err := webguard.ParseHosts(v)
+		c.Hosts = hosts
+		return err
+	})
 	fs.StringVar(&c.Store, "store", c.Store, "where leases and admission_metrics live: memory, mysql, postgres or redis")
 	fs.StringVar(&c.DSN, "dsn", c.DSN, "the store's MySQL DSN, PostgreSQL URL or Redis URL")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "Redis key `prefix`; instances with the same prefix share the budget")

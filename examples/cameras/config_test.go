@@ -34,7 +34,7 @@ func TestDefaultsAreTheDesigns(t *testing.T) {
 // TestEveryVariableSetsItsSetting, and a flag wins over its variable.
 func TestEveryVariableSetsItsSetting(t *testing.T) {
 	vars := map[string]string{
-		"LISTEN_ADDR": ":9000", "STORE": "redis", "STORE_DSN": "redis://x:6379/1", "REDIS_PREFIX": "cams2",
+		"LISTEN_ADDR": ":9000", "ALLOWED_HOSTS": "cams.example, .corp.example", "STORE": "redis", "STORE_DSN": "redis://x:6379/1", "REDIS_PREFIX": "cams2",
 		"CAMERAS": "cam_a, cam_b", "SESSION_KEY": "a-long-enough-session-key", "SUGGEST_ENABLED": "false", "LOG_LEVEL": "debug",
 		"SESSION_TTL_SEC":    "7200",
 		"TOTAL_STREAM_UNITS": "100", "MAX_UI_USERS": "20", "RESERVED_BASELINE_UNITS": "10", "SUB_STREAM_COST": "2", "MAIN_STREAM_COST": "5",
@@ -48,7 +48,7 @@ func TestEveryVariableSetsItsSetting(t *testing.T) {
 	c, err := parseConfig(nil, env(vars), io.Discard)
 	require.NoError(t, err)
 	want := Config{
-		Addr: ":9000", Store: "redis", DSN: "redis://x:6379/1", RedisPrefix: "cams2", Cameras: []string{"cam_a", "cam_b"},
+		Addr: ":9000", Hosts: []string{"cams.example", ".corp.example"}, Store: "redis", DSN: "redis://x:6379/1", RedisPrefix: "cams2", Cameras: []string{"cam_a", "cam_b"},
 		SessionKey: "a-long-enough-session-key", SessionTTL: 2 * time.Hour, Suggest: false, LogLevel: slog.LevelDebug,
 		TotalStreamUnits: 100, MaxUIUsers: 20, ReservedBaselineUnits: 10, SubStreamCost: 2, MainStreamCost: 5,
 		ModalTTL: 10 * time.Minute, HeartbeatInterval: 20 * time.Second, HeartbeatGrace: time.Minute, CleanupInterval: 5 * time.Second,

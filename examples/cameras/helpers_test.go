@@ -113,7 +113,7 @@ func (u *user) do(method, path, ctype, body string) answer {
 	}
 	var res *http.Response
 	if u.h != nil {
-		req := httptest.NewRequest(method, path, rd)
+		req := httptest.NewRequest(method, "http://127.0.0.1:8080"+path, rd)
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
@@ -240,7 +240,7 @@ func (w *streamWriter) snapshot() (status, frames int, last time.Time) {
 // openStream serves the modal stream of lease id to u in process, on a
 // goroutine; done is closed when the handler returns.
 func (u *user) openStream(ctx context.Context, camera, id string) (w *streamWriter, done chan struct{}) {
-	req := httptest.NewRequestWithContext(ctx, "GET", "/stream/"+camera+"?lease_id="+id, nil)
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8080/stream/"+camera+"?lease_id="+id, nil)
 	u.mu.Lock()
 	if u.cookie != nil {
 		req.AddCookie(u.cookie)

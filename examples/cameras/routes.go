@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
 	"path"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/lease/leasehttp"
 )
 
@@ -46,22 +48,21 @@ func (s *Server) routes() http.Handler {
 	ops := http.NewServeMux()
 	ops.Handle("GET /metrics", promhttp.HandlerFor(newRegistry(s.adm, s.streams), promhttp.HandlerOpts{}))
 	ops.Handle("GET /healthz", s.healthz())
-	ops.Handle("/", s.crossOrigin().Handler(s.sessions.Middleware(mux)))
-	return ops
+	ops.Handle("/", s.sessions.Middleware(mux))
+	return webguard.Handler(ops, webguard.Options{Hosts: s.cfg.Hosts, Pages: true, Deny: s.refuse})
 }
 
-// crossOrigin refuses state-changing requests (POST, DELETE) that a
-// browser sends from another site (Sec-Fetch-Site, else an Origin that is
-// not this host), so no other page can take or release a session's lease
-// with the session's cookie. Requests without either header (curl, other
-// servers) carry no browser's cookie and pass.
-func (s *Server) crossOrigin() *http.CrossOriginProtection {
-	c := http.NewCrossOriginProtection()
-	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.api.Error(w, r, &leasehttp.Problem{Status: http.StatusForbidden, Code: "CROSS_ORIGIN",
-			Message: "他のサイトからのリクエストは受け付けません"})
-	}))
-	return c
+// refuse answers what webguard keeps out: a Host the server does not answer
+// to (a page under a DNS-rebinding name), or a request that a page of
+// another site made the browser send — a write whatever its content type,
+// and a read too, since even the status call counts a UI user and a
+// session. Only a top-level navigation (a link to the page) passes.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	p := &leasehttp.Problem{Status: http.StatusForbidden, Code: CodeCrossOrigin, Message: MsgCrossOrigin, Err: err}
+	if errors.Is(err, webguard.ErrHost) {
+		p.Code, p.Message = CodeUnknownHost, MsgUnknownHost
+	}
+	s.api.Error(w, r, p)
 }
 
 // pageConfig serves GET /api/config: what the page needs to know.

@@ -22,7 +22,7 @@ func call(t *testing.T, srv http.Handler, method, path, cookie string, headers m
 	} else {
 		body = strings.NewReader("")
 	}
-	req := httptest.NewRequest(method, path, body)
+	req := httptest.NewRequest(method, "http://127.0.0.1:8080"+path, body)
 	req.Header.Set("Content-Type", "application/json")
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
@@ -144,8 +144,47 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	assert.Equal(t, "CROSS_ORIGIN", code)
 	_, err = srv.leases.Get(t.Context(), leases[0].ID)
 	assert.NoError(t, err, "a cross-site release released nothing")
-	// Reading is not changing: a cross-site GET is answered (and carries no
-	// session, so it sees nothing private).
-	res, _ = call(t, srv, "GET", "/api/system/status", "", map[string]string{"Sec-Fetch-Site": "cross-site"})
+	// A read is refused too: the status call counts its caller as a UI
+	// user (a session, and a suggest unit), which no other site may do.
+	users := srv.sessions.Active()
+	res, code = call(t, srv, "GET", "/api/system/status", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+	assert.Equal(t, "CROSS_ORIGIN", code)
+	assert.Empty(t, sessionOf(res), "no session was made")
+	assert.Equal(t, users, srv.sessions.Active(), "no UI user was counted")
+	// Following a link from another site opens the page.
+	res, _ = call(t, srv, "GET", "/", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
 	assert.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+// TestForeignHostRefused: a request under a name the server was not told it
+// has — a page under a DNS-rebinding name, whose requests look same-origin
+// to the browser — is refused before anything runs, on every path; a name
+// in ALLOWED_HOSTS is answered.
+func TestForeignHostRefused(t *testing.T) {
+	cfg := testConfig()
+	cfg.Hosts = []string{"cams.example"}
+	srv, _ := newServer(t, cfg, Backend{})
+	for _, path := range []string{"/", "/api/system/status", "/api/modal/lease", "/metrics", "/healthz", "/stream/suggest"} {
+		for _, method := range []string{"GET", "POST"} {
+			req := httptest.NewRequest(method, "http://evil.example:8080"+path, strings.NewReader(`{"camera_id":"cam_a","quality":"sub"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+			req.Header.Set("Origin", "http://evil.example:8080")
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			assert.Equal(t, http.StatusForbidden, rec.Code, "%s %s", method, path)
+			assert.Contains(t, rec.Body.String(), "UNKNOWN_HOST", "%s %s", method, path)
+			assert.Empty(t, rec.Result().Cookies(), "no session for %s %s", method, path)
+		}
+	}
+	leases, err := srv.leases.List(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, leases, "nothing was granted")
+	assert.Zero(t, srv.sessions.Active())
+
+	req := httptest.NewRequest("GET", "http://cams.example/api/system/status", nil)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code, "a configured name")
 }

@@ -113,6 +113,7 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 		Problem:     s.adm.Problem,
 		LeaseID:     func(r *http.Request) string { return r.PathValue("lease_id") },
 		MaxBody:     maxBody,
+		Hosts:       cfg.Hosts,
 		Logger:      log,
 	})
 	if err != nil {
