@@ -51,6 +51,12 @@ type Options struct {
 	// following a link) GET or HEAD a page. Nothing else from another
 	// site passes.
 	Pages bool
+	// AnySite turns the cross-site check off, leaving only the Host
+	// check: for a server that decides per route which other origins may
+	// use it, or that no browser can reach without a credential it cannot
+	// send across sites (a custom header needs a CORS preflight, which
+	// such a server never answers).
+	AnySite bool
 	// Deny answers a refused request; err is ErrHost or ErrCrossSite. Nil
 	// answers 403 with err's text.
 	Deny func(w http.ResponseWriter, r *http.Request, err error)
@@ -129,7 +135,7 @@ func Handler(h http.Handler, o Options) http.Handler {
 			deny(w, r, ErrHost)
 			return
 		}
-		if CrossSite(r) && !(o.Pages && navigation(r)) {
+		if !o.AnySite && CrossSite(r) && !(o.Pages && navigation(r)) {
 			deny(w, r, ErrCrossSite)
 			return
 		}

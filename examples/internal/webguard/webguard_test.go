@@ -97,6 +97,19 @@ func TestCrossSite(t *testing.T) {
 	}
 }
 
+func TestAnySite(t *testing.T) {
+	h := webguard.Handler(http.NotFoundHandler(), webguard.Options{AnySite: true})
+	r := httptest.NewRequest("POST", "http://127.0.0.1:8080/", nil)
+	r.Header.Set("Sec-Fetch-Site", "cross-site")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, 404, w.Code, "another site's request reaches the handler")
+	r.Host = "evil.example:8080"
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, 403, w.Code, "the Host is still checked")
+}
+
 func TestDeny(t *testing.T) {
 	var got error
 	h := webguard.Handler(http.NotFoundHandler(), webguard.Options{Deny: func(w http.ResponseWriter, r *http.Request, err error) {
