@@ -407,8 +407,21 @@ func killAndRestart(t *testing.T, a agent.Agent, args ...string) []agent.Worker 
 			_, _ = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("slow"), Payload: []byte(`{"ms":3000}`)})
 		})
 	}
-	require.Eventually(t, func() bool { return len(listed(t, a, "slow")) == 3 }, time.Minute, 20*time.Millisecond)
+	// Every worker busy, not merely started: a runtime still waiting for
+	// its first invocation dies with the gateway (its poll fails).
+	inUse := func() float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return gwtest.Metric(t, string(b), `gateway_workers_in_use{function="slow"}`)
+	}
+	require.Eventually(t, func() bool { return inUse() == 3 }, time.Minute, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the invocations reach their workers
 	before := listed(t, a, "slow")
+	require.Len(t, before, 3)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	wg.Wait()
