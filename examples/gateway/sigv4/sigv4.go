@@ -4,7 +4,8 @@
 //
 // Only the Authorization header form is taken (what the SDKs and the CLI
 // send), with X-Amz-Date; a presigned URL's query parameters and the Date
-// header are not.
+// header are not. Credentials.Sign signs that way too, for clients without
+// an AWS SDK.
 //
 // The canonical request is written here, per the SigV4 specification, from
 // exactly what the client listed in SignedHeaders, rather than by re-signing
@@ -19,6 +20,7 @@
 package sigv4
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -236,20 +238,44 @@ func (s *Signed) AccessKeyID() string { return s.keyID }
 // does not match the body fails like any other change. The error is an
 // *Error.
 func (s *Signed) Verify(payload []byte) error {
-	canonical := s.canonicalRequest(payload)
-	sum := sha256.Sum256([]byte(canonical))
-	toSign := Algorithm + "\n" + s.amzDate + "\n" + s.scope + "\n" + hex.EncodeToString(sum[:])
-	key := hmacSHA256([]byte("AWS4"+s.secret), s.date)
-	key = hmacSHA256(key, s.region)
-	key = hmacSHA256(key, s.service)
-	key = hmacSHA256(key, "aws4_request")
-	want := hmacSHA256(key, toSign)
+	want, canonical, toSign := s.sign(payload)
 	got, err := hex.DecodeString(s.signature)
 	if err != nil || !hmac.Equal(got, want) {
 		return &Error{Code: InvalidSignature, Message: signatureMismatch,
 			Canonical: "canonical request:\n" + canonical + "\nstring to sign:\n" + toSign}
 	}
 	return nil
+}
+
+// sign returns the signature of the request with payload, and the
+// canonical request and string to sign it is made of.
+func (s *Signed) sign(payload []byte) (signature []byte, canonical, toSign string) {
+	canonical = s.canonicalRequest(payload)
+	sum := sha256.Sum256([]byte(canonical))
+	toSign = Algorithm + "\n" + s.amzDate + "\n" + s.scope + "\n" + hex.EncodeToString(sum[:])
+	key := hmacSHA256([]byte("AWS4"+s.secret), s.date)
+	key = hmacSHA256(key, s.region)
+	key = hmacSHA256(key, s.service)
+	key = hmacSHA256(key, "aws4_request")
+	return hmacSHA256(key, toSign), canonical, toSign
+}
+
+// Sign signs r, whose body is payload, with c for service in region at
+// time at, as the AWS CLI does: it sets X-Amz-Date and an Authorization
+// header whose signature covers the method, path, query, Host, X-Amz-Date
+// and payload. It is for clients without an AWS SDK; r's headers must be
+// set, and its path escaped, as they will be sent.
+func (c Credentials) Sign(r *http.Request, payload []byte, service, region string, at time.Time) {
+	amzDate := at.UTC().Format(TimeFormat)
+	r.Header.Set("X-Amz-Date", amzDate)
+	s := &Signed{
+		r: r, keyID: c.AccessKeyID, secret: c.SecretAccessKey, amzDate: amzDate,
+		scope: amzDate[:8] + "/" + region + "/" + service + "/aws4_request",
+		date:  amzDate[:8], region: region, service: service, signedHeaders: "host;x-amz-date",
+	}
+	signature, _, _ := s.sign(payload)
+	r.Header.Set("Authorization", Algorithm+" Credential="+c.AccessKeyID+"/"+s.scope+
+		", SignedHeaders="+s.signedHeaders+", Signature="+hex.EncodeToString(signature))
 }
 
 func hmacSHA256(key []byte, data string) []byte {
@@ -279,14 +305,15 @@ func (s *Signed) canonicalRequest(payload []byte) string {
 		b.WriteString(name)
 		b.WriteByte(':')
 		if name == "host" {
-			// net/http moves Host out of the header map.
-			b.WriteString(r.Host)
+			// net/http moves Host out of the header map (and a client's
+			// request may leave it to the URL).
+			b.WriteString(cmp.Or(r.Host, r.URL.Host))
 		} else {
 			for i, v := range r.Header.Values(name) {
 				if i > 0 {
 					b.WriteByte(',')
 				}
-				b.WriteString(strings.Join(strings.Fields(v), " "))
+				b.WriteString(canonicalValue(v))
 			}
 		}
 		b.WriteByte('\n')
@@ -297,6 +324,27 @@ func (s *Signed) canonicalRequest(payload []byte) string {
 	sum := sha256.Sum256(payload)
 	b.WriteString(hex.EncodeToString(sum[:]))
 	return b.String()
+}
+
+// canonicalValue is a header value as SigV4 signs it: each run of spaces
+// made one, and trimmed. (Its ends are trimmed of any white space, as the
+// AWS SDK for Go does; net/http has trimmed blanks and tabs already.)
+func canonicalValue(v string) string {
+	var b strings.Builder
+	b.Grow(len(v))
+	space := false
+	for i := 0; i < len(v); i++ {
+		if v[i] == ' ' {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteByte(v[i])
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // canonicalQuery is the query's parameters, each name and value decoded
