@@ -114,9 +114,9 @@ func (g *Gateway) refuseSignature(w http.ResponseWriter, err error) {
 	default:
 		g.cfg.Metrics.refuse(RefusedSignature)
 	}
-	// What the client's author needs to compare with their own signer, for
-	// the operator to pass on; a client that merely lacks the key gets the
-	// message alone.
+	// The canonical request the gateway computed goes to the log, not to
+	// the client: it is what the author of a client whose signatures fail
+	// compares with their signer's.
 	g.log.Debug("request refused", "exception", e.Code, "message", e.Message, "canonical", e.Canonical)
 	lambdaError(w, http.StatusForbidden, e.Code, e.Message)
 }
