@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // Environment variables, with the design's names and defaults.
@@ -26,20 +29,41 @@ const (
 	// command line (which every local user can read); a flag overrides
 	// each. main takes them out of the process's environment, so that
 	// worker processes do not inherit them.
-	envAPIKey     = "GATEWAY_API_KEY"     // the Invoke API's key; none by default
-	envAgentToken = "GATEWAY_AGENT_TOKEN" // the agent's gRPC token; none by default
+	envAccessKeyID     = "GATEWAY_ACCESS_KEY_ID"     // the Invoke API's key pair; made at start by default
+	envSecretAccessKey = "GATEWAY_SECRET_ACCESS_KEY" // its secret
+	envAgentToken      = "GATEWAY_AGENT_TOKEN"       // the agent's gRPC token; none by default
+
+	// The host names the Invoke and Runtime APIs answer to besides
+	// loopback names and IP addresses, comma-separated.
+	envAllowedHosts = "GATEWAY_ALLOWED_HOSTS"
+
+	// envAPIKey was the Invoke API's key before it took SigV4: a gateway
+	// given one refuses to start rather than leave its owner believing
+	// that it is checked.
+	envAPIKey = "GATEWAY_API_KEY"
 )
 
-// secretEnv are the environment variables main keeps from its children.
-var secretEnv = []string{envAPIKey, envAgentToken}
+// secretEnv are the environment variables main keeps from its children:
+// the gateway's secrets, and the AWS credentials of whoever started it (a
+// shell where the gateway's printed export line was pasted holds the
+// gateway's own pair under those names), which the gateway never uses.
+var secretEnv = []string{
+	envAccessKeyID, envSecretAccessKey, envAgentToken,
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+}
 
 type config struct {
 	addr, template, agentAddr, runtimeAddr, label, docker, buildDir string
-	apiKey, agentToken                                              string
-	reload                                                          time.Duration
-	drain                                                           time.Duration
-	idleTimeout, heartbeat, orphanGrace                             time.Duration
-	log                                                             *slog.Logger
+	agentToken                                                      string
+	// creds is the Invoke API's key pair; madeCreds says it was made at
+	// start, to be printed.
+	creds                               sigv4.Credentials
+	madeCreds                           bool
+	allowedHosts                        []string
+	reload                              time.Duration
+	drain                               time.Duration
+	idleTimeout, heartbeat, orphanGrace time.Duration
+	log                                 *slog.Logger
 }
 
 // defaultTemplate is the demo template beside this file.
@@ -55,7 +79,9 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address of the Lambda Invoke API, /metrics and /healthz")
 	fs.StringVar(&c.template, "template", defaultTemplate(), "SAM template with the functions (reloaded when it changes)")
 	fs.StringVar(&c.agentAddr, "agent", "", "gRPC address of a separate agent (host:port or unix:/path); empty runs the agent in this process")
-	fs.StringVar(&c.apiKey, "api-key", "", "key every invocation and /metrics must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+", else none")
+	fs.StringVar(&c.creds.AccessKeyID, "access-key-id", "", "access key id of the key pair the Invoke API's AWS SigV4 signatures are made with; default $"+envAccessKeyID+", else a pair made at start and printed")
+	fs.StringVar(&c.creds.SecretAccessKey, "secret-access-key", "", "its secret; default $"+envSecretAccessKey+" (better: a command line is readable by every local user)")
+	hosts := fs.String("allowed-hosts", "", "host names the Invoke and Runtime APIs answer to besides loopback names and IP addresses, comma-separated (.example.com: it and its subdomains; *: any); default $"+envAllowedHosts)
 	fs.StringVar(&c.agentToken, "agent-token", "", "token the separate agent requires; default $"+envAgentToken)
 	fs.StringVar(&c.runtimeAddr, "runtime-addr", "127.0.0.1:0", "address of the Runtime API the workers poll")
 	fs.StringVar(&c.label, "label", "ttlkit-gateway", "label of this gateway's workers (in-process agent)")
@@ -67,10 +93,33 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if getenv(envAPIKey) != "" {
+		return c, errors.New(envAPIKey + " is no longer read: the Invoke API takes AWS SigV4 signatures, made with " +
+			envAccessKeyID + " and " + envSecretAccessKey + " (unset, a pair is made at start and printed)")
+	}
 	// Not flag defaults: -h would print them.
-	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
+	c.creds.AccessKeyID = cmp.Or(c.creds.AccessKeyID, getenv(envAccessKeyID))
+	c.creds.SecretAccessKey = cmp.Or(c.creds.SecretAccessKey, getenv(envSecretAccessKey))
 	c.agentToken = cmp.Or(c.agentToken, getenv(envAgentToken))
 	var err error
+	switch {
+	case c.creds == sigv4.Credentials{}:
+		c.creds, c.madeCreds = sigv4.NewCredentials(), true
+	case c.creds.AccessKeyID == "":
+		return c, errors.New(envSecretAccessKey + " (or -secret-access-key) is set but " + envAccessKeyID + " (-access-key-id) is not: set both, or neither for a pair made at start")
+	case c.creds.SecretAccessKey == "":
+		return c, errors.New(envAccessKeyID + " (or -access-key-id) is set but " + envSecretAccessKey + " (-secret-access-key) is not: set both, or neither for a pair made at start")
+	}
+	if err := c.creds.Check(); err != nil {
+		return c, fmt.Errorf("%s: %w", envAccessKeyID, err)
+	}
+	hostsFrom := "-allowed-hosts"
+	if *hosts == "" {
+		*hosts, hostsFrom = getenv(envAllowedHosts), envAllowedHosts
+	}
+	if c.allowedHosts, err = webguard.ParseHosts(*hosts); err != nil {
+		return c, fmt.Errorf("%s: %w", hostsFrom, err)
+	}
 	if c.idleTimeout, err = seconds(getenv, envIdleTimeout, 300); err != nil {
 		return c, err
 	}

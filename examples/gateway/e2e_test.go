@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -27,6 +30,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 )
@@ -101,9 +105,25 @@ func (g *gw) metrics(t *testing.T) string {
 	return string(b)
 }
 
+// testCreds is the key pair the tests' gateways are given and sdk's
+// clients sign with.
+var testCreds = sigv4.Credentials{AccessKeyID: "AKIDE2ETEST", SecretAccessKey: "s3cret-0f-the-e2e-tests"}
+
+// withCreds is env with testCreds for the gateway, unless env sets either
+// variable (to "" too).
+func withCreds(env map[string]string) map[string]string {
+	out := map[string]string{envAccessKeyID: testCreds.AccessKeyID, envSecretAccessKey: testCreds.SecretAccessKey}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
+// startGateway runs the program in this process, its key pair testCreds
+// unless env sets one.
 func startGateway(t *testing.T, label string, env map[string]string, args ...string) *gw {
 	t.Helper()
-	return start(t, env, append([]string{"-addr", "127.0.0.1:0", "-label", label, "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
+	return start(t, withCreds(env), append([]string{"-addr", "127.0.0.1:0", "-label", label, "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
 }
 
 // startAgent runs the agent subcommand in this process with env until the
@@ -155,11 +175,12 @@ func startBinary(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return startBinaryEnv(t, nil, args...)
 }
 
-// startBinaryEnv is startBinary with env added to the test's environment.
+// startBinaryEnv is startBinary with env added to the test's environment,
+// after testCreds (so env may override them).
 func startBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), append([]string{"-addr", "127.0.0.1:0", "-build-dir", buildDir, "-log-level", "warn"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), envAccessKeyID+"="+testCreds.AccessKeyID, envSecretAccessKey+"="+testCreds.SecretAccessKey), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -177,13 +198,32 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, stri
 	return cmd, m[1]
 }
 
-func sdk(addr string) *lambda.Client {
+// sdk is the AWS SDK's Lambda client of the gateway at addr, with
+// testCreds.
+func sdk(addr string) *lambda.Client { return sdkWith(addr, testCreds) }
+
+// sdkWith is the AWS SDK's Lambda client of the gateway at addr, with c,
+// changed by opts; it does not retry.
+func sdkWith(addr string, c sigv4.Credentials, opts ...func(*lambda.Options)) *lambda.Client {
 	return lambda.New(lambda.Options{
 		Region:           "us-east-1",
 		BaseEndpoint:     aws.String("http://" + addr),
-		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Credentials:      credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
 		RetryMaxAttempts: 1,
-	})
+	}, opts...)
+}
+
+// signedPost posts body to fn's invocations at addr, signed with testCreds
+// as the AWS SDK's signer signs.
+func signedPost(t *testing.T, addr, fn string, body []byte) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+addr+"/2015-03-31/functions/"+fn+"/invocations", bytes.NewReader(body))
+	require.NoError(t, err)
+	sum := sha256.Sum256(body)
+	require.NoError(t, v4.NewSigner().SignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: testCreds.AccessKeyID, SecretAccessKey: testCreds.SecretAccessKey},
+		req, hex.EncodeToString(sum[:]), "lambda", "us-east-1", time.Now()))
+	return http.DefaultClient.Do(req)
 }
 
 func invoke(t *testing.T, c *lambda.Client, fn, payload string) *lambda.InvokeOutput {
@@ -255,7 +295,7 @@ func TestInvokeAPI(t *testing.T) {
 	_, err = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: big})
 	var tooBig *types.RequestTooLargeException
 	require.ErrorAs(t, err, &tooBig)
-	resp, err := http.Post("http://"+g.addr+"/2015-03-31/functions/echo/invocations", "application/json", bytes.NewReader(big))
+	resp, err := signedPost(t, g.addr, "echo", big)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
@@ -407,8 +447,21 @@ func killAndRestart(t *testing.T, a agent.Agent, args ...string) []agent.Worker 
 			_, _ = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("slow"), Payload: []byte(`{"ms":3000}`)})
 		})
 	}
-	require.Eventually(t, func() bool { return len(listed(t, a, "slow")) == 3 }, time.Minute, 20*time.Millisecond)
+	// Every worker busy, not merely started: a runtime still waiting for
+	// its first invocation dies with the gateway (its poll fails).
+	inUse := func() float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return gwtest.Metric(t, string(b), `gateway_workers_in_use{function="slow"}`)
+	}
+	require.Eventually(t, func() bool { return inUse() == 3 }, time.Minute, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the invocations reach their workers
 	before := listed(t, a, "slow")
+	require.Len(t, before, 3)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	wg.Wait()

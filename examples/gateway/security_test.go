@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,33 +15,23 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
+	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
+	"github.com/ttlkit/ttlkit/internal/browsertest"
 )
 
-// sdkWithKey is the AWS SDK's Lambda client sending key in X-Api-Key, as
-// README shows: a middleware added through APIOptions.
-func sdkWithKey(addr, key string) *lambda.Client {
-	return lambda.New(lambda.Options{
-		Region:           "us-east-1",
-		BaseEndpoint:     aws.String("http://" + addr),
-		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
-		RetryMaxAttempts: 1,
-		APIOptions:       []func(*middleware.Stack) error{smithyhttp.AddHeaderValue("X-Api-Key", key)},
-	})
-}
-
-// refusedBy asserts that err is the API's answer code with HTTP status.
+// refusedBy asserts that err is the API's answer code with HTTP status, as
+// the AWS SDK reports it.
 func refusedBy(t *testing.T, err error, status int, code string) {
 	t.Helper()
 	var api smithy.APIError
@@ -51,64 +42,225 @@ func refusedBy(t *testing.T, err error, status int, code string) {
 	assert.Equal(t, status, resp.HTTPStatusCode())
 }
 
-// With GATEWAY_API_KEY, the AWS SDK's client is refused without the key
-// (401) and with another (403), starting no worker, and served with it.
-func TestAPIKeyThroughSDK(t *testing.T) {
-	const key = "e2e-api-k3y"
+// signedAt is the AWS SDK's signer signing at a fixed time: what a client
+// sends when it replays a request signed then, or signs with a clock that
+// far off.
+type signedAt time.Time
+
+func (s signedAt) SignHTTP(ctx context.Context, c aws.Credentials, r *http.Request, payloadHash, service, region string, _ time.Time, opts ...func(*v4.SignerOptions)) error {
+	return v4.NewSigner().SignHTTP(ctx, c, r, payloadHash, service, region, time.Time(s), opts...)
+}
+
+// The AWS SDK's client works with the gateway's key pair, by a function's
+// name or its ARN; it is refused, with the exception AWS answers, without
+// a signature, with another secret, with an access key id the gateway
+// does not hold, and with a request signed 16 minutes ago (a replay) or
+// ahead; a refused call starts no worker.
+func TestSigV4ThroughSDK(t *testing.T) {
 	lbl := label(t)
-	g := startGateway(t, lbl, map[string]string{envAPIKey: key})
+	g := startGateway(t, lbl, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	in := &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: []byte(`{"k":1}`)}
 
-	_, err := sdk(g.addr).Invoke(ctx, in)
-	refusedBy(t, err, http.StatusUnauthorized, "MissingAuthenticationTokenException")
-	_, err = sdkWithKey(g.addr, "wrong").Invoke(ctx, in)
+	_, err := sdkWith(g.addr, testCreds, func(o *lambda.Options) { o.Credentials = aws.AnonymousCredentials{} }).Invoke(ctx, in)
+	refusedBy(t, err, http.StatusForbidden, "MissingAuthenticationTokenException")
+	_, err = sdkWith(g.addr, sigv4.Credentials{AccessKeyID: testCreds.AccessKeyID, SecretAccessKey: "wrong"}).Invoke(ctx, in)
+	refusedBy(t, err, http.StatusForbidden, "InvalidSignatureException")
+	_, err = sdkWith(g.addr, sigv4.Credentials{AccessKeyID: "AKIDUNKNOWN", SecretAccessKey: testCreds.SecretAccessKey}).Invoke(ctx, in)
 	refusedBy(t, err, http.StatusForbidden, "UnrecognizedClientException")
+	for _, skew := range []time.Duration{-16 * time.Minute, 16 * time.Minute} {
+		_, err = sdkWith(g.addr, testCreds, func(o *lambda.Options) { o.HTTPSignerV4 = signedAt(time.Now().Add(skew)) }).Invoke(ctx, in)
+		refusedBy(t, err, http.StatusForbidden, "InvalidSignatureException")
+		var api smithy.APIError
+		require.ErrorAs(t, err, &api)
+		assert.Regexp(t, `^Signature (expired: \d{8}T\d{6}Z is now earlier than|not yet current: \d{8}T\d{6}Z is still later than) \d{8}T\d{6}Z \(\d{8}T\d{6}Z [-+] 15 min\.\)$`, api.ErrorMessage())
+	}
 	assert.Empty(t, listed(t, localAgent(t, lbl), "echo"), "a refused call starts no worker")
+	assert.Zero(t, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="echo"}`))
 
-	out := invoke(t, sdkWithKey(g.addr, key), "echo", `{"k":1}`)
+	out := invoke(t, sdk(g.addr), "echo", `{"k":1}`)
 	assert.Nil(t, out.FunctionError)
 	assert.JSONEq(t, `{"k":1}`, string(out.Payload))
-	resp, err := http.Get("http://" + g.addr + "/metrics")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "/metrics wants the key too")
+	for _, name := range []string{
+		"arn:aws:lambda:us-east-1:000000000000:function:echo",
+		"arn:aws:lambda:eu-west-3:123456789012:function:echo:$LATEST",
+		"123456789012:function:echo",
+		"echo:$LATEST",
+	} {
+		out = invoke(t, sdk(g.addr), name, `{"by":"arn"}`)
+		assert.JSONEq(t, `{"by":"arn"}`, string(out.Payload), name)
+	}
+	out = invoke(t, sdkWith(g.addr, testCreds, func(o *lambda.Options) { o.HTTPSignerV4 = signedAt(time.Now().Add(-14 * time.Minute)) }), "echo", `{}`)
+	assert.Nil(t, out.FunctionError, "14 minutes off is within the window")
+	_, err = sdk(g.addr).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), Qualifier: aws.String("1")})
+	refusedBy(t, err, http.StatusNotFound, "ResourceNotFoundException")
 }
 
-// A gateway that listens beyond loopback without a key says so; with a
-// key, or on loopback, it does not.
+// foreignHostClient is the AWS SDK's client of the gateway at addr, as
+// reached through a name that resolves to it (a DNS rebinding name): it
+// signs for, and sends, Host name:port.
+func foreignHostClient(t *testing.T, addr, name string) *lambda.Client {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return sdkWith(name+":"+port, testCreds, func(o *lambda.Options) { o.HTTPClient = &http.Client{Transport: tr} })
+}
+
+// runtimeEndpoint returns the AWS_LAMBDA_RUNTIME_API of worker process
+// pid: host:port/w/<id>/<secret>.
+func runtimeEndpoint(t *testing.T, pid int) string {
+	t.Helper()
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	require.NoError(t, err)
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "AWS_LAMBDA_RUNTIME_API="); ok {
+			return v
+		}
+	}
+	t.Fatalf("worker %d has no AWS_LAMBDA_RUNTIME_API", pid)
+	return ""
+}
+
+// helloWorker invokes hello and returns its worker's pid.
+func helloWorker(t *testing.T, addr string) int {
+	t.Helper()
+	var hello struct{ PID int }
+	out := invoke(t, sdk(addr), "hello", `{"name":"pid"}`)
+	require.NoError(t, json.Unmarshal(out.Payload, &hello), "%s", out.Payload)
+	require.NotZero(t, hello.PID)
+	return hello.PID
+}
+
+// A request whose Host is a name the gateway is not configured with (a DNS
+// rebinding page's) is refused, by the Invoke API though it is correctly
+// signed for that Host, and by the Runtime API though it carries the
+// worker's secret; with the name in GATEWAY_ALLOWED_HOSTS, both answer it.
+func TestForeignHost(t *testing.T) {
+	for _, allowed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "refused", true: "allowed"}[allowed], func(t *testing.T) {
+			lbl := label(t)
+			var env map[string]string
+			if allowed {
+				env = map[string]string{envAllowedHosts: "rebind.example"}
+			}
+			g := startGateway(t, lbl, env)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := foreignHostClient(t, g.addr, "rebind.example").Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: []byte(`{"via":"name"}`)})
+			if allowed {
+				require.NoError(t, err)
+				assert.JSONEq(t, `{"via":"name"}`, string(out.Payload))
+			} else {
+				refusedBy(t, err, http.StatusForbidden, "AccessDeniedException")
+				assert.Empty(t, listed(t, localAgent(t, lbl), "echo"), "a refused call starts no worker")
+				assert.Equal(t, 1.0, gwtest.Metric(t, g.metrics(t), `gateway_requests_refused_total{reason="host"}`))
+			}
+
+			// A report for a request id the worker never got: harmless when
+			// answered (400), and refused before that for a foreign Host.
+			endpoint := runtimeEndpoint(t, helloWorker(t, g.addr))
+			hostPort, _, _ := strings.Cut(endpoint, "/")
+			_, port, _ := net.SplitHostPort(hostPort)
+			req, err := http.NewRequest("POST", "http://"+endpoint+"/2018-06-01/runtime/invocation/00000000-0000-0000-0000-000000000000/response", strings.NewReader(`{}`))
+			require.NoError(t, err)
+			req.Host = "rebind.example:" + port
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if allowed {
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+				assert.Contains(t, string(body), "InvalidRequestID")
+			} else {
+				assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s", body)
+				assert.Contains(t, string(body), "AccessDeniedException")
+			}
+		})
+	}
+}
+
+// A real browser, on a page of another site, sends the requests a page
+// can send without a preflight (a no-cors fetch POST and a form POST of
+// text/plain, an image's GET) to the running gateway's Invoke API, and to
+// a worker's Runtime API (its poll, and its init/error, which would end
+// it), its secret included: each is refused as cross-site, before its
+// signature is even looked at; no function is invoked, no worker started
+// or ended.
+func TestBrowserCannotInvoke(t *testing.T) {
+	ctx := browsertest.New(t)
+	lbl := label(t)
+	g := startGateway(t, lbl, nil)
+	hello := helloWorker(t, g.addr)
+	rt := "http://" + runtimeEndpoint(t, hello) + "/2018-06-01/runtime/"
+	payload := `{"name":"from a page"}`
+	var reqs []browsertest.Request
+	for _, url := range []string{
+		"http://" + g.addr + "/2015-03-31/functions/echo/invocations",
+		"http://" + g.addr + "/2015-03-31/functions/hello/invocations",
+	} {
+		reqs = append(reqs, browsertest.CrossSiteKinds(url, payload)...)
+	}
+	reqs = append(reqs, browsertest.CrossSiteKinds(rt+"invocation/next", payload)...)
+	reqs = append(reqs, browsertest.CrossSiteKinds(rt+"init/error", `{"errorMessage":"from a page"}`)...)
+	browsertest.Attack(t, ctx, reqs...)
+
+	m := g.metrics(t)
+	assert.Equal(t, 6.0, gwtest.Metric(t, m, `gateway_requests_refused_total{reason="cross_site"}`), "refused as cross-site:\n%s", m)
+	assert.Zero(t, gwtest.Metric(t, m, `gateway_requests_refused_total{reason="unsigned"}`), "none reached the signature check")
+	assert.Zero(t, gwtest.Metric(t, m, `gateway_cold_starts_total{function="echo"}`))
+	assert.Zero(t, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="echo",outcome="ok"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="hello",outcome="ok"}`), "the test's own call only")
+	assert.Zero(t, gwtest.Metric(t, m, `gateway_workers_destroyed_total{function="hello",reason="crashed"}`))
+	assert.Empty(t, listed(t, localAgent(t, lbl), "echo"))
+	assert.Equal(t, hello, helloWorker(t, g.addr), "hello's worker still serves: no page ended it")
+}
+
+// A gateway that listens beyond loopback says that it has no TLS; on
+// loopback it does not.
 func TestOpenAddressWarning(t *testing.T) {
-	const warning = "listens beyond loopback without an API key"
+	const warning = "listens beyond loopback without TLS"
 	open := startGateway(t, label(t)+"open", nil, "-addr", "0.0.0.0:0")
 	assert.Contains(t, open.logs.String(), warning)
-	keyed := startGateway(t, label(t)+"keyed", map[string]string{envAPIKey: "k"}, "-addr", "0.0.0.0:0")
-	assert.NotContains(t, keyed.logs.String(), warning)
 	local := startGateway(t, label(t)+"local", nil)
 	assert.NotContains(t, local.logs.String(), warning)
 }
 
 // The gateway's secrets, given in its environment, do not reach the
-// functions: worker processes inherit the rest of its environment, not
-// GATEWAY_API_KEY or GATEWAY_AGENT_TOKEN. A worker's endpoint carries its
-// secret.
+// functions: worker processes inherit the rest of its environment, not its
+// key pair, the agent's token, nor AWS credentials (a shell where the
+// printed export line was pasted holds the gateway's own pair under those
+// names). A worker's endpoint carries its secret.
 func TestSecretsNotInherited(t *testing.T) {
-	const key = "inherited-k3y"
-	cmd, addr := startBinaryEnv(t, []string{envAPIKey + "=" + key, envAgentToken + "=agent-t0ken"}, "-label", label(t))
-	out := invoke(t, sdkWithKey(addr, key), "hello", `{"name":"env"}`)
+	secrets := map[string]string{
+		envAccessKeyID: "AKIDINHERITED", envSecretAccessKey: "inherited-s3cret", envAgentToken: "agent-t0ken",
+		"AWS_ACCESS_KEY_ID": "AKIDINHERITED", "AWS_SECRET_ACCESS_KEY": "inherited-s3cret", "AWS_SESSION_TOKEN": "sess10n",
+	}
+	var env []string
+	for k, v := range secrets {
+		env = append(env, k+"="+v)
+	}
+	cmd, addr := startBinaryEnv(t, append(env, "GATEWAY_TEST_KEPT=kept"), "-label", label(t))
+	c := sdkWith(addr, sigv4.Credentials{AccessKeyID: "AKIDINHERITED", SecretAccessKey: "inherited-s3cret"})
+	out := invoke(t, c, "hello", `{"name":"env"}`)
 	var hello struct{ PID int }
 	require.NoError(t, json.Unmarshal(out.Payload, &hello), "%s", out.Payload)
 	require.NotZero(t, hello.PID)
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(hello.PID) + "/environ")
+	environ, err := os.ReadFile("/proc/" + strconv.Itoa(hello.PID) + "/environ")
 	require.NoError(t, err)
 	vars := map[string]string{}
-	for _, kv := range strings.Split(string(env), "\x00") {
+	for _, kv := range strings.Split(string(environ), "\x00") {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	assert.NotContains(t, vars, envAPIKey)
-	assert.NotContains(t, vars, envAgentToken)
-	assert.False(t, strings.Contains(string(env), key), "the key is in the worker's environment")
+	for k, v := range secrets {
+		assert.NotContains(t, vars, k)
+		assert.NotContains(t, string(environ), v)
+	}
+	assert.Equal(t, "kept", vars["GATEWAY_TEST_KEPT"], "the rest of the environment is inherited")
 	assert.Regexp(t, `^127\.0\.0\.1:[0-9]+/w/[0-9a-f]+/[0-9a-f]{64}$`, vars["AWS_LAMBDA_RUNTIME_API"])
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())

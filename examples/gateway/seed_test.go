@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -163,7 +162,7 @@ func TestSIGTERMDrains(t *testing.T) {
 
 	var refused bool
 	for !refused {
-		resp, err := http.Post("http://"+addr+"/2015-03-31/functions/hello/invocations", "application/json", strings.NewReader("{}"))
+		resp, err := signedPost(t, addr, "hello", []byte("{}"))
 		require.NoError(t, err, "the gateway stopped listening before the invocation in flight finished")
 		resp.Body.Close()
 		refused = resp.StatusCode == http.StatusServiceUnavailable

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
 	"github.com/ttlkit/ttlkit/examples/gateway/template"
 )
 
@@ -63,6 +65,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	rt := runtimeapi.New()
+	rt.Hosts = c.allowedHosts
 	rtSrv, rtAddr, err := rt.Listen(c.runtimeAddr)
 	if err != nil {
 		return fmt.Errorf("runtime API: %w", err)
@@ -77,7 +80,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	gw, err := gateway.New(gateway.Config{
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
-		Metrics: metrics, Logger: log, APIKey: c.apiKey,
+		Metrics: metrics, Logger: log, Credentials: []sigv4.Credentials{c.creds}, Hosts: c.allowedHosts,
 	}, fns)
 	if err != nil {
 		return err
@@ -101,8 +104,8 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		defer cancel()
 		return errors.Join(err, gw.Close(cctx))
 	}
-	if c.apiKey == "" && !loopback(ln.Addr()) {
-		log.Warn("the Invoke API listens beyond loopback without an API key: whoever reaches it may invoke every function; set "+envAPIKey, "addr", ln.Addr().String())
+	if !loopback(ln.Addr()) {
+		log.Warn("the Invoke API listens beyond loopback without TLS: payloads travel in clear, and a signed request seen on the way can be replayed for 15 minutes", "addr", ln.Addr().String())
 	}
 	srv := &http.Server{Handler: gateway.NewServer(gw, reg), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
@@ -118,6 +121,9 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	}()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "runtime_api", rtAddr, "functions", len(fns), "template", c.template)
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	if c.madeCreds {
+		printCredentials(stderr, c.creds, ln.Addr())
+	}
 
 	<-ctx.Done()
 	// Drain: new invocations get 503, in-flight ones finish, then every
@@ -135,6 +141,21 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	err = errors.Join(err, gw.Close(cctx))
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// printCredentials tells, on w, the key pair made at start for this run, as
+// a line to paste into a shell: the AWS CLI and SDKs read these variables
+// (AWS_DEFAULT_REGION for version 1 of the CLI; AWS_ENDPOINT_URL_LAMBDA for
+// the recent ones, which then need no --endpoint-url).
+func printCredentials(w io.Writer, c sigv4.Credentials, addr net.Addr) {
+	endpoint := addr.String()
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+	}
+	fmt.Fprintf(w, "\nThe Invoke API takes AWS SigV4 signatures made with a key pair made for this run\n"+
+		"(set %s and %s to choose one). To call it, paste into a shell:\n\n"+
+		"    export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL_LAMBDA=http://%s\n\n",
+		envAccessKeyID, envSecretAccessKey, c.AccessKeyID, c.SecretAccessKey, endpoint)
 }
 
 func newLocalAgent(label, dockerHost string, out io.Writer) (*agent.Local, func(), error) {

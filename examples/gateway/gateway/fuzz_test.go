@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
 	"github.com/ttlkit/ttlkit/internal/httpfuzz"
 )
 
@@ -32,41 +34,48 @@ func (e *env) invocations(t testing.TB) uint64 {
 	return n
 }
 
-// FuzzInvokeAPI sends arbitrary requests (method, path and query, body,
-// the API key in either header, the invocation type; oversize pads the
-// body past 6 MB) to the HTTP surface of one gateway, with an API key and
-// one function run by a real worker: nothing panics or answers 5xx; a
-// request without the key is refused (401 or 403; only /healthz and the
-// mux's redirects are open) and invokes nothing; on the invoke path of the
-// function with the key, a malformed request gets its 4xx (invocation
-// type, size, JSON) and a well-formed one the function's answer.
+// FuzzInvokeAPI sends arbitrary requests (method, path and query, body, an
+// Authorization header, the invocation type; sign has the AWS SDK's
+// signer sign the request with the gateway's key pair, after the rest is
+// set; oversize pads the body past 6 MB) to the HTTP surface of one
+// gateway with one function run by a real worker: nothing panics or
+// answers 5xx; an unsigned request is refused (403; only GET /healthz and
+// /metrics are open) and invokes nothing, before its body is read; a
+// signed one is never refused for its signature, which checks this
+// package's canonical request against the SDK's on whatever the fuzzer
+// makes; on the invoke path of the function, a signed malformed request
+// gets its 4xx (invocation type, size, JSON) and a well-formed one the
+// function's answer.
 func FuzzInvokeAPI(f *testing.F) {
-	e := startWith(f, func(c *gateway.Config) { c.APIKey = apiKey }, function("fn", 5, 2))
+	e := start(f, function("fn", 5, 2))
 	const path = "/2015-03-31/functions/fn/invocations"
 	for _, seed := range []struct {
-		method, target, body, key, authz, typ string
-		oversize                              bool
+		method, target, body, authz, typ string
+		sign, oversize                   bool
 	}{
-		{"POST", path, `{"echo":{"a":1}}`, apiKey, "", "", false},
-		{"POST", path, `{"fail":"boom"}`, "", "Bearer " + apiKey, "RequestResponse", false},
-		{"POST", path, ``, apiKey, "", "DryRun", false},
-		{"POST", path, `{}`, apiKey, "", "Event", false},
-		{"POST", path, `{"a":`, apiKey, "", "", false},
-		{"POST", path, `{}`, apiKey, "", "", true},
-		{"POST", path, `{}`, "", "", "", false},
-		{"POST", path, `{}`, "wrong", "Bearer " + apiKey, "", false},
-		{"POST", path, `[1,2]`, "", "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/lambda/aws4_request", "", false},
-		{"POST", "/2015-03-31/functions/nope/invocations", `{}`, apiKey, "", "", false},
-		{"POST", "/2015-03-31/functions/f%6E/invocations?Qualifier=$LATEST", `"s"`, apiKey, "", "", false},
-		{"GET", path, ``, apiKey, "", "", false},
-		{"POST", "/2015-03-31/functions/../../healthz", ``, "", "", "", false},
-		{"GET", "/metrics", ``, apiKey, "", "", false},
-		{"GET", "/healthz", ``, "", "", "", false},
-		{"PUT", "/2015-03-31/functions/fn/invocations/x", `{}`, apiKey, "", "", false},
+		{"POST", path, `{"echo":{"a":1}}`, "", "", true, false},
+		{"POST", path, `{"fail":"boom"}`, "", "RequestResponse", true, false},
+		{"POST", path, ``, "", "DryRun", true, false},
+		{"POST", path, `{}`, "", "Event", true, false},
+		{"POST", path, `{"a":`, "", "", true, false},
+		{"POST", path, `{}`, "", "", true, true},
+		{"POST", path, `{}`, "", "", false, true},
+		{"POST", path, `{}`, "", "", false, false},
+		{"POST", path, `{}`, "Bearer k3y", "", false, false},
+		{"POST", path, `[1,2]`, "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=00", "", false, false},
+		{"POST", "/2015-03-31/functions/nope/invocations", `{}`, "", "", true, false},
+		{"POST", "/2015-03-31/functions/f%6E/invocations?Qualifier=$LATEST", `"s"`, "", "", true, false},
+		{"POST", "/2015-03-31/functions/arn%3Aaws%3Alambda%3Aeu-west-1%3A1%3Afunction%3Afn%3A%24LATEST/invocations", `{}`, "", "  a  b ", true, false},
+		{"POST", "/2015-03-31/functions/fn/invocations?b=%zz&a=1+2&a=0&c", `{}`, "", "", true, false},
+		{"GET", path, ``, "", "", true, false},
+		{"POST", "/2015-03-31/functions/../../healthz", ``, "", "", false, false},
+		{"GET", "/metrics", ``, "", "", false, false},
+		{"GET", "/healthz", ``, "", "", false, false},
+		{"PUT", "/2015-03-31/functions/fn/invocations/x", `{}`, "", "", true, false},
 	} {
-		f.Add(seed.method, seed.target, seed.body, seed.key, seed.authz, seed.typ, seed.oversize)
+		f.Add(seed.method, seed.target, seed.body, seed.authz, seed.typ, seed.sign, seed.oversize)
 	}
-	f.Fuzz(func(t *testing.T, method, target, body, key, authz, typ string, oversize bool) {
+	f.Fuzz(func(t *testing.T, method, target, body, authz, typ string, signIt, oversize bool) {
 		// Only what the function answers at once: no sleep, no exit (a
 		// crash is answered, as a 200, but costs a cold start).
 		var ask gwtest.Request
@@ -76,52 +85,65 @@ func FuzzInvokeAPI(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		req, ok := httpfuzz.Request(ctx, method, target, body)
-		if !ok || !httpfuzz.SetHeader(req, "X-Api-Key", key) || !httpfuzz.SetHeader(req, "Authorization", authz) ||
-			!httpfuzz.SetHeader(req, "X-Amz-Invocation-Type", typ) {
+		if !ok || !httpfuzz.SetHeader(req, "Authorization", authz) || !httpfuzz.SetHeader(req, "X-Amz-Invocation-Type", typ) {
 			return
+		}
+		if signIt {
+			// Signed over the fuzzer's body: a padded one is refused for
+			// its size before its signature is verified.
+			sign(t, req, []byte(body), creds, time.Now())
+			if req.ContentLength > 0 {
+				// As net/http's server leaves a request that came with it.
+				req.Header.Set("Content-Length", strconv.FormatInt(req.ContentLength, 10))
+			}
 		}
 		if oversize {
 			httpfuzz.Pad(req, body, gateway.MaxPayload+1)
 		}
-		authorized := httpfuzz.CarriesKey(key, authz, apiKey)
 		before := e.invocations(t)
 		rec := httptest.NewRecorder()
 		e.handler.ServeHTTP(rec, req)
-		code := rec.Code
+		code, exception := rec.Code, rec.Header().Get("X-Amzn-Errortype")
 		if code < 200 || code >= 500 {
 			t.Fatalf("%s %q (%.100q): %d %s", method, target, body, code, rec.Body)
 		}
 		if rec.Body.Len() > gateway.MaxPayload+1024 {
 			t.Fatalf("%s %q: a %d-byte answer", method, target, rec.Body.Len())
 		}
-		if code >= 400 && rec.Header().Get("X-Amzn-Errortype") != "" {
+		if code >= 400 && exception != "" {
 			var doc struct{ Message string }
 			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.Message == "" {
 				t.Fatalf("%s %q: a %d without the error shape: %s", method, target, code, rec.Body)
 			}
 		}
-		open := req.URL.Path == "/healthz" && (method == "GET" || method == "HEAD")
-		redirect := code >= 300 && code < 400
-		if !authorized && !open && !redirect {
-			if code != http.StatusUnauthorized && code != http.StatusForbidden {
-				t.Fatalf("%s %q without the key (X-Api-Key %q, Authorization %q): %d %s", method, target, key, authz, code, rec.Body)
+		open := (req.URL.Path == "/healthz" || req.URL.Path == "/metrics") && (method == "GET" || method == "HEAD")
+		if !signIt && !open {
+			if code != http.StatusForbidden {
+				t.Fatalf("%s %q unsigned (Authorization %q): %d %s", method, target, authz, code, rec.Body)
 			}
 			if after := e.invocations(t); after != before {
-				t.Fatalf("%s %q without the key invoked the function", method, target)
+				t.Fatalf("%s %q unsigned invoked the function", method, target)
 			}
 			return
 		}
-		if !authorized || method != "POST" || req.URL.Path != path {
+		if !signIt {
+			return
+		}
+		switch exception {
+		case sigv4.MissingAuthenticationToken, sigv4.IncompleteSignature, sigv4.UnrecognizedClient, sigv4.InvalidSignature:
+			t.Fatalf("%s %q signed by the SDK refused: %s %s", method, target, exception, rec.Body)
+		}
+		if method != "POST" || req.URL.Path != path {
 			return
 		}
 		want := http.StatusOK
 		switch {
+		case oversize:
+			want = http.StatusRequestEntityTooLarge
 		case typ != "" && typ != "RequestResponse" && typ != "DryRun":
 			want = http.StatusBadRequest
 		case typ == "DryRun":
 			want = http.StatusNoContent
-		case oversize:
-			want = http.StatusRequestEntityTooLarge
 		case body != "" && !json.Valid([]byte(body)):
 			want = http.StatusBadRequest
 		}

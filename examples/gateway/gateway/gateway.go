@@ -19,6 +19,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
 	"github.com/ttlkit/ttlkit/examples/gateway/template"
 	"github.com/ttlkit/ttlkit/pool"
 )
@@ -47,10 +48,12 @@ type Config struct {
 	IdleTimeout, Heartbeat, OrphanGrace time.Duration
 	Metrics                             *Metrics
 	Logger                              *slog.Logger
-	// APIKey, when set, is required of every request but /healthz (the
-	// Invoke API and /metrics), in an X-Api-Key header or as an
-	// "Authorization: Bearer" token; see NewServer.
-	APIKey string
+	// Credentials are the access key pairs the Invoke API takes AWS SigV4
+	// signatures of (at least one); see NewServer.
+	Credentials []sigv4.Credentials
+	// Hosts are the host names the HTTP surface answers to besides
+	// loopback names and IP addresses (webguard.Options.Hosts).
+	Hosts []string
 }
 
 // Worker is one pooled worker.
@@ -70,6 +73,7 @@ type Gateway struct {
 	inflight atomic.Int64 // invocations being served
 	keys     sync.Map     // key -> Worker
 	log      *slog.Logger
+	verifier *sigv4.Verifier
 }
 
 // functions is one configuration: the template's functions by name and the
@@ -84,7 +88,11 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	v, err := sigv4.NewVerifier("lambda", cfg.Credentials...)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: the Invoke API's credentials: %w", err)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v}
 	g.setFunctions(fns, cfg.Commands)
 	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
 	if err != nil {

@@ -3,18 +3,22 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/smithy-go/encoding/httpbinding"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +27,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/gateway"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
 	"github.com/ttlkit/ttlkit/examples/gateway/template"
 )
 
@@ -72,6 +77,7 @@ func startWith(t testing.TB, set func(*gateway.Config), fns ...template.Function
 	cfg := gateway.Config{
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: time.Hour, Heartbeat: time.Hour, OrphanGrace: time.Hour, Metrics: m,
+		Credentials: []sigv4.Credentials{creds},
 	}
 	set(&cfg)
 	gw, err := gateway.New(cfg, fns)
@@ -112,13 +118,42 @@ type result struct {
 	body   []byte
 }
 
-func (e *env) post(t *testing.T, fn string, payload []byte, header ...string) result {
+// creds is the key pair of the tests' gateways.
+var creds = sigv4.Credentials{AccessKeyID: "AKIDGATEWAYTEST", SecretAccessKey: "s3cret-0f-the-tests"}
+
+// sign signs req, whose body is payload, as the AWS SDK's signer does for
+// the lambda service, with c at time at.
+func sign(t testing.TB, req *http.Request, payload []byte, c sigv4.Credentials, at time.Time) {
 	t.Helper()
-	req, err := http.NewRequest("POST", e.url+"/2015-03-31/functions/"+fn+"/invocations", bytes.NewReader(payload))
+	sum := sha256.Sum256(payload)
+	require.NoError(t, v4.NewSigner().SignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey},
+		req, hex.EncodeToString(sum[:]), "lambda", "us-east-1", at))
+}
+
+// invocation is a request invoking fn (a name or an ARN, escaped as the
+// AWS SDK for Go escapes it)
+// with payload, and header (pairs of name and value), signed with creds.
+func (e *env) invocation(t *testing.T, fn string, payload []byte, header ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("POST", e.url+"/2015-03-31/functions/"+httpbinding.EscapePath(fn, true)+"/invocations", bytes.NewReader(payload))
 	require.NoError(t, err)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	sign(t, req, payload, creds, time.Now())
+	return req
+}
+
+// post invokes fn with payload and header, signed with creds.
+func (e *env) post(t *testing.T, fn string, payload []byte, header ...string) result {
+	t.Helper()
+	return do(t, e.invocation(t, fn, payload, header...))
+}
+
+// do sends req and returns the answer.
+func do(t *testing.T, req *http.Request) result {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -277,9 +312,8 @@ func TestEvictions(t *testing.T) {
 	p = pid(t, e.post(t, "fn", []byte(`{}`)))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", e.url+"/2015-03-31/functions/fn/invocations", strings.NewReader(`{"sleep_ms":900}`))
-	require.NoError(t, err)
-	_, err = http.DefaultClient.Do(req)
+	req := e.invocation(t, "fn", []byte(`{"sleep_ms":900}`)).WithContext(ctx)
+	_, err := http.DefaultClient.Do(req)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	destroyed("canceled", 1)
 	gone(p)

@@ -10,9 +10,10 @@ import (
 
 // Metrics are the gateway's Prometheus collectors: per function, workers in
 // use and idle, waits for capacity, cold starts, destroys by reason and
-// invocation latency.
+// invocation latency; and the requests refused, by reason.
 type Metrics struct {
 	g         *Gateway
+	refused   *prometheus.CounterVec
 	destroyed *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	inUse     *prometheus.Desc
@@ -27,6 +28,9 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	fn := []string{"function"}
 	return &Metrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_requests_refused_total", Help: "Requests refused before they reached the API, by reason.",
+		}, []string{"reason"}),
 		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_workers_destroyed_total", Help: "Workers destroyed, by function and reason.",
 		}, []string{"function", "reason"}),
@@ -46,7 +50,7 @@ func NewMetrics() *Metrics {
 // Register registers the collectors with r for gateway g.
 func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 	m.g = g
-	for _, c := range []prometheus.Collector{m.destroyed, m.latency, m} {
+	for _, c := range []prometheus.Collector{m.refused, m.destroyed, m.latency, m} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -89,6 +93,17 @@ func (m *Metrics) onEvent(fn string, log *slog.Logger) func(pool.Event) {
 		}
 	}
 }
+
+// Reasons a request is refused for (gateway_requests_refused_total).
+const (
+	RefusedHost       = "host"        // a Host the gateway does not answer to
+	RefusedCrossSite  = "cross_site"  // sent by a browser for another site
+	RefusedUnsigned   = "unsigned"    // no SigV4 signature
+	RefusedUnknownKey = "unknown_key" // signed with an access key id the gateway does not hold
+	RefusedSignature  = "signature"   // a wrong, incomplete or expired signature
+)
+
+func (m *Metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 func (m *Metrics) observe(fn, outcome string, seconds float64) {
 	m.latency.WithLabelValues(fn, outcome).Observe(seconds)

@@ -2,13 +2,12 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
@@ -23,11 +24,18 @@ import (
 const MaxPayload = 6 << 20
 
 // NewServer returns the gateway's HTTP surface: the Lambda Invoke API,
-// /healthz and /metrics. When the gateway's Config.APIKey is set, every
-// request but /healthz must carry it (X-Api-Key, or Authorization: Bearer):
-// one without gets 401 MissingAuthenticationTokenException, one with
-// another key 403 UnrecognizedClientException, in the Lambda API's error
-// shape, before anything else is looked at.
+// /healthz and /metrics, behind two guards.
+//
+// First webguard's: a request for a Host the gateway does not answer to
+// (DNS rebinding), or one a browser sent for a page of another site, is
+// refused with 403 AccessDeniedException, whatever its method, path or
+// content type. Then AWS SigV4: every request but those of /healthz and
+// /metrics must be signed with one of Config.Credentials, as the AWS SDKs
+// and CLI sign, or it is refused with the exception AWS answers
+// (MissingAuthenticationTokenException, UnrecognizedClientException,
+// InvalidSignatureException, ...). A refused request reaches nothing else:
+// it learns not even whether a function exists. /metrics holds aggregates
+// only and stays open to a local scraper, which cannot sign.
 func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /2015-03-31/functions/{name}/invocations", handleInvoke(g))
@@ -39,52 +47,78 @@ func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return requireKey(g.cfg.APIKey, mux)
+	return webguard.Handler(g.authenticate(mux), webguard.Options{Hosts: g.cfg.Hosts, Deny: g.deny})
 }
 
-// requireKey lets through to next only the requests that carry key, and
-// GET /healthz; an empty key lets every request through. Keys are
-// compared as SHA-256 digests in constant time, so that neither their
-// bytes nor their length can be found by timing. (One mux behind a check,
-// rather than a mux in front of another: each costs allocations.)
-func requireKey(key string, next http.Handler) http.Handler {
-	if key == "" {
-		return next
+// deny answers a request webguard refused.
+func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, err error) {
+	reason := RefusedCrossSite
+	if errors.Is(err, webguard.ErrHost) {
+		reason = RefusedHost
 	}
-	want := sha256.Sum256([]byte(key))
+	g.cfg.Metrics.refuse(reason)
+	lambdaError(w, http.StatusForbidden, "AccessDeniedException", err.Error())
+}
+
+// payloadKey holds, in a request's context, the body its signature was
+// verified over: the body is read once.
+type payloadKey struct{}
+
+// authenticate lets through to next the requests of /healthz and
+// /metrics, and those signed with one of the gateway's key pairs, the body
+// read (at most MaxPayload) and put in the request's context. What the
+// signature tells without the body is checked before the body is read, so
+// a request without a known access key costs no read.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if (r.URL.Path == "/healthz" || r.URL.Path == "/metrics") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := credential(r.Header)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ttlkit-gateway"`)
-			lambdaError(w, http.StatusUnauthorized, "MissingAuthenticationTokenException",
-				"an API key is required: send it in an X-Api-Key header, or as a bearer token in Authorization")
+		signed, err := g.verifier.Check(r, time.Now())
+		if err != nil {
+			g.refuseSignature(w, err)
 			return
 		}
-		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			lambdaError(w, http.StatusForbidden, "UnrecognizedClientException", "the API key is not valid")
+		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayload))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				lambdaError(w, http.StatusRequestEntityTooLarge, "RequestTooLargeException",
+					fmt.Sprintf("Request must be smaller than %d bytes for the InvokeFunction operation", MaxPayload))
+				return
+			}
+			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
 			return
 		}
-		next.ServeHTTP(w, r)
+		if err := signed.Verify(payload); err != nil {
+			g.refuseSignature(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), payloadKey{}, payload)))
 	})
 }
 
-// credential returns the API key of a request: its X-Api-Key header, else
-// the token of an "Authorization: Bearer" header (an AWS SDK's own
-// Authorization header, a SigV4 signature, is not a key).
-func credential(h http.Header) (string, bool) {
-	if k := h.Get("X-Api-Key"); k != "" {
-		return k, true
+// refuseSignature answers a request whose signature sigv4 refused, with
+// the exception AWS answers.
+func (g *Gateway) refuseSignature(w http.ResponseWriter, err error) {
+	var e *sigv4.Error
+	if !errors.As(err, &e) {
+		e = &sigv4.Error{Code: sigv4.InvalidSignature, Message: err.Error()}
 	}
-	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
-	if token = strings.TrimSpace(token); ok && strings.EqualFold(scheme, "Bearer") && token != "" {
-		return token, true
+	switch e.Code {
+	case sigv4.MissingAuthenticationToken:
+		g.cfg.Metrics.refuse(RefusedUnsigned)
+	case sigv4.UnrecognizedClient:
+		g.cfg.Metrics.refuse(RefusedUnknownKey)
+	default:
+		g.cfg.Metrics.refuse(RefusedSignature)
 	}
-	return "", false
+	// The canonical request the gateway computed goes to the log, not to
+	// the client: it is what the author of a client whose signatures fail
+	// compares with their signer's.
+	g.log.Debug("request refused", "exception", e.Code, "message", e.Message, "canonical", e.Canonical)
+	lambdaError(w, http.StatusForbidden, e.Code, e.Message)
 }
 
 // lambdaError writes an error in the shape of the Lambda API's: the
@@ -98,12 +132,56 @@ func lambdaError(w http.ResponseWriter, status int, typ, msg string) {
 
 func arn(fn string) string { return "arn:aws:lambda:local:000000000000:function:" + fn }
 
+func qualified(q string) string {
+	if q == "" {
+		return ""
+	}
+	return ":" + q
+}
+
+// functionName returns the function and the qualifier (version or alias)
+// an invocation names, as Lambda takes them: the function's name, its ARN
+// (arn:aws:lambda:region:account:function:name), a partial ARN
+// (account:function:name), each with an optional ":qualifier", or a
+// Qualifier query parameter; bad says, in Lambda's words, what is wrong
+// with them. The gateway serves any region and account, and only $LATEST,
+// its one version.
+func functionName(name, query string) (fn, qualifier, bad string) {
+	parts := strings.Split(name, ":")
+	switch {
+	case len(parts) >= 7 && parts[0] == "arn" && parts[2] == "lambda" && parts[5] == "function":
+		parts = parts[6:]
+	case len(parts) >= 3 && parts[1] == "function":
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 1:
+		fn = parts[0]
+	case 2:
+		fn, qualifier = parts[0], parts[1]
+	default:
+		return "", "", "FunctionName " + strconv.Quote(name) + " is not a function name or ARN"
+	}
+	switch {
+	case query == "":
+	case qualifier == "":
+		qualifier = query
+	case qualifier != query:
+		return "", "", "The derived qualifier from the function name does not match the specified qualifier."
+	}
+	return fn, qualifier, ""
+}
+
 func handleInvoke(g *Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
+		name, qualifier, bad := functionName(r.PathValue("name"), r.URL.Query().Get("Qualifier"))
+		if bad != "" {
+			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", bad)
+			return
+		}
 		f, ok := g.Function(name)
-		if !ok {
-			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+arn(name))
+		if !ok || qualifier != "" && qualifier != "$LATEST" {
+			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+arn(name)+qualified(qualifier))
 			return
 		}
 		if g.draining.Load() {
@@ -119,17 +197,7 @@ func handleInvoke(g *Gateway) http.Handler {
 			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", "InvocationType "+t+" is not supported: use RequestResponse")
 			return
 		}
-		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayload))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				lambdaError(w, http.StatusRequestEntityTooLarge, "RequestTooLargeException",
-					fmt.Sprintf("Request must be smaller than %d bytes for the InvokeFunction operation", MaxPayload))
-				return
-			}
-			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
-			return
-		}
+		payload := r.Context().Value(payloadKey{}).([]byte) // authenticate read it
 		if len(payload) == 0 {
 			payload = []byte("{}")
 		} else if !json.Valid(payload) {

@@ -18,7 +18,7 @@ import (
 // secret; it returns the request id and payload it got.
 func poll(h http.Handler, id, secret string) (string, string) {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/w/"+id+"/"+secret+"/2018-06-01/runtime/invocation/next", nil))
+	h.ServeHTTP(rec, runtimeRequest("GET", "/w/"+id+"/"+secret+"/2018-06-01/runtime/invocation/next", ""))
 	return rec.Header().Get("Lambda-Runtime-Aws-Request-Id"), rec.Body.String()
 }
 
@@ -39,7 +39,7 @@ func invokeAsync(ctx context.Context, s *runtimeapi.Server, id, payload string) 
 
 // report is a runtime's report of request reqID's result through h.
 func report(h http.Handler, id, secret, reqID, body string) {
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/w/"+id+"/"+secret+"/2018-06-01/runtime/invocation/"+reqID+"/response", strings.NewReader(body)))
+	h.ServeHTTP(httptest.NewRecorder(), runtimeRequest("POST", "/w/"+id+"/"+secret+"/2018-06-01/runtime/invocation/"+reqID+"/response", body))
 }
 
 // FuzzRuntimeAPI sends arbitrary requests (method, path, body; oversize

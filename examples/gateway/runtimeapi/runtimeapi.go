@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // Limits of the Runtime API, as AWS Lambda's.
@@ -62,6 +65,10 @@ type Server struct {
 	// that crashed closes its connections at once. The caller checks
 	// whether the worker still exists and calls Gone if not.
 	ConnClosed func(id string)
+	// Hosts, set before Handler or Listen, are the host names the server
+	// answers to besides loopback names and IP addresses (which is how
+	// workers reach it: their endpoint holds the listener's address).
+	Hosts []string
 
 	mu      sync.Mutex
 	workers map[string]*worker
@@ -239,7 +246,11 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	}
 }
 
-// Handler returns the Runtime API of every worker.
+// Handler returns the Runtime API of every worker, behind webguard: a
+// request for a Host the server does not answer to (DNS rebinding), or one
+// a browser sent for a page of another site, even a GET (an image's), is
+// refused with 403 before a worker's secret is looked at, so that no web
+// page can take an invocation or report a result, whatever it knows.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/w/{worker}/{secret}/2018-06-01/runtime/"
@@ -247,7 +258,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+base+"invocation/{req}/response", s.result(false))
 	mux.HandleFunc("POST "+base+"invocation/{req}/error", s.result(true))
 	mux.HandleFunc("POST "+base+"init/error", s.initError)
-	return mux
+	return webguard.Handler(mux, webguard.Options{Hosts: s.Hosts, Deny: deny})
+}
+
+// deny answers a request webguard refused, in the Runtime API's error
+// shape.
+func deny(rw http.ResponseWriter, _ *http.Request, err error) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(http.StatusForbidden)
+	_ = json.NewEncoder(rw).Encode(map[string]string{"errorMessage": err.Error(), "errorType": "AccessDeniedException"})
 }
 
 // gone answers a request of a worker the server does not expect.

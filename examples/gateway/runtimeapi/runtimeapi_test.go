@@ -244,8 +244,17 @@ func TestProtocol(t *testing.T) {
 // network, so that deadlines run on synctest's clock.
 func call(h http.Handler, method, path string, body string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, "/w/"+path, strings.NewReader(body)))
+	h.ServeHTTP(rec, runtimeRequest(method, "/w/"+path, body))
 	return rec
+}
+
+// runtimeRequest is a request as a worker's runtime sends it: to the
+// server's address (httptest's own requests are for example.com, which the
+// server does not answer to).
+func runtimeRequest(method, target, body string) *http.Request {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Host = "127.0.0.1:9001"
+	return r
 }
 
 func TestTimeouts(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
+	"github.com/ttlkit/ttlkit/internal/browsertest"
 )
 
 // forge returns secret with its last character changed: as long, and
@@ -133,4 +134,109 @@ func invokeB(ctx context.Context, t *testing.T, s *runtimeapi.Server, endpoint s
 	id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id")
 	require.NotEmpty(t, id)
 	return id, done
+}
+
+// poller is a runtime's poll of worker id's endpoint at addr, sent with
+// host and header (pairs of name and value); it gives up after a few
+// seconds, as a poll let through would wait for an invocation.
+func poller(t *testing.T, addr, id, secret, host string, header ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+runtimeapi.Endpoint(addr, id, secret)+"/2018-06-01/runtime/invocation/next", nil)
+	require.NoError(t, err)
+	req.Host = host
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+// A request for a Host the Runtime API does not answer to (a DNS
+// rebinding page's), or one a browser marks as sent by another site, is
+// refused, though it carries the worker's secret: it takes no invocation
+// and ends no worker. A name the server is configured with is answered.
+func TestHostAndCrossSite(t *testing.T) {
+	s := runtimeapi.New()
+	addr := listen(t, s)
+	secret := s.Add("w")
+	_, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pending := invokeAsync(ctx, s, "w", `{"for":"w"}`)
+
+	for _, c := range []struct {
+		host   string
+		header []string
+	}{
+		{"evil.example:" + port, nil},
+		{"evil.example", nil},
+		{addr, []string{"Sec-Fetch-Site", "cross-site"}},
+		{addr, []string{"Sec-Fetch-Site", "same-site"}},
+		{addr, []string{"Origin", "http://evil.example"}},
+	} {
+		code, h, body := poller(t, addr, "w", secret, c.host, c.header...)
+		assert.Equal(t, http.StatusForbidden, code, "%s %v", c.host, c.header)
+		assert.Equal(t, "application/json", h.Get("Content-Type"))
+		assert.Contains(t, body, `"errorType":"AccessDeniedException"`)
+		req, err := http.NewRequest("POST", "http://"+runtimeapi.Endpoint(addr, "w", secret)+"/2018-06-01/runtime/init/error", strings.NewReader(`{"errorMessage":"forged"}`))
+		require.NoError(t, err)
+		req.Host = c.host
+		for i := 0; i+1 < len(c.header); i += 2 {
+			req.Header.Set(c.header[i], c.header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	}
+	assert.False(t, s.Ended("w"), "no refused request ended the worker")
+	code, h, body := poller(t, addr, "w", secret, addr)
+	require.Equal(t, http.StatusOK, code, "the worker's own poll gets its invocation, which no refused poll took")
+	assert.Equal(t, `{"for":"w"}`, body)
+	require.Equal(t, http.StatusAccepted, do(t, "POST", "http://"+runtimeapi.Endpoint(addr, "w", secret)+"/2018-06-01/runtime/invocation/"+h.Get("Lambda-Runtime-Aws-Request-Id")+"/response", `{}`))
+	require.NoError(t, (<-pending).err)
+	s.Gone("w")
+
+	named := runtimeapi.New()
+	named.Hosts = []string{"evil.example"}
+	addr = listen(t, named)
+	_, port, _ = strings.Cut(addr, ":")
+	secret = named.Add("w")
+	pending = invokeAsync(ctx, named, "w", `{"for":"w"}`)
+	code, _, body = poller(t, addr, "w", secret, "evil.example:"+port)
+	assert.Equal(t, http.StatusOK, code, "a configured name")
+	assert.Equal(t, `{"for":"w"}`, body)
+	named.Gone("w")
+	<-pending
+}
+
+// TestBrowser has a real browser, on a page of another site that knows a
+// worker's endpoint, secret included, send every request a page can send
+// without a preflight to the worker's invocation/next (an image's GET
+// among them) and init/error: the worker's pending invocation is not
+// taken, and the worker is not ended.
+func TestBrowser(t *testing.T) {
+	ctx := browsertest.New(t)
+	s := runtimeapi.New()
+	addr := listen(t, s)
+	secret := s.Add("w")
+	ictx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pending := invokeAsync(ictx, s, "w", `{"for":"w"}`)
+	base := "http://" + runtimeapi.Endpoint(addr, "w", secret) + "/2018-06-01/runtime/"
+	browsertest.Attack(t, ctx, append(browsertest.CrossSiteKinds(base+"invocation/next", `{"a":"b"}`),
+		browsertest.CrossSiteKinds(base+"init/error", `{"errorMessage":"from a page"}`)...)...)
+
+	assert.False(t, s.Ended("w"), "a page ended the worker")
+	code, h, body := poller(t, addr, "w", secret, addr)
+	require.Equal(t, http.StatusOK, code, "a page took the worker's pending invocation")
+	assert.Equal(t, `{"for":"w"}`, body)
+	require.Equal(t, http.StatusAccepted, do(t, "POST", base+"invocation/"+h.Get("Lambda-Runtime-Aws-Request-Id")+"/response", `{"ok":1}`))
+	r := <-pending
+	require.NoError(t, r.err)
+	assert.Equal(t, `{"ok":1}`, string(r.res.Payload))
+	s.Gone("w")
 }
