@@ -74,6 +74,7 @@ func secured(t *testing.T) (*System, string, *capture) {
 	cfg := fastConfig(t)
 	cfg.Standby = time.Hour
 	cfg.AllowedOrigins = []string{"https://ide.example"}
+	cfg.AllowedHosts = []string{"ide.example"}
 	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
 	base := "http://" + sys.Addr()
 	for _, id := range []string{"ws-a", "ws-b"} {
@@ -88,16 +89,27 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func send(t *testing.T, method, u string, header http.Header, body string) *http.Response {
 	t.Helper()
+	res, _ := exchange(t, method, u, header, body)
+	return res
+}
+
+// exchange is send that returns the answer's body too.
+func exchange(t *testing.T, method, u string, header http.Header, body string) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	if h := header.Get("Host"); h != "" {
+		req.Host = h // a client sends req.Host, never a Host header of its own
+	}
 	res, err := noRedirect.Do(req)
 	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, res.Body)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
 	_ = res.Body.Close()
-	return res
+	return res, string(b)
 }
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
@@ -328,6 +340,14 @@ func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
 	assert.Equal(t, http.StatusMisdirectedRequest, res.StatusCode, "another workspace's key")
 	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}}, "")
 	assert.Equal(t, http.StatusOK, res.StatusCode, "its own key, as the proxy sends it")
+	// A page under a DNS-rebinding name is same-origin with the server: it
+	// could send the key header, had it the key. Its Host gives it away.
+	_, port, _ := strings.Cut(addr, ":")
+	rebound := http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}, "Host": {"rebind.example:" + port}}
+	res, body := exchange(t, "PUT", "http://"+addr+"/api/files/a.txt", rebound, "pwned")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "its own key, under a name")
+	assert.Contains(t, body, "host name")
+	assert.Equal(t, "mine", o.read("a.txt"))
 
 	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "run", "demo.json"))
 	require.NoError(t, err)
@@ -353,4 +373,85 @@ func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(cfg.DataDir, "run", "demo.json"))
 	require.NoError(t, err, "nothing outside the workspace was touched")
+}
+
+// TestForeignHostRefused: a request for a name the system was not given —
+// what a page under a DNS-rebinding name sends, which the browser takes for
+// same-origin requests — is refused before anything runs, on every path,
+// even with the owner's or the admin's token; a name in ALLOWED_HOSTS is
+// answered.
+func TestForeignHostRefused(t *testing.T) {
+	sys, base, cap := secured(t)
+	port := base[strings.LastIndex(base, ":")+1:]
+	wsToken := sys.keys.WorkspaceToken("ws-a", time.Now().Add(time.Hour))
+	as := func(host, token string) http.Header {
+		h := http.Header{"Host": {host + ":" + port}, "Origin": {"http://" + host + ":" + port}, "Sec-Fetch-Site": {"same-origin"}}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+		return h
+	}
+	upgrade := func(h http.Header) http.Header {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", "websocket")
+		h.Set("Sec-WebSocket-Version", "13")
+		h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		return h
+	}
+	type request struct {
+		method, path, token, body string
+		websocket                 bool
+	}
+	requests := []request{
+		{"GET", "/ws-a/api/files", wsToken, "", false},
+		{"PUT", "/ws-a/api/files/x.txt", wsToken, "pwned", false},
+		{"GET", "/ws-a/terminal", wsToken, "", true},
+		{"GET", "/ws-a/?token=" + url.QueryEscape(wsToken), "", "", false},
+		{"POST", "/admin/api/workspaces", testAdmin, `{"id":"rebound"}`, false},
+		{"GET", "/admin/api/workspaces", testAdmin, "", false},
+		{"POST", "/admin/api/workspaces/ws-a/link", testAdmin, "", false},
+		{"DELETE", "/admin/api/workspaces/ws-a", testAdmin, "", false},
+		{"GET", "/admin/?token=" + testAdmin, "", "", false},
+		{"GET", "/admin/static/admin.js", "", "", false},
+		{"GET", "/metrics", "", "", false},
+		{"GET", "/healthz", "", "", false},
+		{"GET", "/", "", "", false},
+		{"GET", "/no-such-page", "", "", false},
+	}
+	records, reached, proxied := sys.tracker.Stats().Records, cap.count(), sys.proxy.Stats()
+	for _, r := range requests {
+		h := as("evil.example", r.token)
+		if r.websocket {
+			h = upgrade(h)
+		}
+		res, body := exchange(t, r.method, base+r.path, h, r.body)
+		assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s", r.method, r.path)
+		assert.Contains(t, body, "Unknown address", "%s %s", r.method, r.path)
+		assert.Empty(t, res.Cookies(), "%s %s", r.method, r.path)
+	}
+	assert.Equal(t, reached, cap.count(), "nothing reached a workspace")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "nothing was activity")
+	assert.Equal(t, proxied, sys.proxy.Stats(), "nothing reached the proxy")
+	_, err := sys.store.Get(context.Background(), "rebound")
+	assert.Error(t, err, "nothing was created")
+	assert.True(t, entity(t, sys.store, "ws-a").DeletedAt.IsZero(), "nothing was deleted")
+
+	// The name in ALLOWED_HOSTS is this server's.
+	for _, r := range []struct {
+		request
+		want int
+	}{
+		{request{"GET", "/ws-a/api/files", wsToken, "", false}, http.StatusOK},
+		{request{"PUT", "/ws-a/api/files/x.txt", wsToken, "mine", false}, http.StatusOK},
+		{request{"POST", "/admin/api/workspaces", testAdmin, `{"id":"named"}`, false}, http.StatusCreated},
+		{request{"GET", "/admin/?token=" + testAdmin, "", "", false}, http.StatusSeeOther},
+		{request{"GET", "/metrics", "", "", false}, http.StatusOK},
+		{request{"GET", "/healthz", "", "", false}, http.StatusOK},
+	} {
+		res := send(t, r.method, base+r.path, as("ide.example", r.token), r.body)
+		assert.Equal(t, r.want, res.StatusCode, "%s %s", r.method, r.path)
+	}
+	assert.Equal(t, reached+2, cap.count())
+	_, err = sys.store.Get(context.Background(), "named")
+	assert.NoError(t, err, "created through the allowed name")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
@@ -147,7 +148,15 @@ func Start(ctx context.Context, cfg Config, deps Deps, log *slog.Logger) (s *Sys
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", s.healthz)
-	return s, s.serve(mux)
+	return s, s.serve(s.guard(mux))
+}
+
+// guard puts h behind webguard with ALLOWED_HOSTS: a request for any other
+// Host than those, a loopback name or an IP address (a page under a
+// DNS-rebinding name) is refused before h runs, whatever its route. Other
+// sites' requests are each route's own business.
+func (s *System) guard(h http.Handler) http.Handler {
+	return webguard.Handler(h, webguard.Options{Hosts: s.cfg.AllowedHosts, AnySite: true, Deny: proxy.Refuse})
 }
 
 // openBackends connects the table and the buffer: PostgreSQL and Redis,
