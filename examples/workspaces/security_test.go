@@ -455,3 +455,51 @@ func TestForeignHostRefused(t *testing.T) {
 	_, err = sys.store.Get(context.Background(), "named")
 	assert.NoError(t, err, "created through the allowed name")
 }
+
+// TestAdminAndMetricsAreForTheirOwnPages: the admin page, its files and
+// API, /metrics and /healthz refuse every request a browser marks as sent
+// by a page of another site or origin, reads included: the admin cookie is
+// SameSite=Strict, but a page of the same site on another port gets it
+// sent, and a frame of the admin page could be clicked through. A link
+// followed to the admin page opens it; clients that are not browsers
+// (curl, Prometheus) and the page itself are answered.
+func TestAdminAndMetricsAreForTheirOwnPages(t *testing.T) {
+	sys, base, _ := secured(t)
+	adminCookie := admin.Cookie + "=" + sys.keys.AdminCookie(time.Now().Add(time.Hour))
+	from := func(site, mode, dest string) http.Header {
+		return http.Header{"Cookie": {adminCookie}, "Sec-Fetch-Site": {site}, "Sec-Fetch-Mode": {mode}, "Sec-Fetch-Dest": {dest}}
+	}
+	for _, r := range []struct {
+		method, path string
+		header       http.Header
+	}{
+		{"GET", "/admin/api/workspaces", from("same-site", "no-cors", "script")},
+		{"GET", "/admin/api/workspaces/ws-a", from("same-site", "no-cors", "image")},
+		{"GET", "/admin/", from("same-site", "navigate", "iframe")},
+		{"GET", "/admin/static/admin.js", from("cross-site", "no-cors", "script")},
+		{"GET", "/metrics", from("cross-site", "no-cors", "image")},
+		{"GET", "/healthz", from("same-site", "cors", "empty")},
+		{"GET", "/", from("cross-site", "no-cors", "image")},
+		{"GET", "/admin/api/workspaces", http.Header{"Cookie": {adminCookie}, "Origin": {"http://127.0.0.1:9999"}}},
+		{"POST", "/admin/api/workspaces/ws-a/link", from("same-site", "no-cors", "empty")},
+	} {
+		res, body := exchange(t, r.method, base+r.path, r.header, "")
+		assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s %v", r.method, r.path, r.header)
+		assert.NotContains(t, body, "ws-a", "%s %s", r.method, r.path)
+	}
+
+	for _, r := range []struct {
+		path   string
+		header http.Header
+	}{
+		{"/admin/", from("cross-site", "navigate", "document")},
+		{"/admin/api/workspaces", from("same-origin", "cors", "empty")},
+		{"/admin/static/admin.js", from("same-origin", "no-cors", "script")},
+		{"/metrics", nil},
+		{"/healthz", nil},
+		{"/metrics", from("none", "navigate", "document")},
+	} {
+		res := send(t, "GET", base+r.path, r.header, "")
+		assert.Equal(t, http.StatusOK, res.StatusCode, "%s %v", r.path, r.header)
+	}
+}
