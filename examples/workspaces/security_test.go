@@ -456,6 +456,88 @@ func TestForeignHostRefused(t *testing.T) {
 	assert.NoError(t, err, "created through the allowed name")
 }
 
+// TestOtherSitesCannotWakeAWorkspace: every request to a workspace is
+// activity, and one to a sleeping workspace wakes it, so a GET that a page
+// of another site or origin makes the browser send with the owner's cookie
+// (an image, a frame, a no-cors fetch: a page of the same site on another
+// port gets the SameSite=Lax cookie sent) changes state as a write does,
+// and is refused as one: the workspace stays in STANDBY, nothing is
+// recorded, nothing is asked to run. Without a cookie, nothing happens
+// either. A link the owner follows from another site, and a page of
+// ALLOWED_ORIGINS, open it.
+func TestOtherSitesCannotWakeAWorkspace(t *testing.T) {
+	cap := &capture{}
+	srv := httptest.NewServer(cap)
+	t.Cleanup(srv.Close)
+	fake := newFakeHost(t, strings.TrimPrefix(srv.URL, "http://"), 0)
+	cfg := fastConfig(t)
+	cfg.Archive = time.Hour
+	cfg.AllowedOrigins = []string{"https://ide.example"}
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
+	base := "http://" + sys.Addr()
+	o := create(t, base, "sleepy")
+	waitPhase(t, sys.store, "sleepy", catalog.Running, 10*time.Second)
+	asleep := waitPhase(t, sys.store, "sleepy", catalog.Standby, 10*time.Second)
+	ops, records, reached, proxied := fake.opsOf("sleepy"), sys.tracker.Stats().Records, cap.count(), sys.proxy.Stats()
+
+	cookie := proxy.TokenCookie + "=" + o.token
+	fetch := func(cookie string, kv ...string) http.Header {
+		h := http.Header{}
+		if cookie != "" {
+			h.Set("Cookie", cookie)
+		}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	image := func(site string) http.Header {
+		return fetch(cookie, "Sec-Fetch-Site", site, "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image")
+	}
+	for _, r := range []struct {
+		name, method string
+		header       http.Header
+		want         int
+	}{
+		{"an image of another site", "GET", image("cross-site"), http.StatusForbidden},
+		{"an image of the same site on another port", "GET", image("same-site"), http.StatusForbidden},
+		{"a frame", "GET", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe"), http.StatusForbidden},
+		{"a no-cors fetch", "GET", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "no-cors", "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a fetch of another origin", "GET", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://evil.example"), http.StatusForbidden},
+		{"a HEAD", "HEAD", image("same-site"), http.StatusForbidden},
+		{"a form", "POST", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe", "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a browser without Sec-Fetch-Site", "GET", fetch(cookie, "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a sandboxed frame's fetch", "GET", fetch(cookie, "Origin", "null"), http.StatusForbidden},
+		{"no cookie, no token", "GET", nil, http.StatusUnauthorized},
+		{"another site's image without the cookie", "GET", fetch("", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image"), http.StatusUnauthorized},
+	} {
+		for _, path := range []string{"/sleepy/", "/sleepy/api/files"} {
+			res := send(t, r.method, base+path, r.header, "")
+			assert.Equal(t, r.want, res.StatusCode, "%s: %s %s", r.name, r.method, path)
+		}
+	}
+	e := entity(t, sys.store, "sleepy")
+	assert.Equal(t, catalog.Standby, e.Phase, "still asleep")
+	assert.Empty(t, e.DesiredState, "nobody asked it to run")
+	assert.Equal(t, asleep.LastActivityAt, e.LastActivityAt, "no activity reached the table")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "nothing was recorded")
+	assert.Equal(t, ops, fake.opsOf("sleepy"), "nothing was started")
+	assert.Equal(t, reached, cap.count())
+	after := sys.proxy.Stats()
+	assert.Equal(t, proxied.Requests, after.Requests)
+	assert.Equal(t, proxied.Held, after.Held)
+	assert.Equal(t, proxied.Refused+22, after.Refused, "each one refused")
+
+	// The owner following a link from another site (a chat, a mail) opens
+	// the IDE: held while it wakes, then served.
+	res := send(t, "GET", base+"/sleepy/", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"), "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "a link followed")
+	waitPhase(t, sys.store, "sleepy", catalog.Running, 5*time.Second)
+	assert.Equal(t, proxied.Held+1, sys.proxy.Stats().Held)
+	res = send(t, "GET", base+"/sleepy/api/files", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://ide.example"), "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "a page of ALLOWED_ORIGINS")
+}
+
 // TestAdminAndMetricsAreForTheirOwnPages: the admin page, its files and
 // API, /metrics and /healthz refuse every request a browser marks as sent
 // by a page of another site or origin, reads included: the admin cookie is
