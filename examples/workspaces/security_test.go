@@ -227,10 +227,13 @@ func TestCrossSiteRefused(t *testing.T) {
 	assert.Equal(t, http.StatusOK, res.StatusCode, "the workspace's own page")
 
 	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws-a/terminal"
-	dial := func(origin string) (int, error) {
+	dial := func(origin string, more ...string) (int, error) {
 		h := cookie.Clone()
 		if origin != "" {
 			h.Set("Origin", origin)
+		}
+		for i := 0; i < len(more); i += 2 {
+			h.Set(more[i], more[i+1])
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -249,6 +252,8 @@ func TestCrossSiteRefused(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "another site's page")
 	code, _ = dial("null")
 	assert.Equal(t, http.StatusForbidden, code, "a sandboxed page")
+	code, _ = dial("", "Sec-Fetch-Site", "same-site")
+	assert.Equal(t, http.StatusForbidden, code, "another site's, without an Origin")
 	assert.Equal(t, records, sys.tracker.Stats().Records, "a refused upgrade is not activity")
 	for _, origin := range []string{base, "https://ide.example", ""} {
 		code, err = dial(origin)

@@ -324,7 +324,10 @@ func headerHas(h http.Header, key, token string) bool {
 // carry no browser's cookie.
 func (p *Proxy) checkOrigin(r *http.Request, upgrade bool) error {
 	if upgrade {
-		if origin := r.Header.Get("Origin"); origin != "" && !p.allowedOrigin(origin, r.Host) {
+		// Browsers send an Origin with every upgrade; one that marks the
+		// request as another site's and sends none is refused too.
+		origin := r.Header.Get("Origin")
+		if (origin != "" || webguard.CrossSite(r)) && !p.allowedOrigin(origin, r.Host) {
 			return errors.New("proxy: cross-origin WebSocket")
 		}
 		return nil
