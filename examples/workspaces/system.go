@@ -301,9 +301,10 @@ func (s *System) startProxy(mux *http.ServeMux, routes proxy.Routes, deps Deps) 
 		return err
 	}
 	// The admin page and API are for this origin's page alone: other
-	// sites' requests are refused whatever they are (the API's writes
-	// check again). The workspaces decide per request, as ALLOWED_ORIGINS
-	// lets named other origins in (the proxy's checkOrigin).
+	// sites' requests are refused whatever their method, but for a link
+	// followed to the page (the API's writes check again). The workspaces
+	// decide per request, as ALLOWED_ORIGINS lets named other origins in
+	// (the proxy's checkOrigin).
 	mux.Handle("/admin/", s.guard(adm, false))
 	mux.Handle("GET /{$}", s.guard(http.RedirectHandler("/admin/", http.StatusFound), false))
 	mux.Handle("/", s.proxy)
