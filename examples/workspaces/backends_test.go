@@ -383,3 +383,32 @@ func TestProxyProcessKilled(t *testing.T) {
 	assert.Empty(t, eb.DesiredState)
 	assert.EqualValues(t, 1, ctrl.controller.Stats().Stopped)
 }
+
+// TestComponentsAnswerOnlyTheirHosts: the runner and a controller, each run
+// alone on PostgreSQL, serve /metrics and /healthz under the proxy's rules:
+// a Host that is not theirs (a DNS-rebinding name) is refused on every
+// path, and so is another site's request; an address, a loopback name and
+// a name in ALLOWED_HOSTS are answered.
+func TestComponentsAnswerOnlyTheirHosts(t *testing.T) {
+	pg := testenv.OpenPostgres(t)
+	for _, component := range []string{"runner", "controller"} {
+		cfg := backendConfig(t, component, pg, "", "")
+		cfg.AllowedHosts = []string{"ops.example"}
+		sys := startSystem(t, cfg, Deps{})
+		base := "http://" + sys.Addr()
+		port := base[strings.LastIndex(base, ":")+1:]
+		for _, path := range []string{"/metrics", "/healthz", "/no-such-page"} {
+			res, body := exchange(t, "GET", base+path, http.Header{"Host": {"rebind.example:" + port}}, "")
+			assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s", component, path)
+			assert.Contains(t, body, "Unknown address", "%s %s", component, path)
+		}
+		for _, path := range []string{"/metrics", "/healthz"} {
+			res := send(t, "GET", base+path, http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, "")
+			assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s from another site", component, path)
+			for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "ops.example:" + port} {
+				res := send(t, "GET", base+path, http.Header{"Host": {host}}, "")
+				assert.Equal(t, http.StatusOK, res.StatusCode, "%s %s for %s", component, path, host)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 )
 
@@ -39,6 +40,7 @@ type Config struct {
 	StartTimeout      time.Duration // START_TIMEOUT_SECONDS: how long a request waits for its workspace
 	TokenTTL          time.Duration // TOKEN_TTL_SECONDS: how long a workspace link opens it
 	AllowedOrigins    []string      // ALLOWED_ORIGINS: other sites whose pages may use the workspaces
+	AllowedHosts      []string      // ALLOWED_HOSTS: names the HTTP server answers to besides loopback names and addresses
 	LogLevel          slog.Level    // LOG_LEVEL
 
 	// Generated reports that Secret or AdminToken were made up at start.
@@ -80,6 +82,7 @@ type setting struct {
 // settings lists every setting, in the order of -help.
 var settings = []setting{
 	{"addr", "LISTEN_ADDR", "HTTP `address`: the proxy and /admin/ (proxy, all), and /metrics and /healthz of every component", str(func(c *Config) *string { return &c.Addr })},
+	{"allowed-hosts", "ALLOWED_HOSTS", "comma-separated host `names` the HTTP server answers to besides localhost and IP addresses (.example.com: it and its subdomains); any other Host is refused (DNS rebinding)", hosts(func(c *Config) *[]string { return &c.AllowedHosts })},
 	{"data", "WORKSPACES_DIR", "workspace host `directory` (files, archives, routes), shared by the proxies and controllers of a machine; empty in memory mode: a temporary one", str(func(c *Config) *string { return &c.DataDir })},
 	{"redis", "REDIS_URL", "Redis `URL` of the activity buffer (redis://host:6379/0); empty: proxies write activity to the table directly", str(func(c *Config) *string { return &c.RedisURL })},
 	{"postgres", "DATABASE_URL", "PostgreSQL `URL` of the workspaces table; empty: a table in memory (one process only)", str(func(c *Config) *string { return &c.PostgresURL })},
@@ -150,6 +153,23 @@ func strs(field func(*Config) *[]string) func(*Config) flag.Value {
 					*p = append(*p, f)
 				}
 			}
+			return nil
+		}}
+	}
+}
+
+// hosts takes host names as webguard.ParseHosts does: a value that is not
+// a list of names (a URL, a name with a port) stops the start, rather than
+// being a name that matches no request.
+func hosts(field func(*Config) *[]string) func(*Config) flag.Value {
+	return func(c *Config) flag.Value {
+		p := field(c)
+		return flagValue{func() string { return strings.Join(*p, ",") }, func(s string) error {
+			hs, err := webguard.ParseHosts(s)
+			if err != nil {
+				return err
+			}
+			*p = hs
 			return nil
 		}}
 	}

@@ -87,6 +87,12 @@ func startSystem(t testing.TB, cfg Config, deps Deps) *System {
 	if _, fuzz := t.(*testing.F); fuzz {
 		log = slog.New(slog.DiscardHandler) // f.Log may not be called while fuzzing
 	}
+	return startLogged(t, cfg, deps, log)
+}
+
+// startLogged is startSystem with the system's logs going to log.
+func startLogged(t testing.TB, cfg Config, deps Deps, log *slog.Logger) *System {
+	t.Helper()
 	sys, err := Start(context.Background(), cfg, deps, log)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -74,6 +74,7 @@ func secured(t *testing.T) (*System, string, *capture) {
 	cfg := fastConfig(t)
 	cfg.Standby = time.Hour
 	cfg.AllowedOrigins = []string{"https://ide.example"}
+	cfg.AllowedHosts = []string{"ide.example"}
 	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
 	base := "http://" + sys.Addr()
 	for _, id := range []string{"ws-a", "ws-b"} {
@@ -88,16 +89,27 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func send(t *testing.T, method, u string, header http.Header, body string) *http.Response {
 	t.Helper()
+	res, _ := exchange(t, method, u, header, body)
+	return res
+}
+
+// exchange is send that returns the answer's body too.
+func exchange(t *testing.T, method, u string, header http.Header, body string) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	if h := header.Get("Host"); h != "" {
+		req.Host = h // a client sends req.Host, never a Host header of its own
+	}
 	res, err := noRedirect.Do(req)
 	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, res.Body)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
 	_ = res.Body.Close()
-	return res
+	return res, string(b)
 }
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
@@ -215,10 +227,13 @@ func TestCrossSiteRefused(t *testing.T) {
 	assert.Equal(t, http.StatusOK, res.StatusCode, "the workspace's own page")
 
 	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws-a/terminal"
-	dial := func(origin string) (int, error) {
+	dial := func(origin string, more ...string) (int, error) {
 		h := cookie.Clone()
 		if origin != "" {
 			h.Set("Origin", origin)
+		}
+		for i := 0; i < len(more); i += 2 {
+			h.Set(more[i], more[i+1])
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -237,6 +252,8 @@ func TestCrossSiteRefused(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "another site's page")
 	code, _ = dial("null")
 	assert.Equal(t, http.StatusForbidden, code, "a sandboxed page")
+	code, _ = dial("", "Sec-Fetch-Site", "same-site")
+	assert.Equal(t, http.StatusForbidden, code, "another site's, without an Origin")
 	assert.Equal(t, records, sys.tracker.Stats().Records, "a refused upgrade is not activity")
 	for _, origin := range []string{base, "https://ide.example", ""} {
 		code, err = dial(origin)
@@ -328,6 +345,14 @@ func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
 	assert.Equal(t, http.StatusMisdirectedRequest, res.StatusCode, "another workspace's key")
 	res = send(t, "GET", "http://"+addr+"/api/files/a.txt", http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}}, "")
 	assert.Equal(t, http.StatusOK, res.StatusCode, "its own key, as the proxy sends it")
+	// A page under a DNS-rebinding name is same-origin with the server: it
+	// could send the key header, had it the key. Its Host gives it away.
+	_, port, _ := strings.Cut(addr, ":")
+	rebound := http.Header{workspace.KeyHeader: {sys.keys.BackendKey("demo")}, "Host": {"rebind.example:" + port}}
+	res, body := exchange(t, "PUT", "http://"+addr+"/api/files/a.txt", rebound, "pwned")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "its own key, under a name")
+	assert.Contains(t, body, "host name")
+	assert.Equal(t, "mine", o.read("a.txt"))
 
 	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "run", "demo.json"))
 	require.NoError(t, err)
@@ -353,4 +378,215 @@ func TestWorkspaceServerIsBehindTheProxy(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(cfg.DataDir, "run", "demo.json"))
 	require.NoError(t, err, "nothing outside the workspace was touched")
+}
+
+// TestForeignHostRefused: a request for a name the system was not given —
+// what a page under a DNS-rebinding name sends, which the browser takes for
+// same-origin requests — is refused before anything runs, on every path,
+// even with the owner's or the admin's token; a name in ALLOWED_HOSTS is
+// answered.
+func TestForeignHostRefused(t *testing.T) {
+	sys, base, cap := secured(t)
+	port := base[strings.LastIndex(base, ":")+1:]
+	wsToken := sys.keys.WorkspaceToken("ws-a", time.Now().Add(time.Hour))
+	as := func(host, token string) http.Header {
+		h := http.Header{"Host": {host + ":" + port}, "Origin": {"http://" + host + ":" + port}, "Sec-Fetch-Site": {"same-origin"}}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+		return h
+	}
+	upgrade := func(h http.Header) http.Header {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", "websocket")
+		h.Set("Sec-WebSocket-Version", "13")
+		h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		return h
+	}
+	type request struct {
+		method, path, token, body string
+		websocket                 bool
+	}
+	requests := []request{
+		{"GET", "/ws-a/api/files", wsToken, "", false},
+		{"PUT", "/ws-a/api/files/x.txt", wsToken, "pwned", false},
+		{"GET", "/ws-a/terminal", wsToken, "", true},
+		{"GET", "/ws-a/?token=" + url.QueryEscape(wsToken), "", "", false},
+		{"POST", "/admin/api/workspaces", testAdmin, `{"id":"rebound"}`, false},
+		{"GET", "/admin/api/workspaces", testAdmin, "", false},
+		{"POST", "/admin/api/workspaces/ws-a/link", testAdmin, "", false},
+		{"DELETE", "/admin/api/workspaces/ws-a", testAdmin, "", false},
+		{"GET", "/admin/?token=" + testAdmin, "", "", false},
+		{"GET", "/admin/static/admin.js", "", "", false},
+		{"GET", "/metrics", "", "", false},
+		{"GET", "/healthz", "", "", false},
+		{"GET", "/", "", "", false},
+		{"GET", "/no-such-page", "", "", false},
+	}
+	records, reached, proxied := sys.tracker.Stats().Records, cap.count(), sys.proxy.Stats()
+	for _, r := range requests {
+		h := as("evil.example", r.token)
+		if r.websocket {
+			h = upgrade(h)
+		}
+		res, body := exchange(t, r.method, base+r.path, h, r.body)
+		assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s", r.method, r.path)
+		assert.Contains(t, body, "Unknown address", "%s %s", r.method, r.path)
+		assert.Empty(t, res.Cookies(), "%s %s", r.method, r.path)
+	}
+	assert.Equal(t, reached, cap.count(), "nothing reached a workspace")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "nothing was activity")
+	assert.Equal(t, proxied, sys.proxy.Stats(), "nothing reached the proxy")
+	_, err := sys.store.Get(context.Background(), "rebound")
+	assert.Error(t, err, "nothing was created")
+	assert.True(t, entity(t, sys.store, "ws-a").DeletedAt.IsZero(), "nothing was deleted")
+
+	// The name in ALLOWED_HOSTS is this server's.
+	for _, r := range []struct {
+		request
+		want int
+	}{
+		{request{"GET", "/ws-a/api/files", wsToken, "", false}, http.StatusOK},
+		{request{"PUT", "/ws-a/api/files/x.txt", wsToken, "mine", false}, http.StatusOK},
+		{request{"POST", "/admin/api/workspaces", testAdmin, `{"id":"named"}`, false}, http.StatusCreated},
+		{request{"GET", "/admin/?token=" + testAdmin, "", "", false}, http.StatusSeeOther},
+		{request{"GET", "/metrics", "", "", false}, http.StatusOK},
+		{request{"GET", "/healthz", "", "", false}, http.StatusOK},
+	} {
+		res := send(t, r.method, base+r.path, as("ide.example", r.token), r.body)
+		assert.Equal(t, r.want, res.StatusCode, "%s %s", r.method, r.path)
+	}
+	assert.Equal(t, reached+2, cap.count())
+	_, err = sys.store.Get(context.Background(), "named")
+	assert.NoError(t, err, "created through the allowed name")
+}
+
+// TestOtherSitesCannotWakeAWorkspace: every request to a workspace is
+// activity, and one to a sleeping workspace wakes it, so a GET that a page
+// of another site or origin makes the browser send with the owner's cookie
+// (an image, a frame, a no-cors fetch: a page of the same site on another
+// port gets the SameSite=Lax cookie sent) changes state as a write does,
+// and is refused as one: the workspace stays in STANDBY, nothing is
+// recorded, nothing is asked to run. Without a cookie, nothing happens
+// either. A link the owner follows from another site, and a page of
+// ALLOWED_ORIGINS, open it.
+func TestOtherSitesCannotWakeAWorkspace(t *testing.T) {
+	cap := &capture{}
+	srv := httptest.NewServer(cap)
+	t.Cleanup(srv.Close)
+	fake := newFakeHost(t, strings.TrimPrefix(srv.URL, "http://"), 0)
+	cfg := fastConfig(t)
+	cfg.Archive = time.Hour
+	cfg.AllowedOrigins = []string{"https://ide.example"}
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
+	base := "http://" + sys.Addr()
+	o := create(t, base, "sleepy")
+	waitPhase(t, sys.store, "sleepy", catalog.Running, 10*time.Second)
+	asleep := waitPhase(t, sys.store, "sleepy", catalog.Standby, 10*time.Second)
+	ops, records, reached, proxied := fake.opsOf("sleepy"), sys.tracker.Stats().Records, cap.count(), sys.proxy.Stats()
+
+	cookie := proxy.TokenCookie + "=" + o.token
+	fetch := func(cookie string, kv ...string) http.Header {
+		h := http.Header{}
+		if cookie != "" {
+			h.Set("Cookie", cookie)
+		}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	image := func(site string) http.Header {
+		return fetch(cookie, "Sec-Fetch-Site", site, "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image")
+	}
+	for _, r := range []struct {
+		name, method string
+		header       http.Header
+		want         int
+	}{
+		{"an image of another site", "GET", image("cross-site"), http.StatusForbidden},
+		{"an image of the same site on another port", "GET", image("same-site"), http.StatusForbidden},
+		{"a frame", "GET", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe"), http.StatusForbidden},
+		{"a no-cors fetch", "GET", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "no-cors", "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a fetch of another origin", "GET", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://evil.example"), http.StatusForbidden},
+		{"a HEAD", "HEAD", image("same-site"), http.StatusForbidden},
+		{"a form", "POST", fetch(cookie, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe", "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a browser without Sec-Fetch-Site", "GET", fetch(cookie, "Origin", "http://127.0.0.1:9999"), http.StatusForbidden},
+		{"a sandboxed frame's fetch", "GET", fetch(cookie, "Origin", "null"), http.StatusForbidden},
+		{"no cookie, no token", "GET", nil, http.StatusUnauthorized},
+		{"another site's image without the cookie", "GET", fetch("", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image"), http.StatusUnauthorized},
+	} {
+		for _, path := range []string{"/sleepy/", "/sleepy/api/files"} {
+			res := send(t, r.method, base+path, r.header, "")
+			assert.Equal(t, r.want, res.StatusCode, "%s: %s %s", r.name, r.method, path)
+		}
+	}
+	e := entity(t, sys.store, "sleepy")
+	assert.Equal(t, catalog.Standby, e.Phase, "still asleep")
+	assert.Empty(t, e.DesiredState, "nobody asked it to run")
+	assert.Equal(t, asleep.LastActivityAt, e.LastActivityAt, "no activity reached the table")
+	assert.Equal(t, records, sys.tracker.Stats().Records, "nothing was recorded")
+	assert.Equal(t, ops, fake.opsOf("sleepy"), "nothing was started")
+	assert.Equal(t, reached, cap.count())
+	after := sys.proxy.Stats()
+	assert.Equal(t, proxied.Requests, after.Requests)
+	assert.Equal(t, proxied.Held, after.Held)
+	assert.Equal(t, proxied.Refused+22, after.Refused, "each one refused")
+
+	// The owner following a link from another site (a chat, a mail) opens
+	// the IDE: held while it wakes, then served.
+	res := send(t, "GET", base+"/sleepy/", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"), "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "a link followed")
+	waitPhase(t, sys.store, "sleepy", catalog.Running, 5*time.Second)
+	assert.Equal(t, proxied.Held+1, sys.proxy.Stats().Held)
+	res = send(t, "GET", base+"/sleepy/api/files", fetch(cookie, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://ide.example"), "")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "a page of ALLOWED_ORIGINS")
+}
+
+// TestAdminAndMetricsAreForTheirOwnPages: the admin page, its files and
+// API, /metrics and /healthz refuse every request a browser marks as sent
+// by a page of another site or origin, reads included: the admin cookie is
+// SameSite=Strict, but a page of the same site on another port gets it
+// sent, and a frame of the admin page could be clicked through. A link
+// followed to the admin page opens it; clients that are not browsers
+// (curl, Prometheus) and the page itself are answered.
+func TestAdminAndMetricsAreForTheirOwnPages(t *testing.T) {
+	sys, base, _ := secured(t)
+	adminCookie := admin.Cookie + "=" + sys.keys.AdminCookie(time.Now().Add(time.Hour))
+	from := func(site, mode, dest string) http.Header {
+		return http.Header{"Cookie": {adminCookie}, "Sec-Fetch-Site": {site}, "Sec-Fetch-Mode": {mode}, "Sec-Fetch-Dest": {dest}}
+	}
+	for _, r := range []struct {
+		method, path string
+		header       http.Header
+	}{
+		{"GET", "/admin/api/workspaces", from("same-site", "no-cors", "script")},
+		{"GET", "/admin/api/workspaces/ws-a", from("same-site", "no-cors", "image")},
+		{"GET", "/admin/", from("same-site", "navigate", "iframe")},
+		{"GET", "/admin/static/admin.js", from("cross-site", "no-cors", "script")},
+		{"GET", "/metrics", from("cross-site", "no-cors", "image")},
+		{"GET", "/healthz", from("same-site", "cors", "empty")},
+		{"GET", "/", from("cross-site", "no-cors", "image")},
+		{"GET", "/admin/api/workspaces", http.Header{"Cookie": {adminCookie}, "Origin": {"http://127.0.0.1:9999"}}},
+		{"POST", "/admin/api/workspaces/ws-a/link", from("same-site", "no-cors", "empty")},
+	} {
+		res, body := exchange(t, r.method, base+r.path, r.header, "")
+		assert.Equal(t, http.StatusForbidden, res.StatusCode, "%s %s %v", r.method, r.path, r.header)
+		assert.NotContains(t, body, "ws-a", "%s %s", r.method, r.path)
+	}
+
+	for _, r := range []struct {
+		path   string
+		header http.Header
+	}{
+		{"/admin/", from("cross-site", "navigate", "document")},
+		{"/admin/api/workspaces", from("same-origin", "cors", "empty")},
+		{"/admin/static/admin.js", from("same-origin", "no-cors", "script")},
+		{"/metrics", nil},
+		{"/healthz", nil},
+		{"/metrics", from("none", "navigate", "document")},
+	} {
+		res := send(t, "GET", base+r.path, r.header, "")
+		assert.Equal(t, http.StatusOK, res.StatusCode, "%s %v", r.path, r.header)
+	}
 }

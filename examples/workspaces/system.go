@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
@@ -145,9 +146,22 @@ func Start(ctx context.Context, cfg Config, deps Deps, log *slog.Logger) (s *Sys
 	if err = s.registerMetrics(); err != nil {
 		return nil, err
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", s.healthz)
-	return s, s.serve(mux)
+	mux.Handle("GET /metrics", s.guard(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}), false))
+	mux.Handle("GET /healthz", s.guard(http.HandlerFunc(s.healthz), false))
+	// Every request, whatever its route, is first checked for its Host;
+	// which other sites may send what is each route's own decision.
+	return s, s.serve(s.guard(mux, true))
+}
+
+// guard puts h behind webguard with ALLOWED_HOSTS: a request for any other
+// Host than those, a loopback name or an IP address (a page under a
+// DNS-rebinding name) is refused before h runs. Unless anySite, so is any
+// request a browser marks as sent by another site's page, reads included,
+// except a top-level navigation to a page (a link followed): nothing but
+// the workspaces (with ALLOWED_ORIGINS) is for other sites to use, and
+// even a read of the admin API or of /metrics is not theirs to make.
+func (s *System) guard(h http.Handler, anySite bool) http.Handler {
+	return webguard.Handler(h, webguard.Options{Hosts: s.cfg.AllowedHosts, AnySite: anySite, Pages: true, Deny: proxy.Refuse})
 }
 
 // openBackends connects the table and the buffer: PostgreSQL and Redis,
@@ -286,8 +300,13 @@ func (s *System) startProxy(mux *http.ServeMux, routes proxy.Routes, deps Deps) 
 	if err != nil {
 		return err
 	}
-	mux.Handle("/admin/", adm)
-	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
+	// The admin page and API are for this origin's page alone: other
+	// sites' requests are refused whatever their method, but for a link
+	// followed to the page (the API's writes check again). The workspaces
+	// decide per request, as ALLOWED_ORIGINS lets named other origins in
+	// (the proxy's checkOrigin).
+	mux.Handle("/admin/", s.guard(adm, false))
+	mux.Handle("GET /{$}", s.guard(http.RedirectHandler("/admin/", http.StatusFound), false))
 	mux.Handle("/", s.proxy)
 	return nil
 }

@@ -337,7 +337,11 @@ func (h *Handler) link(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusGone, "workspace "+e.ID+" was deleted")
 		return
 	}
-	writeJSON(w, http.StatusOK, h.created(e))
+	c := h.created(e)
+	// A link opens the workspace until it expires, and cannot be taken
+	// back but by a new secret: the log keeps when each was handed out.
+	h.log.Info("admin: new link", "workspace", e.ID, "expires_at", c.ExpiresAt)
+	writeJSON(w, http.StatusOK, c)
 }
 
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request) {

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"errors"
 	"html/template"
 	"net/http"
 	"strings"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
@@ -31,4 +34,17 @@ func page(w http.ResponseWriter, r *http.Request, status int, title, msg string)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(title + ": " + msg + "\n"))
+}
+
+// Refuse answers, with the system's page, a request webguard keeps out
+// (it is a webguard.Options.Deny): one for a Host the server does not
+// answer to (a page under a DNS-rebinding name, or a name missing from
+// ALLOWED_HOSTS), or one a page of another site made the browser send.
+func Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, webguard.ErrHost) {
+		page(w, r, http.StatusForbidden, "Unknown address",
+			"This server does not answer to this name. Open it at its own address, or ask its operator to add the name to ALLOWED_HOSTS.")
+		return
+	}
+	page(w, r, http.StatusForbidden, "Refused", "Requests from other sites cannot use this server.")
 }

@@ -13,9 +13,11 @@
 //
 // Only the workspace's owner gets through: every request needs the
 // workspace's token (a link's ?token=, kept in a cookie scoped to the
-// workspace's path, or an Authorization: Bearer header); WebSocket
-// upgrades and state-changing requests from other sites are refused. A
-// refused request is not activity and wakes nothing.
+// workspace's path, or an Authorization: Bearer header); requests that
+// pages of other sites make the browser send are refused, WebSocket
+// upgrades, writes and reads alike (every request is activity), but for a
+// link followed to the IDE. A refused request is not activity and wakes
+// nothing.
 //
 // A request for a workspace that is not running (STANDBY, ARCHIVED, or
 // being stopped) asks for it to run and is held until its server answers,
@@ -37,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/workspace"
@@ -82,8 +85,10 @@ type Options struct {
 	// again. 0 means DefaultRouteCacheTTL; negative reads it every time.
 	RouteCacheTTL time.Duration
 	// OriginPatterns are the origins, besides the proxy's own host, whose
-	// pages may open a workspace's WebSocket or send it state-changing
-	// requests (host patterns as path.Match, or scheme://host).
+	// pages may open a workspace's WebSocket or send it requests (host
+	// patterns as path.Match, or scheme://host; state-changing requests
+	// only from a scheme://host without wildcards, which
+	// http.CrossOriginProtection trusts).
 	OriginPatterns []string
 	// MaxMessage bounds one WebSocket message, either way. 0 means
 	// DefaultMaxMessage (1 MiB).
@@ -299,25 +304,52 @@ func headerHas(h http.Header, key, token string) bool {
 	return false
 }
 
-// checkOrigin refuses another site's state-changing request (the
-// workspace's cookie would otherwise go with it) and another site's
-// WebSocket upgrade (a GET, which cross-origin checks let through, but
-// which opens a terminal). Requests without an Origin (not from a
-// browser's page) pass: they carry no browser's cookie.
+// checkOrigin refuses what a page of another site or origin makes the
+// browser send with the workspace's cookie (SameSite=Lax keeps it from
+// other sites' subrequests, but not from pages of the same site on another
+// port or name), before it counts as activity or wakes anything:
+//
+//   - a WebSocket upgrade (a GET, but one that opens a terminal, whose
+//     answers no CORS rule keeps from the page) whose Origin is neither
+//     the proxy's nor in OriginPatterns;
+//   - a state-changing request from an origin CrossOriginProtection does
+//     not trust;
+//   - any other request a browser marks as another site's or origin's
+//     (Sec-Fetch-Site, else Origin), reads too: here every request is
+//     activity, and wakes a sleeping workspace. Two pass: one whose Origin
+//     is in OriginPatterns, and a top-level navigation, a link the user
+//     follows to the IDE, which they then see.
+//
+// Requests without those headers (not from a browser's page) pass: they
+// carry no browser's cookie.
 func (p *Proxy) checkOrigin(r *http.Request, upgrade bool) error {
-	if !upgrade {
-		return p.xo.Check(r)
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	if upgrade {
+		// Browsers send an Origin with every upgrade; one that marks the
+		// request as another site's and sends none is refused too.
+		origin := r.Header.Get("Origin")
+		if (origin != "" || webguard.CrossSite(r)) && !p.allowedOrigin(origin, r.Host) {
+			return errors.New("proxy: cross-origin WebSocket")
+		}
 		return nil
 	}
+	if err := p.xo.Check(r); err != nil {
+		return err
+	}
+	if webguard.CrossSite(r) && !navigation(r) && !p.allowedOrigin(r.Header.Get("Origin"), r.Host) {
+		return errors.New("proxy: another site's request")
+	}
+	return nil
+}
+
+// allowedOrigin reports whether a page of origin may use the workspaces:
+// the proxy's own (host is the request's Host), or one in OriginPatterns.
+func (p *Proxy) allowedOrigin(origin, host string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
-		return errors.New("proxy: malformed Origin")
+		return false
 	}
-	if strings.EqualFold(u.Host, r.Host) {
-		return nil
+	if strings.EqualFold(u.Host, host) {
+		return true
 	}
 	for _, pat := range p.opts.OriginPatterns {
 		target := u.Host
@@ -325,10 +357,18 @@ func (p *Proxy) checkOrigin(r *http.Request, upgrade bool) error {
 			target = u.Scheme + "://" + u.Host
 		}
 		if ok, _ := pathMatch(strings.ToLower(pat), strings.ToLower(target)); ok {
-			return nil
+			return true
 		}
 	}
-	return errors.New("proxy: cross-origin WebSocket")
+	return false
+}
+
+// navigation reports whether r is a browser tab's top-level navigation to
+// a page (a link followed, an address typed): not a frame, an image, a
+// script or a fetch of another page, and never a write.
+func navigation(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
 }
 
 // target is what a request becomes for the workspace's server: the path

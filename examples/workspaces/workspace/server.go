@@ -6,7 +6,9 @@
 //
 // The server listens on loopback and answers only requests that carry the
 // workspace's backend key (KeyHeader), which the proxy adds: users reach it
-// through the proxy, never around it.
+// through the proxy, never around it. And only requests for an IP address
+// or a loopback name, as the proxy sends them: a page under a DNS-rebinding
+// name is refused before the key is even looked at.
 package workspace
 
 import (
@@ -26,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // KeyHeader carries the workspace's backend key on every request.
@@ -62,7 +66,8 @@ type Options struct {
 type Server struct {
 	opts    Options
 	root    *os.Root
-	handler http.Handler
+	handler http.Handler // the checks, then routes
+	routes  http.Handler
 	log     *slog.Logger
 
 	ctx    context.Context // ends the terminals
@@ -85,15 +90,24 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: opts, root: root, log: log, ctx: ctx, cancel: cancel}
-	s.handler = s.routes()
+	// The proxy reaches the server at its address (127.0.0.1:port), so no
+	// name needs configuring. Which sites' pages may send what the proxy
+	// decides (ALLOWED_ORIGINS); it passes the browser's Origin and
+	// Sec-Fetch-Site on, which name the proxy's origin, not this one.
+	s.handler = webguard.Handler(http.HandlerFunc(s.serve), webguard.Options{AnySite: true})
+	s.routes = s.mux()
 	return s, nil
 }
 
-// ServeHTTP serves the IDE, after checking the backend key: without one
-// it answers 403; with another workspace's, 421 Misdirected Request (a
-// proxy that reached this server at an address another workspace's server
-// had before: it looks for the route again).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP serves the IDE, after checking the Host (an address or a
+// loopback name, else 403) and the backend key: without one it answers
+// 403; with another workspace's, 421 Misdirected Request (a proxy that
+// reached this server at an address another workspace's server had
+// before: it looks for the route again).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serve checks the backend key and serves the IDE.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Key != "" {
 		switch key := r.Header.Get(KeyHeader); {
 		case key == "":
@@ -104,7 +118,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.handler.ServeHTTP(w, r)
+	s.routes.ServeHTTP(w, r)
 }
 
 // Close ends every terminal, waits for them and releases the directory.
@@ -114,7 +128,7 @@ func (s *Server) Close() error {
 	return s.root.Close()
 }
 
-func (s *Server) routes() http.Handler {
+func (s *Server) mux() http.Handler {
 	static, _ := fs.Sub(webFS, "web")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

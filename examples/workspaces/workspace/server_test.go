@@ -45,7 +45,7 @@ func assertOnlyDir(t testing.TB, root, dir string) {
 
 func call(t *testing.T, h http.Handler, method, path, body string) (int, string) {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := httptest.NewRequest(method, "http://127.0.0.1:35973"+path, strings.NewReader(body)) // as the proxy sends it
 	req.Header.Set(workspace.KeyHeader, testKey)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -74,6 +74,47 @@ func TestFiles(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = call(t, srv, "GET", "/api/files/.hidden", "")
 	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+// TestForeignHostRefused: a request for a name (a page under a DNS-rebinding
+// name, which may send the key header as its own origin's) is refused before
+// the key is looked at or anything runs, even with the right key; the
+// proxy's address, any IP address and a loopback name are answered.
+func TestForeignHostRefused(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(t, dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644))
+	for _, r := range []struct{ method, path, body string }{
+		{"PUT", "/api/files/pwned.txt", "pwned"},
+		{"DELETE", "/api/files/keep.txt", ""},
+		{"GET", "/api/files", ""},
+		{"GET", "/", ""},
+		{"GET", "/terminal", ""},
+		{"GET", "/healthz", ""},
+	} {
+		for _, key := range []string{testKey, "", "another-key"} {
+			req := httptest.NewRequest(r.method, "http://evil.example:35973"+r.path, strings.NewReader(r.body))
+			req.Header.Set(workspace.KeyHeader, key)
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			assert.Equal(t, http.StatusForbidden, rec.Code, "%s %s, key %q", r.method, r.path, key)
+			assert.NotContains(t, rec.Body.String(), "proxy", "refused for its Host, not its key")
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "nothing was written")
+	b, err := os.ReadFile(filepath.Join(dir, "keep.txt"))
+	require.NoError(t, err, "nothing was deleted")
+	assert.Equal(t, "mine", string(b))
+
+	for _, host := range []string{"127.0.0.1:35973", "[::1]:35973", "localhost:35973", "10.0.0.7:8080"} {
+		req := httptest.NewRequest("PUT", "http://"+host+"/api/files/a.txt", strings.NewReader(host))
+		req.Header.Set(workspace.KeyHeader, testKey)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusOK, rec.Code, host)
+	}
 }
 
 // TestTerminal: keys are echoed, Enter runs the line, output streams.
