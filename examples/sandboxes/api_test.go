@@ -118,7 +118,7 @@ func TestConversation(t *testing.T) {
 
 	// A sandbox that dies mid-exec: a clear error, and a new sandbox for
 	// the next request.
-	r = in.sh(t, "c2", "sleep 0.1; kill -9 $PPID; sleep 5")
+	r = in.sh(t, "c2", "sleep 0.1; kill -9 "+agentPID+"; sleep 5")
 	assert.Equal(t, http.StatusBadGateway, r.status, "%s", r)
 	assert.Contains(t, r.errorText(t), "the sandbox died during the request")
 	var again string
@@ -185,15 +185,15 @@ func TestUnhealthyReplaced(t *testing.T) {
 	e := newEnv(t)
 	in := startIn(t, e.args("-health-interval", "200ms", "-grace", "1s", "-exec-timeout", "5s")...)
 	first := sandboxOf(t, in, "h1")
-	agentPID, err := strconv.Atoi(strings.TrimSpace(in.sh(t, "h1", "echo $PPID").exec(t).Stdout))
+	pid, err := strconv.Atoi(strings.TrimSpace(in.sh(t, "h1", "echo "+agentPID).exec(t).Stdout))
 	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(agentPID, syscall.SIGSTOP))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 
 	require.Eventually(t, func() bool {
 		status, _ := in.state(t, "h1")
 		return status == http.StatusNotFound
 	}, 15*time.Second, 50*time.Millisecond, "the frozen sandbox is destroyed")
-	assert.NoDirExists(t, "/proc/"+strconv.Itoa(agentPID), "and its process killed")
+	assert.NoDirExists(t, "/proc/"+strconv.Itoa(pid), "and its process killed")
 	assert.NotContains(t, e.listed(t), first)
 
 	second := sandboxOf(t, in, "h1")

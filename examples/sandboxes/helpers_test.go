@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
@@ -246,6 +249,10 @@ func execBody(timeout float64, command ...string) io.Reader {
 	return bytes.NewReader(b)
 }
 
+// agentPID is, in a command's shell, the pid of its sandbox's agent: the
+// parent of the command's parent, its exec's shim.
+const agentPID = "$(cut -d' ' -f4 /proc/$PPID/stat)"
+
 // sh runs a shell script in conv's sandbox through the instance.
 func (in *instance) sh(t *testing.T, conv, script string) reply {
 	t.Helper()
@@ -269,4 +276,62 @@ func sandboxOf(t *testing.T, in *instance, conv string) string {
 	t.Helper()
 	res := in.sh(t, conv, "pwd").exec(t)
 	return filepath.Base(strings.TrimSpace(res.Stdout))
+}
+
+// marks returns n sleep durations, in seconds, that no other process
+// uses: a test finds its processes in /proc by them.
+func marks(n int) []string {
+	base := 100000 + rand.IntN(800000)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Itoa(base + i)
+	}
+	return out
+}
+
+// sleeping returns those of marks that a live "sleep <mark>" process has
+// (a zombie's command line is empty).
+func sleeping(marks []string) []string {
+	want := map[string]bool{}
+	for _, m := range marks {
+		want[m] = true
+	}
+	var alive []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) >= 2 && filepath.Base(args[0]) == "sleep" && want[args[1]] {
+			alive = append(alive, args[1])
+		}
+	}
+	return alive
+}
+
+// treeScript leaves a process each way a command can detach from its
+// process group or its parent — in a session of its own (setsid), double
+// forked ("(cmd &)"), and a setsid'ed shell's own child — and then sleeps
+// itself. Each touches a file as it starts; the script touches "ready"
+// once they all have, before its own sleep. It takes five marks.
+func treeScript(m []string) string {
+	return fmt.Sprintf(`setsid sh -c 'touch s1; exec sleep %s' &
+(sh -c 'touch s2; exec sleep %s' &)
+sh -c "setsid sh -c 'sleep %s & touch s3; exec sleep %s' &"
+until [ -e s1 ] && [ -e s2 ] && [ -e s3 ]; do sleep 0.01; done
+touch ready
+sleep %s`, m[0], m[1], m[2], m[3], m[4])
+}
+
+// gone waits a little for the kernel, then asserts that no process of
+// marks is left.
+func gone(t *testing.T, marks []string, why string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(sleeping(marks)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Empty(t, sleeping(marks), "%s: these sleeps are still alive", why)
 }

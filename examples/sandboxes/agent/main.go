@@ -21,9 +21,9 @@ import (
 const EnvToken = "SANDBOX_AGENT_TOKEN"
 
 // Main is the agent's program: it serves on -listen over -dir until ctx
-// ends (SIGTERM), then kills the commands still running. The example's
-// "agent" subcommand and the image's own small binary (sandbox-agent) both
-// run it.
+// ends (SIGTERM), then kills the commands still running and every process
+// they started. The example's "agent" subcommand and the image's own small
+// binary (sandbox-agent) both run it.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -35,7 +35,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput, Token: os.Getenv(EnvToken),
+	// The agent is this process's only business: a subreaper, it kills
+	// what a command leaves when it kills its own shim.
+	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput, Token: os.Getenv(EnvToken), Subreaper: true,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
 	if err != nil {
 		return err

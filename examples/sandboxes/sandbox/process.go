@@ -103,7 +103,10 @@ func (p *Process) Create(ctx context.Context) (Sandbox, error) {
 }
 
 // Destroy stops the agent and everything it started, then removes its work
-// directory.
+// directory. The agent gets SIGTERM, and SIGKILL after StopGrace: on
+// SIGTERM it stops its execs' shims, each of which kills every process its
+// command started, however detached; killed, it closes their stop pipes,
+// and they do the same on their own.
 func (p *Process) Destroy(ctx context.Context, s Sandbox) error {
 	err := p.prov.Destroy(ctx, toWorker(s))
 	if rerr := p.removeDir(s.ID); err == nil {
