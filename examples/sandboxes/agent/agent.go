@@ -117,16 +117,18 @@ type Server struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	jobs   map[int]*job // by shim pid: execs running, or whose background processes are
+	shims  map[int]*shimProc // by pid, busy or idle
+	idle   []*shimProc
 	closed bool
-	wg     sync.WaitGroup // the jobs' await
+	wg     sync.WaitGroup // the shims' serve
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// New returns a Server over opts.Dir, creating the directory if needed.
-// Close it to kill the commands still running.
+// New returns a Server over opts.Dir, creating the directory if needed,
+// and starts a shim for its first exec. Close it to kill the commands
+// still running.
 func New(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("agent: Dir is empty")
@@ -162,7 +164,9 @@ func New(opts Options) (*Server, error) {
 			return nil, errors.Join(fmt.Errorf("agent: PR_SET_CHILD_SUBREAPER: %w", err), root.Close())
 		}
 	}
-	return &Server{opts: opts, root: root, log: log, jobs: map[int]*job{}}, nil
+	s := &Server{opts: opts, root: root, log: log, shims: map[int]*shimProc{}}
+	s.wg.Go(s.warm)
+	return s, nil
 }
 
 // Handler returns the agent's routes.
@@ -190,6 +194,24 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
+// warm starts a shim ahead of the first exec, which then does not wait for
+// one (in a warm sandbox, at all).
+func (s *Server) warm() {
+	sh, err := s.spawn()
+	if err != nil {
+		return // the first exec starts one, or says why it cannot
+	}
+	s.mu.Lock()
+	keep := !s.closed && len(s.idle) < maxIdleShims
+	if keep {
+		s.idle = append(s.idle, sh)
+	}
+	s.mu.Unlock()
+	if !keep {
+		s.retire(sh)
+	}
+}
+
 // Close stops every exec — each shim kills its command and every process
 // the command started, background ones included — waits until they are
 // gone, and refuses new execs. Later calls return the first one's error.
@@ -197,14 +219,23 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		jobs := make([]*job, 0, len(s.jobs))
-		for _, j := range s.jobs {
-			jobs = append(jobs, j)
+		var jobs []*job
+		for _, sh := range s.shims {
+			if sh.job != nil {
+				jobs = append(jobs, sh.job)
+			}
 		}
+		idle := s.idle
+		s.idle = nil
 		s.mu.Unlock()
+		for _, sh := range idle {
+			s.retire(sh)
+		}
 		for _, j := range jobs {
 			j.halt(haltClose)
 		}
+		// Each busy shim says it is free once it has killed its exec's
+		// processes, and is retired (or is killed past haltWait).
 		s.wg.Wait()
 		s.closeErr = s.root.Close()
 	})

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,11 +17,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ttlkit/ttlkit/examples/sandboxes/agent/internal/shim"
 )
 
+// maxIdleShims is how many idle shims an agent keeps for its next execs.
+const maxIdleShims = 2
+
 // haltWait is how long a shim told to stop may take to kill the command's
-// processes and exit. Past it the agent kills the shim (the command may
-// have stopped it with SIGSTOP) and, as their subreaper, what it left.
+// processes. Past it the agent kills the shim (the command may have
+// stopped it with SIGSTOP) and, as their subreaper, what it left. It is
+// also how long after an exec's timeout the agent tells a shim to stop that
+// did not on its own.
 const haltWait = 2 * time.Second
 
 // errClosed is Run's error once Close began.
@@ -35,20 +44,36 @@ const (
 	haltClose  // the agent is closing
 )
 
-// job is one exec's shim, from its start until it has exited and what it
-// left is dead.
+// shimProc is a shim process (see package shim) as the agent sees it.
+type shimProc struct {
+	cmd  *exec.Cmd
+	ctrl *net.UnixConn
+	job  *job // the exec it runs, or nil; under Server.mu
+}
+
+// send hands the shim an exec's pipes.
+func (sh *shimProc) send(pipes ...*os.File) error {
+	fds := make([]int, len(pipes))
+	for i, f := range pipes {
+		fds[i] = int(f.Fd())
+	}
+	_, _, err := sh.ctrl.WriteMsgUnix([]byte{'x'}, unix.UnixRights(fds...), nil)
+	return err
+}
+
+// job is one exec, from its start until every process it started is gone.
 type job struct {
-	cmd   *exec.Cmd
-	stop  *os.File    // the stop pipe's write end: closing it stops the shim
-	timer *time.Timer // the exec's timeout, which also ends what it left running
+	sh    *shimProc
+	stop  *os.File    // the stop pipe's write end: closing it stops the exec
+	timer *time.Timer // halts the exec if the shim has not ended it haltWait past its timeout
 	done  chan struct{}
 
-	mu      sync.Mutex
-	reason  haltReason  // why it was halted before its result was settled
-	settled bool        // the result was read: later halts do not change it
-	halted  bool        // the stop pipe is closed
-	exited  bool        // the shim has exited
-	kill    *time.Timer // kills a shim that did not stop within haltWait
+	mu       sync.Mutex
+	reason   haltReason  // why it was halted before its result was settled
+	settled  bool        // the result was read: later halts do not change it
+	halted   bool        // the stop pipe is closed
+	finished bool        // every process of the exec is gone
+	kill     *time.Timer // kills a shim that did not stop within haltWait
 }
 
 // halt tells the shim to kill the command and everything it started.
@@ -58,15 +83,15 @@ func (j *job) halt(why haltReason) {
 	if !j.settled && j.reason == notHalted {
 		j.reason = why
 	}
-	if j.halted || j.exited {
+	if j.halted || j.finished {
 		return
 	}
 	j.halted = true
 	_ = j.stop.Close()
 	// A shim its command stopped (SIGSTOP) hears nothing until continued.
 	// The signals go through a pidfd: never to a reused pid.
-	_ = j.cmd.Process.Signal(syscall.SIGCONT)
-	j.kill = time.AfterFunc(haltWait, func() { _ = j.cmd.Process.Kill() })
+	_ = j.sh.cmd.Process.Signal(syscall.SIGCONT)
+	j.kill = time.AfterFunc(haltWait, func() { _ = j.sh.cmd.Process.Kill() })
 }
 
 // settle returns why the job was halted, if it was, and fixes it.
@@ -77,11 +102,14 @@ func (j *job) settle() haltReason {
 	return j.reason
 }
 
-// exit records that the shim has exited.
-func (j *job) exit() {
+// finish records that every process of the exec is gone.
+func (j *job) finish() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.exited = true
+	if j.finished {
+		return
+	}
+	j.finished = true
 	j.timer.Stop()
 	if j.kill != nil {
 		j.kill.Stop()
@@ -89,21 +117,21 @@ func (j *job) exit() {
 	if !j.halted {
 		_ = j.stop.Close()
 	}
+	close(j.done)
 }
 
-// execPipes are an exec's pipes: the command's output, the shim's report
-// and the stop pipe; the agent keeps the read ends and the stop pipe's
-// write end.
+// execPipes are an exec's pipes. The agent keeps cfgW, outR, errR, repR
+// and stopW; the shim gets the other ends.
 type execPipes struct {
-	outR, outW, errR, errW, repR, repW, stopR, stopW *os.File
+	cfgR, cfgW, outR, outW, errR, errW, repR, repW, stopR, stopW *os.File
 }
 
 func newExecPipes() (*execPipes, error) {
 	var p execPipes
-	for _, pair := range [][2]**os.File{{&p.outR, &p.outW}, {&p.errR, &p.errW}, {&p.repR, &p.repW}, {&p.stopR, &p.stopW}} {
+	for _, pair := range [][2]**os.File{{&p.cfgR, &p.cfgW}, {&p.outR, &p.outW}, {&p.errR, &p.errW}, {&p.repR, &p.repW}, {&p.stopR, &p.stopW}} {
 		r, w, err := os.Pipe()
 		if err != nil {
-			p.close(p.outR, p.outW, p.errR, p.errW, p.repR, p.repW, p.stopR, p.stopW)
+			closeAll(p.cfgR, p.cfgW, p.outR, p.outW, p.errR, p.errW, p.repR, p.repW, p.stopR, p.stopW)
 			return nil, err
 		}
 		*pair[0], *pair[1] = r, w
@@ -111,7 +139,7 @@ func newExecPipes() (*execPipes, error) {
 	return &p, nil
 }
 
-func (p *execPipes) close(fs ...*os.File) {
+func closeAll(fs ...*os.File) {
 	for _, f := range fs {
 		if f != nil {
 			_ = f.Close()
@@ -119,11 +147,12 @@ func (p *execPipes) close(fs ...*os.File) {
 	}
 }
 
-// Run runs command in the work directory under a shim (see shimName) and
-// returns when it exits, with its output; a timeout or the end of ctx (the
-// caller went away) kills it and every process it started. What it leaves
-// running in the background may outlive the reply, but not the timeout.
-// Run returns an error only when the agent is closing.
+// Run runs command in the work directory under a shim (see package shim) and
+// returns when it exits, with its output; its timeout (counted from its
+// start) or the end of ctx (the caller went away) kills it and every
+// process it started. What it leaves running in the background may
+// outlive the reply, but not the timeout. Run returns an error only when
+// the agent is closing.
 func (s *Server) Run(ctx context.Context, command []string, timeout time.Duration) (ExecResult, error) {
 	start := time.Now()
 	notStarted := func(err error) ExecResult {
@@ -145,7 +174,7 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 		path = p
 	}
 	ooms := oomKills()
-	j, p, err := s.start(path, command, timeout)
+	j, p, err := s.start(shim.Config{Path: path, Args: command, Env: s.opts.Env, Dir: s.opts.Dir, Timeout: timeout}, timeout)
 	if errors.Is(err, errClosed) {
 		return ExecResult{}, err
 	}
@@ -156,8 +185,8 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	stdout := &capped{max: s.opts.MaxOutput}
 	stderr := &capped{max: s.opts.MaxOutput}
 	var copies sync.WaitGroup
-	var cut bool
 	var cutMu sync.Mutex
+	cut := false
 	drain := func(w io.Writer, r *os.File) {
 		if _, err := io.Copy(w, r); errors.Is(err, os.ErrDeadlineExceeded) {
 			cutMu.Lock()
@@ -184,13 +213,16 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	_ = p.outR.SetReadDeadline(deadline)
 	_ = p.errR.SetReadDeadline(deadline)
 	copies.Wait()
-	p.close(p.outR, p.errR)
+	closeAll(p.outR, p.errR)
 
 	res := ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), DurationMS: time.Since(start).Milliseconds()}
 	if rep.Error != "" {
 		r := notStarted(shimError{rep})
 		r.Stdout, r.Stderr = res.Stdout, res.Stderr+r.Stderr
 		return r, nil
+	}
+	if rep.TimedOut {
+		why = haltTimeout
 	}
 	var sig syscall.Signal
 	if rep.Status != nil {
@@ -248,7 +280,7 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 }
 
 // shimError is the shim's report that the command could not start.
-type shimError struct{ r shimResult }
+type shimError struct{ r shim.Result }
 
 func (e shimError) Error() string { return e.r.Error }
 
@@ -259,80 +291,210 @@ func (e shimError) Unwrap() error {
 	return syscall.Errno(e.r.Errno)
 }
 
-// readReport reads the shim's one report; false means the shim exited
-// without one.
-func readReport(r io.Reader) (shimResult, bool) {
+// readReport reads the shim's one report; false means there was none (the
+// shim died).
+func readReport(r io.Reader) (shim.Result, bool) {
 	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	var rep shimResult
+	var rep shim.Result
 	if len(bytes.TrimSpace(b)) == 0 || json.Unmarshal(b, &rep) != nil {
-		return shimResult{}, false
+		return shim.Result{}, false
 	}
 	return rep, rep.Status != nil || rep.Error != ""
 }
 
-// start starts command's shim, with its timeout, and the goroutine that
-// waits for it.
-func (s *Server) start(path string, command []string, timeout time.Duration) (*job, *execPipes, error) {
-	cfg, err := json.Marshal(shimConfig{Path: path, Args: command, Env: s.opts.Env})
+// start hands cfg to an idle shim (or a new one) and returns its job.
+func (s *Server) start(cfg shim.Config, timeout time.Duration) (*job, *execPipes, error) {
+	b, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := newExecPipes()
-	if err != nil {
-		return nil, nil, err
+	for {
+		sh, fresh, err := s.take()
+		if err != nil {
+			return nil, nil, err
+		}
+		j, p, err := s.hand(sh, b, timeout)
+		if err == nil || errors.Is(err, errClosed) || fresh {
+			return j, p, err
+		}
+		// An idle shim can die (a command may kill any process of its
+		// user): the next one, or a new one.
 	}
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{shimName}, Dir: s.opts.Dir,
-		// Nothing of the agent's environment (its token); one P is all a
-		// shim needs, and every thread counts against a process limit.
-		Env:        []string{"GOMAXPROCS=1"},
-		Stdin:      bytes.NewReader(cfg),
-		ExtraFiles: []*os.File{p.outW, p.errW, p.repW, p.stopR},
-		// A group of its own: a signal to the agent's group (a process
-		// sandbox's SIGKILL after its grace) does not kill the shims
-		// before they have killed their commands.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	// Under s.mu, so that reapStrays never takes a shim just started for
-	// a stray before it is in s.jobs.
+}
+
+// take returns an idle shim, or starts one (fresh).
+func (s *Server) take() (sh *shimProc, fresh bool, err error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		p.close(p.outR, p.outW, p.errR, p.errW, p.repR, p.repW, p.stopR, p.stopW)
-		return nil, nil, errClosed
+		return nil, false, errClosed
 	}
-	err = cmd.Start()
-	var j *job
-	if err == nil {
-		j = &job{cmd: cmd, stop: p.stopW, done: make(chan struct{})}
-		j.timer = time.AfterFunc(timeout, func() { j.halt(haltTimeout) })
-		s.jobs[cmd.Process.Pid] = j
-		s.wg.Add(1)
+	if n := len(s.idle); n > 0 {
+		sh := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		s.mu.Unlock()
+		return sh, false, nil
 	}
 	s.mu.Unlock()
-	// The shim holds these now.
-	p.close(p.outW, p.errW, p.repW, p.stopR)
+	sh, err = s.spawn()
+	return sh, true, err
+}
+
+// hand gives the exec cfg (as JSON) to sh.
+func (s *Server) hand(sh *shimProc, cfg []byte, timeout time.Duration) (*job, *execPipes, error) {
+	p, err := newExecPipes()
 	if err != nil {
-		p.close(p.outR, p.errR, p.repR, p.stopW)
+		s.retire(sh)
 		return nil, nil, err
 	}
-	go s.await(j)
+	// The configuration fits in its pipe (a command is at most
+	// MaxCommand bytes, some six times that as JSON at worst): written
+	// whole before the shim reads it, it never blocks.
+	if len(cfg) > 64<<10 {
+		if rc, err := p.cfgW.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, len(cfg)) })
+		}
+	}
+	_, err = p.cfgW.Write(cfg)
+	_ = p.cfgW.Close()
+	j := &job{sh: sh, stop: p.stopW, done: make(chan struct{})}
+	// The shim times the command itself; this is for a shim that could
+	// not (stopped, or starved of CPU).
+	backstop := timeout + haltWait
+	if backstop < timeout {
+		backstop = math.MaxInt64
+	}
+	j.timer = time.AfterFunc(backstop, func() { j.halt(haltTimeout) })
+	if err == nil {
+		s.mu.Lock()
+		if s.closed {
+			err = errClosed
+		} else {
+			sh.job = j
+		}
+		s.mu.Unlock()
+	}
+	if err == nil {
+		if serr := sh.send(p.cfgR, p.outW, p.errW, p.repW, p.stopR); serr != nil {
+			err = fmt.Errorf("exec shim: %w", serr)
+		}
+	}
+	// The shim holds its ends now.
+	closeAll(p.cfgR, p.outW, p.errW, p.repW, p.stopR)
+	if err != nil {
+		j.timer.Stop()
+		s.mu.Lock()
+		sh.job = nil
+		s.mu.Unlock()
+		s.retire(sh)
+		closeAll(p.outR, p.errR, p.repR, p.stopW)
+		return nil, nil, err
+	}
 	return j, p, nil
 }
 
-// await waits for j's shim to exit, then kills what a shim killed before
-// it could clean up left behind.
-func (s *Server) await(j *job) {
-	defer s.wg.Done()
-	_ = j.cmd.Wait()
-	j.exit()
+// spawn starts a shim, with the goroutine that serves it.
+func (s *Server) spawn() (*shimProc, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("exec shim: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ctrl"), os.NewFile(uintptr(fds[1]), "shim ctrl")
+	defer theirs.Close()
+	c, err := net.FileConn(ours)
+	_ = ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("exec shim: %w", err)
+	}
+	sh := &shimProc{ctrl: c.(*net.UnixConn), cmd: &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{shim.Name}, Dir: "/",
+		// Nothing of the agent's environment (its token); one P is all a
+		// shim needs, and every thread counts against a process limit.
+		Env:        []string{"GOMAXPROCS=1"},
+		ExtraFiles: []*os.File{theirs},
+		// A group of its own: a signal to the agent's group (a process
+		// sandbox's SIGKILL past its grace) does not kill the shims
+		// before they have killed their commands.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}}
+	// Under s.mu, so that reapStrays never takes a shim just started for
+	// a stray before it is in s.shims.
 	s.mu.Lock()
-	delete(s.jobs, j.cmd.Process.Pid)
+	if s.closed {
+		s.mu.Unlock()
+		_ = sh.ctrl.Close()
+		return nil, errClosed
+	}
+	err = sh.cmd.Start()
+	if err == nil {
+		s.shims[sh.cmd.Process.Pid] = sh
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		_ = sh.ctrl.Close()
+		return nil, err
+	}
+	go s.serve(sh)
+	return sh, nil
+}
+
+// retire ends sh: closing its control socket tells it to exit.
+func (s *Server) retire(sh *shimProc) { _ = sh.ctrl.Close() }
+
+// serve reads what sh says until it exits: each shim.Free finishes its job
+// and makes it idle again. Once it has exited, what it left is killed (it
+// was killed itself) and its job, if any, is finished.
+func (s *Server) serve(sh *shimProc) {
+	defer s.wg.Done()
+	buf := make([]byte, 16)
+	for {
+		n, err := sh.ctrl.Read(buf)
+		if err != nil {
+			break
+		}
+		if n == 1 && buf[0] == shim.Free {
+			s.release(sh)
+		}
+	}
+	_ = sh.ctrl.Close()
+	_ = sh.cmd.Wait()
+	s.mu.Lock()
+	delete(s.shims, sh.cmd.Process.Pid)
+	for i, idle := range s.idle {
+		if idle == sh {
+			s.idle = append(s.idle[:i], s.idle[i+1:]...)
+			break
+		}
+	}
+	j := sh.job
+	sh.job = nil
 	s.mu.Unlock()
 	if s.opts.Subreaper {
 		s.reapStrays()
 	}
-	close(j.done)
+	if j != nil {
+		j.finish()
+	}
+}
+
+// release finishes sh's job, every process of which is gone, and keeps sh
+// for the next exec, or retires it.
+func (s *Server) release(sh *shimProc) {
+	s.mu.Lock()
+	j := sh.job
+	sh.job = nil
+	keep := j != nil && !s.closed && len(s.idle) < maxIdleShims
+	if keep {
+		s.idle = append(s.idle, sh)
+	}
+	s.mu.Unlock()
+	if j != nil {
+		j.finish()
+	}
+	if !keep {
+		s.retire(sh)
+	}
 }
 
 // reapStrays kills and reaps every child of the agent that is not one of
@@ -343,19 +505,17 @@ func (s *Server) reapStrays() {
 	defer s.mu.Unlock()
 	self := os.Getpid()
 	for {
-		tree := readProcTree()
 		var strays []int
-		for _, p := range tree[self] {
-			if s.jobs[p] == nil {
+		for _, p := range shim.Children(self) {
+			if s.shims[p] == nil {
 				strays = append(strays, p)
 			}
 		}
 		if len(strays) == 0 {
 			return
 		}
-		for _, p := range strays {
-			killAll(append(tree.descendants(p), p))
-		}
+		shim.KillAll(strays)
+		shim.KillAll(shim.Descendants(strays...))
 		// Each is dead or dying, and the agent's own child: wait4 returns
 		// at once or when SIGKILL has done its work. Their children come
 		// to the agent in turn, and the next round finds them.
