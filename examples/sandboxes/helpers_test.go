@@ -118,9 +118,16 @@ type instance struct {
 	kill func()       // SIGKILL (a process of its own only)
 }
 
-// startIn runs the whole program in this process; it is stopped when the
-// test ends unless the test stopped it.
+// startIn runs the whole program in this process, with an empty
+// environment; it is stopped when the test ends unless the test stopped
+// it.
 func startIn(t *testing.T, args ...string) *instance {
+	t.Helper()
+	return startInEnv(t, nil, args...)
+}
+
+// startInEnv is startIn with the environment variables env.
+func startInEnv(t *testing.T, env map[string]string, args ...string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -128,7 +135,9 @@ func startIn(t *testing.T, args ...string) *instance {
 	t.Cleanup(func() { _ = out.Close() })
 	logs := &fileLog{path: out.Name()}
 	errc := make(chan error, 1)
-	go func() { errc <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), out, out) }()
+	go func() {
+		errc <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), out, out)
+	}()
 	in := &instance{logs: logs}
 	in.addr = waitListening(t, logs, errc)
 	var once sync.Once
@@ -242,6 +251,35 @@ func tryCall(method, url string, body io.Reader) (reply, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return reply{status: resp.StatusCode, body: b, header: resp.Header}, err
+}
+
+// send sends req as it is, with nothing added, and returns the reply.
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := bare.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+var bare = &http.Client{Timeout: 2 * time.Minute}
+
+// request returns a request of method for url with body and the headers
+// given as name, value pairs ("Host" sets the request's Host).
+func request(t *testing.T, method, url string, body io.Reader, header ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		} else {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	return req
 }
 
 func execBody(timeout float64, command ...string) io.Reader {

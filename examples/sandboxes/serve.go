@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -76,6 +77,11 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 	cfg.HealthTimeout = probeTimeout
 	ready := probe.Options{Timeout: min(c.assign, time.Minute), AttemptTimeout: probeTimeout}
 	agentArgs := []string{"-max-output", strconv.FormatInt(c.maxOutput, 10)}
+	if len(c.allowedHosts) > 0 {
+		// The agents answer the names the API does (and, as the backend
+		// reaches them, their addresses).
+		agentArgs = append(agentArgs, "-allowed-hosts", strings.Join(c.allowedHosts, ","))
+	}
 	agentEnv := []string{agent.EnvToken + "=" + cfg.AgentToken}
 	if c.docker != "" {
 		cli, err := client.New(client.WithHost(c.docker))
@@ -188,6 +194,7 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	defer sys.close()
 	cfg := sys.cfg
 	cfg.APIKey = c.apiKey
+	cfg.AllowedHosts = c.allowedHosts
 	b, err := backend.New(cfg)
 	if err != nil {
 		_ = ln.Close()

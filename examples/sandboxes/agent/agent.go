@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // Defaults for the zero Options.
@@ -66,6 +68,11 @@ type Options struct {
 	// Token, if set, is required of every request but GET /healthz, as
 	// "Authorization: Bearer <token>": only the backend drives the agent.
 	Token string
+	// Hosts are the Host names the agent answers to besides loopback
+	// names and IP addresses (see webguard.Options.Hosts). Requests for
+	// any other name (DNS rebinding) and requests a browser sends for
+	// another site are refused with 403 before anything else.
+	Hosts []string
 	// Subreaper makes the process a child subreaper that kills every
 	// process re-parented to it but its execs' shims: what a command left
 	// when it killed its own shim. It is a setting of the whole process,
@@ -169,7 +176,8 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the agent's routes.
+// Handler returns the agent's routes, behind webguard's Host and
+// cross-site checks and then the token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", s.exec)
@@ -178,20 +186,25 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /archive", s.exportArchive)
 	mux.HandleFunc("PUT /archive", s.importArchive)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	if s.opts.Token == "" {
-		return mux
+	var h http.Handler = mux
+	if s.opts.Token != "" {
+		want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Digests compared in constant time: neither the token's
+			// bytes nor its length can be found by timing.
+			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
+				writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
 	}
-	want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Digests compared in constant time: neither the token's bytes
-		// nor its length can be found by timing.
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
-			writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	// Outermost: a page's request, or one for a rebinding name, does
+	// nothing at all.
+	return webguard.Handler(h, webguard.Options{Hosts: s.opts.Hosts, Deny: func(w http.ResponseWriter, _ *http.Request, err error) {
+		writeError(w, http.StatusForbidden, "agent: %v", err)
+	}})
 }
 
 // warm starts a shim ahead of the first exec, which then does not wait for
