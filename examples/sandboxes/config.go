@@ -32,7 +32,7 @@ const (
 	envWarmTTL       = "WARM_POOL_TTL"           // 1800: an unused warm sandbox is replaced
 	envGC            = "SANDBOX_GC_INTERVAL"     // 60
 	envRedis         = "REDIS_URL"
-	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; none by default (loopback only)
+	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; made at start (and printed) when unset
 	// Host names the API answers to besides loopback names and IP
 	// addresses, comma-separated (".name" for it and its subdomains).
 	envAllowedHosts = "SANDBOXES_ALLOWED_HOSTS"
@@ -73,7 +73,7 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&c.instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "name of this instance in the shared state")
 	fs.StringVar(&c.archiveDir, "archive", filepath.Join(tmp, "archive"), "directory of the archived files of conversations whose sandbox was destroyed")
 	fs.StringVar(&c.workRoot, "work-root", filepath.Join(tmp, "work"), "where process sandboxes get their work directories")
-	fs.StringVar(&c.apiKey, "api-key", "", "key every request but /healthz must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+"; required to listen beyond loopback")
+	fs.StringVar(&c.apiKey, "api-key", "", "key every request but /healthz must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+"; unset, one is made at start and printed (shared through Redis by the instances)")
 	hosts := fs.String("allowed-hosts", getenv(envAllowedHosts), "comma-separated Host names the API answers to besides loopback names and IP addresses: name, .name for it and its subdomains, * for any (behind a proxy that checks Host) (env "+envAllowedHosts+")")
 	fs.StringVar(&c.agentCmd, "agent", "", "program that runs the agent in process sandboxes (its 'agent' subcommand); empty means this program")
 	fs.StringVar(&c.image, "image", sandbox.DefaultImage, "image of Docker sandboxes, built if the engine lacks it")

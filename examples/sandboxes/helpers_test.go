@@ -43,7 +43,12 @@ func TestMain(m *testing.M) {
 	leakcheck.VerifyTestMain(m)
 }
 
-var listenRE = regexp.MustCompile(`(?m)^listening on (\S+)`)
+var (
+	listenRE = regexp.MustCompile(`(?m)^listening on (\S+)`)
+	// keyRE finds the API key a backend made, in the line it prints for
+	// a user to paste.
+	keyRE = regexp.MustCompile(`(?m)^ +export SANDBOXES_API_KEY=(\S+)$`)
+)
 
 func waitListening(t *testing.T, out fmt.Stringer, exited <-chan error) string {
 	t.Helper()
@@ -113,6 +118,7 @@ func (e env) killLeftovers(t *testing.T) {
 // instance is one running backend.
 type instance struct {
 	addr string
+	key  string // its API key: -api-key, or the one it printed
 	logs fmt.Stringer
 	stop func() error // SIGTERM (or its in-process equivalent) and wait
 	kill func()       // SIGKILL (a process of its own only)
@@ -140,6 +146,7 @@ func startInEnv(t *testing.T, env map[string]string, args ...string) *instance {
 	}()
 	in := &instance{logs: logs}
 	in.addr = waitListening(t, logs, errc)
+	in.useKey(t, args)
 	var once sync.Once
 	in.stop = func() error {
 		once.Do(func() {
@@ -174,6 +181,7 @@ func startProc(t *testing.T, args ...string) *instance {
 	go func() { exited <- cmd.Wait() }()
 	in := &instance{logs: out}
 	in.addr = waitListening(t, out, exited)
+	in.useKey(t, args)
 	var once sync.Once
 	in.stop = func() error {
 		once.Do(func() {
@@ -196,6 +204,40 @@ func startProc(t *testing.T, args ...string) *instance {
 		}
 	})
 	return in
+}
+
+// useKey finds the instance's API key — the one its arguments give, else
+// the one it printed, as a user reads it — and has httpc send it to the
+// instance.
+func (in *instance) useKey(t *testing.T, args []string) {
+	t.Helper()
+	for i, a := range args {
+		if a == "-api-key" && i+1 < len(args) {
+			in.key = args[i+1]
+		}
+	}
+	if in.key == "" {
+		m := keyRE.FindStringSubmatch(in.logs.String())
+		require.NotNil(t, m, "the backend printed no key to paste:\n%s", in.logs)
+		in.key = m[1]
+	}
+	keys.Store(in.addr, in.key)
+	t.Cleanup(func() { keys.Delete(in.addr) })
+}
+
+// keys holds the API key of each running instance by its address.
+var keys sync.Map
+
+// withKeys sends a request to an instance with the instance's key, unless
+// the request carries a key of its own.
+type withKeys struct{ next http.RoundTripper }
+
+func (k withKeys) RoundTrip(req *http.Request) (*http.Response, error) {
+	if key, ok := keys.Load(req.URL.Host); ok && req.Header.Get("Authorization") == "" && req.Header.Get("X-Api-Key") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+key.(string))
+	}
+	return k.next.RoundTrip(req)
 }
 
 // fileLog reads a program's output from its file.
@@ -230,7 +272,8 @@ func (r reply) errorText(t *testing.T) string {
 	return e.Error
 }
 
-var httpc = &http.Client{Timeout: 2 * time.Minute}
+// httpc is the tests' client of the backends: it sends each its key.
+var httpc = &http.Client{Timeout: 2 * time.Minute, Transport: withKeys{http.DefaultTransport}}
 
 func call(t *testing.T, method, url string, body io.Reader) reply {
 	t.Helper()
