@@ -1,8 +1,11 @@
 package sandbox_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
@@ -43,6 +47,26 @@ func newProcess(label, root string) (*sandbox.Process, error) {
 	return sandbox.NewProcess(sandbox.ProcessOptions{
 		Agent: []string{os.Args[0], "agent"}, Label: label, Root: root, StopGrace: 2 * time.Second, Ready: ready,
 	})
+}
+
+// relabel replaces image with itself labelled key=value.
+func relabel(t *testing.T, cli *client.Client, image, key, value string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	df := "FROM " + image + "\nLABEL " + key + "=" + value + "\n"
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}))
+	_, err := tw.Write([]byte(df))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	res, err := cli.ImageBuild(context.Background(), &buf, client.ImageBuildOptions{
+		Tags: []string{image}, Remove: true, Labels: map[string]string{dockertest.LabelTest: "1"},
+	})
+	require.NoError(t, err)
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), `"error"`)
 }
 
 func newDocker(cli *client.Client, label, image string) (*sandbox.Docker, error) {
@@ -159,14 +183,23 @@ func TestSweepDirs(t *testing.T) {
 }
 
 // Docker sandboxes pass the provisioner contract, with the image built
-// offline and the internal network.
+// offline and the internal network. The image is built once, and again
+// when the engine's is an older agent's.
 func TestDockerContract(t *testing.T) {
 	cli := dockertest.Client(t)
 	label := "sbx-contract-" + strconv.Itoa(os.Getpid())
 	image := "ttlkit-test/workspace-base:" + label
 	ctx := context.Background()
-	_, err := sandbox.EnsureImage(ctx, cli, image, sandbox.DefaultBusybox, map[string]string{dockertest.LabelTest: "1"}, nil)
-	require.NoError(t, err)
+	ensure := func() bool {
+		built, err := sandbox.EnsureImage(ctx, cli, image, sandbox.DefaultBusybox, map[string]string{dockertest.LabelTest: "1"}, nil)
+		require.NoError(t, err)
+		return built
+	}
+	assert.True(t, ensure(), "built")
+	assert.False(t, ensure(), "the engine has it")
+	relabel(t, cli, image, "io.ttlkit.sandboxes.agent-revision", "1")
+	assert.True(t, ensure(), "an older agent's image is rebuilt")
+	assert.False(t, ensure())
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label))
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label), "twice is fine")
 	t.Cleanup(func() { require.NoError(t, sandbox.RemoveDocker(ctx, cli, label, image)) })
