@@ -347,16 +347,6 @@ func (s *Server) hand(sh *shimProc, cfg []byte, timeout time.Duration) (*job, *e
 		s.retire(sh)
 		return nil, nil, err
 	}
-	// The configuration fits in its pipe (a command is at most
-	// MaxCommand bytes, some six times that as JSON at worst): written
-	// whole before the shim reads it, it never blocks.
-	if len(cfg) > 64<<10 {
-		if rc, err := p.cfgW.SyscallConn(); err == nil {
-			_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, len(cfg)) })
-		}
-	}
-	_, err = p.cfgW.Write(cfg)
-	_ = p.cfgW.Close()
 	j := &job{sh: sh, stop: p.stopW, done: make(chan struct{})}
 	// The shim times the command itself; this is for a shim that could
 	// not (stopped, or starved of CPU).
@@ -365,15 +355,13 @@ func (s *Server) hand(sh *shimProc, cfg []byte, timeout time.Duration) (*job, *e
 		backstop = math.MaxInt64
 	}
 	j.timer = time.AfterFunc(backstop, func() { j.halt(haltTimeout) })
-	if err == nil {
-		s.mu.Lock()
-		if s.closed {
-			err = errClosed
-		} else {
-			sh.job = j
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		err = errClosed
+	} else {
+		sh.job = j
 	}
+	s.mu.Unlock()
 	if err == nil {
 		if serr := sh.send(p.cfgR, p.outW, p.errW, p.repW, p.stopR); serr != nil {
 			err = fmt.Errorf("exec shim: %w", serr)
@@ -381,10 +369,24 @@ func (s *Server) hand(sh *shimProc, cfg []byte, timeout time.Duration) (*job, *e
 	}
 	// The shim holds its ends now.
 	closeAll(p.cfgR, p.outW, p.errW, p.repW, p.stopR)
+	if err == nil {
+		// The shim reads the configuration as soon as it has the pipes;
+		// one that does not within haltWait is stuck (stopped) and
+		// replaced.
+		_ = p.cfgW.SetWriteDeadline(time.Now().Add(haltWait))
+		if _, werr := p.cfgW.Write(cfg); werr != nil {
+			err = fmt.Errorf("exec shim: configuration: %w", werr)
+			// It has the exec's pipes: it must not run it later.
+			_ = sh.cmd.Process.Kill()
+		}
+	}
+	_ = p.cfgW.Close()
 	if err != nil {
 		j.timer.Stop()
 		s.mu.Lock()
-		sh.job = nil
+		if sh.job == j {
+			sh.job = nil
+		}
 		s.mu.Unlock()
 		s.retire(sh)
 		closeAll(p.outR, p.errR, p.repR, p.stopW)

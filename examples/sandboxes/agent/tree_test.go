@@ -208,6 +208,13 @@ func TestShimPassesThrough(t *testing.T) {
 	assert.Equal(t, 127, res.ExitCode)
 	assert.Contains(t, res.Error, "could not start: fork/exec ./notexec: permission denied")
 
+	// A command whose configuration (JSON, control characters escaped at
+	// six times their size) is more than a pipe holds.
+	arg := strings.Repeat("\x01", 40<<10)
+	res, err = c.Exec(ctx, agent.ExecRequest{Command: []string{"sh", "-c", `printf %s "$1" | wc -c`, "sh", arg}})
+	require.NoError(t, err)
+	assert.Equal(t, strconv.Itoa(len(arg)), strings.TrimSpace(res.Stdout), "%+v", res.Error)
+
 	// The command gets neither the agent's environment nor its files.
 	res, err = c.Exec(ctx, agent.ExecRequest{Command: []string{"env"}})
 	require.NoError(t, err)
