@@ -21,6 +21,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,6 +177,11 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// HeaderDir is the header of every /healthz answer that names the agent's
+// work directory (its last element): a process sandbox's provisioner
+// checks that the agent on a port is the one it started there.
+const HeaderDir = "X-Agent-Dir"
+
 // Handler returns the agent's routes, behind webguard's Host and
 // cross-site checks and then the token.
 func (s *Server) Handler() http.Handler {
@@ -185,7 +191,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /files/{path...}", s.writeFile)
 	mux.HandleFunc("GET /archive", s.exportArchive)
 	mux.HandleFunc("PUT /archive", s.importArchive)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(HeaderDir, filepath.Base(s.opts.Dir))
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	var h http.Handler = mux
 	if s.opts.Token != "" {
 		want := sha256.Sum256([]byte("Bearer " + s.opts.Token))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 	"github.com/ttlkit/ttlkit/pool/probe"
+	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/provisionertest"
 )
 
@@ -217,4 +219,22 @@ func TestDockerContract(t *testing.T) {
 			return crashOwner(t, fmt.Sprintf("docker %s %d %s", label, n, image))
 		},
 	})
+}
+
+// A process sandbox's probe accepts only its own agent: the one on its
+// port whose work directory is the sandbox's, not another sandbox's agent
+// that took the port first.
+func TestOwnAgent(t *testing.T) {
+	root := t.TempDir()
+	srv, err := agent.New(agent.Options{Dir: filepath.Join(root, "theirs")})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	ctx := context.Background()
+
+	assert.NoError(t, sandbox.OwnAgent(process.Worker{ID: "theirs", Addr: addr})(ctx))
+	err = sandbox.OwnAgent(process.Worker{ID: "mine", Addr: addr})(ctx)
+	assert.ErrorContains(t, err, `the agent there serves "theirs", not sandbox mine`)
 }
