@@ -100,8 +100,13 @@ func metric(t *testing.T, ins []*instance, name string) int {
 func TestFleet(t *testing.T) {
 	shared, inv, entities := redisArgs(t)
 	e := newEnv(t)
-	args := e.args(append(shared, "-inactivity-ttl", "2s", "-absolute-ttl", "9s", "-exec-timeout", "1500ms",
-		"-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "10s", "-health-interval", "500ms")...)
+	// The TTLs leave room for the 20 conversations' first round on a
+	// loaded machine with the race detector, where each new sandbox
+	// starts two race-instrumented programs (its agent and its first
+	// exec's shim): an absolute TTL that passes during the rounds would
+	// move a conversation to a new sandbox.
+	args := e.args(append(shared, "-inactivity-ttl", "4s", "-absolute-ttl", "15s", "-exec-timeout", "3s",
+		"-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "20s", "-health-interval", "500ms")...)
 	a := startProc(t, append(args, "-instance", "a")...)
 	b := startProc(t, append(args, "-instance", "b")...)
 	ins := []*instance{a, b}

@@ -134,9 +134,8 @@ type Server struct {
 	closeErr  error
 }
 
-// New returns a Server over opts.Dir, creating the directory if needed,
-// and starts a shim for its first exec. Close it to kill the commands
-// still running.
+// New returns a Server over opts.Dir, creating the directory if needed.
+// Close it to kill the commands still running.
 func New(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("agent: Dir is empty")
@@ -172,9 +171,7 @@ func New(opts Options) (*Server, error) {
 			return nil, errors.Join(fmt.Errorf("agent: PR_SET_CHILD_SUBREAPER: %w", err), root.Close())
 		}
 	}
-	s := &Server{opts: opts, root: root, log: log, shims: map[int]*shimProc{}}
-	s.wg.Go(s.warm)
-	return s, nil
+	return &Server{opts: opts, root: root, log: log, shims: map[int]*shimProc{}}, nil
 }
 
 // HeaderDir is the header of every /healthz answer that names the agent's
@@ -214,24 +211,6 @@ func (s *Server) Handler() http.Handler {
 	return webguard.Handler(h, webguard.Options{Hosts: s.opts.Hosts, Deny: func(w http.ResponseWriter, _ *http.Request, err error) {
 		writeError(w, http.StatusForbidden, "agent: %v", err)
 	}})
-}
-
-// warm starts a shim ahead of the first exec, which then does not wait for
-// one (in a warm sandbox, at all).
-func (s *Server) warm() {
-	sh, err := s.spawn()
-	if err != nil {
-		return // the first exec starts one, or says why it cannot
-	}
-	s.mu.Lock()
-	keep := !s.closed && len(s.idle) < maxIdleShims
-	if keep {
-		s.idle = append(s.idle, sh)
-	}
-	s.mu.Unlock()
-	if !keep {
-		s.retire(sh)
-	}
 }
 
 // Close stops every exec — each shim kills its command and every process
