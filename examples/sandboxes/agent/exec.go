@@ -201,9 +201,11 @@ func (s *Server) Run(ctx context.Context, command []string, timeout time.Duratio
 	rep, reported := readReport(p.repR)
 	stopCaller()
 	_ = p.repR.Close()
-	if !reported {
+	if !reported || rep.Done {
 		// The shim died without a word (the command may have killed
 		// it): what it left is the agent's to kill, before the reply.
+		// Or it left nothing and the shim is free at once: the next
+		// exec finds it idle.
 		<-j.done
 	}
 	why := j.settle()

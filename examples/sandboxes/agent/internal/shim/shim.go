@@ -82,11 +82,13 @@ type Config struct {
 }
 
 // Result is what the shim reports once the command has exited (its wait
-// status, and whether its timeout killed it) or could not start (the
+// status, whether its timeout killed it, and whether it left no process
+// behind, in which case Free follows at once) or could not start (the
 // error, and its errno).
 type Result struct {
 	Status   *uint32 `json:"status,omitempty"`
 	TimedOut bool    `json:"timed_out,omitempty"`
+	Done     bool    `json:"done,omitempty"`
 	Error    string  `json:"error,omitempty"`
 	Errno    int     `json:"errno,omitempty"`
 }
@@ -255,48 +257,59 @@ func (s *shim) run(pipes []*os.File) bool {
 	}
 	exited := false   // the command was reaped
 	timedOut := false // its timeout passed
-	// reap reaps every child that has exited, reporting the command's
-	// status, and says whether any child is left. As a subreaper the shim
-	// inherits every orphan under it, so no child left means no process
-	// of the command's left at all.
+	killing := false  // report once everything is dead, not before
+	var status syscall.WaitStatus
+	// reap reaps every child that has exited, reports the command's
+	// status once it has, and says whether any child is left. As a
+	// subreaper the shim inherits every orphan under it, so no child left
+	// means no process of the command's left at all.
 	reap := func() bool {
+		left := false
+	loop:
 		for {
 			var ws syscall.WaitStatus
 			p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 			switch {
 			case errors.Is(err, syscall.EINTR):
 			case err != nil: // ECHILD
-				return false
+				break loop
 			case p == 0:
-				return true
+				left = true
+				break loop
 			case p == pid:
-				exited = true
-				st := uint32(ws)
-				send(Result{Status: &st, TimedOut: timedOut})
+				exited, status = true, ws
 			}
 		}
+		if exited && !killing {
+			st := uint32(status)
+			send(Result{Status: &st, TimedOut: timedOut, Done: !left})
+		}
+		return left
 	}
 	// kill kills the command's process group at once while the command
 	// is unreaped (its pid, and so its group's id, cannot have been
 	// reused), then each descendant /proc shows, over and over, since a
-	// process not yet killed may fork. Between rounds it waits for a
-	// SIGCHLD or 10 ms: an orphan re-parented to the shim while still
-	// alive sends none.
+	// process not yet killed may fork; the report waits until all are
+	// dead and reaped. Between rounds it waits for a SIGCHLD or 10 ms: an
+	// orphan re-parented to the shim while still alive sends none.
 	kill := func() {
 		self := os.Getpid()
+		killing = true
 		for {
 			if !exited {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
 			KillAll(Descendants(self))
 			if !reap() {
-				return
+				break
 			}
 			select {
 			case <-s.chld:
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
+		killing = false
+		reap() // reports, if the command had not exited before
 	}
 	for reap() {
 		select {
