@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,7 +119,7 @@ func TestConversation(t *testing.T) {
 
 	// A sandbox that dies mid-exec: a clear error, and a new sandbox for
 	// the next request.
-	r = in.sh(t, "c2", "sleep 0.1; kill -9 $PPID; sleep 5")
+	r = in.sh(t, "c2", "sleep 0.1; kill -9 "+agentPID+"; sleep 5")
 	assert.Equal(t, http.StatusBadGateway, r.status, "%s", r)
 	assert.Contains(t, r.errorText(t), "the sandbox died during the request")
 	var again string
@@ -185,15 +186,15 @@ func TestUnhealthyReplaced(t *testing.T) {
 	e := newEnv(t)
 	in := startIn(t, e.args("-health-interval", "200ms", "-grace", "1s", "-exec-timeout", "5s")...)
 	first := sandboxOf(t, in, "h1")
-	agentPID, err := strconv.Atoi(strings.TrimSpace(in.sh(t, "h1", "echo $PPID").exec(t).Stdout))
+	pid, err := strconv.Atoi(strings.TrimSpace(in.sh(t, "h1", "echo "+agentPID).exec(t).Stdout))
 	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(agentPID, syscall.SIGSTOP))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 
 	require.Eventually(t, func() bool {
 		status, _ := in.state(t, "h1")
 		return status == http.StatusNotFound
 	}, 15*time.Second, 50*time.Millisecond, "the frozen sandbox is destroyed")
-	assert.NoDirExists(t, "/proc/"+strconv.Itoa(agentPID), "and its process killed")
+	assert.NoDirExists(t, "/proc/"+strconv.Itoa(pid), "and its process killed")
 	assert.NotContains(t, e.listed(t), first)
 
 	second := sandboxOf(t, in, "h1")
@@ -238,18 +239,13 @@ func TestTTLs(t *testing.T) {
 	assert.Contains(t, string(r.body), `sandboxes_restores_total{result="ok"}`)
 }
 
-// The API runs any command, so: a key when one is set (and /healthz
-// without), no listening beyond loopback without one, and agents that
-// answer only the backend.
+// The API runs any command, so: the key it is given (and /healthz
+// without), and agents that answer only the backend.
 func TestSecurity(t *testing.T) {
 	e := newEnv(t)
-	err := run(context.Background(), e.args("-addr", "0.0.0.0:0"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
-	require.ErrorContains(t, err, "set -api-key")
-	assert.Empty(t, e.listed(t), "nothing is left running")
-
 	// A Docker sandbox's files are its memory: a work directory the
 	// memory limit cannot hold is refused.
-	err = run(context.Background(), e.args("-work-size", "400"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	err := run(context.Background(), e.args("-work-size", "400"), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "-work-size (400 MiB) and /tmp (64 MiB) must leave at least 128 MiB of -memory (512 MiB) to the processes")
 
 	in := startIn(t, e.args("-api-key", "k3y")...)
@@ -302,6 +298,52 @@ func TestSecurity(t *testing.T) {
 	assert.NotContains(t, string(b), "pwned", "the stranger's command did not run")
 }
 
+// Without SANDBOXES_API_KEY the backend makes a key (32 random bytes) and
+// prints it as lines to paste into a shell, not in the log's fields; every
+// request but /healthz must carry it: 401 without, 403 with another key,
+// and nothing happens. With it the backend may listen beyond loopback,
+// with a warning that the key crosses the network in clear.
+func TestGeneratedKey(t *testing.T) {
+	e := newEnv(t)
+	in := startIn(t, e.args("-addr", "0.0.0.0:0")...)
+	out := in.logs.String()
+	key := in.key
+	assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, key, "32 bytes, base64url")
+	_, port, err := net.SplitHostPort(in.addr)
+	require.NoError(t, err)
+	assert.Contains(t, out, "\n    export SANDBOXES_API_KEY="+key+"\n"+
+		`    curl -H "Authorization: Bearer $SANDBOXES_API_KEY" http://127.0.0.1:`+port+`/conversations/demo/exec -d '{"command": ["echo", "hello"]}'`+"\n")
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "time=") {
+			assert.NotContains(t, line, key, "the log's fields do not hold the key")
+		}
+	}
+	assert.Contains(t, out, "reachable beyond this machine over plain HTTP")
+
+	url := "http://127.0.0.1:" + port
+	r := send(t, request(t, "POST", url+"/conversations/k/exec", execBody(0, "touch", "ran")))
+	assert.Equal(t, http.StatusUnauthorized, r.status, "%s", r)
+	assert.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	r = send(t, request(t, "POST", url+"/conversations/k/exec", execBody(0, "touch", "ran"), "X-Api-Key", "not"+key))
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r)
+	r = send(t, request(t, "POST", url+"/conversations/k/exec", execBody(0, "touch", "ran"), "Authorization", "Bearer "+key[:42]))
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r)
+	r = send(t, request(t, "GET", url+"/conversations/k", nil, "X-Api-Key", key))
+	assert.Equal(t, http.StatusNotFound, r.status, "the refused execs assigned no sandbox: %s", r)
+	r = send(t, request(t, "GET", url+"/metrics", nil))
+	assert.Equal(t, http.StatusUnauthorized, r.status, "/metrics needs the key")
+	r = send(t, request(t, "GET", url+"/metrics", nil, "Authorization", "Bearer "+key))
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.NotContains(t, string(r.body), "sandboxes_exec_duration_seconds_count", "no exec was counted")
+	r = send(t, request(t, "GET", url+"/healthz", nil))
+	assert.Equal(t, http.StatusOK, r.status, "/healthz needs none")
+
+	r = send(t, request(t, "POST", url+"/conversations/k/exec", execBody(0, "sh", "-c", "ls; touch ran"), "X-Api-Key", key))
+	assert.Equal(t, "", r.exec(t).Stdout, "the refused execs ran nothing")
+	r = send(t, request(t, "POST", url+"/conversations/k/exec", execBody(0, "ls"), "Authorization", "Bearer "+key))
+	assert.Equal(t, "ran\n", r.exec(t).Stdout)
+}
+
 // One conversation reaches no other's files through the API, process
 // sandboxes included: not with ".." in the file path (as written, or
 // encoded), not with an absolute path, not through symbolic links its own
@@ -321,7 +363,7 @@ func TestIsolation(t *testing.T) {
 	require.Equal(t, 0, res.ExitCode, "%+v", res)
 
 	enc := strings.ReplaceAll(strings.TrimPrefix(bDir, "/"), "/", "%2F")
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := &http.Client{Transport: httpc.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, target := range []string{
 		"/conversations/iso-a/files/../" + bID + "/secret.txt",
 		"/conversations/iso-a/files/../../iso-b/files/secret.txt",

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
@@ -31,7 +32,10 @@ const (
 	envWarmTTL       = "WARM_POOL_TTL"           // 1800: an unused warm sandbox is replaced
 	envGC            = "SANDBOX_GC_INTERVAL"     // 60
 	envRedis         = "REDIS_URL"
-	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; none by default (loopback only)
+	envAPIKey        = "SANDBOXES_API_KEY" // the HTTP API's key; made at start (and printed) when unset
+	// Host names the API answers to besides loopback names and IP
+	// addresses, comma-separated (".name" for it and its subdomains).
+	envAllowedHosts = "SANDBOXES_ALLOWED_HOSTS"
 )
 
 // The Docker sandbox's /tmp (a tmpfs, MiB), and the least of its memory
@@ -45,6 +49,7 @@ type config struct {
 	addr, redis, prefix, docker, label, instance string
 	archiveDir, workRoot, image, busybox         string
 	agentCmd, apiKey, agentToken                 string
+	allowedHosts                                 []string
 	inactivity, absolute, execTimeout            time.Duration
 	health, grace, warmTTL, gc, drain, assign    time.Duration
 	orphanGrace                                  time.Duration
@@ -68,7 +73,8 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&c.instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "name of this instance in the shared state")
 	fs.StringVar(&c.archiveDir, "archive", filepath.Join(tmp, "archive"), "directory of the archived files of conversations whose sandbox was destroyed")
 	fs.StringVar(&c.workRoot, "work-root", filepath.Join(tmp, "work"), "where process sandboxes get their work directories")
-	fs.StringVar(&c.apiKey, "api-key", "", "key every request but /healthz must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+"; required to listen beyond loopback")
+	fs.StringVar(&c.apiKey, "api-key", "", "key every request but /healthz must carry (X-Api-Key or Authorization: Bearer); default $"+envAPIKey+"; unset, one is made at start and printed (shared through Redis by the instances)")
+	hosts := fs.String("allowed-hosts", getenv(envAllowedHosts), "comma-separated Host names the API answers to besides loopback names and IP addresses: name, .name for it and its subdomains, * for any (behind a proxy that checks Host) (env "+envAllowedHosts+")")
 	fs.StringVar(&c.agentCmd, "agent", "", "program that runs the agent in process sandboxes (its 'agent' subcommand); empty means this program")
 	fs.StringVar(&c.image, "image", sandbox.DefaultImage, "image of Docker sandboxes, built if the engine lacks it")
 	fs.StringVar(&c.busybox, "busybox", sandbox.DefaultBusybox, "static busybox put into the image (Debian's busybox-static)")
@@ -135,6 +141,16 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 		// the biggest process — the agent — instead of "no space left".
 		return c, fmt.Errorf("-work-size (%d MiB) and /tmp (%d MiB) must leave at least %d MiB of -memory (%d MiB) to the processes: the files of a Docker sandbox count in its memory",
 			c.workMiB, tmpMiB, minProcessMiB, c.memoryMiB)
+	}
+	hostsFrom := envAllowedHosts
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "allowed-hosts" {
+			hostsFrom = "-allowed-hosts"
+		}
+	})
+	var err error
+	if c.allowedHosts, err = webguard.ParseHosts(*hosts); err != nil {
+		return c, fmt.Errorf("%s: %w", hostsFrom, err)
 	}
 	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
 	c.agentToken = getenv(agent.EnvToken)

@@ -98,6 +98,27 @@ func TestDocker(t *testing.T) {
 	assert.Equal(t, 137, res.ExitCode)
 	assert.NotContains(t, a.sh(t, "d1", "ps").exec(t).Stdout, "sleep 30")
 
+	// Nor does any process it started, however it detached; nor what is
+	// left when a command kills its exec's shim (the agent, their
+	// subreaper, kills it), nor a server the command left running once
+	// the exec's timeout has passed.
+	m := marks(9)
+	res = call(t, "POST", b.url("/conversations/d1/exec"), execBody(2, "sh", "-c", treeScript(m))).exec(t)
+	assert.True(t, res.TimedOut, "%+v", res)
+	res = a.sh(t, "d1", fmt.Sprintf("setsid sleep %s & (sleep %s &); kill -9 $PPID; exec sleep %s", m[5], m[6], m[7])).exec(t)
+	assert.Equal(t, 137, res.ExitCode, "%+v", res)
+	assert.Contains(t, res.Error, "the command's shim was killed")
+	res = call(t, "POST", b.url("/conversations/d1/exec"), execBody(1, "sh", "-c", "setsid sleep "+m[8]+" >/dev/null 2>&1 &")).exec(t)
+	assert.Equal(t, 0, res.ExitCode, "%+v", res)
+	assert.Contains(t, a.sh(t, "d1", "ps -o args").exec(t).Stdout, "sleep "+m[8], "the server outlives its exec's reply")
+	require.Eventually(t, func() bool { return !strings.Contains(a.sh(t, "d1", "ps -o args").exec(t).Stdout, "sleep "+m[8]) },
+		10*time.Second, 100*time.Millisecond, "the server ends at its exec's timeout")
+	ps := a.sh(t, "d1", "ls ready; ps -o args").exec(t).Stdout
+	assert.Contains(t, ps, "ready\n", "every process of the tree had started")
+	for _, mk := range m {
+		assert.NotContains(t, ps, "sleep "+mk+"\n")
+	}
+
 	// Idle: destroyed after the inactivity TTL, files archived and
 	// restored into a new container.
 	require.Eventually(t, func() bool { _, st := a.state(t, "d1"); return st["status"] == "archived" },
@@ -236,7 +257,7 @@ func TestDockerAbuse(t *testing.T) {
 
 	// A fork bomb (bounded at 1023 processes, so that a build without the
 	// limit cannot take the host down): at most 256 processes, forks
-	// refused beyond; at the exec's timeout its process group is killed.
+	// refused beyond; at the exec's timeout every one is killed.
 	bomb := abuseIn(t, in, cli, "abuser", id, "neighbour",
 		`b() { if [ $1 -lt 9 ]; then b $(($1+1)) & b $(($1+1)) & fi; sleep 3600; }; b 0 & wait`, 4)
 	res := bomb.reply.exec(t)

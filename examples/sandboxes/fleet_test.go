@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -99,8 +100,13 @@ func metric(t *testing.T, ins []*instance, name string) int {
 func TestFleet(t *testing.T) {
 	shared, inv, entities := redisArgs(t)
 	e := newEnv(t)
-	args := e.args(append(shared, "-inactivity-ttl", "2s", "-absolute-ttl", "9s", "-exec-timeout", "1500ms",
-		"-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "10s", "-health-interval", "500ms")...)
+	// The TTLs leave room for the 20 conversations' first round on a
+	// loaded machine with the race detector, where each new sandbox
+	// starts two race-instrumented programs (its agent and its first
+	// exec's shim): an absolute TTL that passes during the rounds would
+	// move a conversation to a new sandbox.
+	args := e.args(append(shared, "-inactivity-ttl", "4s", "-absolute-ttl", "15s", "-exec-timeout", "3s",
+		"-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "20s", "-health-interval", "500ms")...)
 	a := startProc(t, append(args, "-instance", "a")...)
 	b := startProc(t, append(args, "-instance", "b")...)
 	ins := []*instance{a, b}
@@ -388,4 +394,42 @@ func TestStaleRecord(t *testing.T) {
 	assert.NotEqual(t, first, second)
 	assert.NotContains(t, e.listed(t), first)
 	assert.Equal(t, 1, metric(t, []*instance{in}, `sandboxes_destroyed_total{reason="stale"}`))
+}
+
+// With the state in Redis and no SANDBOXES_API_KEY, the instances share one
+// API key, kept in Redis (<prefix>:api-key) as the agents' token is: each
+// prints it, and a client's key works on every instance. A key given to an
+// instance is its own, and is not printed. down deletes the shared key.
+func TestSharedKey(t *testing.T) {
+	r := testenv.OpenRedis(t)
+	prefix := strings.TrimSuffix(r.Prefix, ":")
+	ctx := context.Background()
+	e := newEnv(t)
+	args := e.args("-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix, "-warm-min", "1")
+	a := startIn(t, append(args, "-instance", "a")...)
+	b := startIn(t, append(args, "-instance", "b")...)
+	assert.Equal(t, a.key, b.key, "both printed the same key")
+	assert.Contains(t, b.logs.String(), "the instances share one in Redis")
+	stored, err := r.Client.Get(ctx, prefix+":api-key").Result()
+	require.NoError(t, err)
+	assert.Equal(t, a.key, stored)
+	for _, in := range []*instance{a, b} {
+		res := send(t, request(t, "POST", in.url("/conversations/shared/exec"), execBody(0, "echo", "hi"), "X-Api-Key", a.key)).exec(t)
+		assert.Equal(t, "hi\n", res.Stdout)
+	}
+
+	c := startIn(t, append(args, "-instance", "c", "-api-key", "c's own key")...)
+	assert.NotContains(t, c.logs.String(), "export SANDBOXES_API_KEY", "a key given is not printed")
+	refused := send(t, request(t, "POST", c.url("/conversations/shared/exec"), execBody(0, "echo", "hi"), "X-Api-Key", a.key))
+	assert.Equal(t, http.StatusForbidden, refused.status, "%s", refused)
+	res := send(t, request(t, "POST", c.url("/conversations/shared/exec"), execBody(0, "echo", "hi"), "X-Api-Key", "c's own key")).exec(t)
+	assert.Equal(t, "hi\n", res.Stdout)
+
+	for _, in := range []*instance{a, b, c} {
+		require.NoError(t, in.stop())
+	}
+	require.NoError(t, run(ctx, append([]string{"down"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard))
+	n, err := r.Client.Exists(ctx, prefix+":api-key").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "down deleted the shared key")
 }

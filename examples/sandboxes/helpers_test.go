@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
@@ -40,7 +43,12 @@ func TestMain(m *testing.M) {
 	leakcheck.VerifyTestMain(m)
 }
 
-var listenRE = regexp.MustCompile(`(?m)^listening on (\S+)`)
+var (
+	listenRE = regexp.MustCompile(`(?m)^listening on (\S+)`)
+	// keyRE finds the API key a backend made, in the line it prints for
+	// a user to paste.
+	keyRE = regexp.MustCompile(`(?m)^ +export SANDBOXES_API_KEY=(\S+)$`)
+)
 
 func waitListening(t *testing.T, out fmt.Stringer, exited <-chan error) string {
 	t.Helper()
@@ -110,14 +118,22 @@ func (e env) killLeftovers(t *testing.T) {
 // instance is one running backend.
 type instance struct {
 	addr string
+	key  string // its API key: -api-key, or the one it printed
 	logs fmt.Stringer
 	stop func() error // SIGTERM (or its in-process equivalent) and wait
 	kill func()       // SIGKILL (a process of its own only)
 }
 
-// startIn runs the whole program in this process; it is stopped when the
-// test ends unless the test stopped it.
+// startIn runs the whole program in this process, with an empty
+// environment; it is stopped when the test ends unless the test stopped
+// it.
 func startIn(t *testing.T, args ...string) *instance {
+	t.Helper()
+	return startInEnv(t, nil, args...)
+}
+
+// startInEnv is startIn with the environment variables env.
+func startInEnv(t *testing.T, env map[string]string, args ...string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -125,9 +141,12 @@ func startIn(t *testing.T, args ...string) *instance {
 	t.Cleanup(func() { _ = out.Close() })
 	logs := &fileLog{path: out.Name()}
 	errc := make(chan error, 1)
-	go func() { errc <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), out, out) }()
+	go func() {
+		errc <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), out, out)
+	}()
 	in := &instance{logs: logs}
 	in.addr = waitListening(t, logs, errc)
+	in.useKey(t, args)
 	var once sync.Once
 	in.stop = func() error {
 		once.Do(func() {
@@ -162,6 +181,7 @@ func startProc(t *testing.T, args ...string) *instance {
 	go func() { exited <- cmd.Wait() }()
 	in := &instance{logs: out}
 	in.addr = waitListening(t, out, exited)
+	in.useKey(t, args)
 	var once sync.Once
 	in.stop = func() error {
 		once.Do(func() {
@@ -184,6 +204,40 @@ func startProc(t *testing.T, args ...string) *instance {
 		}
 	})
 	return in
+}
+
+// useKey finds the instance's API key — the one its arguments give, else
+// the one it printed, as a user reads it — and has httpc send it to the
+// instance.
+func (in *instance) useKey(t *testing.T, args []string) {
+	t.Helper()
+	for i, a := range args {
+		if a == "-api-key" && i+1 < len(args) {
+			in.key = args[i+1]
+		}
+	}
+	if in.key == "" {
+		m := keyRE.FindStringSubmatch(in.logs.String())
+		require.NotNil(t, m, "the backend printed no key to paste:\n%s", in.logs)
+		in.key = m[1]
+	}
+	keys.Store(in.addr, in.key)
+	t.Cleanup(func() { keys.Delete(in.addr) })
+}
+
+// keys holds the API key of each running instance by its address.
+var keys sync.Map
+
+// withKeys sends a request to an instance with the instance's key, unless
+// the request carries a key of its own.
+type withKeys struct{ next http.RoundTripper }
+
+func (k withKeys) RoundTrip(req *http.Request) (*http.Response, error) {
+	if key, ok := keys.Load(req.URL.Host); ok && req.Header.Get("Authorization") == "" && req.Header.Get("X-Api-Key") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+key.(string))
+	}
+	return k.next.RoundTrip(req)
 }
 
 // fileLog reads a program's output from its file.
@@ -218,7 +272,8 @@ func (r reply) errorText(t *testing.T) string {
 	return e.Error
 }
 
-var httpc = &http.Client{Timeout: 2 * time.Minute}
+// httpc is the tests' client of the backends: it sends each its key.
+var httpc = &http.Client{Timeout: 2 * time.Minute, Transport: withKeys{http.DefaultTransport}}
 
 func call(t *testing.T, method, url string, body io.Reader) reply {
 	t.Helper()
@@ -241,10 +296,43 @@ func tryCall(method, url string, body io.Reader) (reply, error) {
 	return reply{status: resp.StatusCode, body: b, header: resp.Header}, err
 }
 
+// send sends req as it is, with nothing added, and returns the reply.
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := bare.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+var bare = &http.Client{Timeout: 2 * time.Minute}
+
+// request returns a request of method for url with body and the headers
+// given as name, value pairs ("Host" sets the request's Host).
+func request(t *testing.T, method, url string, body io.Reader, header ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		} else {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	return req
+}
+
 func execBody(timeout float64, command ...string) io.Reader {
 	b, _ := json.Marshal(map[string]any{"command": command, "timeout_sec": timeout})
 	return bytes.NewReader(b)
 }
+
+// agentPID is, in a command's shell, the pid of its sandbox's agent: the
+// parent of the command's parent, its exec's shim.
+const agentPID = "$(cut -d' ' -f4 /proc/$PPID/stat)"
 
 // sh runs a shell script in conv's sandbox through the instance.
 func (in *instance) sh(t *testing.T, conv, script string) reply {
@@ -269,4 +357,62 @@ func sandboxOf(t *testing.T, in *instance, conv string) string {
 	t.Helper()
 	res := in.sh(t, conv, "pwd").exec(t)
 	return filepath.Base(strings.TrimSpace(res.Stdout))
+}
+
+// marks returns n sleep durations, in seconds, that no other process
+// uses: a test finds its processes in /proc by them.
+func marks(n int) []string {
+	base := 100000 + rand.IntN(800000)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Itoa(base + i)
+	}
+	return out
+}
+
+// sleeping returns those of marks that a live "sleep <mark>" process has
+// (a zombie's command line is empty).
+func sleeping(marks []string) []string {
+	want := map[string]bool{}
+	for _, m := range marks {
+		want[m] = true
+	}
+	var alive []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) >= 2 && filepath.Base(args[0]) == "sleep" && want[args[1]] {
+			alive = append(alive, args[1])
+		}
+	}
+	return alive
+}
+
+// treeScript leaves a process each way a command can detach from its
+// process group or its parent — in a session of its own (setsid), double
+// forked ("(cmd &)"), and a setsid'ed shell's own child — and then sleeps
+// itself. Each touches a file as it starts; the script touches "ready"
+// once they all have, before its own sleep. It takes five marks.
+func treeScript(m []string) string {
+	return fmt.Sprintf(`setsid sh -c 'touch s1; exec sleep %s' &
+(sh -c 'touch s2; exec sleep %s' &)
+sh -c "setsid sh -c 'sleep %s & touch s3; exec sleep %s' &"
+until [ -e s1 ] && [ -e s2 ] && [ -e s3 ]; do sleep 0.01; done
+touch ready
+sleep %s`, m[0], m[1], m[2], m[3], m[4])
+}
+
+// gone waits a little for the kernel, then asserts that no process of
+// marks is left.
+func gone(t *testing.T, marks []string, why string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(sleeping(marks)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Empty(t, sleeping(marks), "%s: these sleeps are still alive", why)
 }

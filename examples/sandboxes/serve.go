@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -76,6 +78,11 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 	cfg.HealthTimeout = probeTimeout
 	ready := probe.Options{Timeout: min(c.assign, time.Minute), AttemptTimeout: probeTimeout}
 	agentArgs := []string{"-max-output", strconv.FormatInt(c.maxOutput, 10)}
+	if len(c.allowedHosts) > 0 {
+		// The agents answer the names the API does (and, as the backend
+		// reaches them, their addresses).
+		agentArgs = append(agentArgs, "-allowed-hosts", strings.Join(c.allowedHosts, ","))
+	}
 	agentEnv := []string{agent.EnvToken + "=" + cfg.AgentToken}
 	if c.docker != "" {
 		cli, err := client.New(client.WithHost(c.docker))
@@ -175,11 +182,6 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && c.apiKey == "" {
-		// The API runs any command: beyond this machine, never without a key.
-		_ = ln.Close()
-		return fmt.Errorf("-addr %s is reachable beyond this machine: set -api-key (or $%s)", c.addr, envAPIKey)
-	}
 	sys, err := setup(ctx, c, stderr)
 	if err != nil {
 		_ = ln.Close()
@@ -187,7 +189,14 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer sys.close()
 	cfg := sys.cfg
-	cfg.APIKey = c.apiKey
+	// The API runs any command: it always requires its key, loopback or
+	// not.
+	var keySource string
+	if cfg.APIKey, keySource, err = sys.apiKey(ctx, c); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	cfg.AllowedHosts = c.allowedHosts
 	b, err := backend.New(cfg)
 	if err != nil {
 		_ = ln.Close()
@@ -212,7 +221,13 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 		mode = "redis " + c.prefix
 	}
 	log.Info("sandboxes backend listening", "addr", ln.Addr().String(), "instance", c.instance,
-		"sandboxes", cfg.Provisioner.Kind(), "state", mode, "archive", c.archiveDir)
+		"sandboxes", cfg.Provisioner.Kind(), "state", mode, "archive", c.archiveDir, "api_key", keySource)
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		log.Warn("the API is reachable beyond this machine over plain HTTP, its key in clear on the network: put a TLS proxy in front", "addr", ln.Addr().String())
+	}
+	if keySource != keyGiven {
+		printKey(stderr, cfg.APIKey, keySource, ln.Addr().(*net.TCPAddr))
+	}
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
 	select {
@@ -231,6 +246,66 @@ func runBackend(ctx context.Context, args []string, getenv func(string) string, 
 	err = errors.Join(err, closeBackend())
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// Where the API's key came from.
+const (
+	keyGiven  = "given"     // -api-key or $SANDBOXES_API_KEY
+	keyShared = "shared"    // the instances share it in Redis
+	keyMade   = "generated" // made for this run
+)
+
+// apiKey returns the API's key and where it came from: -api-key or
+// $SANDBOXES_API_KEY; else, with the state in Redis, the key the instances
+// share there (<prefix>:api-key, made by the first), as they share the
+// agents' token, so that any instance takes a client's key; else one made
+// for this run.
+func (s *system) apiKey(ctx context.Context, c config) (string, string, error) {
+	if c.apiKey != "" {
+		return c.apiKey, keyGiven, nil
+	}
+	if s.rdb == nil {
+		return newKey(), keyMade, nil
+	}
+	key := c.prefix + ":api-key"
+	if err := s.rdb.SetNX(ctx, key, newKey(), 0).Err(); err != nil {
+		return "", "", fmt.Errorf("redis: API key: %w", err)
+	}
+	v, err := s.rdb.Get(ctx, key).Result()
+	if err != nil {
+		return "", "", fmt.Errorf("redis: API key: %w", err)
+	}
+	return v, keyShared, nil
+}
+
+// newKey returns 32 random bytes in base64url: a key no one guesses, that
+// fits in a header and a shell variable as it is.
+func newKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// printKey prints the API's key as a user pastes it into a shell, the way
+// Jupyter prints its token: on stderr, not in the log's structured fields.
+func printKey(w io.Writer, key, source string, addr *net.TCPAddr) {
+	host := addr.IP
+	if host.IsUnspecified() {
+		host = net.IPv4(127, 0, 0, 1)
+	}
+	url := "http://" + net.JoinHostPort(host.String(), strconv.Itoa(addr.Port))
+	why := "None was set, so this run made one (set $" + envAPIKey + ", or -api-key, to choose it)."
+	if source == keyShared {
+		why = "None was set, so the instances share one in Redis (set $" + envAPIKey + ", or -api-key, on every instance to choose it)."
+	}
+	fmt.Fprintf(w, `
+The API requires its key, in X-Api-Key or Authorization: Bearer. %s
+To call the API from a shell, paste:
+
+    export %s=%s
+    curl -H "Authorization: Bearer $%s" %s/conversations/demo/exec -d '{"command": ["echo", "hello"]}'
+
+`, why, envAPIKey, key, envAPIKey, url)
 }
 
 // runDown takes the whole system down: every instance must be stopped
@@ -261,7 +336,7 @@ func runDown(ctx context.Context, args []string, getenv func(string) string, std
 	keys := 0
 	if sys.rdb != nil {
 		for _, match := range []string{c.prefix + ":container:*", c.prefix + ":inflight:*", c.prefix + ":lock:*",
-			c.prefix + ":agent-token", "{" + c.prefix + "}:*", "{" + c.prefix + ":warm}:*"} {
+			c.prefix + ":agent-token", c.prefix + ":api-key", "{" + c.prefix + "}:*", "{" + c.prefix + ":warm}:*"} {
 			iter := sys.rdb.Scan(ctx, 0, match, 1000).Iterator()
 			for iter.Next(ctx) {
 				if derr := sys.rdb.Del(ctx, iter.Val()).Err(); derr != nil {

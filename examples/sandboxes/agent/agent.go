@@ -11,7 +11,6 @@
 package agent
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -22,14 +21,15 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // Defaults for the zero Options.
@@ -43,10 +43,10 @@ const (
 	MaxCommand = 128 << 10
 )
 
-// pipeWait is how long an exec waits, once its command has exited, for
-// processes it left in the background to let go of its output. After that
-// the output is cut there and they keep running (a server started with
-// "&"), as they would after a shell's command.
+// pipeWait is how long an exec's output is read, once its command has
+// exited, while processes it left in the background hold it open. After
+// that the output is cut there; they keep running (a server started with
+// "&"), as they would after a shell's command, until the exec's timeout.
 const pipeWait = 500 * time.Millisecond
 
 // Options configures an agent.
@@ -69,6 +69,16 @@ type Options struct {
 	// Token, if set, is required of every request but GET /healthz, as
 	// "Authorization: Bearer <token>": only the backend drives the agent.
 	Token string
+	// Hosts are the Host names the agent answers to besides loopback
+	// names and IP addresses (see webguard.Options.Hosts). Requests for
+	// any other name (DNS rebinding) and requests a browser sends for
+	// another site are refused with 403 before anything else.
+	Hosts []string
+	// Subreaper makes the process a child subreaper that kills every
+	// process re-parented to it but its execs' shims: what a command left
+	// when it killed its own shim. It is a setting of the whole process,
+	// for a program that runs one agent and nothing else (Main sets it).
+	Subreaper bool
 	// Logger receives one line per exec at Debug and failures at Warn; nil
 	// discards them.
 	Logger *slog.Logger
@@ -78,8 +88,9 @@ type Options struct {
 type ExecRequest struct {
 	// Command is the program and its arguments (["sh", "-c", "..."]).
 	Command []string `json:"command"`
-	// TimeoutSec bounds the command; past it the command's process group
-	// is killed. 0 means DefaultTimeout.
+	// TimeoutSec bounds the command and everything it starts: past it
+	// they are killed, background processes included. 0 means
+	// DefaultTimeout.
 	TimeoutSec float64 `json:"timeout_sec,omitempty"`
 }
 
@@ -90,7 +101,8 @@ type ExecResult struct {
 	ExitCode   int    `json:"exit_code"`
 	DurationMS int64  `json:"duration_ms"`
 	// TimedOut is set when the command ran past its timeout and was
-	// killed; ExitCode is then 137 (SIGKILL, as a shell reports it).
+	// killed, with every process it started; ExitCode is then 137
+	// (SIGKILL, as a shell reports it).
 	TimedOut bool `json:"timed_out,omitempty"`
 	// StdoutTruncated and StderrTruncated say that the output went over
 	// the limit and was cut; StdoutBytes and StderrBytes are then how much
@@ -112,9 +124,14 @@ type Server struct {
 	root *os.Root
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	running map[int]struct{} // process groups of execs in flight
-	closed  bool
+	mu     sync.Mutex
+	shims  map[int]*shimProc // by pid, busy or idle
+	idle   []*shimProc
+	closed bool
+	wg     sync.WaitGroup // the shims' serve
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New returns a Server over opts.Dir, creating the directory if needed.
@@ -149,10 +166,21 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, root: root, log: log, running: map[int]struct{}{}}, nil
+	if opts.Subreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil, errors.Join(fmt.Errorf("agent: PR_SET_CHILD_SUBREAPER: %w", err), root.Close())
+		}
+	}
+	return &Server{opts: opts, root: root, log: log, shims: map[int]*shimProc{}}, nil
 }
 
-// Handler returns the agent's routes.
+// HeaderDir is the header of every /healthz answer that names the agent's
+// work directory (its last element): a process sandbox's provisioner
+// checks that the agent on a port is the one it started there.
+const HeaderDir = "X-Agent-Dir"
+
+// Handler returns the agent's routes, behind webguard's Host and
+// cross-site checks and then the token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", s.exec)
@@ -160,33 +188,59 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /files/{path...}", s.writeFile)
 	mux.HandleFunc("GET /archive", s.exportArchive)
 	mux.HandleFunc("PUT /archive", s.importArchive)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	if s.opts.Token == "" {
-		return mux
-	}
-	want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Digests compared in constant time: neither the token's bytes
-		// nor its length can be found by timing.
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
-			writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
-			return
-		}
-		mux.ServeHTTP(w, r)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(HeaderDir, filepath.Base(s.opts.Dir))
+		_, _ = w.Write([]byte("ok\n"))
 	})
+	var h http.Handler = mux
+	if s.opts.Token != "" {
+		want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Digests compared in constant time: neither the token's
+			// bytes nor its length can be found by timing.
+			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 && !(r.Method == http.MethodGet && r.URL.Path == "/healthz") {
+				writeError(w, http.StatusUnauthorized, "agent: the backend's token is required")
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	// Outermost: a page's request, or one for a rebinding name, does
+	// nothing at all.
+	return webguard.Handler(h, webguard.Options{Hosts: s.opts.Hosts, Deny: func(w http.ResponseWriter, _ *http.Request, err error) {
+		writeError(w, http.StatusForbidden, "agent: %v", err)
+	}})
 }
 
-// Close kills the process group of every exec still running and refuses
-// new ones.
+// Close stops every exec — each shim kills its command and every process
+// the command started, background ones included — waits until they are
+// gone, and refuses new execs. Later calls return the first one's error.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	for pgid := range s.running {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-	s.mu.Unlock()
-	return s.root.Close()
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		var jobs []*job
+		for _, sh := range s.shims {
+			if sh.job != nil {
+				jobs = append(jobs, sh.job)
+			}
+		}
+		idle := s.idle
+		s.idle = nil
+		s.mu.Unlock()
+		for _, sh := range idle {
+			s.retire(sh)
+		}
+		for _, j := range jobs {
+			j.halt(haltClose)
+		}
+		// Each busy shim says it is free once it has killed its exec's
+		// processes, and is retired (or is killed past haltWait).
+		s.wg.Wait()
+		s.closeErr = s.root.Close()
+	})
+	return s.closeErr
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -246,130 +300,6 @@ func CheckCommand(command []string) error {
 		return fmt.Errorf("exec: command is %d bytes, over the limit of %d", n, MaxCommand)
 	}
 	return nil
-}
-
-// Run runs command in the work directory, in a process group of its own,
-// and kills the group when timeout passes or ctx ends (the caller went
-// away). It returns an error only when the agent is closing.
-func (s *Server) Run(ctx context.Context, command []string, timeout time.Duration) (ExecResult, error) {
-	start := time.Now()
-	stdout := &capped{max: s.opts.MaxOutput}
-	stderr := &capped{max: s.opts.MaxOutput}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Dir = s.opts.Dir
-	cmd.Env = s.opts.Env
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = pipeWait
-
-	ooms := oomKills()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ExecResult{}, errors.New("exec: the agent is shutting down")
-	}
-	err := cmd.Start()
-	if err == nil {
-		s.running[cmd.Process.Pid] = struct{}{}
-	}
-	s.mu.Unlock()
-	if err != nil {
-		why := "could not start: " + err.Error()
-		if errors.Is(err, syscall.EAGAIN) {
-			why = "could not start: the sandbox is at its process limit (" + err.Error() + ")"
-		}
-		return ExecResult{ExitCode: 127, Stderr: err.Error() + "\n", Error: why,
-			DurationMS: time.Since(start).Milliseconds()}, nil
-	}
-	pgid := cmd.Process.Pid
-
-	// The timer and the caller's end kill the whole group: the command and
-	// everything it started.
-	var timedOut, gone bool
-	var kmu sync.Mutex
-	kill := func(timeout bool) {
-		kmu.Lock()
-		if timeout {
-			timedOut = true
-		} else {
-			gone = true
-		}
-		kmu.Unlock()
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-	timer := time.AfterFunc(timeout, func() { kill(true) })
-	stop := context.AfterFunc(ctx, func() { kill(false) })
-	waitErr := cmd.Wait()
-	timer.Stop()
-	stop()
-	s.mu.Lock()
-	delete(s.running, pgid)
-	s.mu.Unlock()
-
-	res := ExecResult{
-		Stdout: stdout.String(), Stderr: stderr.String(),
-		ExitCode:   exitCode(cmd.ProcessState),
-		DurationMS: time.Since(start).Milliseconds(),
-	}
-	if stdout.truncated() {
-		res.StdoutTruncated, res.StdoutBytes = true, stdout.total
-	}
-	if stderr.truncated() {
-		res.StderrTruncated, res.StderrBytes = true, stderr.total
-	}
-	kmu.Lock()
-	res.TimedOut = timedOut
-	cancelled := gone
-	kmu.Unlock()
-	sig := signaled(cmd.ProcessState)
-	oom := ooms >= 0 && oomKills() > ooms
-	oomNoted := false
-	switch {
-	case res.TimedOut:
-		res.Error = fmt.Sprintf("timed out after %v: the command's process group was killed", timeout)
-	case cancelled:
-		res.Error = "the caller went away: the command's process group was killed"
-	case oom && sig == syscall.SIGKILL:
-		res.Error = "killed by the kernel's out-of-memory killer: the sandbox reached its memory limit"
-		oomNoted = true
-	case sig != 0:
-		res.Error = "killed by " + unix.SignalName(sig)
-	case errors.Is(waitErr, exec.ErrWaitDelay):
-		res.Error = "background processes kept the output open; it was cut when the command exited"
-	}
-	if oom && !oomNoted {
-		note := "the kernel's out-of-memory killer killed a process in the sandbox, which reached its memory limit"
-		res.Error = strings.TrimPrefix(res.Error+"; "+note, "; ")
-	}
-	if res.StdoutTruncated || res.StderrTruncated {
-		note := fmt.Sprintf("output over the limit of %d bytes per stream was truncated", s.opts.MaxOutput)
-		res.Error = strings.TrimPrefix(res.Error+"; "+note, "; ")
-	}
-	s.log.Debug("exec", "command", command[0], "exit_code", res.ExitCode, "duration_ms", res.DurationMS, "timed_out", res.TimedOut)
-	return res, nil
-}
-
-// exitCode is the command's exit status, or 128+signal for a command a
-// signal ended, as a shell reports it.
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-// signaled returns the signal that ended the command, or 0.
-func signaled(ps *os.ProcessState) syscall.Signal {
-	if ps == nil {
-		return 0
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ws.Signal()
-	}
-	return 0
 }
 
 // oomKills returns how many processes the kernel's out-of-memory killer

@@ -197,6 +197,50 @@ func TestToken(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
+// Requests for a Host the agent does not answer to (DNS rebinding), and
+// those a browser sends for another site, are refused before the token is
+// looked at, and run nothing; loopback names, addresses and Options.Hosts
+// are answered. A bad -allowed-hosts is an error.
+func TestGuard(t *testing.T) {
+	c, dir := start(t, agent.Options{Token: "s3cret", Hosts: []string{"agent.test"}})
+	post := func(header ...string) (int, string) {
+		req, err := http.NewRequest("POST", c.BaseURL()+"/exec", strings.NewReader(`{"command": ["touch", "ran"]}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+			} else {
+				req.Header.Set(header[i], header[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, h := range [][]string{
+		{"Host", "evil.example"},
+		{"Host", "agent.test.evil.example:80"},
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Origin", "http://evil.example"},
+	} {
+		code, body := post(h...)
+		assert.Equal(t, http.StatusForbidden, code, "%v: %s", h, body)
+		assert.Contains(t, body, `"error":"agent: `, "%v", h)
+		assert.NoFileExists(t, filepath.Join(dir, "ran"), "%v", h)
+	}
+	for _, h := range [][]string{{"Host", "agent.test:8080"}, {"Host", "localhost"}, {"Host", "10.0.0.7:8080"}} {
+		code, body := post(h...)
+		assert.Equal(t, http.StatusOK, code, "%v: %s", h, body)
+		require.NoError(t, os.Remove(filepath.Join(dir, "ran")), "%v ran", h)
+	}
+
+	err := agent.Main(context.Background(), []string{"-dir", t.TempDir(), "-allowed-hosts", "agent.test:8080"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, `-allowed-hosts: "agent.test:8080" is not a host name`)
+}
+
 func TestCleanPath(t *testing.T) {
 	for in, want := range map[string]string{"": ".", "a/../b": "b", "./x": "x"} {
 		got, err := agent.CleanPath(in)

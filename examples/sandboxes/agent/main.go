@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 )
 
 // EnvToken is the environment variable the agent takes its Options.Token
@@ -21,21 +23,28 @@ import (
 const EnvToken = "SANDBOX_AGENT_TOKEN"
 
 // Main is the agent's program: it serves on -listen over -dir until ctx
-// ends (SIGTERM), then kills the commands still running. The example's
-// "agent" subcommand and the image's own small binary (sandbox-agent) both
-// run it.
+// ends (SIGTERM), then kills the commands still running and every process
+// they started. The example's "agent" subcommand and the image's own small
+// binary (sandbox-agent) both run it.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	dir := fs.String("dir", "", "work directory (created if missing)")
 	maxOutput := fs.Int64("max-output", DefaultMaxOutput, "bytes of stdout, and of stderr, an exec returns")
+	allowed := fs.String("allowed-hosts", "", "comma-separated Host names answered besides loopback names and IP addresses (.name: it and its subdomains)")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelWarn, "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput, Token: os.Getenv(EnvToken),
+	hosts, err := webguard.ParseHosts(*allowed)
+	if err != nil {
+		return fmt.Errorf("-allowed-hosts: %w", err)
+	}
+	// The agent is this process's only business: a subreaper, it kills
+	// what a command leaves when it kills its own shim.
+	srv, err := New(Options{Dir: *dir, MaxOutput: *maxOutput, Token: os.Getenv(EnvToken), Hosts: hosts, Subreaper: true,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
 	if err != nil {
 		return err

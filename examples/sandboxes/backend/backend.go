@@ -118,6 +118,10 @@ type Config struct {
 	// APIKey, if set, is required of every request of the HTTP API but
 	// GET /healthz (see NewServer).
 	APIKey string
+	// AllowedHosts are the Host names the HTTP API answers to besides
+	// loopback names and IP addresses (webguard.Options.Hosts): any other
+	// name is a DNS-rebinding page's, refused before anything runs.
+	AllowedHosts []string
 
 	InactivityTTL, AbsoluteTTL, ExecTimeout    time.Duration
 	HealthInterval, Grace, WarmTTL, GCInterval time.Duration

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 )
 
@@ -30,7 +31,11 @@ type ExecRequest struct {
 
 // NewServer returns the backend's HTTP API, /metrics (from reg) and
 // /healthz. With Config.APIKey, every request but GET /healthz must carry
-// the key (X-Api-Key, or Authorization: Bearer).
+// the key (X-Api-Key, or Authorization: Bearer). Before the key, every
+// request, /healthz's too, must name a Host the API answers to (loopback
+// names, IP addresses, Config.AllowedHosts) and must not be one a browser
+// sends for another site, whatever its method or content type: 403, and
+// nothing happens.
 func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /conversations/{id}/exec", execHandler(b))
@@ -46,10 +51,21 @@ func NewServer(b *Backend, reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "instance": b.cfg.Instance, "sandboxes": b.cfg.Provisioner.Kind()})
 	}))
-	if b.cfg.APIKey == "" {
-		return canonical(mux)
+	h := canonical(mux)
+	if b.cfg.APIKey != "" {
+		h = withKey(b.cfg.APIKey, h)
 	}
-	return withKey(b.cfg.APIKey, canonical(mux))
+	// The API serves no pages: a navigation from another site is refused
+	// like the rest.
+	return webguard.Handler(h, webguard.Options{Hosts: b.cfg.AllowedHosts, Deny: refuse})
+}
+
+// refuse answers a request webguard refused.
+func refuse(w http.ResponseWriter, _ *http.Request, err error) {
+	if errors.Is(err, webguard.ErrHost) {
+		err = fmt.Errorf("%w: the API answers loopback names, IP addresses and the allowed hosts (-allowed-hosts, $SANDBOXES_ALLOWED_HOSTS)", err)
+	}
+	writeError(w, http.StatusForbidden, err)
 }
 
 // canonical refuses a request whose path has "." or ".." segments or

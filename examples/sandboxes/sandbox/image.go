@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,16 @@ const DefaultImage = "workspace-base:latest"
 // DefaultBusybox is where Debian's busybox-static package installs its
 // static binary.
 const DefaultBusybox = "/bin/busybox"
+
+// AgentRevision names what the image's agent does that the backend counts
+// on. An image labelled with another (or none: built before the agent ran
+// its commands under shims and checked Host names) is rebuilt, so that
+// an engine's old image does not keep serving the old agent. Bump it with
+// such a change of the agent.
+const AgentRevision = "2"
+
+// labelRevision is the image's label holding its AgentRevision.
+const labelRevision = "io.ttlkit.sandboxes.agent-revision"
 
 // agentPath is the agent's path in the image.
 const agentPath = "/usr/local/bin/sandbox-agent"
@@ -41,12 +52,14 @@ ENTRYPOINT ["` + agentPath + `"]
 CMD ["-listen", ":8080", "-dir", "` + WorkDir + `"]
 `
 
-// EnsureImage builds the image tag unless the engine has it. See
-// BuildImage.
+// EnsureImage builds the image tag unless the engine has it with this
+// AgentRevision. See BuildImage.
 func EnsureImage(ctx context.Context, cli *client.Client, tag, busybox string, labels map[string]string, log io.Writer) (built bool, err error) {
-	if _, err := cli.ImageInspect(ctx, tag); err == nil {
+	res, err := cli.ImageInspect(ctx, tag)
+	switch {
+	case err == nil && res.Config != nil && res.Config.Labels[labelRevision] == AgentRevision:
 		return false, nil
-	} else if !cerrdefs.IsNotFound(err) {
+	case err != nil && !cerrdefs.IsNotFound(err):
 		return false, fmt.Errorf("sandbox: image %s: %w", tag, err)
 	}
 	return true, BuildImage(ctx, cli, tag, busybox, labels, log)
@@ -54,9 +67,15 @@ func EnsureImage(ctx context.Context, cli *client.Client, tag, busybox string, l
 
 // BuildImage builds the workspace-base image as tag, offline: the agent
 // (agent/sandbox-agent, compiled here as a static binary with the Go
-// toolchain) and the static busybox at busybox, in an image FROM scratch.
-// The build's output goes to log (nil discards it).
+// toolchain) and the static busybox at busybox, in an image FROM scratch,
+// labelled with labels and the AgentRevision. The build's output goes to
+// log (nil discards it).
 func BuildImage(ctx context.Context, cli *client.Client, tag, busybox string, labels map[string]string, log io.Writer) error {
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[labelRevision] = AgentRevision
 	dir, err := os.MkdirTemp("", "workspace-base-")
 	if err != nil {
 		return err

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/process"
@@ -70,7 +72,7 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 		Command:      cmd,
 		Env:          opts.Env,
 		Label:        opts.Label,
-		Ready:        func(w process.Worker) probe.Func { return probe.HTTP("http://" + w.Addr + "/healthz") },
+		Ready:        func(w process.Worker) probe.Func { return ownAgent(w) },
 		ReadyOptions: opts.Ready,
 		StopGrace:    opts.StopGrace,
 		Stderr:       opts.Output,
@@ -80,6 +82,36 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 		return nil, err
 	}
 	return &Process{prov: prov, root: root}, nil
+}
+
+// ownAgent is the readiness and health probe of w: its agent answers
+// /healthz, and it is w's own. A port the provisioner chose free can be
+// taken before the agent binds it — by another sandbox's agent, whose
+// create chose it too — and then w's agent exits, while /healthz on the
+// port answers for the other sandbox: without the check, the two
+// conversations would share one.
+func ownAgent(w process.Worker) probe.Func {
+	url := "http://" + w.Addr + "/healthz"
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		_ = resp.Body.Close()
+		switch dir := resp.Header.Get(agent.HeaderDir); {
+		case resp.StatusCode != http.StatusOK:
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		case dir != w.ID:
+			return fmt.Errorf("GET %s: the agent there serves %q, not sandbox %s", url, dir, w.ID)
+		}
+		return nil
+	}
 }
 
 func fromWorker(w process.Worker) Sandbox {
@@ -103,7 +135,10 @@ func (p *Process) Create(ctx context.Context) (Sandbox, error) {
 }
 
 // Destroy stops the agent and everything it started, then removes its work
-// directory.
+// directory. The agent gets SIGTERM, and SIGKILL after StopGrace: on
+// SIGTERM it stops its execs' shims, each of which kills every process its
+// command started, however detached; killed, it closes their stop pipes,
+// and they do the same on their own.
 func (p *Process) Destroy(ctx context.Context, s Sandbox) error {
 	err := p.prov.Destroy(ctx, toWorker(s))
 	if rerr := p.removeDir(s.ID); err == nil {

@@ -1,8 +1,12 @@
 package sandbox_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
@@ -20,6 +25,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 	"github.com/ttlkit/ttlkit/pool/probe"
+	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/provisionertest"
 )
 
@@ -43,6 +49,26 @@ func newProcess(label, root string) (*sandbox.Process, error) {
 	return sandbox.NewProcess(sandbox.ProcessOptions{
 		Agent: []string{os.Args[0], "agent"}, Label: label, Root: root, StopGrace: 2 * time.Second, Ready: ready,
 	})
+}
+
+// relabel replaces image with itself labelled key=value.
+func relabel(t *testing.T, cli *client.Client, image, key, value string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	df := "FROM " + image + "\nLABEL " + key + "=" + value + "\n"
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}))
+	_, err := tw.Write([]byte(df))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	res, err := cli.ImageBuild(context.Background(), &buf, client.ImageBuildOptions{
+		Tags: []string{image}, Remove: true, Labels: map[string]string{dockertest.LabelTest: "1"},
+	})
+	require.NoError(t, err)
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), `"error"`)
 }
 
 func newDocker(cli *client.Client, label, image string) (*sandbox.Docker, error) {
@@ -159,14 +185,23 @@ func TestSweepDirs(t *testing.T) {
 }
 
 // Docker sandboxes pass the provisioner contract, with the image built
-// offline and the internal network.
+// offline and the internal network. The image is built once, and again
+// when the engine's is an older agent's.
 func TestDockerContract(t *testing.T) {
 	cli := dockertest.Client(t)
 	label := "sbx-contract-" + strconv.Itoa(os.Getpid())
 	image := "ttlkit-test/workspace-base:" + label
 	ctx := context.Background()
-	_, err := sandbox.EnsureImage(ctx, cli, image, sandbox.DefaultBusybox, map[string]string{dockertest.LabelTest: "1"}, nil)
-	require.NoError(t, err)
+	ensure := func() bool {
+		built, err := sandbox.EnsureImage(ctx, cli, image, sandbox.DefaultBusybox, map[string]string{dockertest.LabelTest: "1"}, nil)
+		require.NoError(t, err)
+		return built
+	}
+	assert.True(t, ensure(), "built")
+	assert.False(t, ensure(), "the engine has it")
+	relabel(t, cli, image, "io.ttlkit.sandboxes.agent-revision", "1")
+	assert.True(t, ensure(), "an older agent's image is rebuilt")
+	assert.False(t, ensure())
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label))
 	require.NoError(t, sandbox.EnsureNetwork(ctx, cli, label, label), "twice is fine")
 	t.Cleanup(func() { require.NoError(t, sandbox.RemoveDocker(ctx, cli, label, image)) })
@@ -184,4 +219,22 @@ func TestDockerContract(t *testing.T) {
 			return crashOwner(t, fmt.Sprintf("docker %s %d %s", label, n, image))
 		},
 	})
+}
+
+// A process sandbox's probe accepts only its own agent: the one on its
+// port whose work directory is the sandbox's, not another sandbox's agent
+// that took the port first.
+func TestOwnAgent(t *testing.T) {
+	root := t.TempDir()
+	srv, err := agent.New(agent.Options{Dir: filepath.Join(root, "theirs")})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	ctx := context.Background()
+
+	assert.NoError(t, sandbox.OwnAgent(process.Worker{ID: "theirs", Addr: addr})(ctx))
+	err = sandbox.OwnAgent(process.Worker{ID: "mine", Addr: addr})(ctx)
+	assert.ErrorContains(t, err, `the agent there serves "theirs", not sandbox mine`)
 }

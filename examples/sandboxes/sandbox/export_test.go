@@ -1,0 +1,4 @@
+package sandbox
+
+// OwnAgent is ownAgent, for the tests.
+var OwnAgent = ownAgent
