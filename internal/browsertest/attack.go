@@ -127,8 +127,7 @@ func Attack(t *testing.T, ctx context.Context, reqs ...Request) []Outcome {
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+AttackerHost+":"+port+"/")); err != nil {
 		t.Fatalf("opening the attacking page: %v", err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("window.done === true",
-		chromedp.WithPollingTimeout(time.Duration(len(reqs)+1)*11*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+	if err := poll(ctx, "window.done", time.Duration(len(reqs)+1)*11*time.Second); err != nil {
 		t.Fatalf("waiting for the attacking page: %v", err)
 	}
 	out, err := chromedp.Run(ctx, chromedp.Evaluate[[]Outcome]("window.outcomes"))

@@ -6,6 +6,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -73,8 +74,35 @@ func Eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // if it never is.
 func Wait(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
-	if err != nil {
+	if err := poll(ctx, expr, 20*time.Second); err != nil {
 		t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}
+
+// poll evaluates expr every 50 ms until it is true or timeout passes. An
+// evaluation that fails is tried again: the page's execution context can be
+// replaced under an evaluation (a frame navigating, the browser busy), which
+// says nothing about expr.
+func poll(ctx context.Context, expr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("("+expr+") === true"))
+		if err == nil && ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("not true after %v (last evaluation: %w)", timeout, last)
+			}
+			return fmt.Errorf("not true after %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
