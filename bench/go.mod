@@ -2,7 +2,19 @@ module github.com/ttlkit/ttlkit/bench
 
 go 1.25.0
 
-replace github.com/ttlkit/ttlkit => ../
+replace (
+	github.com/ttlkit/ttlkit => ..
+	github.com/ttlkit/ttlkit/examples => ../examples
+	github.com/ttlkit/ttlkit/internal/redisrun => ../internal/redisrun
+	github.com/ttlkit/ttlkit/internal/testenv => ../internal/testenv
+	github.com/ttlkit/ttlkit/lease/internal/leasecheck => ../lease/internal/leasecheck
+	github.com/ttlkit/ttlkit/lease/redislease => ../lease/redislease
+	github.com/ttlkit/ttlkit/lease/sqllease => ../lease/sqllease
+	github.com/ttlkit/ttlkit/pool/docker => ../pool/docker
+	github.com/ttlkit/ttlkit/pool/redispool => ../pool/redispool
+	github.com/ttlkit/ttlkit/ttl/pgttl => ../ttl/pgttl
+	github.com/ttlkit/ttlkit/ttl/redisttl => ../ttl/redisttl
+)
 
 require (
 	github.com/bsm/redislock v0.9.4
@@ -19,6 +31,14 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/ttlkit/ttlkit v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/examples v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/lease/redislease v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/lease/sqllease v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/pool/docker v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/pool/redispool v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/ttl/pgttl v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/ttl/redisttl v0.0.0-00010101000000-000000000000
 	golang.org/x/sync v0.22.0
 )
 
@@ -45,6 +65,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
+	github.com/ttlkit/ttlkit/internal/redisrun v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.60.0 // indirect
 	go.opentelemetry.io/otel v1.38.0 // indirect

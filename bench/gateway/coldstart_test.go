@@ -11,7 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
-	"github.com/ttlkit/ttlkit/internal/dockertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
 	"github.com/ttlkit/ttlkit/pool/docker"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 	"github.com/ttlkit/ttlkit/lease"
 )
 

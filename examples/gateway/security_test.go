@@ -27,7 +27,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
-	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 )
 
 // refusedBy asserts that err is the API's answer code with HTTP status, as

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 )
 
 // syncBuffer is a log destination the server's goroutines and the test

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
-	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 )
 
 // A real browser, on a page of another site, sends each request a page can

@@ -21,8 +21,8 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
-	"github.com/ttlkit/ttlkit/internal/browsertest"
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 

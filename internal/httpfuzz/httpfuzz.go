@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // Request returns the request method target would make, with body, as the
@@ -50,8 +48,10 @@ func token(s string) bool {
 // accept (it answers 400 to a value with control characters before any
 // handler runs), and reports whether it did.
 func SetHeader(req *http.Request, k, v string) bool {
-	if !httpguts.ValidHeaderFieldValue(v) {
-		return false
+	for _, c := range []byte(v) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
 	}
 	req.Header[http.CanonicalHeaderKey(k)] = []string{v}
 	return true

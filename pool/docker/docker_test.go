@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/docker"
 	"github.com/ttlkit/ttlkit/pool/probe"

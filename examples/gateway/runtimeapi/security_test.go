@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
-	"github.com/ttlkit/ttlkit/internal/browsertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
 )
 
 // forge returns secret with its last character changed: as long, and

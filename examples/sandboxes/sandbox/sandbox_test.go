@@ -22,8 +22,8 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
-	"github.com/ttlkit/ttlkit/internal/dockertest"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/provisionertest"

@@ -1,4 +1,4 @@
-package rediskey_test
+package redislease_test
 
 import (
 	"context"
