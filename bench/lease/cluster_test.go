@@ -3,7 +3,7 @@ package lease_test
 import (
 	"testing"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/redislease"
 )
@@ -19,8 +19,8 @@ import (
 func BenchmarkLeaseClusterInterleaved(b *testing.B) {
 	b.Run("backend=redis-cluster/op=grantrelease", func(b *testing.B) {
 		b.ReportAllocs()
-		c := testenv.OpenRedisCluster(b)
-		r := testenv.OpenRedis(b)
+		c := redistest.OpenRedisCluster(b)
+		r := redistest.OpenRedis(b)
 		req := lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
 		grantRelease := func(s *redislease.Store, err error) func() error {
 			if err != nil {

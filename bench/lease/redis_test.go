@@ -7,7 +7,7 @@ import (
 
 	"github.com/bsm/redislock"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/redislease"
 )
@@ -23,7 +23,7 @@ func init() {
 		store: redisStore,
 		grantRelease: []peer{
 			{"redislock", func(b *testing.B) {
-				r := testenv.OpenRedis(b)
+				r := redistest.OpenRedis(b)
 				locker := redislock.New(r.Client)
 				key := r.Prefix + "cam_2f_19"
 				for b.Loop() {
@@ -40,7 +40,7 @@ func init() {
 		},
 		heartbeat: []peer{
 			{"redislock", func(b *testing.B) {
-				r := testenv.OpenRedis(b)
+				r := redistest.OpenRedis(b)
 				l, err := redislock.New(r.Client).Obtain(ctx, r.Prefix+"cam_2f_19", time.Hour, nil)
 				if err != nil {
 					b.Fatal(err)
@@ -58,7 +58,7 @@ func init() {
 
 // redisStore returns a redislease store under a fresh prefix.
 func redisStore(b *testing.B) lease.Store {
-	r := testenv.OpenRedis(b)
+	r := redistest.OpenRedis(b)
 	s, err := redislease.New(r.Client, redislease.Options{Prefix: r.Prefix + "{lease}:"})
 	if err != nil {
 		b.Fatal(err)
@@ -68,7 +68,7 @@ func redisStore(b *testing.B) lease.Store {
 
 // pings runs n PINGs per operation: the round-trip floor.
 func pings(b *testing.B, n int) {
-	r := testenv.OpenRedis(b)
+	r := redistest.OpenRedis(b)
 	for b.Loop() {
 		for range n {
 			if err := r.Client.Ping(ctx).Err(); err != nil {
@@ -86,7 +86,7 @@ func pings(b *testing.B, n int) {
 func BenchmarkLeaseRedisInterleaved(b *testing.B) {
 	b.Run("backend=redis/op=grantrelease", func(b *testing.B) {
 		b.ReportAllocs()
-		r := testenv.OpenRedis(b)
+		r := redistest.OpenRedis(b)
 		s, err := redislease.New(r.Client, redislease.Options{Prefix: r.Prefix + "{lease}:"})
 		if err != nil {
 			b.Fatal(err)

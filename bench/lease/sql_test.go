@@ -7,7 +7,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -68,12 +69,12 @@ func init() {
 }
 
 // postgresStore returns a migrated sqllease store in a fresh schema.
-func postgresStore(b *testing.B) lease.Store { return pgStoreOn(b, testenv.OpenPostgres(b).Pool) }
+func postgresStore(b *testing.B) lease.Store { return pgStoreOn(b, pgtest.OpenPostgres(b).Pool) }
 
 // asyncPool returns a pool on a fresh schema whose sessions do not wait for
 // the log flush at commit.
 func asyncPool(b *testing.B) *pgxpool.Pool {
-	pg := testenv.OpenPostgres(b)
+	pg := pgtest.OpenPostgres(b)
 	cfg, err := pgxpool.ParseConfig(pg.URL())
 	if err != nil {
 		b.Fatal(err)
@@ -100,12 +101,12 @@ func pgStoreOn(b *testing.B, pool *pgxpool.Pool) lease.Store {
 }
 
 // mysqlStore returns a migrated sqllease store in a fresh database.
-func mysqlStore(b *testing.B) lease.Store { return myStoreOn(b, testenv.OpenMySQL(b).DB) }
+func mysqlStore(b *testing.B) lease.Store { return myStoreOn(b, mysqltest.OpenMySQL(b).DB) }
 
 // interpolatingDB returns a handle on a fresh database with
 // interpolateParams=true.
 func interpolatingDB(b *testing.B) *sql.DB {
-	cfg, err := mysql.ParseDSN(testenv.OpenMySQL(b).DSN)
+	cfg, err := mysql.ParseDSN(mysqltest.OpenMySQL(b).DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,14 +132,14 @@ func myStoreOn(b *testing.B, db *sql.DB) lease.Store {
 }
 
 // pgSelect1 runs n `SELECT 1` per operation on a pgx pool.
-func pgSelect1(b *testing.B, n int) { pgSelect1On(b, testenv.OpenPostgres(b).Pool, n) }
+func pgSelect1(b *testing.B, n int) { pgSelect1On(b, pgtest.OpenPostgres(b).Pool, n) }
 
 func pgSelect1On(b *testing.B, pool *pgxpool.Pool, n int) {
 	repeat(b, n, func() error { var one int; return pool.QueryRow(ctx, "SELECT 1").Scan(&one) })
 }
 
 // mySelect1 runs n `SELECT 1` per operation on a database/sql handle.
-func mySelect1(b *testing.B, n int) { mySelect1On(b, testenv.OpenMySQL(b).DB, n) }
+func mySelect1(b *testing.B, n int) { mySelect1On(b, mysqltest.OpenMySQL(b).DB, n) }
 
 func mySelect1On(b *testing.B, db *sql.DB, n int) {
 	repeat(b, n, func() error { var one int; return db.QueryRowContext(ctx, "SELECT 1").Scan(&one) })
@@ -157,7 +158,7 @@ func repeat(b *testing.B, n int, query func() error) {
 
 // pgCommits runs n autocommit one-row UPDATEs per operation.
 func pgCommits(b *testing.B, n int) {
-	pool := testenv.OpenPostgres(b).Pool
+	pool := pgtest.OpenPostgres(b).Pool
 	if _, err := pool.Exec(ctx, "CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL); INSERT INTO counter VALUES (1, 0)"); err != nil {
 		b.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func pgCommits(b *testing.B, n int) {
 
 // myCommits runs n autocommit one-row UPDATEs per operation.
 func myCommits(b *testing.B, n int) {
-	db := testenv.OpenMySQL(b).DB
+	db := mysqltest.OpenMySQL(b).DB
 	for _, q := range []string{"CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL) ENGINE=InnoDB", "INSERT INTO counter VALUES (1, 0)"} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			b.Fatal(err)
@@ -184,7 +185,7 @@ func myCommits(b *testing.B, n int) {
 func BenchmarkLeasePostgresInterleaved(b *testing.B) {
 	b.Run("backend=postgres/op=grantrelease", func(b *testing.B) {
 		b.ReportAllocs()
-		pool := testenv.OpenPostgres(b).Pool
+		pool := pgtest.OpenPostgres(b).Pool
 		m := newManager(b, pgStoreOn(b, pool))
 		if _, err := pool.Exec(ctx, "CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL); INSERT INTO counter VALUES (1, 0)"); err != nil {
 			b.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/leasehttp"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
@@ -46,7 +46,7 @@ func BenchmarkLeaseHTTP(b *testing.B) {
 		runCycles(b, serve(b, newFloor(1<<30)))
 	})
 	b.Run("store=mysql2/impl=ttlkit", func(b *testing.B) {
-		my := testenv.OpenMySQL(b)
+		my := mysqltest.OpenMySQL(b)
 		var urls []string
 		for i, db := range []*sql.DB{my.DB, my.NewDB(b)} {
 			db.SetMaxOpenConns(32) // as the camera server does

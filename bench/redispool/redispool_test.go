@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
@@ -46,7 +46,7 @@ type worker func(ops int)
 // and returns one worker per instance.
 type impl struct {
 	name  string
-	setup func(b *testing.B, r *testenv.Redis, instances, size int) []worker
+	setup func(b *testing.B, r *redistest.Redis, instances, size int) []worker
 }
 
 var impls = []impl{
@@ -65,7 +65,7 @@ func BenchmarkSharedPoolAcquireRelease(b *testing.B) {
 		for _, im := range impls {
 			b.Run(fmt.Sprintf("instances=%d/clients=%d/impl=%s", c.instances, c.clients, im.name), func(b *testing.B) {
 				b.ReportAllocs()
-				r := testenv.OpenRedis(b)
+				r := redistest.OpenRedis(b)
 				workers := im.setup(b, r, c.instances, size)
 				var wg sync.WaitGroup
 				b.ResetTimer()
@@ -83,7 +83,7 @@ func BenchmarkSharedPoolAcquireRelease(b *testing.B) {
 	}
 }
 
-func setupTTLKit(b *testing.B, r *testenv.Redis, instances, size int) []worker {
+func setupTTLKit(b *testing.B, r *redistest.Redis, instances, size int) []worker {
 	p := &prov{}
 	var workers []worker
 	for i := range instances {
@@ -129,7 +129,7 @@ func setupTTLKit(b *testing.B, r *testenv.Redis, instances, size int) []worker {
 // from a list, HGETALL its record; on return HSET the record, EXPIRE it and
 // RPUSH the ID in one pipeline. Not atomic, no owners, no global counts:
 // the floor of a plain Redis warm pool.
-func setupSeed(b *testing.B, r *testenv.Redis, instances, size int) []worker {
+func setupSeed(b *testing.B, r *redistest.Redis, instances, size int) []worker {
 	list := r.Prefix + "warm_pool"
 	for j := range size {
 		id := "c" + strconv.Itoa(j)
@@ -178,7 +178,7 @@ func setupSeed(b *testing.B, r *testenv.Redis, instances, size int) []worker {
 
 // setupPing: two PINGs per acquire/release, the round trips of any shared
 // pool that takes and returns an item in one call each.
-func setupPing(b *testing.B, r *testenv.Redis, instances, _ int) []worker {
+func setupPing(b *testing.B, r *redistest.Redis, instances, _ int) []worker {
 	var workers []worker
 	for range instances {
 		c := r.NewClient(b)

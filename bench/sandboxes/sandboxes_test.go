@@ -21,6 +21,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -96,7 +97,7 @@ func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *syst
 		b.Fatal(err)
 	}
 	if state == "redis" {
-		r := testenv.OpenRedis(b)
+		r := redistest.OpenRedis(b)
 		cfg.Shared = true
 		cfg.Assignments = backend.NewRedisAssignments(r.Client, r.Prefix+"ws")
 		if cfg.Entities, err = redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.Prefix + "ws"}); err != nil {

@@ -24,7 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -72,7 +73,7 @@ func BenchmarkStoreSync(b *testing.B) {
 	for _, impl := range impls {
 		b.Run(fmt.Sprintf("backend=postgres/n=%d/impl=%s", n, impl.name), func(b *testing.B) {
 			ctx := context.Background()
-			pg := testenv.OpenPostgres(b)
+			pg := pgtest.OpenPostgres(b)
 			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces"})
 			if err != nil {
 				b.Fatal(err)
@@ -168,7 +169,7 @@ func BenchmarkBufferDrain(b *testing.B) {
 	for _, impl := range impls {
 		b.Run(fmt.Sprintf("backend=redis/n=%d/impl=%s", n, impl.name), func(b *testing.B) {
 			ctx := context.Background()
-			rd := testenv.OpenRedis(b)
+			rd := redistest.OpenRedis(b)
 			buf, err := redisttl.New(rd.Client, redisttl.Options{Prefix: rd.Prefix})
 			if err != nil {
 				b.Fatal(err)

@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -35,8 +36,8 @@ func BenchmarkTick(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("backend=postgres/entities=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			pg := testenv.OpenPostgres(b)
-			rd := testenv.OpenRedis(b)
+			pg := pgtest.OpenPostgres(b)
+			rd := redistest.OpenRedis(b)
 			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces"})
 			if err != nil {
 				b.Fatal(err)

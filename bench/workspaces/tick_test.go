@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -111,8 +112,8 @@ func BenchmarkRunnerTick(b *testing.B) {
 	for _, impl := range []string{"workspaces", "handwritten"} {
 		b.Run(fmt.Sprintf("workspaces=%d/impl=%s", n, impl), func(b *testing.B) {
 			ctx := context.Background()
-			pg := testenv.OpenPostgres(b)
-			rd := testenv.OpenRedis(b)
+			pg := pgtest.OpenPostgres(b)
+			rd := redistest.OpenRedis(b)
 			table, key := "ws_"+impl, rd.Prefix+impl+":activity"
 			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 			if err != nil {

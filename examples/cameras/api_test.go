@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -37,7 +39,7 @@ var stores = []storeCase{
 		return Backend{Leases: store, History: h}, Backend{Leases: store, History: h}
 	}},
 	{"mysql", func(t *testing.T) (Backend, Backend) {
-		m := testenv.OpenMySQL(t)
+		m := mysqltest.OpenMySQL(t)
 		second := m.NewDB(t)
 		for _, db := range []interface{ SetMaxOpenConns(int) }{m.DB, second} {
 			db.SetMaxOpenConns(16)
@@ -49,7 +51,7 @@ var stores = []storeCase{
 		return a, b
 	}},
 	{"postgres", func(t *testing.T) (Backend, Backend) {
-		pg := testenv.OpenPostgres(t)
+		pg := pgtest.OpenPostgres(t)
 		a, err := postgresBackend(t.Context(), pg.Pool)
 		require.NoError(t, err)
 		b, err := postgresBackend(t.Context(), pg.NewPool(t))
@@ -57,7 +59,7 @@ var stores = []storeCase{
 		return a, b
 	}},
 	{"redis", func(t *testing.T) (Backend, Backend) {
-		r := testenv.OpenRedis(t)
+		r := redistest.OpenRedis(t)
 		prefix := r.Prefix + "{cams}:" // under the test's prefix, so its keys are removed
 		a, err := redisBackend(t.Context(), r.Client, prefix)
 		require.NoError(t, err)

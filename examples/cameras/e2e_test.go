@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
 )
 
 // lineWriter hands each write to a channel: run prints the address it
@@ -134,7 +134,7 @@ func TestRunRefusesBadSettings(t *testing.T) {
 // database, as the README does: the instances share the tables, the budget
 // and the sessions.
 func TestRunSeveralInstancesOnMySQL(t *testing.T) {
-	m := testenv.OpenMySQL(t)
+	m := mysqltest.OpenMySQL(t)
 	vars := map[string]string{
 		"STORE": "mysql", "STORE_DSN": m.DSN, "SESSION_KEY": testKey,
 		"TOTAL_STREAM_UNITS": "18", // a modal budget of 3 units

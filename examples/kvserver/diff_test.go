@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
 // step is one command of the differential script and how to compare its
@@ -29,7 +30,7 @@ type step struct {
 // replies, errors included. Every key is under the test's unique prefix,
 // and the script never runs a command that touches other keys.
 func TestDifferential(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	ctx := testContext(t)
 	opts, err := redis.ParseURL(os.Getenv(testenv.EnvRedis))
 	require.NoError(t, err)
@@ -276,7 +277,7 @@ func TestDifferential(t *testing.T) {
 // FLUSHALL, SELECT, DBSIZE, KEYS, SCAN, TIME, INFO's counters — between
 // kvserver and a redis-server of the test's own, which it may flush.
 func TestDifferentialKeyspace(t *testing.T) {
-	rs := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	rs := redistest.StartRedis(t, redistest.RedisServerOptions{})
 	ctx := testContext(t)
 	real := suiteClient(t, rs.Addr, "")
 	_, addr := startServer(t, Config{})

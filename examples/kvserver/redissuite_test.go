@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/expiry"
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
 // The cases below are Redis 7.0's tests/unit/expire.tcl and the cases of
@@ -640,7 +640,7 @@ func TestRedisSuiteOnRedis(t *testing.T) {
 	for name, cases := range map[string][]suiteCase{"expire": expireSuite, "string": stringSuite} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rs := testenv.StartRedis(t, testenv.RedisServerOptions{Args: []string{"--enable-debug-command", "yes"}})
+			rs := redistest.StartRedis(t, redistest.RedisServerOptions{Args: []string{"--enable-debug-command", "yes"}})
 			runSuite(t, suiteClient(t, rs.Addr, ""), cases)
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -29,7 +30,7 @@ import (
 // instances on it, under the test's own prefix, and the warm pool's
 // inventory and the entity store as the instances see them.
 func redisArgs(t *testing.T) ([]string, *redispool.Inventory, *redisttl.Store) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prefix := strings.TrimSuffix(r.Prefix, ":")
 	inv, err := redispool.New(r.Client, redispool.Options{Prefix: prefix + ":warm"})
 	require.NoError(t, err)
@@ -378,7 +379,7 @@ func TestKill9(t *testing.T) {
 // one, so nothing written since the last archive is lost and the
 // conversation never has two sandboxes.
 func TestStaleRecord(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prefix := strings.TrimSuffix(r.Prefix, ":")
 	e := newEnv(t)
 	in := startIn(t, e.args("-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix)...)
@@ -401,7 +402,7 @@ func TestStaleRecord(t *testing.T) {
 // prints it, and a client's key works on every instance. A key given to an
 // instance is its own, and is not printed. down deletes the shared key.
 func TestSharedKey(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prefix := strings.TrimSuffix(r.Prefix, ":")
 	ctx := context.Background()
 	e := newEnv(t)

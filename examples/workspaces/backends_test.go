@@ -18,13 +18,15 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 )
 
 // backendConfig is fastConfig on PostgreSQL (the test's schema) and Redis
 // (redisURL, the activity buffer under key).
-func backendConfig(t testing.TB, component string, pg *testenv.Postgres, redisURL, key string) Config {
+func backendConfig(t testing.TB, component string, pg *pgtest.Postgres, redisURL, key string) Config {
 	c := fastConfig(t)
 	c.Component = component
 	c.PostgresURL, c.RedisURL, c.RedisKey = pg.URL(), redisURL, key
@@ -33,14 +35,14 @@ func backendConfig(t testing.TB, component string, pg *testenv.Postgres, redisUR
 
 // seedStore opens the workspaces table as the system does, for a test to
 // fill and read.
-func seedStore(t testing.TB, pg *testenv.Postgres) *pgttl.Store {
+func seedStore(t testing.TB, pg *pgtest.Postgres) *pgttl.Store {
 	s, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(context.Background()))
 	return s
 }
 
-func dbNow(t testing.TB, pg *testenv.Postgres) time.Time {
+func dbNow(t testing.TB, pg *pgtest.Postgres) time.Time {
 	var now time.Time
 	require.NoError(t, pg.Pool.QueryRow(context.Background(), "SELECT now()").Scan(&now))
 	return now.UTC()
@@ -143,8 +145,8 @@ func ownersOf(t testing.TB, sys *System, base string, ids []string) []*owner {
 // sync of Redis answering, and idle workspaces still go to STANDBY, never
 // before their TTL.
 func TestRedisRestart(t *testing.T) {
-	rs := testenv.StartRedis(t, testenv.RedisServerOptions{})
-	pg := testenv.OpenPostgres(t)
+	rs := redistest.StartRedis(t, redistest.RedisServerOptions{})
+	pg := pgtest.OpenPostgres(t)
 	store := seedStore(t, pg)
 	fake := newFakeHost(t, backend(t), 0)
 	var dec decisions
@@ -219,8 +221,8 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 workspaces")
 	}
-	pg := testenv.OpenPostgres(t)
-	rd := testenv.OpenRedis(t)
+	pg := pgtest.OpenPostgres(t)
+	rd := redistest.OpenRedis(t)
 	redisURL := os.Getenv(testenv.EnvRedis)
 	key := rd.Prefix + "codehub:activity"
 	store := seedStore(t, pg)
@@ -318,8 +320,8 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 // and the workspace goes to STANDBY by what the table has. A workspace
 // used through another proxy is not affected.
 func TestProxyProcessKilled(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
-	rd := testenv.OpenRedis(t)
+	pg := pgtest.OpenPostgres(t)
+	rd := redistest.OpenRedis(t)
 	redisURL := os.Getenv(testenv.EnvRedis)
 	key := rd.Prefix + "codehub:activity"
 	store := seedStore(t, pg)
@@ -390,7 +392,7 @@ func TestProxyProcessKilled(t *testing.T) {
 // path, and so is another site's request; an address, a loopback name and
 // a name in ALLOWED_HOSTS are answered.
 func TestComponentsAnswerOnlyTheirHosts(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	for _, component := range []string{"runner", "controller"} {
 		cfg := backendConfig(t, component, pg, "", "")
 		cfg.AllowedHosts = []string{"ops.example"}

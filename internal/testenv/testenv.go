@@ -38,15 +38,15 @@ const (
 	EnvRequire      = "TTLKIT_REQUIRE_BACKENDS"
 )
 
-// connectTimeout bounds the reachability check of each backend.
-const connectTimeout = 5 * time.Second
+// ConnectTimeout bounds the reachability check of each backend.
+const ConnectTimeout = 5 * time.Second
 
 // Required reports whether TTLKIT_REQUIRE_BACKENDS=1 is set, that is whether a
 // missing or unreachable backend fails the test instead of skipping it.
 func Required() bool { return os.Getenv(EnvRequire) == "1" }
 
-// unavailable skips t, or fails it when backends are required.
-func unavailable(t testing.TB, format string, args ...any) {
+// Unavailable skips t, or fails it when backends are required.
+func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if Required() {
 		t.Fatalf("testenv: "+format+" (and "+EnvRequire+"=1)", args...)
@@ -54,13 +54,13 @@ func unavailable(t testing.TB, format string, args ...any) {
 	t.Skipf("testenv: "+format, args...)
 }
 
-// lookup returns the value of the environment variable name, or skips or
+// Lookup returns the value of the environment variable name, or skips or
 // fails t when it is unset.
-func lookup(t testing.TB, name string) string {
+func Lookup(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		unavailable(t, "%s is not set", name)
+		Unavailable(t, "%s is not set", name)
 	}
 	return v
 }
@@ -75,8 +75,8 @@ func UniqueName() string {
 	return "ttlkit_t_" + hex.EncodeToString(b[:])
 }
 
-// cleanupContext is the context for cleanup work, which runs after the test's
+// CleanupContext is the context for cleanup work, which runs after the test's
 // own context has been cancelled.
-func cleanupContext() (context.Context, context.CancelFunc) {
+func CleanupContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }

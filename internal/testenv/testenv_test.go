@@ -1,6 +1,11 @@
-package testenv
+package testenv_test
 
 import (
+	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
+
 	"context"
 	"fmt"
 	"runtime"
@@ -62,17 +67,17 @@ var openers = map[string]struct {
 	unreachable string
 	open        func(testing.TB)
 }{
-	"redis":    {EnvRedis, "redis://127.0.0.1:1/0", func(t testing.TB) { OpenRedis(t) }},
-	"cluster":  {EnvRedisCluster, "127.0.0.1:1", func(t testing.TB) { OpenRedisCluster(t) }},
-	"postgres": {EnvPostgres, "postgres://root@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", func(t testing.TB) { OpenPostgres(t) }},
-	"mysql":    {EnvMySQL, "root@tcp(127.0.0.1:1)/test", func(t testing.TB) { OpenMySQL(t) }},
+	"redis":    {testenv.EnvRedis, "redis://127.0.0.1:1/0", func(t testing.TB) { redistest.OpenRedis(t) }},
+	"cluster":  {testenv.EnvRedisCluster, "127.0.0.1:1", func(t testing.TB) { redistest.OpenRedisCluster(t) }},
+	"postgres": {testenv.EnvPostgres, "postgres://root@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", func(t testing.TB) { pgtest.OpenPostgres(t) }},
+	"mysql":    {testenv.EnvMySQL, "root@tcp(127.0.0.1:1)/test", func(t testing.TB) { mysqltest.OpenMySQL(t) }},
 }
 
 func TestUnsetSkips(t *testing.T) {
 	for name, o := range openers {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(o.env, "")
-			t.Setenv(EnvRequire, "")
+			t.Setenv(testenv.EnvRequire, "")
 			r := run(t, o.open)
 			assert.True(t, r.skipped, "want skip")
 			assert.False(t, r.failed)
@@ -85,11 +90,11 @@ func TestUnsetFailsWhenRequired(t *testing.T) {
 	for name, o := range openers {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(o.env, "")
-			t.Setenv(EnvRequire, "1")
+			t.Setenv(testenv.EnvRequire, "1")
 			r := run(t, o.open)
 			assert.True(t, r.failed, "want failure")
 			assert.False(t, r.skipped)
-			assert.Contains(t, r.msg, EnvRequire+"=1")
+			assert.Contains(t, r.msg, testenv.EnvRequire+"=1")
 		})
 	}
 }
@@ -98,12 +103,12 @@ func TestUnreachableSkipsOrFails(t *testing.T) {
 	for name, o := range openers {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(o.env, o.unreachable)
-			t.Setenv(EnvRequire, "")
+			t.Setenv(testenv.EnvRequire, "")
 			r := run(t, o.open)
 			assert.True(t, r.skipped, "want skip, got %q", r.msg)
 			assert.Contains(t, r.msg, "does not answer")
 
-			t.Setenv(EnvRequire, "1")
+			t.Setenv(testenv.EnvRequire, "1")
 			r = run(t, o.open)
 			assert.True(t, r.failed, "want failure, got %q", r.msg)
 			assert.False(t, r.skipped)
@@ -113,7 +118,7 @@ func TestUnreachableSkipsOrFails(t *testing.T) {
 }
 
 func TestUniqueName(t *testing.T) {
-	a, b := UniqueName(), UniqueName()
+	a, b := testenv.UniqueName(), testenv.UniqueName()
 	assert.NotEqual(t, a, b)
 	assert.Regexp(t, `^ttlkit_t_[0-9a-f]{16}$`, a)
 }
@@ -125,7 +130,7 @@ func TestRedisPrefixIsCleanedUp(t *testing.T) {
 	ctx := context.Background()
 	var prefix string
 	t.Run("use", func(t *testing.T) {
-		r := OpenRedis(t)
+		r := redistest.OpenRedis(t)
 		prefix = r.Prefix
 		require.True(t, strings.HasPrefix(prefix, "ttlkit_t_"))
 		for i := range 1500 { // more than one delete batch
@@ -135,7 +140,7 @@ func TestRedisPrefixIsCleanedUp(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, keys, 1500)
 	})
-	r := OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	n, err := r.Client.Exists(ctx, prefix+"k0", prefix+"k1499").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "keys under the prefix survived the test")
@@ -145,7 +150,7 @@ func TestPostgresSchemaIsolatedAndDropped(t *testing.T) {
 	ctx := context.Background()
 	var schema string
 	t.Run("use", func(t *testing.T) {
-		p := OpenPostgres(t)
+		p := pgtest.OpenPostgres(t)
 		schema = p.Schema
 		_, err := p.Pool.Exec(ctx, "CREATE TABLE items (id int)")
 		require.NoError(t, err)
@@ -157,7 +162,7 @@ func TestPostgresSchemaIsolatedAndDropped(t *testing.T) {
 		_, err = other.Exec(ctx, "INSERT INTO items VALUES (1)")
 		require.NoError(t, err, "a second pool sees the same schema")
 	})
-	p := OpenPostgres(t)
+	p := pgtest.OpenPostgres(t)
 	var n int
 	require.NoError(t, p.Pool.QueryRow(ctx,
 		"SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", schema).Scan(&n))
@@ -168,7 +173,7 @@ func TestMySQLDatabaseIsolatedAndDropped(t *testing.T) {
 	ctx := context.Background()
 	var database string
 	t.Run("use", func(t *testing.T) {
-		m := OpenMySQL(t)
+		m := mysqltest.OpenMySQL(t)
 		database = m.Database
 		_, err := m.DB.ExecContext(ctx, "CREATE TABLE items (id int)")
 		require.NoError(t, err)
@@ -178,7 +183,7 @@ func TestMySQLDatabaseIsolatedAndDropped(t *testing.T) {
 		_, err = m.NewDB(t).ExecContext(ctx, "INSERT INTO items VALUES (1)")
 		require.NoError(t, err)
 	})
-	m := OpenMySQL(t)
+	m := mysqltest.OpenMySQL(t)
 	var n int
 	require.NoError(t, m.DB.QueryRowContext(ctx,
 		"SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", database).Scan(&n))
@@ -187,7 +192,7 @@ func TestMySQLDatabaseIsolatedAndDropped(t *testing.T) {
 
 func TestRedisKillClientsKillsOnlyNamed(t *testing.T) {
 	ctx := context.Background()
-	r := OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	c, name := r.NamedClient(t, "victim", -1)
 	require.NoError(t, c.Ping(ctx).Err())
 	n, err := r.KillClients(ctx, name)
@@ -205,7 +210,7 @@ func TestRedisKillClientsKillsOnlyNamed(t *testing.T) {
 
 func TestPostgresTerminateEndsOnlyNamed(t *testing.T) {
 	ctx := context.Background()
-	p := OpenPostgres(t)
+	p := pgtest.OpenPostgres(t)
 	pool := p.NamedPool(t, "ttlkit_victim_"+p.Schema, nil)
 	require.NoError(t, pool.Ping(ctx))
 	var path string
@@ -225,7 +230,7 @@ func TestStartRedis(t *testing.T) {
 		t.Run(fmt.Sprint("aof=", aof), func(t *testing.T) {
 			var addr string
 			t.Run("server", func(t *testing.T) {
-				s := StartRedis(t, RedisServerOptions{AppendOnly: aof})
+				s := redistest.StartRedis(t, redistest.RedisServerOptions{AppendOnly: aof})
 				addr = s.Addr
 				c := s.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1 })
 				require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
@@ -257,14 +262,14 @@ func TestStartRedis(t *testing.T) {
 // TTLKIT_TEST_REDIS_URL skips, or fails when backends are required), and
 // so does a missing redis-server.
 func TestStartRedisPolicy(t *testing.T) {
-	checkStartPolicy(t, EnvRedis, "redis://127.0.0.1:6379/0", func(t testing.TB) { StartRedis(t, RedisServerOptions{}) })
+	checkStartPolicy(t, testenv.EnvRedis, "redis://127.0.0.1:6379/0", func(t testing.TB) { redistest.StartRedis(t, redistest.RedisServerOptions{}) })
 }
 
 // TestStartRedisClusterPolicy: StartRedisCluster runs only when
 // TTLKIT_TEST_REDIS_CLUSTER is set, and a missing redis-server or
 // redis-cli skips, or fails when backends are required.
 func TestStartRedisClusterPolicy(t *testing.T) {
-	checkStartPolicy(t, EnvRedisCluster, "127.0.0.1:7000", func(t testing.TB) { StartRedisCluster(t, ClusterServerOptions{}) })
+	checkStartPolicy(t, testenv.EnvRedisCluster, "127.0.0.1:7000", func(t testing.TB) { redistest.StartRedisCluster(t, redistest.ClusterServerOptions{}) })
 }
 
 // checkStartPolicy checks that start, with env unset, skips or fails when
@@ -272,11 +277,11 @@ func TestStartRedisClusterPolicy(t *testing.T) {
 // the PATH, fails or skips likewise.
 func checkStartPolicy(t *testing.T, env, value string, start func(testing.TB)) {
 	t.Setenv(env, "")
-	t.Setenv(EnvRequire, "")
+	t.Setenv(testenv.EnvRequire, "")
 	r := run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
 	assert.Contains(t, r.msg, env+" is not set")
-	t.Setenv(EnvRequire, "1")
+	t.Setenv(testenv.EnvRequire, "1")
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)
 
@@ -285,7 +290,7 @@ func checkStartPolicy(t *testing.T, env, value string, start func(testing.TB)) {
 	r = run(t, start)
 	assert.True(t, r.failed, "want failure, got %q", r.msg)
 	assert.Contains(t, r.msg, "redis-server is not on PATH")
-	t.Setenv(EnvRequire, "")
+	t.Setenv(testenv.EnvRequire, "")
 	r = run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
 }

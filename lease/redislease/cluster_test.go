@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
 	"github.com/ttlkit/ttlkit/lease/redislease"
@@ -19,12 +19,12 @@ func TestClusterConformance(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		n       atomic.Int64
-		cluster = map[*redislease.Store]*testenv.RedisCluster{}
+		cluster = map[*redislease.Store]*redistest.RedisCluster{}
 		prefix  = map[*redislease.Store]string{}
 	)
 	leasetest.Run(t, leasetest.Harness{
 		New: func(t *testing.T) lease.Store {
-			r := testenv.OpenRedisCluster(t)
+			r := redistest.OpenRedisCluster(t)
 			p := r.StorePrefix(int(n.Add(1)))
 			s := newStore(t, r.Client, p)
 			mu.Lock()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/redislease"
@@ -33,7 +33,7 @@ const nodeTimeout = time.Second
 const clientLag = time.Second
 
 // clusterStore returns a store on a client of its own of the cluster.
-func clusterStore(t *testing.T, c *testenv.ClusterServer, o redislease.Options) *redislease.Store {
+func clusterStore(t *testing.T, c *redistest.ClusterServer, o redislease.Options) *redislease.Store {
 	t.Helper()
 	s, err := redislease.New(c.Client(t, nil), o)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func clusterStore(t *testing.T, c *testenv.ClusterServer, o redislease.Options) 
 // twice. The slot holds the store's keys and no others: receipts are
 // fields of one hash, holding about one entry per call in flight.
 func TestClusterSlotMigration(t *testing.T) {
-	c := testenv.StartRedisCluster(t, testenv.ClusterServerOptions{NodeTimeout: nodeTimeout})
+	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
 	var stores []lease.Store
 	for range 3 {
 		stores = append(stores, clusterStore(t, c, redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Minute}))
@@ -66,7 +66,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		moves, merr = c.MigrateUntil(ctx, slot, testenv.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
+		moves, merr = c.MigrateUntil(ctx, slot, redistest.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
 	}()
 	leasecheck.ProveMultiInstance(t, stores, 6, 300)
 	close(stop)
@@ -155,7 +155,7 @@ func (s timedStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error)
 // grace exceeds the failover window.
 type failoverRun struct {
 	t       *testing.T
-	c       *testenv.ClusterServer
+	c       *redistest.ClusterServer
 	opts    redislease.Options // of the short leases' store; MaxGrace is their grace
 	longOpt redislease.Options // of the long leases' store, in the same slot
 	ms      []*lease.Manager
@@ -180,7 +180,7 @@ const keptGrace = nodeTimeout + 5*time.Second
 
 const failoverBudget = 6
 
-func startFailoverRun(t *testing.T, c *testenv.ClusterServer, wait bool) *failoverRun {
+func startFailoverRun(t *testing.T, c *redistest.ClusterServer, wait bool) *failoverRun {
 	r := &failoverRun{t: t, c: c, views: leasecheck.NewViews(), stop: make(chan struct{})}
 	r.opts = redislease.Options{Prefix: "cams", MaxGrace: time.Second}
 	if wait {
@@ -275,7 +275,7 @@ func (r *failoverRun) finish() (lost int, recovering uint64) {
 // cannot tell it from a failover that lost writes, and refuses grants for
 // MaxGrace; with it, it grants on at once.
 func TestClusterGracefulFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *testenv.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
 		_, err := c.Do(ctx, replica, "cluster", "failover")
 		require.NoError(t, err)
 		require.NoError(t, c.WaitMaster(ctx, replica))
@@ -297,10 +297,10 @@ func TestClusterGracefulFailover(t *testing.T) {
 // inModes runs f with and without WaitReplicas, each on a cluster of its
 // own under the load of a failoverRun that has run for a second, with the
 // master and a replica of the store's slot.
-func inModes(t *testing.T, f func(t *testing.T, c *testenv.ClusterServer, r *failoverRun, wait bool, master, replica string)) {
+func inModes(t *testing.T, f func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string)) {
 	for _, wait := range []bool{true, false} {
 		t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
-			c := testenv.StartRedisCluster(t, testenv.ClusterServerOptions{NodeTimeout: nodeTimeout})
+			c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
 			r := startFailoverRun(t, c, wait)
 			_, master, replica := r.master()
 			time.Sleep(time.Second)
@@ -321,7 +321,7 @@ func inModes(t *testing.T, f func(t *testing.T, c *testenv.ClusterServer, r *fai
 // and tokens never repeat. With WaitReplicas, nothing acknowledged is
 // lost and the promoted replica grants on at once.
 func TestClusterHardFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *testenv.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		f, err := c.HardFailover(wctx, master, replica, 300*time.Millisecond)
@@ -377,7 +377,7 @@ func later(a, b time.Time) time.Time {
 // with every write, from its append-only file) is the same cluster node on
 // a new run: the store refuses grants for MaxGrace, unless TrustRestarts.
 func TestClusterRestartIsNoPromotion(t *testing.T) {
-	c := testenv.StartRedisCluster(t, testenv.ClusterServerOptions{NodeTimeout: nodeTimeout, AppendOnly: true})
+	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout, AppendOnly: true})
 	for _, trust := range []bool{false, true} {
 		o := redislease.Options{Prefix: fmt.Sprint("cams", trust), MaxGrace: 10 * time.Second, WaitReplicas: 1,
 			WaitTimeout: 500 * time.Millisecond, TrustRestarts: trust}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
@@ -32,7 +32,7 @@ func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
 }
 
 // clients returns n clients with their own connections to r's server.
-func clients(t *testing.T, r *testenv.Redis, n int) []redis.UniversalClient {
+func clients(t *testing.T, r *redistest.Redis, n int) []redis.UniversalClient {
 	out := []redis.UniversalClient{r.Client}
 	for len(out) < n {
 		out = append(out, r.NewClient(t))
@@ -56,7 +56,7 @@ func TestManagersHistoryLinearizable(t *testing.T) {
 		budget   = 8
 		holders  = 12
 	)
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	h := leasecheck.New(nil)
 	h.Dir = t.TempDir()
 	g := &gate{}
@@ -148,7 +148,7 @@ func TestManagersWithExpiry(t *testing.T) {
 		budget   = 5
 		holders  = 7
 	)
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	var (
 		mu       sync.Mutex
 		expired  = map[string]int{}

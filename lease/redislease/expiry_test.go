@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -23,7 +23,7 @@ import (
 // the abandoned lease reads as expired and one sweep reports it.
 func TestAbandonedHolderLosesLease(t *testing.T) {
 	const grace = 300 * time.Millisecond
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	var (
 		mu      sync.Mutex
 		expired []lease.Lease
@@ -100,7 +100,7 @@ func (p *partition) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // instance releases the lease, the next heartbeat reports it lost.
 func TestKeepAliveReportsLoss(t *testing.T) {
 	const grace = 400 * time.Millisecond
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	p := &partition{}
 	c := r.NewClient(t)
 	c.AddHook(p)

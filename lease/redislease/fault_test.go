@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -32,7 +32,7 @@ func TestConnectionKilled(t *testing.T) {
 
 func testConnectionKilled(t *testing.T, maxRetries int) {
 	const workers, ops, budget = 8, 150, 1000
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	c, name := r.NamedClient(t, "store", maxRetries)
 	m := newManager(t, budget, lease.Options{
 		Store: newStore(t, c, storePrefix(r)),

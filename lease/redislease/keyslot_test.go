@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ttlkit/ttlkit/internal/rediskey"
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease/redislease"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -42,7 +42,7 @@ func prefixes() []string {
 // packages accept the same prefixes, the ones rediskey.Base accepts.
 func TestStoresShareOneSlot(t *testing.T) {
 	ctx := context.Background()
-	r := testenv.OpenRedisCluster(t)
+	r := redistest.OpenRedisCluster(t)
 	accepted := 0
 	for _, p := range prefixes() {
 		base, err := rediskey.Base("x", p)
@@ -88,7 +88,7 @@ func TestStoresShareOneSlot(t *testing.T) {
 // server computes.
 func TestTagMatchesServer(t *testing.T) {
 	ctx := context.Background()
-	r := testenv.OpenRedisCluster(t)
+	r := redistest.OpenRedisCluster(t)
 	for _, k := range append(prefixes(), "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}") {
 		k += "leases"
 		h := k

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/redislease"
@@ -24,7 +24,7 @@ import (
 
 // lossStore returns a store on its own client of srv with the given
 // MaxGrace.
-func lossStore(t *testing.T, srv *testenv.RedisServer, maxGrace time.Duration, trust bool) *redislease.Store {
+func lossStore(t *testing.T, srv *redistest.RedisServer, maxGrace time.Duration, trust bool) *redislease.Store {
 	t.Helper()
 	s, err := redislease.New(srv.NewClient(t, nil), redislease.Options{Prefix: "cams", MaxGrace: maxGrace, TrustRestarts: trust})
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestStateLossDetected(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const maxGrace = 800 * time.Millisecond
-			srv := testenv.StartRedis(t, testenv.RedisServerOptions{AppendOnly: c.aof})
+			srv := redistest.StartRedis(t, redistest.RedisServerOptions{AppendOnly: c.aof})
 			s := lossStore(t, srv, maxGrace, c.trust)
 			m := newManager(t, 3, lease.Options{Store: s, TTL: time.Minute, Grace: maxGrace, ManualSweep: true})
 			alice, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
@@ -110,7 +110,7 @@ func TestStateLossClientViews(t *testing.T) {
 				grace    = 400 * time.Millisecond
 				interval = 60 * time.Millisecond
 			)
-			srv := testenv.StartRedis(t, testenv.RedisServerOptions{AppendOnly: aof})
+			srv := redistest.StartRedis(t, redistest.RedisServerOptions{AppendOnly: aof})
 			var ms []*lease.Manager
 			for range 3 {
 				ms = append(ms, newManager(t, budget, lease.Options{
@@ -147,7 +147,7 @@ func TestStateLossClientViews(t *testing.T) {
 // TestMultiInstance: three Managers with their own clients on one store;
 // the recorded history is checked against the model.
 func TestMultiInstance(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	var stores []lease.Store
 	for range 3 {
 		stores = append(stores, newStore(t, r.NewClient(t), storePrefix(r)))
@@ -162,7 +162,7 @@ func TestMultiInstance(t *testing.T) {
 // server ran the script, the worst moment), so that some calls fail after
 // taking effect.
 func TestMultiInstanceConnectionsKilled(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	var stores []lease.Store
 	var name string
 	var lost atomic.Int64

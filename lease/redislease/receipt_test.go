@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -37,7 +37,7 @@ func (c lossyConn) Read(p []byte) (int, error) {
 // Sweep whose reply was lost returns: the lease released, the batch swept,
 // as the first attempt did; a separate call afterwards sees nothing.
 func TestRepeatAfterLostReply(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	var arm atomic.Bool
 	o := *r.Client.Options()
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {

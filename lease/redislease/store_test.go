@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
 	"github.com/ttlkit/ttlkit/lease/redislease"
@@ -23,7 +23,7 @@ var ctx = context.Background()
 
 // storePrefix returns a store prefix under the test's key prefix, with a
 // hash tag, so that testenv finds (and deletes) every key the store writes.
-func storePrefix(r *testenv.Redis) string { return r.Prefix + "{lease}:" }
+func storePrefix(r *redistest.Redis) string { return r.Prefix + "{lease}:" }
 
 // newStore returns a store on c under prefix whose leases may have a grace
 // of up to 10 minutes (tests that restart the server use their own).
@@ -37,11 +37,11 @@ func newStore(t *testing.T, c redis.UniversalClient, prefix string) *redislease.
 func TestConformance(t *testing.T) {
 	var (
 		mu     sync.Mutex
-		server = map[*redislease.Store]*testenv.Redis{}
+		server = map[*redislease.Store]*redistest.Redis{}
 	)
 	leasetest.Run(t, leasetest.Harness{
 		New: func(t *testing.T) lease.Store {
-			r := testenv.OpenRedis(t)
+			r := redistest.OpenRedis(t)
 			s := newStore(t, r.Client, storePrefix(r))
 			mu.Lock()
 			server[s] = r
@@ -94,7 +94,7 @@ func TestNewValidates(t *testing.T) {
 // lease.ErrUnknownOutcome, although it took effect on the server (a
 // repeated Grant with the same ID returns the lease); reads do not wait.
 func TestWaitReplicasNotAcknowledged(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	replicas, err := r.Client.Info(ctx, "replication").Result()
 	require.NoError(t, err)
 	if !strings.Contains(replicas, "connected_slaves:0") {
@@ -154,7 +154,7 @@ func slot(key string) string {
 // TestKeysUnderPrefix checks that a store writes only its own keys, all
 // under its prefix and in one hash slot, for both prefix forms.
 func TestKeysUnderPrefix(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	tagged := newStore(t, r.Client, storePrefix(r))
 	// The wrapped form: "{<prefix>}:...", which testenv does not clean up.
 	plain := newStore(t, r.Client, strings.TrimSuffix(r.Prefix, ":")+"-plain")
@@ -236,7 +236,7 @@ func args(holder string, budget int, ttl, grace time.Duration, costs ...int) lea
 // TestGrantRepeatIsIdempotent checks what a client retry of a grant whose
 // reply was lost sees: the same lease, not a second one nor a rejection.
 func TestGrantRepeatIsIdempotent(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	s := newStore(t, r.Client, storePrefix(r))
 	a := args("alice", 2, time.Minute, time.Minute, 2)
 	l, err := s.Grant(ctx, a)
@@ -261,7 +261,7 @@ func TestGrantRepeatIsIdempotent(t *testing.T) {
 // TestRecordsRoundTrip checks holders and resources with the record
 // separator, digits and arbitrary bytes, and durations that are not whole milliseconds.
 func TestRecordsRoundTrip(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	s := newStore(t, r.Client, storePrefix(r))
 	for _, hr := range [][2]string{
 		{"a,b", "c,d"}, {"12", "34"}, {"x", ""}, {"日本語", "\x00\xff,"}, {"h:1", "5:z"},
@@ -307,7 +307,7 @@ func TestServerErrorsAreWrapped(t *testing.T) {
 	assert.True(t, errors.As(err, &oe), "wraps the network error: %v", err)
 
 	// A key of the wrong type is a server error too, not a rule outcome.
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	s = newStore(t, r.Client, storePrefix(r))
 	require.NoError(t, r.Client.Set(ctx, s.Keys()[0], "not a hash", 0).Err())
 	_, err = s.Get(ctx, "id")
@@ -342,7 +342,7 @@ func (n *noScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestNoScriptFallsBackToEval checks that every operation works when the
 // server does not have the script cached: EVALSHA fails, EVAL runs it.
 func TestNoScriptFallsBackToEval(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	c := r.NewClient(t)
 	hook := &noScript{}
 	c.AddHook(hook)
@@ -371,7 +371,7 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 // the right entry, and the rule sees the holder free only when none is
 // left.
 func TestHolderIndex(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	s := newStore(t, r.Client, storePrefix(r))
 	grant := func(grace time.Duration) lease.Lease {
 		a := args("alice", 10, time.Minute, grace)

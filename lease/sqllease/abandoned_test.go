@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -84,9 +85,9 @@ func testAbandoned(t *testing.T, s lease.Store) {
 }
 
 func TestPostgresAbandonedHolder(t *testing.T) {
-	testAbandoned(t, newPG(t, testenv.OpenPostgres(t).Pool, sqllease.Options{}))
+	testAbandoned(t, newPG(t, pgtest.OpenPostgres(t).Pool, sqllease.Options{}))
 }
 
 func TestMySQLAbandonedHolder(t *testing.T) {
-	testAbandoned(t, newMy(t, testenv.OpenMySQL(t).DB, sqllease.Options{}))
+	testAbandoned(t, newMy(t, mysqltest.OpenMySQL(t).DB, sqllease.Options{}))
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -21,7 +22,7 @@ import (
 // Grant, which counts the lease against the budget. Nobody sees the lease
 // expired and then live again.
 func TestPostgresHeartbeatCommitsAcrossDeadline(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newPG(t, pg.Pool, sqllease.Options{})
 	for _, q := range []string{
 		// Only the first heartbeat is slow.
@@ -109,7 +110,7 @@ func testHeartbeatAcrossDeadline(t *testing.T, s lease.Store) {
 // TestMySQLHeartbeatCommitsAcrossDeadline: the same on MySQL, where a
 // trigger sleeps inside the heartbeat's UPDATE, after it read the time.
 func TestMySQLHeartbeatCommitsAcrossDeadline(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	s := newMy(t, my.DB, sqllease.Options{})
 	for _, q := range []string{
 		`CREATE TABLE slept (x int)`,

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
@@ -26,7 +26,7 @@ func newMy(t *testing.T, db *sql.DB, opts sqllease.Options) *sqllease.MySQL {
 }
 
 func TestMySQLConformance(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	tables := map[lease.Store]sqllease.Options{}
 	leasetest.Run(t, leasetest.Harness{
 		New: func(t *testing.T) lease.Store {
@@ -49,7 +49,7 @@ func TestMySQLConformance(t *testing.T) {
 // TestMySQLMultiInstance: three Managers with their own *sql.DB on one pair
 // of tables; the recorded history is checked against the model.
 func TestMySQLMultiInstance(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	opts := sqllease.Options{Table: "modal_leases"}
 	stores := []lease.Store{newMy(t, my.DB, opts)}
 	for range 2 {
@@ -62,7 +62,7 @@ func TestMySQLMultiInstance(t *testing.T) {
 // only connections to this test's database, never the killer's own) again
 // and again during the multi-instance workload.
 func TestMySQLConnectionsKilled(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	opts := sqllease.Options{Table: "modal_leases"}
 	var stores []lease.Store
 	for range 3 {
@@ -104,7 +104,7 @@ func TestMySQLConnectionsKilled(t *testing.T) {
 // binary columns from Migrate, keeps its leases, and then tells "alice "
 // from "alice".
 func TestMySQLMigratesPadSpaceColumns(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	_, err := my.DB.ExecContext(ctx, "CREATE TABLE old_leases (\n"+
 		"id VARCHAR(255) NOT NULL, holder VARCHAR(255) NOT NULL, resource VARCHAR(255) NOT NULL,\n"+
 		"cost INT NOT NULL, token BIGINT UNSIGNED NOT NULL, created_at DATETIME(6) NOT NULL,\n"+

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -120,7 +121,7 @@ func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists 
 }
 
 func TestPostgresMigrate(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	qualified := pg.Schema + ".Modal_Leases"
 	testMigrate(t,
 		func(o sqllease.Options) migrator {
@@ -142,7 +143,7 @@ func TestPostgresMigrate(t *testing.T) {
 }
 
 func TestMySQLMigrate(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	qualified := my.Database + ".Modal_Leases"
 	testMigrate(t,
 		func(o sqllease.Options) migrator {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/internal/leasecheck"
 	"github.com/ttlkit/ttlkit/lease/leasetest"
@@ -28,7 +28,7 @@ func newPG(t *testing.T, pool *pgxpool.Pool, opts sqllease.Options) *sqllease.Po
 }
 
 func TestPostgresConformance(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	tables := map[lease.Store]sqllease.Options{}
 	leasetest.Run(t, leasetest.Harness{
 		New: func(t *testing.T) lease.Store {
@@ -52,7 +52,7 @@ func TestPostgresConformance(t *testing.T) {
 // TestPostgresMultiInstance: three Managers with their own pools on one
 // pair of tables; the recorded history is checked against the model.
 func TestPostgresMultiInstance(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	opts := sqllease.Options{Table: "modal_leases"}
 	stores := []lease.Store{newPG(t, pg.Pool, opts)}
 	for range 2 {
@@ -65,7 +65,7 @@ func TestPostgresMultiInstance(t *testing.T) {
 // (pg_terminate_backend, only connections with this test's
 // application_name) again and again during the multi-instance workload.
 func TestPostgresBackendTerminated(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	app := "ttlkit_fault_" + pg.Schema
 	opts := sqllease.Options{Table: "modal_leases"}
 	var stores []lease.Store

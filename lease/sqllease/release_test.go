@@ -16,7 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -86,7 +87,7 @@ func testReleaseRetry(t *testing.T, s lease.Store, loser *commitLoser) {
 }
 
 func TestPostgresReleaseRetryAfterLostReply(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	cfg, err := pgxpool.ParseConfig(pg.URL())
 	require.NoError(t, err)
 	loser := &commitLoser{reply: []byte("COMMIT\x00")}
@@ -100,7 +101,7 @@ func TestPostgresReleaseRetryAfterLostReply(t *testing.T) {
 }
 
 func TestMySQLReleaseRetryAfterLostReply(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	loser := &commitLoser{}
 	dialer := "ttlkit-commit-loser-" + my.Database
 	mysql.RegisterDialContext(dialer, func(ctx context.Context, addr string) (net.Conn, error) {

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/mysqltest"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
@@ -55,7 +56,7 @@ func testTextAndTime(t *testing.T, s lease.Store, maxLen int) {
 }
 
 func TestPostgresTextAndTimeZone(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	cfg, err := pgxpool.ParseConfig(pg.URL())
 	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["timezone"] = "Pacific/Kiritimati" // UTC+14
@@ -66,7 +67,7 @@ func TestPostgresTextAndTimeZone(t *testing.T) {
 }
 
 func TestMySQLTextAndTimeZone(t *testing.T) {
-	my := testenv.OpenMySQL(t)
+	my := mysqltest.OpenMySQL(t)
 	cfg, err := mysql.ParseDSN(my.DSN)
 	require.NoError(t, err)
 	// A session time zone far from UTC and a driver that would read

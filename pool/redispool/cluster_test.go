@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/pooltest"
 )
@@ -17,7 +17,7 @@ import (
 func TestClusterConformance(t *testing.T) {
 	var n atomic.Int64
 	pooltest.Run(t, pooltest.Harness{Open: func(t *testing.T, k int) []pool.Inventory {
-		r := testenv.OpenRedisCluster(t)
+		r := redistest.OpenRedisCluster(t)
 		p := r.StorePrefix(int(n.Add(1)))
 		out := make([]pool.Inventory, k)
 		for i := range out {

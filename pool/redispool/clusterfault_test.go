@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
@@ -54,7 +54,7 @@ func (h warnLog) WithGroup(string) slog.Handler      { return h }
 // clusterFleet starts three pool instances on prov, each with a client of
 // its own of the cluster and an Inventory with o; their warnings go to
 // fails. Close is the caller's.
-func clusterFleet(t *testing.T, c *testenv.ClusterServer, prov *provider, o redispool.Options, fails *errLog) ([]*pool.Pool[box], []*redispool.Inventory) {
+func clusterFleet(t *testing.T, c *redistest.ClusterServer, prov *provider, o redispool.Options, fails *errLog) ([]*pool.Pool[box], []*redispool.Inventory) {
 	t.Helper()
 	var invs []*redispool.Inventory
 	for range 3 {
@@ -102,7 +102,7 @@ func reconciler(p *pool.Pool[box], stop <-chan struct{}, fails *errLog) *sync.Wa
 // is handed to two holders or destroyed while held, and the slot holds the
 // inventory's keys and no others.
 func TestClusterSlotMigration(t *testing.T) {
-	c := testenv.StartRedisCluster(t, testenv.ClusterServerOptions{NodeTimeout: nodeTimeout})
+	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
 	prov := newProvider()
 	var fails errLog
 	pools, invs := clusterFleet(t, c, prov, redispool.Options{Prefix: "warm"}, &fails)
@@ -118,7 +118,7 @@ func TestClusterSlotMigration(t *testing.T) {
 		mwg   sync.WaitGroup
 	)
 	mwg.Go(func() {
-		moves, merr = c.MigrateUntil(ctx, slot, testenv.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
+		moves, merr = c.MigrateUntil(ctx, slot, redistest.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
 	})
 	acquired := fleetLoad(pools, prov, 3, 50*time.Millisecond, stop, &fails)
 	rwg := reconciler(pools[0], stop, &fails)
@@ -165,7 +165,7 @@ func TestClusterGracefulFailover(t *testing.T) {
 // its own, with the master and a replica of the inventory's slot.
 type fleetRun struct {
 	t               *testing.T
-	c               *testenv.ClusterServer
+	c               *redistest.ClusterServer
 	prov            *provider
 	fails           errLog
 	master, replica string
@@ -179,7 +179,7 @@ type fleetRun struct {
 // and returns after a second of load.
 func startFleetRun(t *testing.T, o redispool.Options) *fleetRun {
 	r := &fleetRun{t: t, prov: newProvider(), stop: make(chan struct{})}
-	r.c = testenv.StartRedisCluster(t, testenv.ClusterServerOptions{NodeTimeout: nodeTimeout})
+	r.c = redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
 	pools, invs := clusterFleet(t, r.c, r.prov, o, &r.fails)
 	t.Cleanup(func() { closeAll(t, pools) })
 	r.master, r.replica = slotMaster(t, r.c, invs[0])
@@ -200,7 +200,7 @@ func (r *fleetRun) finish() {
 }
 
 // slotMaster returns the master of inv's slot and a replica of it.
-func slotMaster(t *testing.T, c *testenv.ClusterServer, inv *redispool.Inventory) (master, replica string) {
+func slotMaster(t *testing.T, c *redistest.ClusterServer, inv *redispool.Inventory) (master, replica string) {
 	t.Helper()
 	slot, err := c.Slot(ctx, inv.Keys()[0])
 	require.NoError(t, err)

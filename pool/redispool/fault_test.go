@@ -14,14 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
 
 // killer kills the connections named name every 15 ms until stop is
 // closed, and returns how many it killed.
-func killer(t *testing.T, r *testenv.Redis, name string, stop <-chan struct{}) func() int64 {
+func killer(t *testing.T, r *redistest.Redis, name string, stop <-chan struct{}) func() int64 {
 	var kills atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -76,7 +76,7 @@ func TestConnectionKilledPool(t *testing.T) {
 
 func testConnectionKilledPool(t *testing.T, maxRetries int) {
 	const workers, load = 4, time.Second
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prov := newProvider()
 	killed, name := r.NamedClient(t, "pool", maxRetries)
 	invA := newInventory(t, killed, poolPrefix(r))
@@ -180,7 +180,7 @@ func testConnectionKilledPool(t *testing.T, maxRetries int) {
 // effect or not, but the set of records is intact).
 func TestConnectionKilledNoRetries(t *testing.T) {
 	const workers, items, load = 6, 20, 700 * time.Millisecond
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	c, name := r.NamedClient(t, "pool", -1)
 	inv, err := redispool.New(c, redispool.Options{Prefix: poolPrefix(r), Resends: -1})
 	require.NoError(t, err)

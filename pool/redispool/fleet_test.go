@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
@@ -21,7 +21,7 @@ const minIdle, maxIdle = 2, 4
 
 // newFleet starts n pool instances on prov, each with its own Redis
 // connection and Inventory over one shared prefix. Close is the caller's.
-func newFleet(t *testing.T, r *testenv.Redis, prov *provider, n int, opts pool.Options) ([]*pool.Pool[box], []*redispool.Inventory) {
+func newFleet(t *testing.T, r *redistest.Redis, prov *provider, n int, opts pool.Options) ([]*pool.Pool[box], []*redispool.Inventory) {
 	t.Helper()
 	invs := openViews(t, r, n)
 	return startPools(t, prov, invs, opts), invs
@@ -62,7 +62,7 @@ func closeAll(t *testing.T, pools []*pool.Pool[box]) {
 // load stops the shared warm count settles within MinIdle..MaxIdle.
 func TestFleetSharesOneWarmPool(t *testing.T) {
 	const instances, workers, load = 3, 4, 1500 * time.Millisecond
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prov := newProvider()
 	pools, invs := newFleet(t, r, prov, instances, pool.Options{
 		MinIdle: minIdle, MaxIdle: maxIdle, MaxSize: 6,
@@ -137,7 +137,7 @@ func TestFleetSharesOneWarmPool(t *testing.T) {
 // by the provider and far past the orphan grace, survives reconciliation on
 // instance A; so does B's item after B's heartbeat kept its record alive.
 func TestReconcileSparesOtherInstancesItems(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prov := newProvider()
 	pools, _ := newFleet(t, r, prov, 2, pool.Options{
 		JanitorInterval: -1, OrphanGracePeriod: time.Millisecond, HealthCheckInterval: -1,
@@ -165,7 +165,7 @@ func TestReconcileSparesOtherInstancesItems(t *testing.T) {
 // heartbeat); then reconciliation anywhere destroys the item as an orphan.
 func TestCrashedInstanceRecordsExpire(t *testing.T) {
 	const ttl = 500 * time.Millisecond
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	prov := newProvider()
 	pools, invs := newFleet(t, r, prov, 1, pool.Options{
 		JanitorInterval: -1, OrphanGracePeriod: time.Millisecond, HealthCheckInterval: -1,

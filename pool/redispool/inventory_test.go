@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/pooltest"
 	"github.com/ttlkit/ttlkit/pool/redispool"
@@ -20,7 +20,7 @@ import (
 var ctx = context.Background()
 
 // poolPrefix puts the inventory under the test's key prefix with a hash tag.
-func poolPrefix(r *testenv.Redis) string { return r.Prefix + "{pool}:" }
+func poolPrefix(r *redistest.Redis) string { return r.Prefix + "{pool}:" }
 
 func newInventory(t *testing.T, c redis.UniversalClient, prefix string) *redispool.Inventory {
 	t.Helper()
@@ -31,7 +31,7 @@ func newInventory(t *testing.T, c redis.UniversalClient, prefix string) *redispo
 
 // openViews returns n inventories sharing r's prefix, each on its own client
 // (the first on r.Client).
-func openViews(t *testing.T, r *testenv.Redis, n int) []*redispool.Inventory {
+func openViews(t *testing.T, r *redistest.Redis, n int) []*redispool.Inventory {
 	invs := make([]*redispool.Inventory, n)
 	for i := range invs {
 		c := r.Client
@@ -45,7 +45,7 @@ func openViews(t *testing.T, r *testenv.Redis, n int) []*redispool.Inventory {
 
 func TestConformance(t *testing.T) {
 	pooltest.Run(t, pooltest.Harness{Open: func(t *testing.T, n int) []pool.Inventory {
-		r := testenv.OpenRedis(t)
+		r := redistest.OpenRedis(t)
 		out := make([]pool.Inventory, n)
 		for i, inv := range openViews(t, r, n) {
 			out[i] = inv
@@ -104,7 +104,7 @@ func TestNewOptionErrorsMatchErrInvalid(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	rec := pool.Record{ID: "x"}
 	errs := []error{
@@ -129,7 +129,7 @@ func TestBadArguments(t *testing.T) {
 // is under its prefix and carries a ttl when the records do, and that a
 // fleet that stops calling leaves nothing behind once the ttls pass.
 func TestKeysUnderPrefixAndExpiring(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	inv, err := redispool.New(r.Client, redispool.Options{Prefix: poolPrefix(r), ReplayWindow: 700 * time.Millisecond})
 	require.NoError(t, err)
 	const ttl = 700 * time.Millisecond
@@ -181,7 +181,7 @@ func TestKeysUnderPrefixAndExpiring(t *testing.T) {
 // TestPersistentRecords checks that ttl 0 means no expiry for the record
 // and for the indexes that hold it.
 func TestPersistentRecords(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	require.NoError(t, inv.Add(ctx, pool.Record{ID: "short", Data: []byte("{}")}, time.Minute))
 	require.NoError(t, inv.Add(ctx, pool.Record{ID: "forever", Data: []byte("{}")}, 0))
@@ -219,7 +219,7 @@ func TestPersistentRecords(t *testing.T) {
 // TestReplay resends a Pop and a Put with the same replay marker, as
 // go-redis does after a lost reply: each acts once.
 func TestReplay(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	for _, id := range []string{"a", "b"} {
 		require.NoError(t, inv.Add(ctx, pool.Record{ID: id, Data: []byte("{}")}, 0))
@@ -248,7 +248,7 @@ func TestReplay(t *testing.T) {
 }
 
 func TestCancelledContext(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	cause := errors.New("caller gave up")
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -262,7 +262,7 @@ func TestCancelledContext(t *testing.T) {
 // waits WaitTimeout and fails with ErrNotReplicated, although it took
 // effect on the server; reads do not wait.
 func TestWaitReplicasNotAcknowledged(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	info, err := r.Client.Info(ctx, "replication").Result()
 	require.NoError(t, err)
 	if !strings.Contains(info, "connected_slaves:0") {

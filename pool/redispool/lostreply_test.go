@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
@@ -83,7 +83,7 @@ func TestLostReplies(t *testing.T) {
 }
 
 func testLostReplies(t *testing.T, addLost int) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	invs := openViews(t, r, 2)
 	prov := newProvider()
 	g := idleGuard{provider: prov, inv: invs[1]}

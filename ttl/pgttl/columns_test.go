@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
@@ -26,7 +26,7 @@ var seedTable = pgttl.Options{Table: "workspaces", LastActivityColumn: "last_acc
 // design's names: the translation of "" to 'NONE' and the renamed column
 // change nothing a Store promises.
 func TestConformanceNamedColumns(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	n := 0
 	ttltest.RunStore(t, ttltest.StoreHarness{
 		New: func(t *testing.T) ttl.Store {
@@ -45,7 +45,7 @@ func TestConformanceNamedColumns(t *testing.T) {
 // and the indexes still serve the rules.
 func TestNamedColumns(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, seedTable)
 
 	cols, err := pgx.CollectRows(must(pg.Pool.Query(ctx, `SELECT column_name FROM information_schema.columns

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -41,8 +42,8 @@ func (s *afterFirstMerge) MergeActivity(ctx context.Context, acts []ttl.Activity
 // rule skipped.
 func TestDrainStallReproduction(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
-	rd := testenv.OpenRedis(t)
+	pg := pgtest.OpenPostgres(t)
+	rd := redistest.OpenRedis(t)
 	store := newStore(t, pg.Pool, pgttl.Options{Table: "workspaces"})
 	buf, err := redisttl.New(rd.Client, redisttl.Options{Prefix: rd.Prefix + "codehub"})
 	require.NoError(t, err)

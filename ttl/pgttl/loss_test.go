@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -24,8 +25,8 @@ import (
 // to STANDBY.
 func TestRedisRestartedEmpty(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
-	srv := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	pg := pgtest.OpenPostgres(t)
+	srv := redistest.StartRedis(t, redistest.RedisServerOptions{})
 	store := newStore(t, pg.Pool, pgttl.Options{Table: "workspaces"})
 	runnerBuf, err := redisttl.New(srv.Client(t), redisttl.Options{Prefix: "codehub"})
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 )
@@ -92,7 +93,7 @@ func (c *collector) waitFor(t *testing.T, what string, cond func(ids []string, n
 
 func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	c := newCollector()
 	l, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
 	require.NoError(t, err)
@@ -145,7 +146,7 @@ func TestNotifyValidates(t *testing.T) {
 // reports the error, reconnects, calls fn(nil) and hears later wakes.
 func TestListenerReconnects(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	app := testenv.UniqueName()
 	lpool := poolWithAppName(t, pg, app)
 	c := newCollector()
@@ -176,7 +177,7 @@ func TestListenerReconnects(t *testing.T) {
 // application_name app, so the test can find and terminate exactly them.
 // It never pings idle connections, so the first use of a terminated one
 // fails instead of being replaced silently.
-func poolWithAppName(t *testing.T, pg *testenv.Postgres, app string) *pgxpool.Pool {
+func poolWithAppName(t *testing.T, pg *pgtest.Postgres, app string) *pgxpool.Pool {
 	t.Helper()
 	pool := pg.NamedPool(t, app, func(cfg *pgxpool.Config) {
 		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
@@ -187,7 +188,7 @@ func poolWithAppName(t *testing.T, pg *testenv.Postgres, app string) *pgxpool.Po
 
 // terminate ends the server backends of application app and returns how
 // many there were.
-func terminate(t *testing.T, pg *testenv.Postgres, app string) int {
+func terminate(t *testing.T, pg *pgtest.Postgres, app string) int {
 	t.Helper()
 	n, err := pg.Terminate(context.Background(), app)
 	require.NoError(t, err)
@@ -199,7 +200,7 @@ func terminate(t *testing.T, pg *testenv.Postgres, app string) int {
 // the ids of the same notification.
 func TestWakeExpiredCarriesDecision(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	got := make(chan []ttl.Expiry, 10)
 	l, err := pgttl.ListenExpired(ctx, pg.NewPool(t), "ttl_wake", func(exps []ttl.Expiry) { got <- exps }, pgttl.ListenOptions{})
 	require.NoError(t, err)

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -91,8 +92,8 @@ func TestProofRedisRestarts(t *testing.T) {
 		neverUsed  = 200
 	)
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
-	srv := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	pg := pgtest.OpenPostgres(t)
+	srv := redistest.StartRedis(t, redistest.RedisServerOptions{})
 	pgStore := newStore(t, pg.Pool, pgttl.Options{Table: "workspaces"})
 	store := &phaseStore{Store: pgStore}
 

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -21,8 +23,8 @@ import (
 // the server's clock and wakes a controller listening on another
 // connection.
 type pipeline struct {
-	pg      *testenv.Postgres
-	rd      *testenv.Redis
+	pg      *pgtest.Postgres
+	rd      *redistest.Redis
 	store   *pgttl.Store
 	buf     *redisttl.Buffer
 	tracker *ttl.Tracker
@@ -31,10 +33,10 @@ type pipeline struct {
 	now     time.Time // the server's now when the pipeline was built
 }
 
-func newPipeline(t *testing.T, storePool func(pg *testenv.Postgres) ttlPool) *pipeline {
+func newPipeline(t *testing.T, storePool func(pg *pgtest.Postgres) ttlPool) *pipeline {
 	t.Helper()
 	ctx := context.Background()
-	p := &pipeline{pg: testenv.OpenPostgres(t), rd: testenv.OpenRedis(t), woken: newCollector()}
+	p := &pipeline{pg: pgtest.OpenPostgres(t), rd: redistest.OpenRedis(t), woken: newCollector()}
 	pool := p.pg.Pool
 	if storePool != nil {
 		pool = storePool(p.pg)
@@ -202,7 +204,7 @@ func TestPipelineRedisDown(t *testing.T) {
 func TestPipelinePostgresTerminated(t *testing.T) {
 	ctx := context.Background()
 	app := testenv.UniqueName()
-	p := newPipeline(t, func(pg *testenv.Postgres) ttlPool { return poolWithAppName(t, pg, app) })
+	p := newPipeline(t, func(pg *pgtest.Postgres) ttlPool { return poolWithAppName(t, pg, app) })
 	// Both look idle to the store; only ws-active's buffered activity
 	// says otherwise.
 	p.create(t, "ws-active", 11*time.Minute)

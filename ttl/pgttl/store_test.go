@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
@@ -36,7 +36,7 @@ func serverNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 }
 
 func TestConformance(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	n := 0
 	ttltest.RunStore(t, ttltest.StoreHarness{
 		New: func(t *testing.T) ttl.Store {
@@ -70,7 +70,7 @@ func TestNewValidates(t *testing.T) {
 // schema, and the rules' indexes exist.
 func TestMigrate(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
@@ -119,7 +119,7 @@ func TestMigrate(t *testing.T) {
 // merge of a small batch looks rows up by primary key.
 func TestApplyUsesIndex(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
 	_, err := pg.Pool.Exec(ctx, `INSERT INTO ws (id, phase, last_activity_at, phase_changed_at)
 SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(), now() FROM generate_series(1, 20000) i`)
@@ -159,7 +159,7 @@ SELECT 'ws-' || i, CASE WHEN i % 50 = 0 THEN 'RUNNING' ELSE 'ARCHIVED' END, now(
 // primary key, rather than scanning or hashing the whole table.
 func TestIndexesAtScale(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, pgttl.Options{Table: "ws"})
 	_, err := pg.Pool.Exec(ctx, `INSERT INTO ws (id, phase, last_activity_at, phase_changed_at)
 SELECT format('ws-%s', lpad(i::text, 6, '0')), CASE WHEN i % 5 = 0 THEN 'STANDBY' ELSE 'RUNNING' END,
@@ -201,7 +201,7 @@ FROM generate_series(1, 100000) i`)
 // never move time back, including one big batch with repeated ids.
 func TestMergeOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, pgttl.Options{})
 	other := newStore(t, pg.NewPool(t), pgttl.Options{})
 	base := serverNow(t, pg.Pool).Add(-time.Hour).Truncate(time.Millisecond)
@@ -225,7 +225,7 @@ SELECT 'ws-' || i, 'RUNNING', $1, $1, $1 FROM generate_series(0, $2 - 1) i`, bas
 }
 
 func TestCancelledContext(t *testing.T) {
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, pgttl.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -247,7 +247,7 @@ func TestCancelledContext(t *testing.T) {
 // store for good. Create rejects such an id as invalid.
 func TestMergeIgnoresIDsNoRowCanHave(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	s := newStore(t, pg.Pool, pgttl.Options{})
 	now := serverNow(t, pg.Pool)
 	_, err := s.Create(ctx, ttl.Entity{ID: "ws-1", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
@@ -276,7 +276,7 @@ func TestMergeIgnoresIDsNoRowCanHave(t *testing.T) {
 // the last_activity_bucket column, gets it and its index, filled in.
 func TestMigrateAddsActivityBucket(t *testing.T) {
 	ctx := context.Background()
-	pg := testenv.OpenPostgres(t)
+	pg := pgtest.OpenPostgres(t)
 	_, err := pg.Pool.Exec(ctx, `CREATE TABLE ws (
   id text PRIMARY KEY, phase text NOT NULL, desired_state text NOT NULL DEFAULT '',
   operation text NOT NULL DEFAULT '', last_activity_at timestamptz NOT NULL,

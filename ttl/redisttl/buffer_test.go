@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
-func newBuffer(t *testing.T) (*redisttl.Buffer, *testenv.Redis) {
+func newBuffer(t *testing.T) (*redisttl.Buffer, *redistest.Redis) {
 	t.Helper()
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	b, err := redisttl.New(r.Client, redisttl.Options{Prefix: r.Prefix})
 	require.NoError(t, err)
 	return b, r
@@ -75,7 +75,7 @@ func TestKeyHashTag(t *testing.T) {
 // TestConformanceKey runs the Buffer suite on a buffer named by Key.
 func TestConformanceKey(t *testing.T) {
 	ttltest.RunBuffer(t, ttltest.BufferHarness{New: func(t *testing.T) ttl.Buffer {
-		r := testenv.OpenRedis(t)
+		r := redistest.OpenRedis(t)
 		b, err := redisttl.New(r.Client, redisttl.Options{Key: r.Prefix + "codehub:activity"})
 		require.NoError(t, err)
 		return b

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
@@ -23,7 +23,7 @@ func TestRedisCleanupFindsHashTaggedKeys(t *testing.T) {
 	ctx := context.Background()
 	var name string
 	t.Run("use", func(t *testing.T) {
-		r := testenv.OpenRedis(t)
+		r := redistest.OpenRedis(t)
 		name = strings.TrimSuffix(r.Prefix, ":")
 		b, err := redisttl.New(r.Client, redisttl.Options{Prefix: r.Prefix})
 		require.NoError(t, err)
@@ -39,7 +39,7 @@ func TestRedisCleanupFindsHashTaggedKeys(t *testing.T) {
 		}
 		require.Len(t, scanAll(t, r.Client, "*"+name+"*"), 5)
 	})
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	assert.Empty(t, scanAll(t, r.Client, "*"+name+"*"), "keys of the test survived it")
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
@@ -21,7 +21,7 @@ import (
 func TestClusterConformance(t *testing.T) {
 	var n atomic.Int64
 	ttltest.RunBuffer(t, ttltest.BufferHarness{New: func(t *testing.T) ttl.Buffer {
-		r := testenv.OpenRedisCluster(t)
+		r := redistest.OpenRedisCluster(t)
 		b, err := redisttl.New(r.Client, redisttl.Options{Prefix: r.StorePrefix(int(n.Add(1)))})
 		require.NoError(t, err)
 		return b
@@ -36,7 +36,7 @@ func TestClusterStoreConformance(t *testing.T) {
 	var c redis.UniversalClient
 	ttltest.RunStore(t, ttltest.StoreHarness{
 		New: func(t *testing.T) ttl.Store {
-			r := testenv.OpenRedisCluster(t)
+			r := redistest.OpenRedisCluster(t)
 			c = r.Client
 			s, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.StorePrefix(int(n.Add(1)))})
 			require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestClusterStoreConformance(t *testing.T) {
 func TestClusterConformanceKey(t *testing.T) {
 	var n atomic.Int64
 	ttltest.RunBuffer(t, ttltest.BufferHarness{New: func(t *testing.T) ttl.Buffer {
-		r := testenv.OpenRedisCluster(t)
+		r := redistest.OpenRedisCluster(t)
 		key := r.StorePrefix(int(n.Add(1))) + "codehub:activity"
 		b, err := redisttl.New(r.Client, redisttl.Options{Key: key})
 		require.NoError(t, err)

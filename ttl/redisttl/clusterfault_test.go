@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
@@ -23,8 +23,8 @@ import (
 // drained, the drained times are exactly the latest time written for each
 // id: nothing lost, nothing moved back.
 func TestClusterSlotMigration(t *testing.T) {
-	bufferLoad(t, func(c *testenv.ClusterServer, slot int, stop <-chan struct{}) error {
-		moves, err := c.MigrateUntil(context.Background(), slot, testenv.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
+	bufferLoad(t, func(c *redistest.ClusterServer, slot int, stop <-chan struct{}) error {
+		moves, err := c.MigrateUntil(context.Background(), slot, redistest.MigrateOptions{Batch: 1, Pause: 2 * time.Millisecond}, stop)
 		t.Logf("%d migrations of slot %d", moves, slot)
 		if err == nil && moves < 2 {
 			err = fmt.Errorf("the load ended before the slot moved twice")
@@ -37,7 +37,7 @@ func TestClusterSlotMigration(t *testing.T) {
 // over (CLUSTER FAILOVER) under the same load: no call fails, nothing is
 // lost.
 func TestClusterGracefulFailover(t *testing.T) {
-	bufferLoad(t, func(c *testenv.ClusterServer, slot int, stop <-chan struct{}) error {
+	bufferLoad(t, func(c *redistest.ClusterServer, slot int, stop <-chan struct{}) error {
 		ctx := context.Background()
 		time.Sleep(500 * time.Millisecond)
 		master, err := c.Master(ctx, slot)
@@ -59,9 +59,9 @@ func TestClusterGracefulFailover(t *testing.T) {
 // its own for two seconds while disturb runs (until stop is closed), then
 // drains the buffer and checks that no call failed and that the drained
 // times are exactly the latest written for each id.
-func bufferLoad(t *testing.T, disturb func(c *testenv.ClusterServer, slot int, stop <-chan struct{}) error) {
+func bufferLoad(t *testing.T, disturb func(c *redistest.ClusterServer, slot int, stop <-chan struct{}) error) {
 	ctx := context.Background()
-	c := testenv.StartRedisCluster(t, testenv.ClusterServerOptions{})
+	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{})
 	buffer := func() *redisttl.Buffer {
 		b, err := redisttl.New(c.Client(t, nil), redisttl.Options{Prefix: "codehub"})
 		require.NoError(t, err)

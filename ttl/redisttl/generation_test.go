@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
@@ -48,7 +48,7 @@ func TestGeneration(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, g1, g2, "a deleted set is a new generation")
 
-	srv := testenv.StartRedis(t, testenv.RedisServerOptions{})
+	srv := redistest.StartRedis(t, redistest.RedisServerOptions{})
 	pb, err := redisttl.New(srv.Client(t), redisttl.Options{Prefix: "codehub"})
 	require.NoError(t, err)
 	require.NoError(t, pb.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}}))

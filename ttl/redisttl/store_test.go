@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
-func newStore(t *testing.T) (*redisttl.Store, *testenv.Redis) {
+func newStore(t *testing.T) (*redisttl.Store, *redistest.Redis) {
 	t.Helper()
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	s, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.Prefix})
 	require.NoError(t, err)
 	return s, r

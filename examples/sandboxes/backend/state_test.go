@@ -14,7 +14,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
-	"github.com/ttlkit/ttlkit/internal/testenv"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
 // The test binary is also the agent of the sandboxes gc_test.go starts.
@@ -109,7 +109,7 @@ func TestMemoryAssignments(t *testing.T) {
 }
 
 func TestRedisAssignments(t *testing.T) {
-	r := testenv.OpenRedis(t)
+	r := redistest.OpenRedis(t)
 	a := backend.NewRedisAssignments(r.Client, r.Prefix+"ws")
 	checkAssignments(t, a)
 	assert.Equal(t, r.Prefix+"ws:container:{c9}", a.RecordKey("c9"), "the design's key, the conversation a hash tag")

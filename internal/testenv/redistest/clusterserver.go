@@ -1,4 +1,4 @@
-package testenv
+package redistest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // ClusterServerOptions configures a private Redis Cluster.
@@ -51,10 +52,10 @@ type ClusterServer struct {
 // required.
 func StartRedisCluster(t testing.TB, opts ClusterServerOptions) *ClusterServer {
 	t.Helper()
-	lookup(t, EnvRedisCluster)
+	testenv.Lookup(t, testenv.EnvRedisCluster)
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			unavailable(t, "%s is not on PATH: %v", bin, err)
+			testenv.Unavailable(t, "%s is not on PATH: %v", bin, err)
 		}
 	}
 	if opts.Masters == 0 {

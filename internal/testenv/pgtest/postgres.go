@@ -1,4 +1,4 @@
-package testenv
+package pgtest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // Postgres is a test's view of the PostgreSQL server named by
@@ -28,25 +29,25 @@ type Postgres struct {
 // set or does not answer.
 func OpenPostgres(t testing.TB) *Postgres {
 	t.Helper()
-	url := lookup(t, EnvPostgres)
+	url := testenv.Lookup(t, testenv.EnvPostgres)
 	config, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("testenv: %s: %v", EnvPostgres, err)
+		t.Fatalf("testenv: %s: %v", testenv.EnvPostgres, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.ConnectTimeout)
 	defer cancel()
 	admin, err := pgx.ConnectConfig(ctx, config.ConnConfig.Copy())
 	if err != nil {
-		unavailable(t, "postgres at %s does not answer: %v", config.ConnConfig.Host, err)
+		testenv.Unavailable(t, "postgres at %s does not answer: %v", config.ConnConfig.Host, err)
 	}
-	p := &Postgres{Schema: UniqueName(), config: config}
+	p := &Postgres{Schema: testenv.UniqueName(), config: config}
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+p.Schema); err != nil {
 		_ = admin.Close(ctx)
 		t.Fatalf("testenv: creating schema %s: %v", p.Schema, err)
 	}
 	_ = admin.Close(ctx)
 	t.Cleanup(func() {
-		ctx, cancel := cleanupContext()
+		ctx, cancel := testenv.CleanupContext()
 		defer cancel()
 		admin, err := pgx.ConnectConfig(ctx, config.ConnConfig.Copy())
 		if err != nil {
@@ -68,7 +69,7 @@ func (p *Postgres) NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	config := p.config.Copy()
 	config.ConnConfig.RuntimeParams["search_path"] = p.Schema
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.ConnectTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
@@ -76,7 +77,7 @@ func (p *Postgres) NewPool(t testing.TB) *pgxpool.Pool {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		unavailable(t, "postgres at %s does not answer: %v", config.ConnConfig.Host, err)
+		testenv.Unavailable(t, "postgres at %s does not answer: %v", config.ConnConfig.Host, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool

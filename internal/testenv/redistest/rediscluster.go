@@ -1,4 +1,4 @@
-package testenv
+package redistest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // RedisCluster is a test's view of the Redis Cluster named by
@@ -32,18 +33,18 @@ type RedisCluster struct {
 // unset or the cluster does not answer with every slot served.
 func OpenRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
-	addrs := splitAddrs(lookup(t, EnvRedisCluster))
-	r := &RedisCluster{Prefix: UniqueName() + ":", addrs: addrs}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	addrs := splitAddrs(testenv.Lookup(t, testenv.EnvRedisCluster))
+	r := &RedisCluster{Prefix: testenv.UniqueName() + ":", addrs: addrs}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.ConnectTimeout)
 	defer cancel()
 	c := r.newClient()
 	if err := clusterOK(ctx, c); err != nil {
 		_ = c.Close()
-		unavailable(t, "redis cluster at %s does not answer: %v", strings.Join(addrs, ","), err)
+		testenv.Unavailable(t, "redis cluster at %s does not answer: %v", strings.Join(addrs, ","), err)
 	}
 	r.Client = c
 	t.Cleanup(func() {
-		ctx, cancel := cleanupContext()
+		ctx, cancel := testenv.CleanupContext()
 		defer cancel()
 		if err := deleteMatchingCluster(ctx, c, matchName(r.Prefix)); err != nil {
 			t.Errorf("testenv: deleting keys %s: %v", matchName(r.Prefix), err)
@@ -161,7 +162,7 @@ func deleteMatchingCluster(ctx context.Context, c *redis.ClusterClient, match st
 // one around it), odd one with a tag of its own ("<Prefix>{<name>}:").
 func (r *RedisCluster) StorePrefix(i int) string {
 	if i%2 == 0 {
-		return r.Prefix + UniqueName()
+		return r.Prefix + testenv.UniqueName()
 	}
-	return r.Prefix + "{" + UniqueName() + "}:"
+	return r.Prefix + "{" + testenv.UniqueName() + "}:"
 }

@@ -1,4 +1,4 @@
-package testenv
+package redistest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // RedisServerOptions configures a private redis-server.
@@ -46,9 +47,9 @@ type RedisServer struct {
 // it when backends are required.
 func StartRedis(t testing.TB, opts RedisServerOptions) *RedisServer {
 	t.Helper()
-	lookup(t, EnvRedis)
+	testenv.Lookup(t, testenv.EnvRedis)
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		unavailable(t, "redis-server is not on PATH: %v", err)
+		testenv.Unavailable(t, "redis-server is not on PATH: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,4 +1,4 @@
-package testenv
+package mysqltest
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // MySQL is a test's view of the MySQL or MariaDB server named by
@@ -24,30 +25,30 @@ type MySQL struct {
 // the package doc) when the server is not set or does not answer.
 func OpenMySQL(t testing.TB) *MySQL {
 	t.Helper()
-	dsn := lookup(t, EnvMySQL)
+	dsn := testenv.Lookup(t, testenv.EnvMySQL)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		t.Fatalf("testenv: %s: %v", EnvMySQL, err)
+		t.Fatalf("testenv: %s: %v", testenv.EnvMySQL, err)
 	}
 	cfg.ParseTime = true
-	cfg.Timeout = connectTimeout
+	cfg.Timeout = testenv.ConnectTimeout
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		t.Fatalf("testenv: %s: %v", EnvMySQL, err)
+		t.Fatalf("testenv: %s: %v", testenv.EnvMySQL, err)
 	}
 	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.ConnectTimeout)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
-		unavailable(t, "mysql at %s does not answer: %v", cfg.Addr, err)
+		testenv.Unavailable(t, "mysql at %s does not answer: %v", cfg.Addr, err)
 	}
-	m := &MySQL{Database: UniqueName()}
+	m := &MySQL{Database: testenv.UniqueName()}
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+m.Database); err != nil {
 		t.Fatalf("testenv: creating database %s: %v", m.Database, err)
 	}
 	adminDSN := cfg.FormatDSN()
 	t.Cleanup(func() {
-		ctx, cancel := cleanupContext()
+		ctx, cancel := testenv.CleanupContext()
 		defer cancel()
 		admin, err := sql.Open("mysql", adminDSN)
 		if err == nil {

@@ -1,4 +1,4 @@
-package testenv
+package redistest
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
 // Redis is a test's view of the Redis server named by TTLKIT_TEST_REDIS_URL.
@@ -27,22 +28,22 @@ type Redis struct {
 // or does not answer.
 func OpenRedis(t testing.TB) *Redis {
 	t.Helper()
-	url := lookup(t, EnvRedis)
+	url := testenv.Lookup(t, testenv.EnvRedis)
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		t.Fatalf("testenv: %s: %v", EnvRedis, err)
+		t.Fatalf("testenv: %s: %v", testenv.EnvRedis, err)
 	}
-	r := &Redis{Prefix: UniqueName() + ":", opts: opts}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	r := &Redis{Prefix: testenv.UniqueName() + ":", opts: opts}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.ConnectTimeout)
 	defer cancel()
 	c := redis.NewClient(opts)
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
-		unavailable(t, "redis at %s does not answer: %v", opts.Addr, err)
+		testenv.Unavailable(t, "redis at %s does not answer: %v", opts.Addr, err)
 	}
 	r.Client = c
 	t.Cleanup(func() {
-		ctx, cancel := cleanupContext()
+		ctx, cancel := testenv.CleanupContext()
 		defer cancel()
 		if err := deleteMatching(ctx, c, r.match()); err != nil {
 			t.Errorf("testenv: deleting keys %s: %v", r.match(), err)

@@ -1,0 +1,46 @@
+package redistest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// closed when the test ends.
+func (r *Redis) NamedClient(t testing.TB, suffix string, maxRetries int) (*redis.Client, string) {
+	t.Helper()
+	o := *r.opts
+	o.ClientName = strings.TrimSuffix(r.Prefix, ":") + "-" + suffix
+	o.MaxRetries = maxRetries
+	c := redis.NewClient(&o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, o.ClientName
+}
+
+// no others, and returns how many it killed.
+func (r *Redis) KillClients(ctx context.Context, name string) (int, error) {
+	list, err := r.Client.ClientList(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for line := range strings.SplitSeq(list, "\n") {
+		var id, nm string
+		for f := range strings.FieldsSeq(line) {
+			if v, ok := strings.CutPrefix(f, "id="); ok {
+				id = v
+			} else if v, ok := strings.CutPrefix(f, "name="); ok {
+				nm = v
+			}
+		}
+		if id == "" || nm != name {
+			continue
+		}
+		if err := r.Client.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
