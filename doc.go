@@ -7,7 +7,10 @@
 // This package holds no code; it is the map of the library. Each primitive
 // lives in its own package, with an in-memory implementation that needs
 // nothing but the standard library, and backends in subpackages (Redis,
-// PostgreSQL, MySQL/MariaDB) for programs that run several instances:
+// PostgreSQL, MySQL/MariaDB, Docker) for programs that run several
+// instances. The primitives are this module, which requires only clock,
+// testify and goleak; each backend is a module of its own in its package's
+// directory, so a program's module graph holds only the drivers it uses:
 //
 //   - [github.com/ttlkit/ttlkit/hysteresis]: a Gate over named signals that
 //     trips at once and reopens only after every signal stayed calm for a
