@@ -44,11 +44,15 @@
 // the first tick that starts after that drains it before it applies a rule
 // (a drain walks to the end of the buffer, past entries refreshed under it;
 // a tick whose drain does not get there skips its idle rules). The time
-// recorded is never before a and at most R after it (Record rounds its
-// coarse clock up). So an idle rule fires no earlier than After after an
-// entity's last activity, and at most R + T later, at the first tick past
-// it. An entity active at least every P, with P + F + T plus the work below
-// After, is never expired.
+// recorded is never before a, however loaded the machine, and at most R
+// after it (Record rounds its coarse clock up) while the Tracker refreshes
+// that clock on time; when the refresh runs late, the times recorded
+// meanwhile are moved up to the refresh, or to the flush that comes first,
+// so they are late by up to as long as it was. So an idle rule fires no
+// earlier than After after an entity's last activity, and at most R + T
+// later (plus any lateness of the refresh), at the first tick past it. An
+// entity active at least every P, with P + F + T plus the work below After,
+// is never expired.
 //
 // When the Buffer loses what it holds (a Redis restarted without
 // persistence, a deleted key: a Lossy buffer's generation changes), the
