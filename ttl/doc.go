@@ -33,9 +33,12 @@
 //
 // The promise is that an entity with activity inside its TTL is never
 // expired, and that an idle one is. Below, F is the Trackers' FlushInterval,
-// T the Runner's Interval, R the Trackers' Resolution, H the Runner's Hold,
-// and After the TTL of a SinceLastActivity rule ("idle rule"); "plus the
-// work" means plus the time a flush, a drain and the rules take. The bounds
+// T the Runner's Interval, R the Trackers' Resolution, H the Runner's hold
+// (with a Paced Buffer, the longest F the Trackers noted in it plus T, and
+// at least RunnerOptions.Hold; otherwise Hold, by default
+// DefaultFlushInterval + T), and After the TTL of a SinceLastActivity rule
+// ("idle rule"); "plus the work" means plus the time a flush, a drain and
+// the rules take. The bounds
 // assume After > F + T plus the work: activity needs that long to reach the
 // Store, so a shorter TTL cannot be kept.
 //
@@ -59,10 +62,14 @@
 // Runner sees it at the end of its next drain, skips its idle rules on that
 // tick and holds them for H; every Tracker sees it at its next successful
 // flush and sends again everything it flushed within its Retain. With
-// H ≥ F + T plus the work, and Retain ≥ 2F + T plus the work plus the
-// outage, the lost activity is back in the Store before an idle rule runs
-// again: both bounds above hold, except that a decision due during the hold
-// comes at the first tick after it (at most H + T late). A Runner that
+// H ≥ F + T plus the work (a Paced Buffer's H, as long as the work fits in
+// a tick), and Retain ≥ 2F + T plus the work plus the outage, the lost
+// activity is back in the Store before an idle rule runs again: both
+// bounds above hold, except that a decision due during the hold comes at
+// the first tick after it (at most H + T late). A Runner reading a Paced
+// Buffer knows the F of the Trackers that flushed into it before its last
+// drain; a Tracker slower than all of those, whose first flush was lost
+// before the Runner read its note, may need longer than H. A Runner that
 // starts after a loss cannot tell that one happened; until the Trackers have
 // sent their retained activity again (within F of the Buffer answering), it
 // may decide an entity whose last activity was lost up to F + T plus the

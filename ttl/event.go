@@ -33,8 +33,9 @@ const (
 	// Err when a failure caused it); see Runner.Tick.
 	EventRuleSkipped
 	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
-	// held was lost. A Runner then holds its idle rules until Time + Hold;
-	// a Tracker sends again the Count activities it still retains.
+	// held was lost. A Runner then holds its idle rules (see
+	// RunnerOptions.Hold; TickResult.HeldUntil says until when); a Tracker
+	// sends again the Count activities it still retains.
 	EventBufferLost
 )
 
@@ -57,8 +58,9 @@ const (
 	// generation changed) since the last tick, or during this one's drain.
 	ReasonBufferLost Reason = "buffer_lost"
 	// ReasonHeld: the drain completed, but an earlier tick found the
-	// Buffer lost or unreadable less than RunnerOptions.Hold ago, and the
-	// Trackers may not all have flushed (or sent again) what they hold.
+	// Buffer lost or unreadable, the hold that started then is not over
+	// (see RunnerOptions.Hold), and the Trackers may not all have flushed
+	// (or sent again) what they hold.
 	ReasonHeld Reason = "held"
 )
 

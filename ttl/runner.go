@@ -26,14 +26,23 @@ type RunnerOptions struct {
 	// BatchSize is how many buffered activities one Peek reads and one
 	// MergeActivity writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
-	// Hold is how long the Runner keeps skipping its SinceLastActivity
+	// Hold sets how long the Runner keeps skipping its SinceLastActivity
 	// rules after a tick found the Buffer unreadable or lost (see Tick),
-	// or, without a Buffer, the Store failing. It must cover the time every
-	// Tracker needs to flush what it recorded while its flushes failed, or
-	// to send again what it retained when the Buffer's generation changed:
-	// at least the Trackers' FlushInterval plus this Interval. 0 means
-	// DefaultFlushInterval + Interval (90 s with the defaults); negative is
-	// an error.
+	// or, without a Buffer, the Store failing. The hold must cover the
+	// time every Tracker needs to flush what it recorded while its flushes
+	// failed, or to send again what it retained when the Buffer's
+	// generation changed: the Trackers' FlushInterval plus this Interval.
+	//
+	// When the Buffer is Paced (MemoryBuffer, ttl/redisttl), the Trackers
+	// note their FlushInterval in it, and the Runner, which reads it after
+	// every drain, holds for the longest it has seen plus Interval, and for
+	// at least Hold. Otherwise, or until it has seen one, it holds for
+	// Hold, and 0 means DefaultFlushInterval + Interval (90 s with the
+	// defaults). The Runner learns a Tracker's interval at its first drain
+	// after the Tracker's first flush; a loss before that takes the note
+	// with it. So only a Tracker slower than every one the Runner has seen,
+	// whose notes were all lost before it read one, can need longer than
+	// the hold. Negative is an error.
 	Hold time.Duration
 	// Wake, if set, is called at the end of a tick with the entities whose
 	// DesiredState the rules changed, when there are any, so that the
@@ -68,17 +77,20 @@ type Runner struct {
 	rules     []Rule
 	buffer    Buffer
 	interval  time.Duration
-	hold      time.Duration
-	lossy     Lossy // buffer's generation, if it has one
+	hold      time.Duration // when no Tracker's FlushInterval is known
+	minHold   time.Duration // RunnerOptions.Hold as given
+	lossy     Lossy         // buffer's generation, if it has one
+	paced     Paced         // the Trackers' FlushInterval, if the buffer keeps it
 	batchSize int
 	wake      func(context.Context, []Expiry) error
 	clock     clock.Clock
 	logger    *slog.Logger
 	events    *event.Queue[Event]
 
-	tickMu    sync.Mutex // serializes Tick; guards gen and holdUntil
-	gen       string     // the buffer generation seen last, "" if none yet
-	holdUntil time.Time  // idle rules wait until then
+	tickMu    sync.Mutex    // serializes Tick; guards gen, holdUntil and flush
+	gen       string        // the buffer generation seen last, "" if none yet
+	holdUntil time.Time     // idle rules wait until then
+	flush     time.Duration // the longest FlushInterval the buffer has shown
 
 	mu    sync.Mutex // guards stats
 	stats RunnerStats
@@ -144,6 +156,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	minHold := opts.Hold
 	if opts.Hold == 0 {
 		opts.Hold = DefaultFlushInterval + opts.Interval
 	}
@@ -159,6 +172,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		buffer:    opts.Buffer,
 		interval:  opts.Interval,
 		hold:      opts.Hold,
+		minHold:   minHold,
 		batchSize: opts.BatchSize,
 		wake:      opts.Wake,
 		clock:     opts.Clock,
@@ -168,6 +182,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		stopped:   make(chan struct{}),
 	}
 	r.lossy, _ = opts.Buffer.(Lossy)
+	r.paced, _ = opts.Buffer.(Paced)
 	r.stats.Rules = make([]RuleStats, len(rules))
 	for i, rule := range rules {
 		r.stats.Rules[i].Name = rule.String()
@@ -236,9 +251,10 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	if d.err != nil {
 		failed = append(failed, d.err)
 	}
+	r.readFlushInterval(ctx, d)
 	if d.lost {
 		r.emit(Event{Kind: EventBufferLost})
-		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.hold)
+		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.holdFor())
 	}
 	if d.lost || d.reason == ReasonBufferError {
 		r.holdFrom(r.clock.Now())
@@ -313,6 +329,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		st.BufferLosses++
 	}
 	st.HeldUntil = res.HeldUntil
+	st.FlushInterval = r.flush
 	for i := range r.rules {
 		st.Rules[i].Expired += uint64(perRule[i])
 		st.Expired += uint64(perRule[i])
@@ -342,10 +359,34 @@ type drainResult struct {
 	err      error
 }
 
-// holdFrom holds the idle rules until at least now + Hold.
+// holdFrom holds the idle rules until at least now plus holdFor.
 func (r *Runner) holdFrom(now time.Time) {
-	if until := now.Add(r.hold); until.After(r.holdUntil) {
+	if until := now.Add(r.holdFor()); until.After(r.holdUntil) {
 		r.holdUntil = until
+	}
+}
+
+// holdFor returns how long the idle rules wait after a loss or an outage:
+// the longest FlushInterval the Trackers noted in the buffer plus
+// Interval, and at least RunnerOptions.Hold; with none noted, Hold or its
+// default (see RunnerOptions.Hold).
+func (r *Runner) holdFor() time.Duration {
+	if r.flush == 0 {
+		return r.hold
+	}
+	return max(r.minHold, r.flush+r.interval)
+}
+
+// readFlushInterval reads the longest FlushInterval the Trackers noted in
+// a Paced buffer, unless the drain found the buffer unreadable, and keeps
+// the longest it has read: a buffer that loses its contents loses the
+// notes too, just when the Runner needs them.
+func (r *Runner) readFlushInterval(ctx context.Context, d drainResult) {
+	if r.paced == nil || d.reason == ReasonBufferError {
+		return
+	}
+	if f, err := r.paced.FlushInterval(ctx); err == nil {
+		r.flush = max(r.flush, f)
 	}
 }
 
@@ -485,6 +526,10 @@ type RunnerStats struct {
 	// BufferLosses is the number of times a Lossy Buffer's generation
 	// changed.
 	BufferLosses uint64
+	// FlushInterval is the longest FlushInterval the Trackers noted in a
+	// Paced Buffer that the Runner has seen; 0 if none. A hold lasts that
+	// plus Interval (see RunnerOptions.Hold).
+	FlushInterval time.Duration
 	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
 	// one was in force after the last tick; zero otherwise.
 	HeldUntil time.Time

@@ -40,7 +40,10 @@ const (
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
 	// FlushInterval is how often the background loop flushes. 0 means
-	// DefaultFlushInterval (30 s).
+	// DefaultFlushInterval (30 s). When the Sink is Paced (MemoryBuffer,
+	// ttl/redisttl), every flush notes it there, so that a Runner holds its
+	// idle rules after a loss for as long as its Trackers need, and no
+	// longer (see RunnerOptions.Hold).
 	FlushInterval time.Duration
 	// Resolution is how precisely Record times activity. Record does not
 	// read the clock, which would be most of its cost: it uses a reading
@@ -111,8 +114,10 @@ type TrackerOptions struct {
 // last successful flush, one FlushInterval (see the package's Guarantees).
 type Tracker struct {
 	sink      Sink
-	lossy     Lossy // sink's generation, if it has one
-	retain    int64 // ns; with lossy only
+	lossy     Lossy         // sink's generation, if it has one
+	paced     Paced         // sink's notes of FlushInterval, if it keeps them
+	interval  time.Duration // FlushInterval
+	retain    int64         // ns; with lossy only
 	clock     clock.Clock
 	batchSize int
 	logger    *slog.Logger
@@ -225,9 +230,12 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		n <<= 1
 	}
 	lossy, _ := sink.(Lossy)
+	paced, _ := sink.(Paced)
 	t := &Tracker{
 		sink:      sink,
 		lossy:     lossy,
+		paced:     paced,
+		interval:  opts.FlushInterval,
 		retain:    int64(opts.Retain),
 		clock:     opts.Clock,
 		batchSize: opts.BatchSize,
@@ -481,6 +489,13 @@ func (t *Tracker) send(ctx context.Context, acts []Activity) (FlushResult, error
 		return FlushResult{}, nil
 	}
 	t.flushes.Add(1)
+	if t.paced != nil {
+		// Before the activity, so that a Runner that can read the activity
+		// knows how long this Tracker may take to send it again. A failure
+		// is not the flush's: the next flush notes it again, and meanwhile
+		// a Runner holds for what it knew, or for its default.
+		_ = t.paced.NoteFlushInterval(ctx, t.interval)
+	}
 	sent := 0
 	var err error
 	for sent < len(acts) {
