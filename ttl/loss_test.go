@@ -27,7 +27,10 @@ func (l *lossyBuffer) restart() {
 	l.mu.Unlock()
 }
 
-func (l *lossyBuffer) Generation(context.Context) (string, error) {
+func (l *lossyBuffer) Generation(ctx context.Context) (string, error) {
+	if err := context.Cause(ctx); err != nil {
+		return "", err // as a call to a server would
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {

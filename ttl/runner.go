@@ -407,12 +407,19 @@ func (r *Runner) checkGeneration(ctx context.Context) (lost bool, err error) {
 // first failure, when ctx ends, or when it has run for one Interval. A
 // Lossy buffer's generation is read after the walk: a change since the
 // previous read is a loss.
+//
+// A drain that ctx cut short is incomplete (ReasonDrainIncomplete),
+// whatever call ctx's end made fail: the buffer and the store did not fail,
+// so it starts no hold.
 func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 	if r.buffer == nil {
 		d.complete = true
 		return d
 	}
 	stop := func(reason Reason, err error) drainResult {
+		if context.Cause(ctx) != nil {
+			reason = ReasonDrainIncomplete
+		}
 		d.reason, d.err = reason, err
 		return d
 	}
@@ -423,10 +430,22 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 			if d.reason == ReasonBufferError {
 				return // the buffer is unreachable, and the rules held anyway
 			}
+			if err := context.Cause(ctx); err != nil {
+				// Not read: a loss is seen by the next read, which
+				// compares with the generation seen before.
+				if d.complete {
+					d.complete, d.reason, d.err = false, ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err)
+				}
+				return
+			}
 			lost, err := r.checkGeneration(ctx)
 			switch {
 			case err != nil:
-				d.complete, d.reason = false, ReasonBufferError
+				d.complete = false
+				d.reason = ReasonBufferError
+				if context.Cause(ctx) != nil {
+					d.reason = ReasonDrainIncomplete
+				}
 				d.err = errors.Join(d.err, err)
 			case lost:
 				d.lost = true
