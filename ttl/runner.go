@@ -96,7 +96,7 @@ type Runner struct {
 	stats RunnerStats
 
 	closeOnce sync.Once
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close: the loop stops
 	stopped   chan struct{} // closed when the loop has stopped
 }
@@ -187,7 +187,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	for i, rule := range rules {
 		r.stats.Rules[i].Name = rule.String()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	r.cancel = cancel
 	go r.loop(ctx, r.clock.Ticker(opts.Interval)) // made here so a mock clock drives it at once
 	return r, nil
@@ -245,8 +245,12 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	d := r.drain(ctx, start)
 	res.Synced = d.synced
 	res.Drained = d.complete
-	if r.buffer != nil && (d.synced > 0 || d.err != nil) {
-		r.emit(Event{Kind: EventSync, Count: d.synced, Err: d.err})
+	syncErr := d.err
+	if closing(ctx) {
+		syncErr = nil
+	}
+	if r.buffer != nil && (d.synced > 0 || syncErr != nil) {
+		r.emit(Event{Kind: EventSync, Count: d.synced, Err: syncErr})
 	}
 	if d.err != nil {
 		failed = append(failed, d.err)
@@ -285,8 +289,10 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
 			failed = append(failed, err)
-			ruleErr[i] = true
-			r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
+			if !closing(ctx) {
+				ruleErr[i] = true
+				r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
+			}
 		}
 		perRule[i] = len(exps)
 		for _, e := range exps {
@@ -319,7 +325,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	st := &r.stats
 	st.Ticks++
 	st.Synced += uint64(d.synced)
-	if d.err != nil {
+	if syncErr != nil {
 		st.SyncErrors++
 	}
 	if !d.complete {
@@ -341,13 +347,24 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			st.Rules[i].Skipped++
 		}
 	}
-	if wakeErr != nil {
+	if wakeErr != nil && !closing(ctx) {
 		st.WakeErrors++
 	}
 	st.LastTick = start
 	st.LastTickDuration = res.Duration
 	r.mu.Unlock()
 	return res, errors.Join(failed...)
+}
+
+// errClosed is the cause with which Close cancels the loop's tick.
+var errClosed = errors.New("ttl: runner closed")
+
+// closing reports whether ctx is a loop tick's that Close cancelled: what
+// then fails is the tick being stopped, not the Buffer, the Store or Wake,
+// so it counts as no error, is reported in no error event, and starts no
+// hold.
+func closing(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errClosed)
 }
 
 // drainResult is what one drain did.
@@ -500,10 +517,15 @@ func (r *Runner) emit(e Event) {
 // later call waits the same way and returns nil once everything has
 // stopped. Tick may still be called by hand after Close; its events are
 // then not delivered.
+//
+// What the cancellation makes fail in the tick it stops is no failure of
+// the Buffer, the Store or Wake: it is not counted in RunnerStats nor
+// reported as an error event, and starts no hold, so it does not keep a
+// Tick by hand after Close from applying the idle rules.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		close(r.done)
-		r.cancel()
+		r.cancel(errClosed)
 	})
 	select {
 	case <-r.stopped:
