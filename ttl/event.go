@@ -94,7 +94,11 @@ func (k EventKind) String() string {
 // every lock. The queue holds EventQueue events; when OnEvent falls that
 // far behind, further events are dropped and counted in the Stats'
 // EventsDropped, so a slow callback never delays a flush or a tick, and a
-// callback may call the Tracker or Runner that reports to it. Close
+// callback may call the Tracker or Runner that reports to it. Events of
+// one kind may fill at most seven eighths of the queue (all of it below 8
+// events): a burst of EventExpire when many entities expire on one tick is
+// cut there, and leaves room for the rare events that say why the rules
+// wait or fail (EventBufferLost, EventRuleSkipped, EventRuleError). Close
 // delivers the events queued before it and waits for OnEvent to return.
 type Event struct {
 	// Kind says what happened.

@@ -64,7 +64,8 @@ type RunnerOptions struct {
 	// EventRuleSkipped and EventWake, asynchronously (see Event).
 	OnEvent func(Event)
 	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, events are dropped and counted in
+	// OnEvent; when it is full, or events of one kind fill their share of
+	// it (see Event), events are dropped and counted in
 	// RunnerStats.EventsDropped. 0 means DefaultEventQueue (1024);
 	// negative is an error.
 	EventQueue int
@@ -85,7 +86,7 @@ type Runner struct {
 	wake      func(context.Context, []Expiry) error
 	clock     clock.Clock
 	logger    *slog.Logger
-	events    *event.Queue[Event]
+	events    *eventQueue
 
 	tickMu    sync.Mutex    // serializes Tick; guards gen, holdUntil and flush
 	gen       string        // the buffer generation seen last, "" if none yet
@@ -177,7 +178,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		wake:      opts.Wake,
 		clock:     opts.Clock,
 		logger:    opts.Logger,
-		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: runner"),
+		events:    newEventQueue(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: runner"),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}

@@ -91,7 +91,8 @@ type TrackerOptions struct {
 	// something to send, asynchronously (see Event).
 	OnEvent func(Event)
 	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, events are dropped and counted in
+	// OnEvent; when it is full, or events of one kind fill their share of
+	// it (see Event), events are dropped and counted in
 	// TrackerStats.EventsDropped. 0 means DefaultEventQueue (1024);
 	// negative is an error.
 	EventQueue int
@@ -121,7 +122,7 @@ type Tracker struct {
 	clock     clock.Clock
 	batchSize int
 	logger    *slog.Logger
-	events    *event.Queue[Event]
+	events    *eventQueue
 
 	seed   maphash.Seed
 	mask   uint64
@@ -240,7 +241,7 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		clock:     opts.Clock,
 		batchSize: opts.BatchSize,
 		logger:    opts.Logger,
-		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: tracker"),
+		events:    newEventQueue(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: tracker"),
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		shards:    make([]shard, n),
