@@ -69,6 +69,20 @@ type Lossy interface {
 	Generation(ctx context.Context) (string, error)
 }
 
+// Paced is implemented by a Buffer, or any Sink, that keeps the
+// FlushInterval of the Trackers that write to it. A Tracker notes its
+// interval before every flush that sends something; a Runner reads the
+// longest after every tick's drain and, when it holds its idle rules after
+// a loss or an outage, holds them for that plus its own Interval: what the
+// Trackers it serves actually need to send their activity again, rather
+// than a default that assumes DefaultFlushInterval (see RunnerOptions.Hold).
+type Paced interface {
+	// NoteFlushInterval records that a Tracker flushes every d.
+	NoteFlushInterval(ctx context.Context, d time.Duration) error
+	// FlushInterval returns the longest interval noted, or 0 if none was.
+	FlushInterval(ctx context.Context) (time.Duration, error)
+}
+
 // Less reports whether a comes before b in the order Buffer.Peek walks:
 // by At, then by ID.
 func Less(a, b Activity) bool {
@@ -82,11 +96,15 @@ func Less(a, b Activity) bool {
 // single process, or tests; use ttl/redisttl to share one buffer between
 // instances. The zero value is not usable; call NewMemoryBuffer.
 type MemoryBuffer struct {
-	mu sync.Mutex
-	m  map[string]time.Time
+	mu    sync.Mutex
+	m     map[string]time.Time
+	flush time.Duration // the longest FlushInterval noted
 }
 
-var _ Buffer = (*MemoryBuffer)(nil)
+var (
+	_ Buffer = (*MemoryBuffer)(nil)
+	_ Paced  = (*MemoryBuffer)(nil)
+)
 
 // NewMemoryBuffer returns an empty MemoryBuffer.
 func NewMemoryBuffer() *MemoryBuffer {
@@ -145,4 +163,19 @@ func (b *MemoryBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.m)
+}
+
+// NoteFlushInterval records that a Tracker flushes every d. It never fails.
+func (b *MemoryBuffer) NoteFlushInterval(_ context.Context, d time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flush = max(b.flush, d)
+	return nil
+}
+
+// FlushInterval returns the longest interval noted, or 0 if none was.
+func (b *MemoryBuffer) FlushInterval(context.Context) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flush, nil
 }

@@ -33,9 +33,12 @@
 //
 // The promise is that an entity with activity inside its TTL is never
 // expired, and that an idle one is. Below, F is the Trackers' FlushInterval,
-// T the Runner's Interval, R the Trackers' Resolution, H the Runner's Hold,
-// and After the TTL of a SinceLastActivity rule ("idle rule"); "plus the
-// work" means plus the time a flush, a drain and the rules take. The bounds
+// T the Runner's Interval, R the Trackers' Resolution, H the Runner's hold
+// (with a Paced Buffer, the longest F the Trackers noted in it plus T, and
+// at least RunnerOptions.Hold; otherwise Hold, by default
+// DefaultFlushInterval + T), and After the TTL of a SinceLastActivity rule
+// ("idle rule"); "plus the work" means plus the time a flush, a drain and
+// the rules take. The bounds
 // assume After > F + T plus the work: activity needs that long to reach the
 // Store, so a shorter TTL cannot be kept.
 //
@@ -44,21 +47,29 @@
 // the first tick that starts after that drains it before it applies a rule
 // (a drain walks to the end of the buffer, past entries refreshed under it;
 // a tick whose drain does not get there skips its idle rules). The time
-// recorded is never before a and at most R after it (Record rounds its
-// coarse clock up). So an idle rule fires no earlier than After after an
-// entity's last activity, and at most R + T later, at the first tick past
-// it. An entity active at least every P, with P + F + T plus the work below
-// After, is never expired.
+// recorded is never before a, however loaded the machine, and at most R
+// after it (Record rounds its coarse clock up) while the Tracker refreshes
+// that clock on time; when the refresh runs late, the times recorded
+// meanwhile are moved up to the refresh, or to the flush that comes first,
+// so they are late by up to as long as it was. So an idle rule fires no
+// earlier than After after an entity's last activity, and at most R + T
+// later (plus any lateness of the refresh), at the first tick past it. An
+// entity active at least every P, with P + F + T plus the work below After,
+// is never expired.
 //
 // When the Buffer loses what it holds (a Redis restarted without
 // persistence, a deleted key: a Lossy buffer's generation changes), the
 // Runner sees it at the end of its next drain, skips its idle rules on that
 // tick and holds them for H; every Tracker sees it at its next successful
 // flush and sends again everything it flushed within its Retain. With
-// H ≥ F + T plus the work, and Retain ≥ 2F + T plus the work plus the
-// outage, the lost activity is back in the Store before an idle rule runs
-// again: both bounds above hold, except that a decision due during the hold
-// comes at the first tick after it (at most H + T late). A Runner that
+// H ≥ F + T plus the work (a Paced Buffer's H, as long as the work fits in
+// a tick), and Retain ≥ 2F + T plus the work plus the outage, the lost
+// activity is back in the Store before an idle rule runs again: both
+// bounds above hold, except that a decision due during the hold comes at
+// the first tick after it (at most H + T late). A Runner reading a Paced
+// Buffer knows the F of the Trackers that flushed into it before its last
+// drain; a Tracker slower than all of those, whose first flush was lost
+// before the Runner read its note, may need longer than H. A Runner that
 // starts after a loss cannot tell that one happened; until the Trackers have
 // sent their retained activity again (within F of the Buffer answering), it
 // may decide an entity whose last activity was lost up to F + T plus the

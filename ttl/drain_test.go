@@ -105,3 +105,65 @@ func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
 	assert.Equal(t, uint64(1), s.IncompleteDrains)
 	assert.Zero(t, s.Expired, "every entity's activity reached the store first")
 }
+
+// stuckPeekBuffer's Peek waits for its context to end, as a call to a
+// server that does not answer.
+type stuckPeekBuffer struct{ *ttl.MemoryBuffer }
+
+func (stuckPeekBuffer) Peek(ctx context.Context, _ ttl.Activity, _ int) ([]ttl.Activity, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// stuckMergeStore's MergeActivity waits for its context to end.
+type stuckMergeStore struct{ ttl.Store }
+
+func (stuckMergeStore) MergeActivity(ctx context.Context, _ []ttl.Activity) error {
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// TestRunnerDrainCutShortByContext: a tick whose context ends during its
+// drain, in a Peek or in a merge, reports the drain incomplete
+// (drain_incomplete, as ReasonDrainIncomplete says), not a buffer error:
+// neither the buffer nor the store failed, so no hold starts. Before, it
+// was buffer_error, with a hold: at once when a Peek was cut, and from
+// the generation read after a cut merge.
+func TestRunnerDrainCutShortByContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		create(t, mem, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		lossy := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
+		for _, c := range []struct {
+			name  string
+			store ttl.Store
+			buf   ttl.Buffer
+		}{
+			{"peek", mem, stuckPeekBuffer{ttl.NewMemoryBuffer()}},
+			{"merge", stuckMergeStore{mem}, lossy},
+		} {
+			require.NoError(t, lossy.Add(context.Background(), []ttl.Activity{{ID: "other", At: time.Now()}}))
+			var log eventLog
+			r := newRunner(t, c.store, ttl.WorkspaceRules(time.Minute, time.Hour),
+				ttl.RunnerOptions{Buffer: c.buf, Interval: time.Hour, OnEvent: log.add})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			res, err := r.Tick(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, c.name)
+			assert.False(t, res.Drained, c.name)
+			assert.Equal(t, ttl.ReasonDrainIncomplete, res.SkipReason, c.name)
+			assert.Equal(t, []string{"standby"}, res.Skipped, c.name)
+			assert.True(t, res.HeldUntil.IsZero(), "%s: no hold", c.name)
+			assert.Equal(t, uint64(1), r.Stats().IncompleteDrains, c.name)
+			synctest.Wait()
+			for _, e := range log.all() {
+				if e.Kind == ttl.EventRuleSkipped {
+					assert.Equal(t, ttl.ReasonDrainIncomplete, e.Reason, c.name)
+				}
+			}
+			require.NoError(t, r.Close(context.Background()))
+		}
+		// Both ticks were cut short; the rule has not run.
+		assert.Empty(t, get(t, mem, "idle").DesiredState)
+	})
+}

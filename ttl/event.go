@@ -33,8 +33,9 @@ const (
 	// Err when a failure caused it); see Runner.Tick.
 	EventRuleSkipped
 	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
-	// held was lost. A Runner then holds its idle rules until Time + Hold;
-	// a Tracker sends again the Count activities it still retains.
+	// held was lost. A Runner then holds its idle rules (see
+	// RunnerOptions.Hold; TickResult.HeldUntil says until when); a Tracker
+	// sends again the Count activities it still retains.
 	EventBufferLost
 )
 
@@ -57,8 +58,9 @@ const (
 	// generation changed) since the last tick, or during this one's drain.
 	ReasonBufferLost Reason = "buffer_lost"
 	// ReasonHeld: the drain completed, but an earlier tick found the
-	// Buffer lost or unreadable less than RunnerOptions.Hold ago, and the
-	// Trackers may not all have flushed (or sent again) what they hold.
+	// Buffer lost or unreadable, the hold that started then is not over
+	// (see RunnerOptions.Hold), and the Trackers may not all have flushed
+	// (or sent again) what they hold.
 	ReasonHeld Reason = "held"
 )
 
@@ -92,7 +94,11 @@ func (k EventKind) String() string {
 // every lock. The queue holds EventQueue events; when OnEvent falls that
 // far behind, further events are dropped and counted in the Stats'
 // EventsDropped, so a slow callback never delays a flush or a tick, and a
-// callback may call the Tracker or Runner that reports to it. Close
+// callback may call the Tracker or Runner that reports to it. Events of
+// one kind may fill at most seven eighths of the queue (all of it below 8
+// events): a burst of EventExpire when many entities expire on one tick is
+// cut there, and leaves room for the rare events that say why the rules
+// wait or fail (EventBufferLost, EventRuleSkipped, EventRuleError). Close
 // delivers the events queued before it and waits for OnEvent to return.
 type Event struct {
 	// Kind says what happened.

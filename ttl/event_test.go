@@ -3,6 +3,7 @@ package ttl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,4 +113,48 @@ func TestTrackerFlushResultCountsKept(t *testing.T) {
 	res, err := tr.Flush(ctx)
 	require.True(t, errors.Is(err, errDown))
 	assert.Equal(t, ttl.FlushResult{Flushed: 2, Kept: 3}, res)
+}
+
+// TestRunnerEventBurstLeavesRoomForRareEvents: with OnEvent stuck, one
+// tick expires 2,000 entities, far more expire events than the queue
+// holds; the next tick finds the buffer lost. The expire events fill only
+// their share of the queue, so the buffer_lost and rule_skipped events an
+// operator needs are still delivered. Before, the expire events filled the
+// whole queue and those were dropped.
+func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
+		release := make(chan struct{})
+		var log eventLog
+		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{
+			Buffer: buf, Interval: time.Hour,
+			OnEvent: func(e ttl.Event) {
+				<-release
+				log.add(e)
+			}})
+		const n = 2000
+		for i := range n {
+			create(t, st, ttl.Entity{ID: fmt.Sprintf("ws-%04d", i), Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		}
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		require.Len(t, res.Expired, n)
+		buf.restart()
+		res, err = r.Tick(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+
+		close(release)
+		require.NoError(t, r.Close(ctx))
+		count := map[ttl.EventKind]int{}
+		for _, e := range log.all() {
+			count[e.Kind]++
+		}
+		assert.Equal(t, 1, count[ttl.EventBufferLost])
+		assert.Equal(t, 1, count[ttl.EventRuleSkipped])
+		assert.LessOrEqual(t, count[ttl.EventExpire], ttl.DefaultEventQueue*7/8+1, "one in the callback, the rest within their share")
+		assert.Equal(t, uint64(n-count[ttl.EventExpire]), r.Stats().EventsDropped)
+	})
 }

@@ -27,7 +27,10 @@ func (l *lossyBuffer) restart() {
 	l.mu.Unlock()
 }
 
-func (l *lossyBuffer) Generation(context.Context) (string, error) {
+func (l *lossyBuffer) Generation(ctx context.Context) (string, error) {
+	if err := context.Cause(ctx); err != nil {
+		return "", err // as a call to a server would
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {
@@ -161,5 +164,106 @@ func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, res.Skipped)
 		assert.Len(t, res.Expired, 1)
+	})
+}
+
+// pacedBuffer is a lossyBuffer that keeps the Trackers' FlushInterval in
+// the MemoryBuffer it wraps, so that a restart loses the notes with the
+// activity.
+type pacedBuffer struct{ *lossyBuffer }
+
+func (p pacedBuffer) NoteFlushInterval(ctx context.Context, d time.Duration) error {
+	b, err := p.get()
+	if err != nil {
+		return err
+	}
+	return b.NoteFlushInterval(ctx, d)
+}
+
+func (p pacedBuffer) FlushInterval(ctx context.Context) (time.Duration, error) {
+	b, err := p.get()
+	if err != nil {
+		return 0, err
+	}
+	return b.FlushInterval(ctx)
+}
+
+var _ ttl.Paced = pacedBuffer{}
+
+func newPacedBuffer() pacedBuffer {
+	return pacedBuffer{&lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}}
+}
+
+// TestRunnerHoldsAsLongAsTheTrackersNeed: the Trackers flush every second
+// and note it in the buffer, so after a loss the Runner (ticking every
+// 2 s) holds its idle rules for 1 s + 2 s, not for the default 30 s + 2 s,
+// and an idle entity whose decision fell into the hold is decided at the
+// first tick after it; the active one, whose only recent activity was
+// lost, is kept. A slower Tracker (10 s) keeps the hold it needs; a
+// Runner that knows no Tracker holds for its default, and one with a
+// longer Hold for that.
+func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		buf := newPacedBuffer()
+		fast := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Second, Resolution: -1, Retain: time.Minute})
+		w := &wakes{}
+		rules := ttl.WorkspaceRules(time.Minute, time.Hour)
+		r := newRunner(t, st, rules, ttl.RunnerOptions{Buffer: buf, Interval: 2 * time.Second, Wake: w.Wake})
+		longer := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, Interval: 2 * time.Second, Hold: 10 * time.Second})
+		defer longer.Close(context.Background())
+		defer r.Close(context.Background())
+		defer fast.Close(ctx)
+		t0 := time.Now()
+		// Both idle by the store from 7 s on; "active" is not.
+		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
+		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
+		fast.Record("other") // flushed, and the interval noted, at 1 s
+
+		time.Sleep(4500 * time.Millisecond)
+		fast.Record("active")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		buf.restart() // at 5.5 s, with active's activity of 4.5 s
+		time.Sleep(time.Second)
+		synctest.Wait() // the tick at 6 s found the loss
+		assert.Equal(t, uint64(1), r.Stats().BufferLosses)
+		assert.Equal(t, time.Second, r.Stats().FlushInterval)
+		assert.Equal(t, t0.Add(9*time.Second), r.Stats().HeldUntil, "the loss at 6 s + 1 s + 2 s")
+		assert.Equal(t, t0.Add(16*time.Second), longer.Stats().HeldUntil, "at least Hold")
+		assert.Empty(t, w.take())
+
+		time.Sleep(4 * time.Second) // to 10.5 s: the tick at 10 s is past the hold
+		synctest.Wait()
+		assert.Equal(t, [][]string{{"idle"}}, w.take(), "decided at the first tick after the hold")
+		assert.Equal(t, "STANDBY", get(t, st, "idle").DesiredState)
+		assert.Empty(t, get(t, st, "active").DesiredState, "its lost activity was sent again")
+		assert.Equal(t, t0.Add(4500*time.Millisecond), get(t, st, "active").LastActivityAt)
+
+		// A Tracker that flushes every 10 s: the next loss holds for it.
+		slow := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: 10 * time.Second, Resolution: -1, Retain: time.Minute})
+		defer slow.Close(ctx)
+		slow.Record("other")
+		time.Sleep(12 * time.Second) // to 22.5 s: flushed at 20.5 s, read by the tick at 22 s
+		synctest.Wait()
+		assert.Equal(t, 10*time.Second, r.Stats().FlushInterval)
+		buf.restart()
+		time.Sleep(2 * time.Second)
+		synctest.Wait() // the tick at 24 s found the loss
+		assert.Equal(t, 10*time.Second, r.Stats().FlushInterval, "kept, though the buffer lost its notes")
+		assert.Equal(t, t0.Add(36*time.Second), r.Stats().HeldUntil, "the loss at 24 s + 10 s + 2 s")
+
+		// A Runner that has not seen a note holds for its default.
+		fresh := newPacedBuffer()
+		unknown := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: fresh, Interval: 2 * time.Second})
+		defer unknown.Close(context.Background())
+		_, err := unknown.Tick(ctx)
+		require.NoError(t, err)
+		fresh.restart()
+		res, err := unknown.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+		assert.Equal(t, time.Now().Add(ttl.DefaultFlushInterval+2*time.Second), res.HeldUntil)
 	})
 }

@@ -26,14 +26,23 @@ type RunnerOptions struct {
 	// BatchSize is how many buffered activities one Peek reads and one
 	// MergeActivity writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
-	// Hold is how long the Runner keeps skipping its SinceLastActivity
+	// Hold sets how long the Runner keeps skipping its SinceLastActivity
 	// rules after a tick found the Buffer unreadable or lost (see Tick),
-	// or, without a Buffer, the Store failing. It must cover the time every
-	// Tracker needs to flush what it recorded while its flushes failed, or
-	// to send again what it retained when the Buffer's generation changed:
-	// at least the Trackers' FlushInterval plus this Interval. 0 means
-	// DefaultFlushInterval + Interval (90 s with the defaults); negative is
-	// an error.
+	// or, without a Buffer, the Store failing. The hold must cover the
+	// time every Tracker needs to flush what it recorded while its flushes
+	// failed, or to send again what it retained when the Buffer's
+	// generation changed: the Trackers' FlushInterval plus this Interval.
+	//
+	// When the Buffer is Paced (MemoryBuffer, ttl/redisttl), the Trackers
+	// note their FlushInterval in it, and the Runner, which reads it after
+	// every drain, holds for the longest it has seen plus Interval, and for
+	// at least Hold. Otherwise, or until it has seen one, it holds for
+	// Hold, and 0 means DefaultFlushInterval + Interval (90 s with the
+	// defaults). The Runner learns a Tracker's interval at its first drain
+	// after the Tracker's first flush; a loss before that takes the note
+	// with it. So only a Tracker slower than every one the Runner has seen,
+	// whose notes were all lost before it read one, can need longer than
+	// the hold. Negative is an error.
 	Hold time.Duration
 	// Wake, if set, is called at the end of a tick with the entities whose
 	// DesiredState the rules changed, when there are any, so that the
@@ -55,7 +64,8 @@ type RunnerOptions struct {
 	// EventRuleSkipped and EventWake, asynchronously (see Event).
 	OnEvent func(Event)
 	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, events are dropped and counted in
+	// OnEvent; when it is full, or events of one kind fill their share of
+	// it (see Event), events are dropped and counted in
 	// RunnerStats.EventsDropped. 0 means DefaultEventQueue (1024);
 	// negative is an error.
 	EventQueue int
@@ -68,23 +78,26 @@ type Runner struct {
 	rules     []Rule
 	buffer    Buffer
 	interval  time.Duration
-	hold      time.Duration
-	lossy     Lossy // buffer's generation, if it has one
+	hold      time.Duration // when no Tracker's FlushInterval is known
+	minHold   time.Duration // RunnerOptions.Hold as given
+	lossy     Lossy         // buffer's generation, if it has one
+	paced     Paced         // the Trackers' FlushInterval, if the buffer keeps it
 	batchSize int
 	wake      func(context.Context, []Expiry) error
 	clock     clock.Clock
 	logger    *slog.Logger
-	events    *event.Queue[Event]
+	events    *eventQueue
 
-	tickMu    sync.Mutex // serializes Tick; guards gen and holdUntil
-	gen       string     // the buffer generation seen last, "" if none yet
-	holdUntil time.Time  // idle rules wait until then
+	tickMu    sync.Mutex    // serializes Tick; guards gen, holdUntil and flush
+	gen       string        // the buffer generation seen last, "" if none yet
+	holdUntil time.Time     // idle rules wait until then
+	flush     time.Duration // the longest FlushInterval the buffer has shown
 
 	mu    sync.Mutex // guards stats
 	stats RunnerStats
 
 	closeOnce sync.Once
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close: the loop stops
 	stopped   chan struct{} // closed when the loop has stopped
 }
@@ -144,6 +157,7 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	minHold := opts.Hold
 	if opts.Hold == 0 {
 		opts.Hold = DefaultFlushInterval + opts.Interval
 	}
@@ -159,20 +173,22 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		buffer:    opts.Buffer,
 		interval:  opts.Interval,
 		hold:      opts.Hold,
+		minHold:   minHold,
 		batchSize: opts.BatchSize,
 		wake:      opts.Wake,
 		clock:     opts.Clock,
 		logger:    opts.Logger,
-		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: runner"),
+		events:    newEventQueue(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: runner"),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
 	r.lossy, _ = opts.Buffer.(Lossy)
+	r.paced, _ = opts.Buffer.(Paced)
 	r.stats.Rules = make([]RuleStats, len(rules))
 	for i, rule := range rules {
 		r.stats.Rules[i].Name = rule.String()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	r.cancel = cancel
 	go r.loop(ctx, r.clock.Ticker(opts.Interval)) // made here so a mock clock drives it at once
 	return r, nil
@@ -230,15 +246,20 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	d := r.drain(ctx, start)
 	res.Synced = d.synced
 	res.Drained = d.complete
-	if r.buffer != nil && (d.synced > 0 || d.err != nil) {
-		r.emit(Event{Kind: EventSync, Count: d.synced, Err: d.err})
+	syncErr := d.err
+	if closing(ctx) {
+		syncErr = nil
+	}
+	if r.buffer != nil && (d.synced > 0 || syncErr != nil) {
+		r.emit(Event{Kind: EventSync, Count: d.synced, Err: syncErr})
 	}
 	if d.err != nil {
 		failed = append(failed, d.err)
 	}
+	r.readFlushInterval(ctx, d)
 	if d.lost {
 		r.emit(Event{Kind: EventBufferLost})
-		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.hold)
+		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.holdFor())
 	}
 	if d.lost || d.reason == ReasonBufferError {
 		r.holdFrom(r.clock.Now())
@@ -269,8 +290,10 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		if err != nil {
 			err = fmt.Errorf("ttl: rule %s: %w", rule, err)
 			failed = append(failed, err)
-			ruleErr[i] = true
-			r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
+			if !closing(ctx) {
+				ruleErr[i] = true
+				r.emit(Event{Kind: EventRuleError, Rule: rule.String(), Err: err})
+			}
 		}
 		perRule[i] = len(exps)
 		for _, e := range exps {
@@ -303,7 +326,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	st := &r.stats
 	st.Ticks++
 	st.Synced += uint64(d.synced)
-	if d.err != nil {
+	if syncErr != nil {
 		st.SyncErrors++
 	}
 	if !d.complete {
@@ -313,6 +336,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		st.BufferLosses++
 	}
 	st.HeldUntil = res.HeldUntil
+	st.FlushInterval = r.flush
 	for i := range r.rules {
 		st.Rules[i].Expired += uint64(perRule[i])
 		st.Expired += uint64(perRule[i])
@@ -324,13 +348,24 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			st.Rules[i].Skipped++
 		}
 	}
-	if wakeErr != nil {
+	if wakeErr != nil && !closing(ctx) {
 		st.WakeErrors++
 	}
 	st.LastTick = start
 	st.LastTickDuration = res.Duration
 	r.mu.Unlock()
 	return res, errors.Join(failed...)
+}
+
+// errClosed is the cause with which Close cancels the loop's tick.
+var errClosed = errors.New("ttl: runner closed")
+
+// closing reports whether ctx is a loop tick's that Close cancelled: what
+// then fails is the tick being stopped, not the Buffer, the Store or Wake,
+// so it counts as no error, is reported in no error event, and starts no
+// hold.
+func closing(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errClosed)
 }
 
 // drainResult is what one drain did.
@@ -342,10 +377,34 @@ type drainResult struct {
 	err      error
 }
 
-// holdFrom holds the idle rules until at least now + Hold.
+// holdFrom holds the idle rules until at least now plus holdFor.
 func (r *Runner) holdFrom(now time.Time) {
-	if until := now.Add(r.hold); until.After(r.holdUntil) {
+	if until := now.Add(r.holdFor()); until.After(r.holdUntil) {
 		r.holdUntil = until
+	}
+}
+
+// holdFor returns how long the idle rules wait after a loss or an outage:
+// the longest FlushInterval the Trackers noted in the buffer plus
+// Interval, and at least RunnerOptions.Hold; with none noted, Hold or its
+// default (see RunnerOptions.Hold).
+func (r *Runner) holdFor() time.Duration {
+	if r.flush == 0 {
+		return r.hold
+	}
+	return max(r.minHold, r.flush+r.interval)
+}
+
+// readFlushInterval reads the longest FlushInterval the Trackers noted in
+// a Paced buffer, unless the drain found the buffer unreadable, and keeps
+// the longest it has read: a buffer that loses its contents loses the
+// notes too, just when the Runner needs them.
+func (r *Runner) readFlushInterval(ctx context.Context, d drainResult) {
+	if r.paced == nil || d.reason == ReasonBufferError {
+		return
+	}
+	if f, err := r.paced.FlushInterval(ctx); err == nil {
+		r.flush = max(r.flush, f)
 	}
 }
 
@@ -366,12 +425,19 @@ func (r *Runner) checkGeneration(ctx context.Context) (lost bool, err error) {
 // first failure, when ctx ends, or when it has run for one Interval. A
 // Lossy buffer's generation is read after the walk: a change since the
 // previous read is a loss.
+//
+// A drain that ctx cut short is incomplete (ReasonDrainIncomplete),
+// whatever call ctx's end made fail: the buffer and the store did not fail,
+// so it starts no hold.
 func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 	if r.buffer == nil {
 		d.complete = true
 		return d
 	}
 	stop := func(reason Reason, err error) drainResult {
+		if context.Cause(ctx) != nil {
+			reason = ReasonDrainIncomplete
+		}
 		d.reason, d.err = reason, err
 		return d
 	}
@@ -382,10 +448,22 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 			if d.reason == ReasonBufferError {
 				return // the buffer is unreachable, and the rules held anyway
 			}
+			if err := context.Cause(ctx); err != nil {
+				// Not read: a loss is seen by the next read, which
+				// compares with the generation seen before.
+				if d.complete {
+					d.complete, d.reason, d.err = false, ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err)
+				}
+				return
+			}
 			lost, err := r.checkGeneration(ctx)
 			switch {
 			case err != nil:
-				d.complete, d.reason = false, ReasonBufferError
+				d.complete = false
+				d.reason = ReasonBufferError
+				if context.Cause(ctx) != nil {
+					d.reason = ReasonDrainIncomplete
+				}
 				d.err = errors.Join(d.err, err)
 			case lost:
 				d.lost = true
@@ -440,10 +518,15 @@ func (r *Runner) emit(e Event) {
 // later call waits the same way and returns nil once everything has
 // stopped. Tick may still be called by hand after Close; its events are
 // then not delivered.
+//
+// What the cancellation makes fail in the tick it stops is no failure of
+// the Buffer, the Store or Wake: it is not counted in RunnerStats nor
+// reported as an error event, and starts no hold, so it does not keep a
+// Tick by hand after Close from applying the idle rules.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		close(r.done)
-		r.cancel()
+		r.cancel(errClosed)
 	})
 	select {
 	case <-r.stopped:
@@ -485,6 +568,10 @@ type RunnerStats struct {
 	// BufferLosses is the number of times a Lossy Buffer's generation
 	// changed.
 	BufferLosses uint64
+	// FlushInterval is the longest FlushInterval the Trackers noted in a
+	// Paced Buffer that the Runner has seen; 0 if none. A hold lasts that
+	// plus Interval (see RunnerOptions.Hold).
+	FlushInterval time.Duration
 	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
 	// one was in force after the last tick; zero otherwise.
 	HeldUntil time.Time

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -455,7 +456,8 @@ func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]ttl.Expiry, error)
 }
 
 // TestRunnerCloseCancelsStuckTick: Close does not wait for a store that
-// never answers; it cancels the loop's tick and returns.
+// never answers; it cancels the loop's tick and returns. Both rules saw
+// the cancellation, which is Close's doing, not a rule error.
 func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := stuckStore{ttl.NewMemoryStore(ttl.MemoryStoreOptions{})}
@@ -466,7 +468,57 @@ func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 		require.NoError(t, r.Close(context.Background()), "Close is idempotent")
 		s := r.Stats()
 		assert.Equal(t, uint64(1), s.Ticks)
-		assert.Equal(t, uint64(2), s.RuleErrors, "both rules saw the cancellation")
+		assert.Zero(t, s.RuleErrors, "both rules saw the cancellation, which is not their error")
+		assert.True(t, s.HeldUntil.IsZero())
+	})
+}
+
+// gatedStore blocks Apply until the caller's context ends while stuck is
+// set, as a store that stopped answering.
+type gatedStore struct {
+	ttl.Store
+	stuck atomic.Bool
+}
+
+func (s *gatedStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
+	if s.stuck.Load() {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	return s.Store.Apply(ctx, r)
+}
+
+// TestRunnerCloseDuringTickIsNoError: Close cancels the loop's tick while
+// the store is slow to answer. The cancellation is not an error: no
+// rule_error is reported or counted, and no hold starts, so the final
+// Tick by hand after Close applies the idle rule. Before, Close's
+// cancellation counted as two rule errors and started a hold that made
+// that Tick skip the idle rule.
+func TestRunnerCloseDuringTickIsNoError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := &gatedStore{Store: mem}
+		var log eventLog
+		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Minute, OnEvent: log.add})
+		create(t, mem, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		st.stuck.Store(true)
+		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
+		synctest.Wait()
+		require.NoError(t, r.Close(ctx))
+		for _, e := range log.all() {
+			assert.NotEqual(t, ttl.EventRuleError, e.Kind, "%v", e.Err)
+		}
+		s := r.Stats()
+		assert.Equal(t, uint64(1), s.Ticks)
+		assert.Zero(t, s.RuleErrors+s.SyncErrors+s.WakeErrors)
+		assert.True(t, s.HeldUntil.IsZero(), "no hold")
+
+		st.stuck.Store(false)
+		res, err := r.Tick(ctx) // the final tick, by hand
+		require.NoError(t, err)
+		assert.Empty(t, res.Skipped)
+		assert.Equal(t, []ttl.Expiry{{ID: "idle", Rule: "standby", Then: "STANDBY", LastActivityAt: time.Now().Add(-61*time.Second - time.Hour), DecidedAt: time.Now()}}, res.Expired)
 	})
 }
 

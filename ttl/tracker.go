@@ -40,18 +40,30 @@ const (
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
 	// FlushInterval is how often the background loop flushes. 0 means
-	// DefaultFlushInterval (30 s).
+	// DefaultFlushInterval (30 s). When the Sink is Paced (MemoryBuffer,
+	// ttl/redisttl), every flush notes it there, so that a Runner holds its
+	// idle rules after a loss for as long as its Trackers need, and no
+	// longer (see RunnerOptions.Hold).
 	FlushInterval time.Duration
-	// Resolution is how often the tracker reads the clock. Record uses the
-	// last reading plus Resolution instead of reading the clock itself,
-	// which is most of its cost: the time recorded is never earlier than
-	// the activity, and later by at most Resolution, so a TTL never fires
-	// before it has elapsed, and fires at most Resolution late. (That holds
-	// as long as the refresh, a goroutine woken every Resolution, keeps
-	// up.) 0 means DefaultResolution (1 s); a negative value reads the
-	// clock on every Record. Tests that move time under testing/synctest
-	// call synctest.Wait after time.Sleep, so that the refresh runs before
-	// the next Record, or use a negative value.
+	// Resolution is how precisely Record times activity. Record does not
+	// read the clock, which would be most of its cost: it uses a reading
+	// that a goroutine refreshes twice per Resolution, plus Resolution. So
+	// the time recorded is never earlier than the activity, and later by at
+	// most Resolution: a TTL never fires before it has elapsed, and fires at
+	// most Resolution late.
+	//
+	// On a machine too loaded to run the refresh in time, a reading can
+	// pass before it is replaced, and Records go on using it. The refresh
+	// that replaces it, or a flush that finds it passed, moves every
+	// activity recorded with it up to its own reading of the clock, before
+	// any of them leaves the Tracker. So the time sent on is still never
+	// earlier than the activity; it is later by up to as long as the
+	// refresh was late.
+	//
+	// 0 means DefaultResolution (1 s); a negative value reads the clock on
+	// every Record. Tests that move time under testing/synctest call
+	// synctest.Wait after time.Sleep, so that the refresh runs before the
+	// next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
 	// rounded up to a power of two. 0 means 4 × GOMAXPROCS, at least
@@ -79,7 +91,8 @@ type TrackerOptions struct {
 	// something to send, asynchronously (see Event).
 	OnEvent func(Event)
 	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, events are dropped and counted in
+	// OnEvent; when it is full, or events of one kind fill their share of
+	// it (see Event), events are dropped and counted in
 	// TrackerStats.EventsDropped. 0 means DefaultEventQueue (1024);
 	// negative is an error.
 	EventQueue int
@@ -91,31 +104,35 @@ type TrackerOptions struct {
 //
 // Record is built for the hot path: the buffer is split into shards locked
 // separately (chosen by a hash of the id), an id already buffered costs no
-// allocation, and the time comes from a clock reading refreshed every
-// Resolution, rounded up. Flushed ids stay in their shard, marked clean, so
-// a steadily active id never allocates: for one more interval, or, with a
-// Lossy Sink, for Retain, so that they can be sent again when the Sink loses
-// them (see Flush).
+// allocation, and the time comes from a clock reading refreshed twice per
+// Resolution, rounded up (see TrackerOptions.Resolution). Flushed ids stay
+// in their shard, marked clean, so a steadily active id never allocates:
+// for one more interval, or, with a Lossy Sink, for Retain, so that they
+// can be sent again when the Sink loses them (see Flush).
 //
 // A failed flush puts its activities back (greater wins), so nothing is lost
 // while the Sink is down; a crash loses at most what was recorded since the
 // last successful flush, one FlushInterval (see the package's Guarantees).
 type Tracker struct {
 	sink      Sink
-	lossy     Lossy // sink's generation, if it has one
-	retain    int64 // ns; with lossy only
+	lossy     Lossy         // sink's generation, if it has one
+	paced     Paced         // sink's notes of FlushInterval, if it keeps them
+	interval  time.Duration // FlushInterval
+	retain    int64         // ns; with lossy only
 	clock     clock.Clock
 	batchSize int
 	logger    *slog.Logger
-	events    *event.Queue[Event]
+	events    *eventQueue
 
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
 	// now is the coarse clock in Unix nanoseconds, rounded up (the last
-	// reading plus resolution), or readClock.
+	// reading plus resolution), or readClock. Record reads it under its
+	// shard's lock (see refresh).
 	now        atomic.Int64
-	resolution int64
+	resolution int64      // 0: Record always reads the clock
+	clockMu    sync.Mutex // serializes refresh and take
 
 	flushMu   sync.Mutex // serializes Flush; guards gen
 	gen       string     // the sink generation seen last, "" if none yet
@@ -146,14 +163,26 @@ type shard struct {
 	_ [104]byte
 }
 
-// An id's buffered time and whether it changed since the last flush share
-// one int64 (Unix nanoseconds with the lowest bit as the dirty flag), which
-// keeps map slots small: the map probe is most of Record's cost once the
-// buffer outgrows the CPU caches. Times are thus kept to 2 ns.
-const dirty = 1
+// An id's buffered time and two flags share one int64 (Unix nanoseconds
+// whose two lowest bits are the flags), which keeps map slots small: the
+// map probe is most of Record's cost once the buffer outgrows the CPU
+// caches. Times are thus kept to 4 ns, rounded up.
+const (
+	// dirty: changed since the last flush.
+	dirty = 1
+	// coarse: a Record used the coarse clock on this slot since its time
+	// was last checked against a reading of the clock, so its time may
+	// still have to move up (see refresh).
+	coarse = 2
+	flags  = dirty | coarse
+)
 
 // timeOf returns the time packed in v.
-func timeOf(v int64) int64 { return v &^ dirty }
+func timeOf(v int64) int64 { return v &^ flags }
+
+// roundUp rounds Unix nanoseconds up to the precision slots keep, so that
+// a time is never packed earlier than it is.
+func roundUp(ns int64) int64 { return (ns + flags) &^ flags }
 
 // NewTracker returns a Tracker flushing to sink and starts its background
 // loop. Stop it with Close. Bad options return an error that names the
@@ -202,14 +231,17 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		n <<= 1
 	}
 	lossy, _ := sink.(Lossy)
+	paced, _ := sink.(Paced)
 	t := &Tracker{
 		sink:      sink,
 		lossy:     lossy,
+		paced:     paced,
+		interval:  opts.FlushInterval,
 		retain:    int64(opts.Retain),
 		clock:     opts.Clock,
 		batchSize: opts.BatchSize,
 		logger:    opts.Logger,
-		events:    event.New(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: tracker"),
+		events:    newEventQueue(opts.OnEvent, opts.EventQueue, opts.Logger, "ttl: tracker"),
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		shards:    make([]shard, n),
@@ -223,9 +255,11 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	t.cancel = cancel
 	if opts.Resolution > 0 {
 		t.resolution = int64(opts.Resolution)
-		t.now.Store(t.clock.Now().UnixNano() + t.resolution)
+		t.now.Store(roundUp(t.clock.Now().UnixNano() + t.resolution))
 		t.wg.Add(1)
-		go t.tickClock(t.clock.Ticker(opts.Resolution))
+		// Twice per Resolution, so that a reading is replaced well before
+		// it passes, unless the machine is loaded (see refresh).
+		go t.tickClock(t.clock.Ticker(max(opts.Resolution/2, 1)))
 	} else {
 		t.now.Store(readClock)
 	}
@@ -245,9 +279,60 @@ func (t *Tracker) tickClock(tk *clock.Ticker) {
 		case <-t.done:
 			return
 		case <-tk.C:
-			t.now.Store(t.clock.Now().UnixNano() + t.resolution)
+			t.refresh(false)
 		}
 	}
+}
+
+// refresh replaces the coarse clock's reading with a new one or, when
+// final, makes Record read the clock itself from then on.
+//
+// A reading plus Resolution is a time no Record can be past as long as the
+// next refresh comes before it. When the refresh comes later (the machine
+// too loaded to run it), Records may have used the reading after it
+// passed, stamping activity earlier than it was. refresh finds every one
+// of them: Record reads the coarse clock under its shard's lock, and the
+// reading is withdrawn before the clock is read here, so each Record that
+// used it is in its slot, flagged coarse, and happened before this
+// reading. settle moves those slots up to it.
+func (t *Tracker) refresh(final bool) {
+	t.clockMu.Lock()
+	defer t.clockMu.Unlock()
+	old := t.now.Swap(readClock) // Records read the clock meanwhile
+	now := roundUp(t.clock.Now().UnixNano())
+	if old != readClock && now > old {
+		t.settle(old, now)
+	}
+	if !final {
+		t.now.Store(roundUp(now + t.resolution))
+	}
+}
+
+// settle moves every slot flagged coarse whose time is at or past stale,
+// the coarse clock's reading that passed, up to now, a reading of the
+// clock taken after it was withdrawn, and clears every coarse flag: the
+// earlier readings were settled when they were replaced. The caller holds
+// clockMu.
+func (t *Tracker) settle(stale, now int64) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, v := range s.m {
+			if v&coarse != 0 {
+				s.m[id] = settled(v, stale, now)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// settled returns slot v, flagged coarse, with its coarse flag cleared and,
+// when its time is at or past stale, moved up to now (see settle).
+func settled(v, stale, now int64) int64 {
+	if at := timeOf(v); at >= stale && at < now {
+		return now | dirty
+	}
+	return v &^ coarse
 }
 
 // loop flushes on every tick until Close.
@@ -267,15 +352,27 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 }
 
 // Record notes that entity id is active now: at the coarse clock's time,
-// which is never earlier than now (see TrackerOptions.Resolution). It is
-// safe for concurrent use and allocates only the first time an id enters
-// the buffer.
+// which is never earlier than now by the time it leaves the Tracker (see
+// TrackerOptions.Resolution). It is safe for concurrent use and allocates
+// only the first time an id enters the buffer.
 func (t *Tracker) Record(id string) {
-	now := t.now.Load()
-	if now == readClock {
-		now = t.clock.Now().UnixNano()
+	s := t.shardOf(id)
+	if t.resolution == 0 {
+		now := roundUp(t.clock.Now().UnixNano())
+		s.mu.Lock()
+		s.put(id, now, 0)
+		s.mu.Unlock()
+		return
 	}
-	t.record(id, now)
+	s.mu.Lock()
+	// Read under the lock, so that a refresh that finds this reading
+	// passed also finds this slot (see refresh).
+	now, flag := t.now.Load(), int64(coarse)
+	if now == readClock {
+		now, flag = roundUp(t.clock.Now().UnixNano()), 0
+	}
+	s.put(id, now, flag)
+	s.mu.Unlock()
 }
 
 // RecordAt notes that entity id was active at at. A time older than the one
@@ -287,32 +384,42 @@ func (t *Tracker) RecordAt(id string, at time.Time) {
 	if at.Before(minTime) || at.After(maxTime) {
 		return
 	}
-	t.record(id, at.UnixNano())
+	s := t.shardOf(id)
+	s.mu.Lock()
+	s.put(id, roundUp(at.UnixNano()), 0)
+	s.mu.Unlock()
 }
 
 // minTime and maxTime bound the times RecordAt accepts.
 var (
 	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
+	maxTime = time.Unix(0, math.MaxInt64&^flags)
 )
 
-func (t *Tracker) record(id string, now int64) {
-	now = timeOf(now)
-	s := &t.shards[maphash.String(t.seed, id)&t.mask]
-	s.mu.Lock()
+// shardOf returns the shard that holds id.
+func (t *Tracker) shardOf(id string) *shard {
+	return &t.shards[maphash.String(t.seed, id)&t.mask]
+}
+
+// put merges time at, with flag (coarse or 0), into id's slot. The caller
+// holds s.mu.
+func (s *shard) put(id string, at, flag int64) {
+	s.records++
 	v, ok := s.m[id]
 	switch {
 	case !ok:
 		// Cloned so that the buffer never pins a caller's larger string,
 		// such as the request path the id was sliced from, nor shares a
 		// byte buffer the caller reuses.
-		s.m[strings.Clone(id)] = now | dirty
-	case now > timeOf(v):
-		s.m[id] = now | dirty
+		s.m[strings.Clone(id)] = at | flag | dirty
+	case at > timeOf(v):
+		s.m[id] = at | v&coarse | flag | dirty
+	case flag&^v != 0:
+		// A coarse time the buffered one covers, unless the coarse clock
+		// has passed: flagged, so that refresh or take finds out.
+		s.m[id] = v | flag
 	}
-	// Otherwise the buffered time already covers now: pending, or flushed.
-	s.records++
-	s.mu.Unlock()
+	// Otherwise the buffered time already covers at: pending, or flushed.
 }
 
 // FlushResult is what one Flush did.
@@ -383,6 +490,13 @@ func (t *Tracker) send(ctx context.Context, acts []Activity) (FlushResult, error
 		return FlushResult{}, nil
 	}
 	t.flushes.Add(1)
+	if t.paced != nil {
+		// Before the activity, so that a Runner that can read the activity
+		// knows how long this Tracker may take to send it again. A failure
+		// is not the flush's: the next flush notes it again, and meanwhile
+		// a Runner holds for what it knew, or for its default.
+		_ = t.paced.NoteFlushInterval(ctx, t.interval)
+	}
 	sent := 0
 	var err error
 	for sent < len(acts) {
@@ -411,7 +525,13 @@ func (t *Tracker) send(ctx context.Context, acts []Activity) (FlushResult, error
 // take collects the dirty slots and marks them clean, and drops the clean
 // slots that are no longer needed: with a Lossy sink those older than
 // Retain, else those that stayed clean for a whole interval.
+//
+// It settles each shard first, as refresh does, if the coarse clock's
+// reading has passed: the refresh is late, and take must not send a time
+// that came from that reading unchecked.
 func (t *Tracker) take() []Activity {
+	t.clockMu.Lock()
+	defer t.clockMu.Unlock()
 	var acts []Activity
 	oldest := int64(math.MaxInt64) // drop every clean slot
 	if t.lossy != nil {
@@ -420,7 +540,12 @@ func (t *Tracker) take() []Activity {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
+		stale, now := t.passed()
 		for id, v := range s.m {
+			if v&coarse != 0 {
+				v = settled(v, stale, now)
+				s.m[id] = v
+			}
 			if v&dirty == 0 {
 				if timeOf(v) < oldest {
 					delete(s.m, id)
@@ -433,6 +558,25 @@ func (t *Tracker) take() []Activity {
 		s.mu.Unlock()
 	}
 	return acts
+}
+
+// passed returns the coarse clock's reading and a reading of the clock
+// taken now, rounded up, if the coarse one has passed; otherwise it returns
+// math.MaxInt64, which no slot's time reaches. The caller holds clockMu and
+// the lock of the shard it settles, so that every Record that used the
+// reading in that shard happened before now.
+func (t *Tracker) passed() (stale, now int64) {
+	if t.resolution == 0 {
+		return math.MaxInt64, 0
+	}
+	cur := t.now.Load()
+	if cur == readClock {
+		return math.MaxInt64, 0 // settled when it was withdrawn
+	}
+	if now = roundUp(t.clock.Now().UnixNano()); now > cur {
+		return cur, now
+	}
+	return math.MaxInt64, 0
 }
 
 // markDirty marks every slot dirty, so that the next take sends it again,
@@ -466,11 +610,11 @@ func (t *Tracker) held() int {
 // restore merges acts back after a failed flush, greater wins.
 func (t *Tracker) restore(acts []Activity) {
 	for _, a := range acts {
-		at := timeOf(a.At.UnixNano())
-		s := &t.shards[maphash.String(t.seed, a.ID)&t.mask]
+		at := roundUp(a.At.UnixNano())
+		s := t.shardOf(a.ID)
 		s.mu.Lock()
-		if v, ok := s.m[a.ID]; ok && timeOf(v) > at {
-			at = timeOf(v)
+		if v, ok := s.m[a.ID]; ok {
+			at = max(at, timeOf(v)) | v&coarse
 		}
 		s.m[a.ID] = at | dirty
 		s.mu.Unlock()
@@ -510,7 +654,7 @@ func (t *Tracker) Close(ctx context.Context) error {
 	}
 	var err error
 	t.flushOnce.Do(func() {
-		t.now.Store(readClock)
+		t.refresh(true)
 		_, err = t.Flush(ctx)
 	})
 	return errors.Join(err, t.events.Close(ctx))

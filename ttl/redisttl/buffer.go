@@ -21,6 +21,10 @@ import (
 // DefaultKeyName is the name of the sorted set under Options.Prefix.
 const DefaultKeyName = "activity"
 
+// intervalsName names the set of the Trackers' flush intervals (see
+// NoteFlushInterval): under Options.Prefix, or after Options.Key.
+const intervalsName = "flush-intervals"
+
 // addChunk bounds the members of one ZADD, so that a huge batch never
 // becomes one huge command; the chunks of a batch go in one pipeline.
 const addChunk = 4096
@@ -50,6 +54,9 @@ type Options struct {
 type Buffer struct {
 	client redis.UniversalClient
 	key    string
+	// intervals is the set of the Trackers' flush intervals, in key's
+	// Redis Cluster slot.
+	intervals string
 	// scriptKeys are key and redisrun.Guard: the KEYS of the scripts that
 	// write (see Remove).
 	scriptKeys []string
@@ -65,6 +72,7 @@ type Buffer struct {
 var (
 	_ ttl.Buffer = (*Buffer)(nil)
 	_ ttl.Lossy  = (*Buffer)(nil)
+	_ ttl.Paced  = (*Buffer)(nil)
 )
 
 // generationPrefix starts the member that holds the buffer's generation in
@@ -114,14 +122,22 @@ func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Buffer{client: client, key: opts.Key, scriptKeys: []string{opts.Key, guard}, cluster: cluster}, nil
+		// In the key's slot: under its hash tag, or under the one guardFor
+		// checked.
+		intervals := opts.Key + ":" + intervalsName
+		if _, ok := rediskey.Tag(opts.Key); !ok {
+			intervals = "{" + opts.Key + "}:" + intervalsName
+		}
+		return &Buffer{client: client, key: opts.Key, intervals: intervals,
+			scriptKeys: []string{opts.Key, guard}, cluster: cluster}, nil
 	}
 	base, err := rediskey.Base("redisttl", opts.Prefix)
 	if err != nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
 	}
 	key := base + DefaultKeyName
-	return &Buffer{client: client, key: key, scriptKeys: []string{key, base + redisrun.Guard}, cluster: cluster}, nil
+	return &Buffer{client: client, key: key, intervals: base + intervalsName,
+		scriptKeys: []string{key, base + redisrun.Guard}, cluster: cluster}, nil
 }
 
 // guardFor returns the guard key (redisrun.Guard) of a buffer named key,
@@ -143,6 +159,44 @@ func guardFor(key string) (string, error) {
 // activity and the generation (see Generation), so Runners and Trackers
 // see the loss.
 func (b *Buffer) Key() string { return b.key }
+
+// NoteFlushInterval records that a Tracker flushes every d, in a set of
+// intervals (SADD of its nanoseconds) beside the sorted set and in its
+// Redis Cluster slot: Prefix + "flush-intervals", or Key +
+// ":flush-intervals". The set has no expiry; an interval no Tracker uses
+// any more lengthens a Runner's hold until the set is deleted or lost.
+func (b *Buffer) NoteFlushInterval(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return errs.Invalid(ttl.ErrInvalid, "redisttl: flush interval (%v) must be positive", d)
+	}
+	_, err := redisrun.Do(ctx, b.client, func() (int64, error) {
+		return b.client.SAdd(ctx, b.intervals, int64(d)).Result()
+	})
+	if err != nil {
+		return errs.Wrap(ctx, "redisttl", "note flush interval", err)
+	}
+	return nil
+}
+
+// FlushInterval returns the longest interval noted (see NoteFlushInterval),
+// or 0 if none was.
+func (b *Buffer) FlushInterval(ctx context.Context) (time.Duration, error) {
+	ns, err := redisrun.Do(ctx, b.client, func() ([]string, error) {
+		return b.client.SMembers(ctx, b.intervals).Result()
+	})
+	if err != nil {
+		return 0, errs.Wrap(ctx, "redisttl", "flush interval", err)
+	}
+	var longest time.Duration
+	for _, s := range ns {
+		d, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redisttl: flush interval: member %q of %s: %w", s, b.intervals, err)
+		}
+		longest = max(longest, time.Duration(d))
+	}
+	return longest, nil
+}
 
 // Score returns the score Add stores for t: Unix milliseconds. Finer
 // resolution is truncated, so Peek returns ScoreTime(Score(t)).

@@ -26,9 +26,12 @@
 // happened. So the set also holds the buffer's generation (Buffer.Generation,
 // a member at score -inf that Peek and Len never show): whatever loses the
 // set loses it too. A ttl.Runner that sees a new generation holds its idle
-// rules for RunnerOptions.Hold, and every ttl.Tracker that sees it sends
-// again the activity it flushed within TrackerOptions.Retain, so the lost
-// activity reaches the Store before an idle rule runs again.
+// rules, and every ttl.Tracker that sees it sends again the activity it
+// flushed within TrackerOptions.Retain, so the lost activity reaches the
+// Store before an idle rule runs again. The Buffer is ttl.Paced: every
+// Tracker notes its FlushInterval in a set beside the sorted set
+// (Buffer.NoteFlushInterval), and the Runner holds for the longest it has
+// read there plus its own Interval (see RunnerOptions.Hold).
 //
 // A call the server refuses without running it because of a Redis Cluster
 // (TRYAGAIN, CLUSTERDOWN, a MOVED or ASK past go-redis's redirections) or a

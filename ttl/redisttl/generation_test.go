@@ -59,3 +59,52 @@ func TestGeneration(t *testing.T) {
 	require.Eventually(t, func() bool { after, err = pb.Generation(ctx); return err == nil }, 5*time.Second, 20*time.Millisecond)
 	assert.NotEqual(t, before, after, "a server restarted empty is a new generation")
 }
+
+// TestFlushIntervals: every Buffer on the key shares the Trackers' notes
+// of their FlushInterval and returns the longest; a Runner reads it after
+// its drain. Deleting the sorted set keeps the notes.
+func TestFlushIntervals(t *testing.T) {
+	ctx := context.Background()
+	b, r := newBuffer(t)
+	other, err := redisttl.New(r.NewClient(t), redisttl.Options{Prefix: r.Prefix})
+	require.NoError(t, err)
+	d, err := b.FlushInterval(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, d, "none noted")
+	require.NoError(t, b.NoteFlushInterval(ctx, time.Second))
+	require.NoError(t, other.NoteFlushInterval(ctx, 30*time.Second))
+	require.NoError(t, b.NoteFlushInterval(ctx, time.Second))
+	d, err = other.FlushInterval(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, d)
+	assert.ErrorIs(t, b.NoteFlushInterval(ctx, 0), ttl.ErrInvalid)
+	require.NoError(t, r.Client.Del(ctx, b.Key()).Err())
+	d, err = b.FlushInterval(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, d, "the notes are not activity")
+
+	// A Buffer named by Key keeps its own notes.
+	named, err := redisttl.New(r.Client, redisttl.Options{Key: r.Prefix + "activity"})
+	require.NoError(t, err)
+	d, err = named.FlushInterval(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, d)
+
+	// A Tracker notes its interval with its flush; the Runner reads it.
+	tr, err := ttl.NewTracker(named, ttl.TrackerOptions{FlushInterval: 2 * time.Second, Resolution: -1})
+	require.NoError(t, err)
+	defer tr.Close(ctx)
+	runner, err := ttl.NewRunner(ttl.NewMemoryStore(ttl.MemoryStoreOptions{}), nil, ttl.RunnerOptions{Buffer: named, Interval: time.Hour})
+	require.NoError(t, err)
+	defer runner.Close(ctx)
+	tr.Record("ws-1")
+	_, err = tr.Flush(ctx)
+	require.NoError(t, err)
+	_, err = runner.Tick(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, runner.Stats().FlushInterval)
+	// Under a hash tag that is the whole key, so in the key's slot.
+	n, err := r.Client.Exists(ctx, "{"+named.Key()+"}:flush-intervals").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+}
