@@ -62,8 +62,8 @@ func Client(t testing.TB) *client.Client {
 }
 
 // Image builds the Go main package pkg (an import path) as a static binary
-// and an image FROM scratch that runs it, tagged by the binary's hash, and
-// removes the image when t ends. extra maps paths in the image to files on
+// and an image FROM scratch that runs it, tagged by the binary's hash and a
+// name of the test's own, and removes that tag when t ends. extra maps paths in the image to files on
 // this machine (a static busybox for a shell, say).
 func Image(t testing.TB, cli *client.Client, pkg string, extra map[string]string) string {
 	t.Helper()
@@ -77,7 +77,7 @@ func Image(t testing.TB, cli *client.Client, pkg string, extra map[string]string
 }
 
 // BinaryImage builds an image FROM scratch that runs the static binary bin,
-// tagged "ttlkit-test/<name>:<hash>", and removes it when t ends; extra is
+// tagged "ttlkit-test/<name>:<hash>-<unique>", and removes it when t ends; extra is
 // as Image's. It serves binaries built elsewhere than in the test's module.
 func BinaryImage(t testing.TB, cli *client.Client, bin, name string, extra map[string]string) string {
 	t.Helper()
@@ -115,7 +115,11 @@ func BinaryImage(t testing.TB, cli *client.Client, bin, name string, extra map[s
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tag := "ttlkit-test/" + strings.ToLower(name) + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+	// The tag is the test's own: tests running at once may build the same
+	// content, and each removes its tag when it ends (the layers are
+	// shared, so building again costs nothing).
+	tag := "ttlkit-test/" + strings.ToLower(name) + ":" + hex.EncodeToString(h.Sum(nil))[:12] + "-" +
+		strings.TrimPrefix(testenv.UniqueName(), "ttlkit_t_")[:8]
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
