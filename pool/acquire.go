@@ -180,6 +180,9 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 		case <-done:
 			p.nwait.Add(-1)
 			p.canceledWaits.Add(1)
+			if weight != 0 { // a wait that ended with ctx waited too
+				p.waitNanos.Add((p.monotonic() - start) * weight)
+			}
 			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx)), true
 		}
 	}

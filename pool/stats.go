@@ -92,7 +92,7 @@ type Stats struct {
 	Waiting    int // Acquire calls waiting now
 
 	WaitCount      uint64        // acquires that had to wait for capacity (not merely for a create)
-	WaitDuration   time.Duration // total time those acquires waited (exact for the first 1024 waits, then estimated from every 8th)
+	WaitDuration   time.Duration // total time those acquires waited, those that gave up included (exact for the first 1024 waits, then estimated from every 8th)
 	CanceledWaits  uint64        // waits that ended with the caller's context
 	Creates        uint64        // items created
 	CreateFailures uint64        // creates that failed, panicked or timed out
