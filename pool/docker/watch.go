@@ -40,8 +40,8 @@ func (w *watch) fire() { w.once.Do(func() { close(w.dead) }) }
 
 // Watch returns a channel that is closed once c has died (its process
 // exited, it was killed, stopped or removed), and is closed already if it
-// is not running. A pool uses it to destroy a container that died while
-// idle at once.
+// is not running; nil when ctx has ended. A pool uses it to destroy a
+// container that died while idle at once.
 //
 // The Provisioner learns of deaths from the engine's event stream, which
 // it opens at the first watch and closes when the last one ends (with its
@@ -49,8 +49,11 @@ func (w *watch) fire() { w.once.Do(func() { close(w.dead) }) }
 // goroutine. When the stream breaks, it is opened again and every watched
 // container is inspected, so that no death in between is missed.
 func (p *Provisioner) Watch(ctx context.Context, c Container) <-chan struct{} {
+	if ctx.Err() != nil {
+		return nil // nobody to tell
+	}
 	w := &watch{dead: make(chan struct{})}
-	if c.ID == "" || ctx.Err() != nil {
+	if c.ID == "" { // no container, nothing alive
 		w.fire()
 		return w.dead
 	}
