@@ -12,8 +12,10 @@ type EventKind int
 const (
 	// EventGranted: a lease was granted.
 	EventGranted EventKind = iota + 1
-	// EventRejected: a grant was refused; Event.Reason says why and
-	// Event.Lease holds only the request's Holder and Resource.
+	// EventRejected: a grant was refused. Event.Reason says why,
+	// Event.Request what was asked and Event.Rejection the store's answer;
+	// no lease exists, and Event.Lease holds only the request's Holder,
+	// Resource, Cost and Grace.
 	EventRejected
 	// EventHeartbeat: a heartbeat succeeded.
 	EventHeartbeat
@@ -52,6 +54,15 @@ type Event struct {
 	Lease Lease
 	// Reason is why the grant was refused, for EventRejected; else empty.
 	Reason Reason
+	// Request is, for EventRejected, the refused request: its Holder,
+	// Resource, Cost and Fallback as given, and the TTL and Grace the lease
+	// would have had (the Manager's defaults where it left them zero).
+	// Else zero.
+	Request Request
+	// Rejection is, for EventRejected, the refusal as Grant returned it:
+	// the budget Available at the decision, the Existing lease of a holder
+	// that has one, the RetryAfter of a recovering store. Else nil.
+	Rejection *RejectedError
 	// Time is when the Manager observed the event, on its Options.Clock.
 	Time time.Time
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,7 +195,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 				m.stats.rejCapacity.Add(1)
 			}
 			if m.events.Enabled() {
-				m.emit(Event{Kind: EventRejected, Lease: Lease{Holder: r.Holder, Resource: r.Resource}, Reason: re.Reason})
+				m.emit(rejected(r, a, re))
 			}
 		case errors.Is(err, ErrInvalid):
 			m.stats.invalid.Add(1)
@@ -208,6 +209,21 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		m.emit(Event{Kind: EventGranted, Lease: l})
 	}
 	return l, nil
+}
+
+// rejected is the event of the refusal re of request r, granted as a:
+// OnEvent runs later, so it gets copies of what the caller may change.
+func rejected(r Request, a GrantArgs, re *RejectedError) Event {
+	rej := *re
+	r.Fallback = slices.Clone(r.Fallback)
+	r.TTL, r.Grace = a.TTL, a.Grace
+	return Event{
+		Kind:      EventRejected,
+		Lease:     Lease{Holder: r.Holder, Resource: r.Resource, Cost: r.Cost, Grace: r.Grace},
+		Reason:    re.Reason,
+		Request:   r,
+		Rejection: &rej,
+	}
 }
 
 // admit validates a and, if it is valid, asks the Gate. Grant counts the

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -349,6 +350,74 @@ func TestCloseIdempotentAndErrClosed(t *testing.T) {
 		k := m.KeepAlive(ctx, l, time.Second)
 		<-k.Done()
 		assert.ErrorIs(t, k.Err(), lease.ErrClosed)
+	})
+}
+
+// A rejection event says who was refused, for what, at what cost and why,
+// as Grant's error does: OnEvent alone can log or count refusals.
+func TestRejectedEventCarriesTheRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		g := &gate{}
+		m := newManager(t, 3, lease.Options{Gate: g, OnEvent: rec.on, Grace: 45 * time.Second})
+		first, err := m.Grant(ctx, lease.Request{Holder: "a", Resource: "cam1", Cost: 2})
+		require.NoError(t, err)
+		fallback := []int{1}
+		req := lease.Request{Holder: "b", Resource: "cam2", Cost: 3, Fallback: fallback, TTL: time.Minute}
+		_, err = m.Grant(ctx, lease.Request{Holder: "c", Resource: "cam3", Cost: 1})
+		require.NoError(t, err)
+		_, err = m.Grant(ctx, req)
+		require.ErrorIs(t, err, lease.ErrOverCapacity)
+		fallback[0] = 99 // the caller reuses its slice; the event keeps what was asked
+		_, err = m.Grant(ctx, lease.Request{Holder: "a", Resource: "cam4", Cost: 1})
+		require.ErrorIs(t, err, lease.ErrHolderHasLease)
+		g.over.Store(true)
+		_, err = m.Grant(ctx, lease.Request{Holder: "d", Resource: "cam5", Cost: 1})
+		require.ErrorIs(t, err, lease.ErrOverloaded)
+		synctest.Wait()
+
+		rec.mu.Lock()
+		all := slices.Clone(rec.ev)
+		rec.mu.Unlock()
+		var rej []lease.Event
+		for _, e := range all {
+			if e.Kind == lease.EventRejected {
+				rej = append(rej, e)
+			}
+		}
+		require.Len(t, rej, 3)
+
+		e := rej[0]
+		assert.Equal(t, lease.ReasonOverCapacity, e.Reason)
+		assert.Equal(t, lease.Request{Holder: "b", Resource: "cam2", Cost: 3, Fallback: []int{1}, TTL: time.Minute, Grace: 45 * time.Second}, e.Request)
+		assert.Equal(t, "b", e.Lease.Holder)
+		assert.Equal(t, "cam2", e.Lease.Resource)
+		assert.Equal(t, 3, e.Lease.Cost)
+		require.NotNil(t, e.Rejection)
+		assert.Equal(t, 0, e.Rejection.Available)
+
+		e = rej[1]
+		assert.Equal(t, lease.ReasonHolderHasLease, e.Reason)
+		assert.Equal(t, "a", e.Request.Holder)
+		assert.Equal(t, "cam4", e.Request.Resource)
+		assert.Equal(t, 1, e.Lease.Cost)
+		assert.Equal(t, lease.DefaultTTL, e.Request.TTL, "the TTL the lease would have had")
+		require.NotNil(t, e.Rejection)
+		assert.Equal(t, first.ID, e.Rejection.Existing)
+
+		e = rej[2]
+		assert.Equal(t, lease.ReasonOverloaded, e.Reason)
+		assert.Equal(t, "d", e.Request.Holder)
+		assert.Equal(t, "cam5", e.Request.Resource)
+		require.NotNil(t, e.Rejection)
+		assert.Equal(t, lease.ReasonOverloaded, e.Rejection.Reason)
+
+		for _, e := range all {
+			if e.Kind != lease.EventRejected {
+				assert.Zero(t, e.Request, "%v", e.Kind)
+				assert.Nil(t, e.Rejection, "%v", e.Kind)
+			}
+		}
 	})
 }
 

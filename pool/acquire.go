@@ -114,6 +114,10 @@ func (p *Pool[T]) take(ctx context.Context, h *Handle[T]) (_ *Handle[T], _ error
 		p.discard(h, ReasonShutdown)
 		return nil, ErrClosed, true
 	}
+	if h.isDead() {
+		p.discard(h, ReasonDied)
+		return nil, nil, false
+	}
 	if p.checkExpiry {
 		if r := p.expired(h, p.clock.Now()); r != "" {
 			p.discard(h, r)
@@ -180,6 +184,9 @@ func (p *Pool[T]) wait(ctx context.Context) (_ *Handle[T], _ error, ok bool) {
 		case <-done:
 			p.nwait.Add(-1)
 			p.canceledWaits.Add(1)
+			if weight != 0 { // a wait that ended with ctx waited too
+				p.waitNanos.Add((p.monotonic() - start) * weight)
+			}
 			return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx)), true
 		}
 	}
@@ -237,6 +244,12 @@ func (p *Pool[T]) offer(h *Handle[T]) bool {
 		p.mu.Lock()
 		p.drainClosedLocked()
 		p.checkDrainedLocked()
+		p.mu.Unlock()
+	} else if h.isDead() {
+		// h died on its way: died may have looked for it in p.idle
+		// before it arrived.
+		p.mu.Lock()
+		p.purgeDeadLocked()
 		p.mu.Unlock()
 	}
 	return true
@@ -304,14 +317,16 @@ func (p *Pool[T]) offerLocked(tok *Handle[T]) bool {
 func (p *Pool[T]) settle(h *Handle[T]) { p.set.settle(h) }
 
 // dropReasonLocked says why h, settling, cannot be kept whatever the idle
-// set: the pool is closed, or the provider no longer lists h. It is "" when
-// h may stay.
+// set: the pool is closed, the provider no longer lists h, or h died. It is
+// "" when h may stay.
 func (p *Pool[T]) dropReasonLocked(h *Handle[T]) Reason {
 	switch {
 	case p.closedLocked:
 		return ReasonShutdown
 	case h.lost.Load():
 		return ReasonLost
+	case h.isDead():
+		return ReasonDied
 	}
 	return ""
 }

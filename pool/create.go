@@ -117,7 +117,7 @@ func (p *Pool[T]) pauseWarmLocked() {
 
 // createItem calls Create and wraps the result in a Handle (not yet in
 // p.items), registered with the idle set (with a shared Inventory, as in
-// use by this instance). The caller ends the create call when the item is
+// use by this instance) and watched. The caller ends the create call when the item is
 // in p.items.
 func (p *Pool[T]) createItem() (*Handle[T], uint64, error) {
 	started := p.clock.Now()
@@ -129,6 +129,7 @@ func (p *Pool[T]) createItem() (*Handle[T], uint64, error) {
 	if ok, err := p.set.register(h, call, started); !ok {
 		return nil, 0, err
 	}
+	p.watch(h) // an item dead already is dropped where it would be handed out
 	return h, call, nil
 }
 

@@ -41,6 +41,7 @@ func (p *Pool[T]) forgetGoneLocked(id string) {
 
 func (p *Pool[T]) destroy(h *Handle[T], reason Reason) {
 	defer p.wg.Done()
+	unwatchItem(h)
 	err := p.callDestroy(h.value)
 	if h.id != "" {
 		p.set.forget(h.id)

@@ -14,9 +14,14 @@
 // known up front, and other keys get theirs on first use. Each pool runs
 // its own janitor.
 //
-// Pool.Do runs a function with an item and destroys the item, and retries
-// once on another, when the function fails; Options.CheckOnAcquire checks
-// idle items before they are handed out.
+// A Provisioner that learns when an item dies (a Watcher: pool/process
+// sees its workers exit, pool/docker its containers stop) has a dead idle
+// item destroyed at once, and a dead item in use destroyed when it is
+// released, so no item whose death it reported is handed out. For deaths
+// nobody reports (a worker that hangs), Pool.Do runs a function with an
+// item and destroys the item, and retries once on another, when the
+// function fails; Options.CheckOnAcquire checks idle items before they are
+// handed out.
 //
 // By default a Pool keeps its idle items in its own memory. With
 // Options.Inventory it shares one warm set with other instances (processes)

@@ -41,16 +41,21 @@ type fakeProv struct {
 	// dateEarly: List dates every item this much before its creation, as
 	// a provider with a coarse clock may.
 	dateEarly time.Duration
+	// deaths holds, per item, the channel Watch returns, closed by die;
+	// watching counts the watches whose context has not ended.
+	deaths   map[string]chan struct{}
+	watching int
 }
 
 func newFake() *fakeProv {
-	return &fakeProv{live: map[string]time.Time{}, unhealthy: map[string]bool{}, prefix: "c"}
+	return &fakeProv{live: map[string]time.Time{}, unhealthy: map[string]bool{}, prefix: "c", deaths: map[string]chan struct{}{}}
 }
 
 var (
 	_ pool.Provisioner[box] = (*fakeProv)(nil)
 	_ pool.Checker[box]     = (*fakeProv)(nil)
 	_ pool.Lister[box]      = (*fakeProv)(nil)
+	_ pool.Watcher[box]     = (*fakeProv)(nil)
 )
 
 func (f *fakeProv) Create(ctx context.Context) (box, error) {
@@ -144,6 +149,46 @@ func (f *fakeProv) List(context.Context) ([]pool.Listed[box], error) {
 }
 
 func (f *fakeProv) ID(b box) string { return b.ID }
+
+// Watch returns the channel die closes, and counts the watch until ctx
+// ends.
+func (f *fakeProv) Watch(ctx context.Context, b box) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := f.deathLocked(b.ID)
+	f.watching++
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.watching--
+		f.mu.Unlock()
+	})
+	return ch
+}
+
+func (f *fakeProv) deathLocked(id string) chan struct{} {
+	ch, ok := f.deaths[id]
+	if !ok {
+		ch = make(chan struct{})
+		f.deaths[id] = ch
+	}
+	return ch
+}
+
+// die kills an item as a crash does: it is no longer live, and its
+// watchers learn it.
+func (f *fakeProv) die(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.live, id)
+	close(f.deathLocked(id))
+}
+
+// watches returns how many watches are running.
+func (f *fakeProv) watches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.watching
+}
 
 // adopt adds an item the pool did not create (a leftover or an orphan).
 func (f *fakeProv) adopt(id string, created time.Time) {

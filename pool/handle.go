@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -29,8 +30,13 @@ type Handle[T any] struct {
 	lastUsed int64 // last release, 0 if never used; written by the holder
 	state    atomic.Uint32
 	lost     atomic.Bool // the provider no longer lists it: drop on release
+	dead     atomic.Bool // the Watcher reported it dead: never hand it out
 	idx      int         // position in Pool.items, -1 when not there; under Pool.mu
 	err      error       // set only on the error tokens sent to waiters
+	// died is the channel of the item's watch and unwatch ends it
+	// (watch.go); both set before the Handle is shared.
+	died    <-chan struct{}
+	unwatch context.CancelFunc
 	// dispatched marks an item or token sent to a waiter and already
 	// taken off nwait; written before the send, read after the receive.
 	dispatched bool

@@ -149,6 +149,9 @@ func lastUse[T any](h *Handle[T]) int64 {
 // pruneReason says why the idle item h must go at now, or "". aboveMin
 // says whether it may go for IdleTimeout.
 func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason {
+	if h.isDead() {
+		return ReasonDied
+	}
 	if r := p.expired(h, now); r != "" {
 		return r
 	}

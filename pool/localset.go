@@ -20,7 +20,7 @@ func (s *localSet[T]) settle(h *Handle[T]) {
 	if p.over.Load() && p.shed(h) {
 		return
 	}
-	if !p.closed.Load() && !h.lost.Load() && p.offerDispatch(h) {
+	if !p.closed.Load() && !h.lost.Load() && !h.isDead() && p.offerDispatch(h) {
 		return
 	}
 	p.mu.Lock()

@@ -66,7 +66,9 @@ type Options struct {
 	// (bounded by CreateTimeout and the caller's context); items handed
 	// straight from their create are not checked. It needs a Provisioner
 	// that implements Checker. False means idle items are only checked
-	// every HealthCheckInterval.
+	// every HealthCheckInterval. A Provisioner that implements Watcher has
+	// the items whose death it learns destroyed without it: CheckOnAcquire
+	// is for failures nobody reports (a worker that hangs).
 	CheckOnAcquire bool
 	// JanitorInterval is how often Tick (Prune, Reconcile, Replenish) runs.
 	// Zero means DefaultJanitorInterval; negative starts no janitor, and the

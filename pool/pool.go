@@ -20,6 +20,7 @@ import (
 type Pool[T any] struct {
 	prov    Provisioner[T]
 	checker Checker[T]
+	watcher Watcher[T]
 	lister  Lister[T]
 	ider    Identifier[T]
 	codec   Codec[T]
@@ -126,6 +127,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	}
 	p := &Pool[T]{prov: prov, opts: o, clock: o.Clock, closeDone: make(chan struct{}), realClock: opts.Clock == nil}
 	p.checker, _ = prov.(Checker[T])
+	p.watcher, _ = prov.(Watcher[T])
 	p.lister, _ = prov.(Lister[T])
 	p.ider, _ = prov.(Identifier[T])
 	if c, ok := prov.(Codec[T]); ok {
@@ -219,6 +221,7 @@ func (p *Pool[T]) removeItemLocked(h *Handle[T]) {
 	if h.idx < 0 {
 		return
 	}
+	unwatchItem(h)
 	last := len(p.items) - 1
 	p.items[h.idx] = p.items[last]
 	p.items[h.idx].idx = h.idx

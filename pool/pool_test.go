@@ -160,6 +160,29 @@ func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
 	})
 }
 
+// A wait for capacity that ends with its context counts in WaitDuration
+// too: a pool whose callers all give up is not a pool nobody waits on.
+func TestWaitDurationCountsWaitsThatGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, newFake(), pool.Options{MaxSize: 1})
+		h, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err = p.Acquire(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		ctx, cancel = context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		_, err = p.Acquire(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		s := p.Stats()
+		assert.Equal(t, uint64(2), s.WaitCount)
+		assert.Equal(t, uint64(2), s.CanceledWaits)
+		assert.Equal(t, 500*time.Millisecond, s.WaitDuration, "300 ms to the timeout, 200 ms to the cancel")
+		h.Release()
+	})
+}
+
 // A caller that gives up during a create leaves the new item to the pool.
 func TestCreateSurvivesCallerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -27,6 +27,22 @@ type Checker[T any] interface {
 	Check(ctx context.Context, item T) error
 }
 
+// Watcher is implemented by a Provisioner that learns when an item dies: a
+// worker process exits, a container stops. The Pool watches every item it
+// holds and destroys a dead idle item at once (ReasonDied), and a dead item
+// in use when it is released, so no item whose death the Provisioner has
+// reported is ever handed out, without a Check per acquire.
+type Watcher[T any] interface {
+	// Watch returns a channel that is closed when item dies, and is
+	// already closed if it has died. The Pool calls it once per item it
+	// takes (created, or popped from a shared Inventory), outside its
+	// locks, and cancels ctx once it no longer holds the item (destroyed,
+	// detached, returned to a shared Inventory) or closes: Watch must then
+	// let go of whatever it started for item. A nil channel means item
+	// cannot be watched.
+	Watch(ctx context.Context, item T) <-chan struct{}
+}
+
 // Lister is implemented by a Provisioner that can list what really exists
 // at the provider (an agent's list of workers, the containers with a given
 // label).

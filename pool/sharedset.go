@@ -30,7 +30,7 @@ var _ idleSet[int] = (*sharedSet[int])(nil)
 // it back into the shared idle set (Release waits for the Inventory).
 func (s *sharedSet[T]) settle(h *Handle[T]) {
 	p := s.p
-	if !p.closed.Load() && !h.lost.Load() && p.nwait.Load() > 0 && p.offerDispatch(h) {
+	if !p.closed.Load() && !h.lost.Load() && !h.isDead() && p.nwait.Load() > 0 && p.offerDispatch(h) {
 		return
 	}
 	p.mu.Lock()
@@ -72,6 +72,9 @@ func (s *sharedSet[T]) tryAcquire(ctx context.Context) (*Handle[T], error) {
 		if p.closedLocked {
 			p.destroyLocked(h, ReasonShutdown)
 			h = nil
+		} else if h.isDead() {
+			p.destroyLocked(h, ReasonDied)
+			h = nil
 		} else {
 			h.state.Store(stateInUse)
 		}
@@ -92,7 +95,7 @@ func (s *sharedSet[T]) tryAcquire(ctx context.Context) (*Handle[T], error) {
 func (s *sharedSet[T]) warmLocked() int { return 0 }
 
 // pop takes an idle item from the Inventory, skipping (and
-// destroying) expired ones. It returns nil, nil when the idle set is empty.
+// destroying) expired and dead ones, and watches it. It returns nil, nil when the idle set is empty.
 func (s *sharedSet[T]) pop(ctx context.Context) (*Handle[T], error) {
 	p := s.p
 	for {
@@ -111,6 +114,10 @@ func (s *sharedSet[T]) pop(ctx context.Context) (*Handle[T], error) {
 		}
 		if r := p.expired(h, p.clock.Now()); r != "" {
 			p.destroyClaimed(h, r)
+			continue
+		}
+		if !p.watch(h) { // it died while idle in the Inventory
+			p.destroyClaimed(h, ReasonDied)
 			continue
 		}
 		return h, nil

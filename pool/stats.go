@@ -18,9 +18,10 @@ const (
 	ReasonShutdown  Reason = "shutdown"  // destroyed by Close
 	ReasonEvicted   Reason = "evicted"   // Handle.Destroy (any reason not listed here counts as evicted)
 	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider
+	ReasonDied      Reason = "died"      // reported dead by the Provisioner's Watcher
 )
 
-var reasons = [...]Reason{ReasonIdle, ReasonLifetime, ReasonWarmTTL, ReasonUnhealthy, ReasonOrphan, ReasonShutdown, ReasonEvicted, ReasonLost}
+var reasons = [...]Reason{ReasonIdle, ReasonLifetime, ReasonWarmTTL, ReasonUnhealthy, ReasonOrphan, ReasonShutdown, ReasonEvicted, ReasonLost, ReasonDied}
 
 func reasonIndex(r Reason) int {
 	for i, x := range reasons {
@@ -76,7 +77,7 @@ type Event struct {
 
 // DestroyCounts counts destroyed items by reason.
 type DestroyCounts struct {
-	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost uint64
+	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost, Died uint64
 }
 
 // Stats is a snapshot of a Pool's state and counters, in the spirit of
@@ -92,7 +93,7 @@ type Stats struct {
 	Waiting    int // Acquire calls waiting now
 
 	WaitCount      uint64        // acquires that had to wait for capacity (not merely for a create)
-	WaitDuration   time.Duration // total time those acquires waited (exact for the first 1024 waits, then estimated from every 8th)
+	WaitDuration   time.Duration // total time those acquires waited, those that gave up included (exact for the first 1024 waits, then estimated from every 8th)
 	CanceledWaits  uint64        // waits that ended with the caller's context
 	Creates        uint64        // items created
 	CreateFailures uint64        // creates that failed, panicked or timed out
@@ -134,7 +135,7 @@ func (p *Pool[T]) Stats() Stats {
 		EventsDropped:  p.events.Dropped(),
 	}
 	d := p.destroyed
-	s.Destroyed = DestroyCounts{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]}
+	s.Destroyed = DestroyCounts{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]}
 	return s
 }
 

@@ -6,7 +6,8 @@
 // Every container carries the label LabelPool with the provisioner's Label,
 // so List finds the containers that really exist — including those an
 // earlier, crashed owner started — and a pool's start-up cleanup and
-// reconciliation can remove them. Importing this package is what brings the
+// reconciliation can remove them. Watch follows the engine's "die" events,
+// so a pool destroys a container that died while idle at once. Importing this package is what brings the
 // Docker client into a program; the pool package does not depend on it.
 package docker
 
@@ -124,18 +125,21 @@ type Options struct {
 }
 
 // Provisioner creates and removes containers. It implements
-// pool.Provisioner, pool.Checker and pool.Lister for Container, starts no
-// goroutine, and is safe for concurrent use.
+// pool.Provisioner, pool.Checker, pool.Lister and pool.Watcher for
+// Container, and is safe for concurrent use. It starts no goroutine but,
+// while containers are watched, the one that reads the engine's events.
 type Provisioner struct {
-	cli   *client.Client
-	opts  Options
-	ready func(Container) probe.Func
+	cli     *client.Client
+	opts    Options
+	ready   func(Container) probe.Func
+	watches watcher
 }
 
 var (
 	_ pool.Provisioner[Container] = (*Provisioner)(nil)
 	_ pool.Checker[Container]     = (*Provisioner)(nil)
 	_ pool.Lister[Container]      = (*Provisioner)(nil)
+	_ pool.Watcher[Container]     = (*Provisioner)(nil)
 )
 
 // New returns a Provisioner that drives the engine through cli. It does not
@@ -167,6 +171,7 @@ func New(cli *client.Client, opts Options) (*Provisioner, error) {
 		opts.StopTimeout = DefaultStopTimeout
 	}
 	p := &Provisioner{cli: cli, opts: opts, ready: opts.Ready}
+	p.watches.byID = map[string]map[*watch]struct{}{}
 	if p.ready == nil {
 		p.ready = func(c Container) probe.Func {
 			if c.Addr == "" {

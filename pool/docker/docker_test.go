@@ -240,6 +240,41 @@ func TestInPool(t *testing.T) {
 	assert.Empty(t, items, "the pool's Close left containers")
 }
 
+// A container killed while idle is destroyed by its pool as soon as the
+// engine reports its death, with the pool's default options (no
+// CheckOnAcquire, no janitor pass): the next Acquire gets a new, running
+// container.
+func TestDeadIdleContainerIsNeverHandedOut(t *testing.T) {
+	cli := dockertest.Client(t)
+	p := newProvisioner(t, cli, options(dockertest.Image(t, cli, workerPkg, nil), newLabel()))
+	pl, err := pool.New[docker.Container](p, pool.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, pl.Close(ctx))
+	})
+	h, err := pl.Acquire(context.Background())
+	require.NoError(t, err)
+	dead := h.Value()
+	h.Release()
+	require.Equal(t, 1, pl.Stats().Idle)
+
+	_, err = cli.ContainerKill(context.Background(), dead.ID, client.ContainerKillOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return pl.Stats().Destroyed.Died == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the pool did not destroy the dead idle container")
+	s := pl.Stats()
+	assert.Zero(t, s.Idle)
+	assert.Zero(t, s.Destroyed.Unhealthy, "found by its watch, not by a check")
+
+	h, err = pl.Acquire(context.Background())
+	require.NoError(t, err)
+	defer h.Release()
+	assert.NotEqual(t, dead.ID, h.Value().ID, "the dead container was handed out")
+	require.NoError(t, p.Check(context.Background(), h.Value()))
+}
+
 func TestBadOptions(t *testing.T) {
 	cli, err := client.New(client.WithHost("unix:///nonexistent.sock"))
 	require.NoError(t, err)

@@ -10,7 +10,9 @@
 // the workers that really exist by scanning /proc — including those an
 // earlier, crashed owner started — and a pool's start-up cleanup and
 // reconciliation can destroy them. A worker that exits is unhealthy at once:
-// Check reports the exit without waiting for a probe.
+// Check reports the exit without waiting for a probe, and Watch tells a pool
+// as it happens, so the pool destroys a worker that died while idle before
+// anyone gets it.
 //
 // The package is for Linux (it reads /proc).
 package process
@@ -107,12 +109,13 @@ type Options struct {
 }
 
 // Provisioner starts and stops worker processes. It implements
-// pool.Provisioner, pool.Checker and pool.Lister for Worker. It is safe for
-// concurrent use.
+// pool.Provisioner, pool.Checker, pool.Lister and pool.Watcher for Worker.
+// It is safe for concurrent use.
 //
 // For each worker it started, a Provisioner keeps one goroutine that waits
 // for the process to exit and reaps it; Destroy ends it by stopping the
-// worker, so a pool that destroys its items leaves none behind.
+// worker, so a pool that destroys its items leaves none behind. Watching a
+// worker it did not start takes one goroutine until the watch ends.
 type Provisioner struct {
 	opts  Options
 	ready func(Worker) probe.Func
@@ -125,6 +128,7 @@ var (
 	_ pool.Provisioner[Worker] = (*Provisioner)(nil)
 	_ pool.Checker[Worker]     = (*Provisioner)(nil)
 	_ pool.Lister[Worker]      = (*Provisioner)(nil)
+	_ pool.Watcher[Worker]     = (*Provisioner)(nil)
 )
 
 // child is a worker this Provisioner started: its exit is known at once.
@@ -354,6 +358,46 @@ func (p *Provisioner) Check(ctx context.Context, w Worker) error {
 		return fmt.Errorf("process: worker %s (pid %d) does not answer: %w", w.ID, w.PID, err)
 	}
 	return nil
+}
+
+// adoptedPoll is how often Watch looks in /proc for a worker it did not
+// start, whose exit it cannot wait for.
+const adoptedPoll = time.Second
+
+// Watch returns a channel that is closed once w's process has exited, and
+// is closed already if it has. A worker this Provisioner started is known
+// the moment it is reaped, at no cost; one it did not start (left by an
+// earlier owner, or handed over through a shared pool inventory) is looked
+// for in /proc every second, by a goroutine that ends with ctx. A pool uses
+// it to destroy a worker that died while idle at once.
+func (p *Provisioner) Watch(ctx context.Context, w Worker) <-chan struct{} {
+	p.mu.Lock()
+	c := p.children[w.PID]
+	p.mu.Unlock()
+	if c != nil && c.id == w.ID {
+		return c.exited
+	}
+	gone := make(chan struct{})
+	if w.PID <= 0 || !p.owns(w) {
+		close(gone)
+		return gone
+	}
+	go func() {
+		t := time.NewTicker(adoptedPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !p.owns(w) {
+					close(gone)
+					return
+				}
+			}
+		}
+	}()
+	return gone
 }
 
 // ID returns w.ID.

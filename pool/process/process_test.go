@@ -292,6 +292,40 @@ func TestInPool(t *testing.T) {
 	assert.Empty(t, items, "the pool's Close left workers running")
 }
 
+// A worker killed while idle is destroyed by its pool as soon as it is
+// reaped, with the pool's default options (no CheckOnAcquire, no janitor
+// pass): the next Acquire gets a new, live worker.
+func TestDeadIdleWorkerIsNeverHandedOut(t *testing.T) {
+	p := newProvisioner(t, workerOptions(newLabel(t)))
+	pl, err := pool.New[process.Worker](p, pool.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, pl.Close(ctx))
+	})
+	h, err := pl.Acquire(context.Background())
+	require.NoError(t, err)
+	dead := h.Value()
+	h.Release()
+	require.Equal(t, 1, pl.Stats().Idle)
+
+	require.NoError(t, syscall.Kill(dead.PID, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return pl.Stats().Destroyed.Died == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the pool did not destroy the dead idle worker")
+	s := pl.Stats()
+	assert.Zero(t, s.Idle)
+	assert.Zero(t, s.Destroyed.Unhealthy, "found by its watch, not by a check")
+
+	h, err = pl.Acquire(context.Background())
+	require.NoError(t, err)
+	defer h.Release()
+	assert.NotEqual(t, dead.ID, h.Value().ID, "the dead worker was handed out")
+	assert.True(t, alive(h.Value().PID))
+	require.NoError(t, probe.Once(context.Background(), probe.TCP(h.Value().Addr), time.Second))
+	assert.Equal(t, uint64(2), pl.Stats().Creates)
+}
+
 func TestBadOptions(t *testing.T) {
 	good := workerOptions("ok")
 	for name, mut := range map[string]func(*process.Options){

@@ -40,7 +40,8 @@ type Harness[T any] struct {
 	// must survive the crash.
 	CrashOwner func(t *testing.T, n int) []string
 	// Kill, when set, ends item from outside (the process or container
-	// dies). With a pool.Checker, Check must then fail.
+	// dies). With a pool.Checker, Check must then fail; with a
+	// pool.Watcher, its watches must report the death.
 	Kill func(t *testing.T, item T)
 	// Timeout bounds each call the suite makes. 0 means one minute.
 	Timeout time.Duration
@@ -60,6 +61,7 @@ func Run[T any](t *testing.T, h Harness[T]) {
 	t.Run("DestroyMissing", func(t *testing.T) { testDestroyMissing(t, h) })
 	t.Run("CreateCancelled", func(t *testing.T) { testCreateCancelled(t, h) })
 	t.Run("Killed", func(t *testing.T) { testKilled(t, h) })
+	t.Run("Watched", func(t *testing.T) { testWatched(t, h) })
 	t.Run("OwnerCrash", func(t *testing.T) { testOwnerCrash(t, h) })
 }
 
@@ -191,6 +193,67 @@ func testKilled[T any](t *testing.T, h Harness[T]) {
 	}
 	if slices.Contains(listed(t, h, p), p.ID(a)) {
 		t.Error("List has a killed and destroyed item")
+	}
+}
+
+// testWatched checks a pool.Watcher: a watch reports its own item's death,
+// and only its own, whichever provisioner of the label watches it, and
+// Watch of an item that is dead already returns a closed channel (a pool
+// relies on it for an item that died while idle in a shared Inventory).
+func testWatched[T any](t *testing.T, h Harness[T]) {
+	if h.Kill == nil {
+		t.Skip("provisionertest: Harness.Kill is nil")
+	}
+	p := h.New(t)
+	w, ok := any(p).(pool.Watcher[T])
+	if !ok {
+		t.Skip("provisionertest: the provisioner is not a pool.Watcher")
+	}
+	other, ok := any(h.New(t)).(pool.Watcher[T])
+	if !ok {
+		t.Fatal("provisionertest: New returned a pool.Watcher once only")
+	}
+	a, b := create(t, h, p), create(t, h, p)
+	watch := func(w pool.Watcher[T], item T) <-chan struct{} {
+		ctx, cancel := context.WithCancel(h.ctx(t))
+		t.Cleanup(cancel)
+		ch := w.Watch(ctx, item)
+		if ch == nil {
+			t.Fatalf("Watch of %q returned nil", p.ID(item))
+		}
+		return ch
+	}
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	wa, wb, wOther := watch(w, a), watch(w, b), watch(other, a)
+	if isClosed(wa) || isClosed(wOther) {
+		t.Fatal("the watch of a live item reports it dead")
+	}
+	h.Kill(t, a)
+	for _, ch := range []<-chan struct{}{wa, wOther} {
+		select {
+		case <-ch:
+		case <-time.After(h.Timeout):
+			t.Fatal("a watch did not report the death of its item")
+		}
+	}
+	if isClosed(wb) {
+		t.Error("the watch of a live item reported another item's death")
+	}
+	if !isClosed(watch(w, a)) {
+		t.Error("Watch of a dead item returned a channel that is not closed")
+	}
+	if err := p.Destroy(h.ctx(t), a); err != nil {
+		t.Errorf("Destroy of a killed item: %v", err)
+	}
+	if isClosed(wb) {
+		t.Error("the watch of a live item reported another item's destroy")
 	}
 }
 

@@ -56,6 +56,15 @@ type Config struct {
 	Hosts []string
 }
 
+// known is a worker the gateway made, by its key on the Runtime API.
+type known struct {
+	w        Worker
+	exited   chan struct{} // closed once its runtime is known to have exited
+	exitOnce sync.Once
+}
+
+func (k *known) exit() { k.exitOnce.Do(func() { close(k.exited) }) }
+
 // Worker is one pooled worker.
 type Worker struct {
 	ID       string    `json:"id"`  // the agent's id
@@ -71,7 +80,7 @@ type Gateway struct {
 	group    *pool.Group[string, Worker]
 	draining atomic.Bool
 	inflight atomic.Int64 // invocations being served
-	keys     sync.Map     // key -> Worker
+	keys     sync.Map     // key -> *known
 	log      *slog.Logger
 	verifier *sigv4.Verifier
 }
@@ -202,13 +211,16 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 func atLeastNS(d time.Duration) time.Duration { return max(d, time.Nanosecond) }
 
 // connClosed runs when a runtime connection of worker key closed: if the
-// agent no longer lists the worker, or lists it as exited, it crashed.
+// agent no longer lists the worker, or lists it as exited, it crashed. Its
+// pool learns it through the worker's watch and destroys it at once when
+// it is idle, so that no invocation is sent to it.
 func (g *Gateway) connClosed(key string) {
 	v, ok := g.keys.Load(key)
 	if !ok {
 		return
 	}
-	w := v.(Worker)
+	k := v.(*known)
+	w := k.w
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A crashed process may take a moment to be reaped.
@@ -220,6 +232,7 @@ func (g *Gateway) connClosed(key string) {
 		if exited {
 			g.log.Warn("worker exited", "function", w.Function, "worker", w.ID)
 			g.cfg.Runtime.Gone(key)
+			k.exit()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -266,6 +279,7 @@ type provisioner struct {
 var (
 	_ pool.Provisioner[Worker] = (*provisioner)(nil)
 	_ pool.Lister[Worker]      = (*provisioner)(nil)
+	_ pool.Watcher[Worker]     = (*provisioner)(nil)
 )
 
 func (p *provisioner) Create(ctx context.Context) (Worker, error) {
@@ -301,7 +315,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 		return Worker{}, err
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
-	p.g.keys.Store(key, w)
+	p.g.keys.Store(key, &known{w: w, exited: make(chan struct{})})
 	if err := p.g.waitReady(ctx, w); err != nil {
 		_ = p.Destroy(context.WithoutCancel(ctx), w)
 		return Worker{}, fmt.Errorf("gateway: function %s: worker %s not ready: %w", f.Name, w.ID, err)
@@ -317,6 +331,19 @@ func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
 		defer p.g.cfg.Runtime.Gone(w.Key)
 	}
 	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
+}
+
+// Watch returns a channel closed once w's runtime has exited (connClosed
+// saw its connection close and the agent no longer runs it), and closed
+// already for a worker the gateway no longer knows, which it cannot
+// invoke.
+func (p *provisioner) Watch(_ context.Context, w Worker) <-chan struct{} {
+	if v, ok := p.g.keys.Load(w.Key); ok {
+		return v.(*known).exited
+	}
+	gone := make(chan struct{})
+	close(gone)
+	return gone
 }
 
 func (p *provisioner) List(ctx context.Context) ([]pool.Listed[Worker], error) {

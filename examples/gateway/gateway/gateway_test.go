@@ -320,6 +320,32 @@ func TestEvictions(t *testing.T) {
 	assert.Equal(t, http.StatusOK, e.post(t, "fn", []byte(`{}`)).status)
 }
 
+// A worker killed while idle is destroyed by its pool as soon as its
+// runtime's connection closes, with the pool's default options: nothing
+// waits for a request to find it dead, and the next five requests are all
+// served by a live worker, none of them sent to the dead one.
+func TestIdleDeathRemovedAtOnce(t *testing.T) {
+	e := start(t, function("fn", 3, 2))
+	p := pid(t, e.post(t, "fn", []byte(`{}`)))
+	require.Equal(t, 1, e.gw.Stats()["fn"].Idle)
+	require.NoError(t, syscall.Kill(p, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return e.gw.Stats()["fn"].Size == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the dead idle worker is destroyed before any request comes")
+	crashed := func() float64 {
+		return gwtest.Metric(t, e.metrics(), `gateway_workers_destroyed_total{function="fn",reason="crashed"}`)
+	}
+	// Destroys are counted from the pool's events, which arrive just after.
+	require.Eventually(t, func() bool { return crashed() == 1 }, 10*time.Second, 5*time.Millisecond, "counted as a crash")
+	for i := range 5 {
+		r := e.post(t, "fn", []byte(`{}`))
+		require.Equal(t, http.StatusOK, r.status, "request %d: %s", i, r.body)
+		require.Empty(t, r.header.Get("X-Amz-Function-Error"), "request %d: %s", i, r.body)
+		require.NotEqual(t, p, pid(t, r), "request %d went to the dead worker", i)
+	}
+	assert.Equal(t, 1.0, crashed(), "no request met the dead worker")
+	assert.Equal(t, 2.0, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "one worker replaced the dead one")
+}
+
 // A worker that cannot start gives a 502 naming the cause; the capacity
 // it held is free again.
 func TestCreateFailure(t *testing.T) {

@@ -84,8 +84,12 @@ func (m *Metrics) onEvent(fn string, log *slog.Logger) func(pool.Event) {
 	return func(ev pool.Event) {
 		switch ev.Kind {
 		case pool.EventDestroyed:
-			m.destroyed.WithLabelValues(fn, string(ev.Reason)).Inc()
-			log.Info("worker destroyed", "function", fn, "worker", ev.ID, "reason", string(ev.Reason))
+			reason := ev.Reason
+			if reason == pool.ReasonDied { // its pool found it dead while idle
+				reason = ReasonCrashed
+			}
+			m.destroyed.WithLabelValues(fn, string(reason)).Inc()
+			log.Info("worker destroyed", "function", fn, "worker", ev.ID, "reason", string(reason))
 		case pool.EventCreated:
 			log.Info("worker created", "function", fn, "worker", ev.ID)
 		case pool.EventCreateFailed, pool.EventDestroyFailed:
