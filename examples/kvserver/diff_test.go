@@ -29,20 +29,29 @@ type step struct {
 // the real Redis named by TTLKIT_TEST_REDIS_URL, and requires the same
 // replies, errors included. Every key is under the test's unique prefix,
 // and the script never runs a command that touches other keys.
+//
+// The script runs in RESP2 and again in RESP3.
 func TestDifferential(t *testing.T) {
 	r := redistest.OpenRedis(t)
+	_, addr := startServer(t, Config{})
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprint("RESP", proto), func(t *testing.T) {
+			differential(t, r.Prefix+fmt.Sprint(proto, ":"), addr, proto)
+		})
+	}
+}
+
+func differential(t *testing.T, p, addr string, proto int) {
 	ctx := testContext(t)
 	opts, err := redis.ParseURL(os.Getenv(testenv.EnvRedis))
 	require.NoError(t, err)
-	// One connection each, RESP2 on both sides, so that per-connection
-	// commands (CLIENT SETNAME) and reply types compare.
-	opts.Protocol, opts.PoolSize, opts.MaxRetries = 2, 1, -1
+	// One connection each, the same protocol on both sides, so that
+	// per-connection commands (CLIENT SETNAME) and reply types compare.
+	opts.Protocol, opts.PoolSize, opts.MaxRetries = proto, 1, -1
 	real := redis.NewClient(opts)
 	t.Cleanup(func() { _ = real.Close() })
-	_, addr := startServer(t, Config{})
-	kv := newClient(t, addr, func(o *redis.Options) { o.Protocol, o.PoolSize = 2, 1 })
+	kv := newClient(t, addr, func(o *redis.Options) { o.Protocol, o.PoolSize = proto, 1 })
 
-	p := r.Prefix
 	k := func(name string) string { return p + name }
 	now := time.Now()
 	inHour := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)

@@ -15,9 +15,9 @@ import (
 func TestGoRedisConnects(t *testing.T) {
 	_, addr := startServer(t, Config{})
 	cases := map[string]func(*redis.Options){
-		"defaults (HELLO 3 refused, RESP2 fallback)": func(*redis.Options) {},
-		"protocol 2, no identity":                    func(o *redis.Options) { o.Protocol = 2; o.DisableIdentity = true },
-		"protocol 2, client name":                    func(o *redis.Options) { o.Protocol = 2; o.ClientName = "tester" },
+		"defaults (HELLO 3)":      func(*redis.Options) {},
+		"protocol 2, no identity": func(o *redis.Options) { o.Protocol = 2; o.DisableIdentity = true },
+		"protocol 2, client name": func(o *redis.Options) { o.Protocol = 2; o.ClientName = "tester" },
 	}
 	for name, opt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -28,15 +28,29 @@ func TestGoRedisConnects(t *testing.T) {
 			require.Equal(t, "v", c.Get(ctx, "k:"+name).Val())
 		})
 	}
+	t.Run("RESP3 by default", func(t *testing.T) {
+		ctx := testContext(t)
+		c := newClient(t, addr, func(o *redis.Options) { o.ClientName = "three"; o.PoolSize = 1 })
+		hello, err := c.Do(ctx, "HELLO").Result()
+		require.NoError(t, err)
+		m, ok := hello.(map[any]any)
+		require.True(t, ok, "HELLO's reply is a map in RESP3: %#v", hello)
+		assert.Equal(t, int64(3), m["proto"])
+		assert.Equal(t, "three", c.ClientGetName(ctx).Val())
+		require.ErrorIs(t, c.Get(ctx, "no such key").Err(), redis.Nil)
+		info, err := c.Info(ctx, "keyspace").Result()
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(info, "# Keyspace"), "INFO, a verbatim string: %q", info)
+	})
 	t.Run("client name is kept", func(t *testing.T) {
 		ctx := testContext(t)
 		c := newClient(t, addr, func(o *redis.Options) { o.ClientName = "named"; o.PoolSize = 1 })
 		require.Equal(t, "named", c.ClientGetName(ctx).Val())
 	})
-	t.Run("a password is refused as by Redis without one", func(t *testing.T) {
+	t.Run("a password is accepted as by Redis without one (HELLO 3 AUTH default)", func(t *testing.T) {
 		ctx := testContext(t)
 		c := newClient(t, addr, func(o *redis.Options) { o.Password = "secret" })
-		require.ErrorContains(t, c.Ping(ctx).Err(), errNoPassword)
+		require.NoError(t, c.Ping(ctx).Err())
 	})
 	t.Run("db 16 is refused", func(t *testing.T) {
 		ctx := testContext(t)
@@ -66,13 +80,17 @@ func TestHello(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, m[7])
 
-	assert.EqualError(t, c.Do(ctx, "HELLO", "3").Err(), "NOPROTO unsupported protocol version")
+	assert.EqualError(t, c.Do(ctx, "HELLO", "4").Err(), "NOPROTO unsupported protocol version")
+	assert.EqualError(t, c.Do(ctx, "HELLO", "1").Err(), "NOPROTO unsupported protocol version")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "x").Err(), "ERR Protocol version is not an integer or out of range")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "SETNAME").Err(), "ERR Syntax error in HELLO option 'SETNAME'")
 	// No password is set: the default user gets in with any password, no
 	// other user exists; a refused HELLO changes nothing.
 	assert.NoError(t, c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything").Err())
 	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "AUTH", "bob", "pw", "SETNAME", "bob").Err(),
+		"WRONGPASS invalid username-password pair or user is disabled.")
+	// As in Redis, the credentials are checked before the name.
+	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "AUTH", "bob", "pw", "SETNAME", "b b").Err(),
 		"WRONGPASS invalid username-password pair or user is disabled.")
 	assert.Equal(t, "hi", c.ClientGetName(ctx).Val())
 	assert.NoError(t, c.Do(ctx, "CLIENT", "SETINFO", "lib-name", "go-redis").Err())
@@ -279,7 +297,7 @@ func TestErrors(t *testing.T) {
 func TestCommandAndInfo(t *testing.T) {
 	_, addr := startServer(t, Config{})
 	ctx := testContext(t)
-	c := newClient(t, addr)
+	c := newClient(t, addr, func(o *redis.Options) { o.Protocol = 2 })
 
 	infos, err := c.Command(ctx).Result()
 	require.NoError(t, err)
