@@ -75,6 +75,7 @@ func TestNodeClients(t *testing.T) {
 			r := runClient(t, dir, "node", "clients.mjs", name, "redis://"+addr, name+":")
 			assert.Equal(t, map[string]any{
 				"ping": "PONG", "set": "OK", "get": "v", "ttl": float64(100), "missing": nil,
+				"incr": []any{float64(1), float64(10), float64(9)}, "incrbyfloat": "9.5",
 			}, r)
 		})
 	}
@@ -103,5 +104,6 @@ func TestRedisPy(t *testing.T) {
 	r := runClient(t, dir, py, "redispy.py", "redis://"+addr+"/0", "py:")
 	assert.Equal(t, map[string]any{
 		"ping": true, "set": true, "get": "v", "ttl": float64(100), "missing": nil,
+		"incr": []any{float64(1), float64(10), float64(9)}, "incrbyfloat": 9.5,
 	}, r)
 }

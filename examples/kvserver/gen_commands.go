@@ -27,8 +27,8 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"auth", "client", "command", "dbsize", "debug", "del", "echo", "exists", "expire", "expireat",
-		"expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello", "info", "keys",
+		"auth", "client", "command", "dbsize", "debug", "decr", "decrby", "del", "echo", "exists", "expire", "expireat",
+		"expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
 		"mget", "mset", "persist", "pexpire", "pexpireat", "pexpiretime", "ping", "psetex",
 		"pttl", "quit", "scan", "select", "set", "setex", "strlen", "time", "ttl", "type",
 	}

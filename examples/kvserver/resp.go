@@ -516,8 +516,9 @@ func unhex(c byte) byte {
 }
 
 // parseInt parses a decimal int64 as strictly as Redis's string2ll: an
-// optional '-', no '+', no blanks, no leading zeros, no overflow.
-func parseInt(b []byte) (int64, bool) {
+// optional '-', no '+', no blanks, no leading zeros, no overflow. It takes
+// an argument or a stored value without converting either.
+func parseInt[T string | []byte](b T) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -532,7 +533,8 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var u uint64
-	for _, c := range b {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}

@@ -442,3 +442,23 @@ func TestPassiveExpiryThroughServer(t *testing.T) {
 	require.Equal(t, int64(-2), c.Do(ctx, "TTL", "short").Val())
 	require.Equal(t, int64(0), c.Exists(ctx, "short").Val())
 }
+
+// TestIncrIsAtomic: INCR reads and writes as one step, so concurrent
+// counters lose no increment.
+func TestIncrIsAtomic(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	ctx := testContext(t)
+	c := newClient(t, addr, func(o *redis.Options) { o.PoolSize = 8 })
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				assert.NoError(t, c.Incr(ctx, "counter").Err())
+				assert.NoError(t, c.IncrByFloat(ctx, "float", 0.5).Err())
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, "1600", c.Get(ctx, "counter").Val())
+	require.Equal(t, "800", c.Get(ctx, "float").Val())
+}

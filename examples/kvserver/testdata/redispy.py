@@ -15,6 +15,8 @@ try:
     out["get"] = c.get(prefix + "s")
     out["ttl"] = c.ttl(prefix + "s")
     out["missing"] = c.get(prefix + "missing")
+    out["incr"] = [c.incr(prefix + "n"), c.incrby(prefix + "n", 9), c.decr(prefix + "n")]
+    out["incrbyfloat"] = c.incrbyfloat(prefix + "n", 0.5)
     c.close()
     print(json.dumps(out))
 except Exception as e:  # the client's error, reported to the test

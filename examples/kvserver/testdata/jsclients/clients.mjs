@@ -30,6 +30,8 @@ try {
     out.get = await c.get(k("s"));
     out.ttl = await c.ttl(k("s"));
     out.missing = await c.get(k("missing"));
+    out.incr = [await c.incr(k("n")), await c.incrBy(k("n"), 9), await c.decr(k("n"))];
+    out.incrbyfloat = await c.incrByFloat(k("n"), 0.5);
     await (c.close ? c.close() : c.quit());
   } else if (ioredis) {
     const c = new ioredis(url, { maxRetriesPerRequest: 1 });
@@ -39,6 +41,8 @@ try {
     out.get = await c.get(k("s"));
     out.ttl = await c.ttl(k("s"));
     out.missing = await c.get(k("missing"));
+    out.incr = [await c.incr(k("n")), await c.incrby(k("n"), 9), await c.decr(k("n"))];
+    out.incrbyfloat = await c.incrbyfloat(k("n"), 0.5);
     await c.quit();
   } else {
     throw new Error("unknown client " + name);
