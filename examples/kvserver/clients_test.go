@@ -76,6 +76,7 @@ func TestNodeClients(t *testing.T) {
 			assert.Equal(t, map[string]any{
 				"ping": "PONG", "set": "OK", "get": "v", "ttl": float64(100), "missing": nil,
 				"incr": []any{float64(1), float64(10), float64(9)}, "incrbyfloat": "9.5",
+				"multi": []any{"OK", float64(2)},
 			}, r)
 		})
 	}
@@ -105,5 +106,6 @@ func TestRedisPy(t *testing.T) {
 	assert.Equal(t, map[string]any{
 		"ping": true, "set": true, "get": "v", "ttl": float64(100), "missing": nil,
 		"incr": []any{float64(1), float64(10), float64(9)}, "incrbyfloat": 9.5,
+		"multi": []any{true, float64(2)},
 	}, r)
 }

@@ -64,10 +64,12 @@ func (s *Server) overwrite(cl *client, key []byte, val string, found bool) {
 	if found {
 		if d, ok := db.Deadline(k); ok && !d.IsZero() {
 			db.SetWithDeadline(string(key), val, d)
+			s.modified(cl, k)
 			return
 		}
 	}
 	db.Set(string(key), val)
+	s.modified(cl, k)
 }
 
 // Long doubles. Redis computes INCRBYFLOAT in C's long double, which on

@@ -27,10 +27,11 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"auth", "client", "command", "dbsize", "debug", "decr", "decrby", "del", "echo", "exists", "expire", "expireat",
-		"expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
-		"mget", "mset", "persist", "pexpire", "pexpireat", "pexpiretime", "ping", "psetex",
-		"pttl", "quit", "scan", "select", "set", "setex", "strlen", "time", "ttl", "type",
+		"auth", "client", "command", "dbsize", "debug", "decr", "decrby", "del", "discard", "echo", "exec",
+		"exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello",
+		"incr", "incrby", "incrbyfloat", "info", "keys", "mget", "mset", "multi", "persist", "pexpire",
+		"pexpireat", "pexpiretime", "ping", "psetex", "pttl", "quit", "scan", "select", "set", "setex",
+		"strlen", "time", "ttl", "type", "unwatch", "watch",
 	}
 	subs = map[string][]string{
 		"client":  {"getname", "help", "id", "setinfo", "setname"},

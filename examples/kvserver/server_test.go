@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,4 +463,43 @@ func TestIncrIsAtomic(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, "1600", c.Get(ctx, "counter").Val())
 	require.Equal(t, "800", c.Get(ctx, "float").Val())
+}
+
+// TestOptimisticLocking is go-redis's WATCH pattern: read, compute, and
+// write in MULTI/EXEC, retrying when another client wrote first. No
+// update is lost and EXEC sometimes aborts.
+func TestOptimisticLocking(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	ctx := testContext(t)
+	c := newClient(t, addr, func(o *redis.Options) { o.PoolSize = 8 })
+	var aborted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				for {
+					err := c.Watch(ctx, func(tx *redis.Tx) error {
+						n, err := tx.Get(ctx, "balance").Int()
+						if err != nil && !errors.Is(err, redis.Nil) {
+							return err
+						}
+						_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+							p.Set(ctx, "balance", n+1, 0)
+							return nil
+						})
+						return err
+					}, "balance")
+					if errors.Is(err, redis.TxFailedErr) {
+						aborted.Add(1)
+						continue
+					}
+					assert.NoError(t, err)
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, "400", c.Get(ctx, "balance").Val())
+	t.Logf("%d transactions aborted by a concurrent write", aborted.Load())
 }

@@ -145,6 +145,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 			if d, ok := db.Deadline(view(args[1])); ok && !d.IsZero() {
 				key, val := own(cl, args[1], 2, args[2])
 				db.SetWithDeadline(key, val, d)
+				s.modified(cl, key)
 				if flags&setGet == 0 {
 					cl.w.Simple("OK")
 				}
@@ -154,6 +155,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 	}
 	key, val := own(cl, args[1], 2, args[2])
 	s.store(db, key, val, at)
+	s.modified(cl, key)
 	if flags&setGet == 0 {
 		cl.w.Simple("OK")
 	}
@@ -183,6 +185,7 @@ func setexCommand(name string, unit int64) func(*Server, *client, [][]byte) {
 		}
 		key, val := own(cl, args[1], 3, args[3])
 		s.store(s.db(cl), key, val, at)
+		s.modified(cl, key)
 		cl.w.Simple("OK")
 	}
 }
@@ -222,7 +225,10 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 	switch {
 	case at != 0:
 		db.ExpireAt(k, time.UnixMilli(at))
+		s.modified(cl, k)
 	case flags&setPersist != 0:
-		db.Persist(k)
+		if db.Persist(k) {
+			s.modified(cl, k)
+		}
 	}
 }

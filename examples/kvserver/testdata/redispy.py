@@ -17,6 +17,7 @@ try:
     out["missing"] = c.get(prefix + "missing")
     out["incr"] = [c.incr(prefix + "n"), c.incrby(prefix + "n", 9), c.decr(prefix + "n")]
     out["incrbyfloat"] = c.incrbyfloat(prefix + "n", 0.5)
+    out["multi"] = c.pipeline(transaction=True).set(prefix + "m", "1").incr(prefix + "m").execute()
     c.close()
     print(json.dumps(out))
 except Exception as e:  # the client's error, reported to the test

@@ -32,6 +32,7 @@ try {
     out.missing = await c.get(k("missing"));
     out.incr = [await c.incr(k("n")), await c.incrBy(k("n"), 9), await c.decr(k("n"))];
     out.incrbyfloat = await c.incrByFloat(k("n"), 0.5);
+    out.multi = await c.multi().set(k("m"), "1").incr(k("m")).exec();
     await (c.close ? c.close() : c.quit());
   } else if (ioredis) {
     const c = new ioredis(url, { maxRetriesPerRequest: 1 });
@@ -43,6 +44,7 @@ try {
     out.missing = await c.get(k("missing"));
     out.incr = [await c.incr(k("n")), await c.incrby(k("n"), 9), await c.decr(k("n"))];
     out.incrbyfloat = await c.incrbyfloat(k("n"), 0.5);
+    out.multi = (await c.multi().set(k("m"), "1").incr(k("m")).exec()).map(([err, v]) => err ?? v);
     await c.quit();
   } else {
     throw new Error("unknown client " + name);
