@@ -27,11 +27,13 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"auth", "client", "command", "dbsize", "debug", "decr", "decrby", "del", "discard", "echo", "exec",
-		"exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "get", "getdel", "getex", "hello",
-		"incr", "incrby", "incrbyfloat", "info", "keys", "mget", "mset", "multi", "persist", "pexpire",
-		"pexpireat", "pexpiretime", "ping", "psetex", "pttl", "quit", "scan", "select", "set", "setex",
-		"strlen", "time", "ttl", "type", "unwatch", "watch",
+		"append", "auth", "client", "command", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
+		"echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "get",
+		"getdel", "getex", "getrange", "getset", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
+		"mget", "move", "mset", "msetnx", "multi", "persist", "pexpire", "pexpireat", "pexpiretime",
+		"ping", "psetex", "pttl", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
+		"setex", "setnx", "setrange", "strlen", "substr", "time", "touch", "ttl", "type", "unlink",
+		"unwatch", "watch",
 	}
 	subs = map[string][]string{
 		"client":  {"getname", "help", "id", "setinfo", "setname"},

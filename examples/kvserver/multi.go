@@ -60,12 +60,15 @@ type watchers struct {
 
 // modified marks dirty the clients that watch key in cl's database, as
 // Redis's signalModifiedKey does. Every command that changes a key calls it.
-func (s *Server) modified(cl *client, key string) {
+func (s *Server) modified(cl *client, key string) { s.modifiedIn(cl.db, key) }
+
+// modifiedIn is modified for a key of database db.
+func (s *Server) modifiedIn(db int, key string) {
 	if s.watch.n.Load() == 0 {
 		return
 	}
 	s.watch.mu.Lock()
-	for c := range s.watch.m[watchKey{cl.db, key}] {
+	for c := range s.watch.m[watchKey{db, key}] {
 		c.txn.dirty.Store(true)
 	}
 	s.watch.mu.Unlock()

@@ -180,3 +180,37 @@ func TestDifferentialTransactions(t *testing.T) {
 	script(cmd("HELLO", "3"), cmd("WATCH", "a"), other("SET", "a", "1"), cmd("MULTI"), cmd("GET", "a"), cmd("EXEC"),
 		cmd("MULTI"), cmd("GET", "a"), cmd("GET", "missing"), cmd("EXEC"), cmd("HELLO", "2"))
 }
+
+// TestDifferentialKeyMoves compares what needs a server of the test's own:
+// keys moved and copied between databases, and RANDOMKEY.
+func TestDifferentialKeyMoves(t *testing.T) {
+	p := newRawPair(t)
+	for _, args := range [][]string{
+		{"FLUSHALL"},
+		{"RANDOMKEY"},
+		{"SET", "k", "v", "EX", "1000"},
+		{"RANDOMKEY"},
+		{"COPY", "k", "k", "DB", "3"},
+		{"COPY", "k", "k", "DB", "3"},
+		{"COPY", "k", "k", "db", "0"},
+		{"SET", "k2", "w"},
+		{"COPY", "k2", "k", "DB", "3", "REPLACE"},
+		{"MOVE", "k", "1"},
+		{"MOVE", "k", "1"},
+		{"MOVE", "k2", "1"},
+		{"SELECT", "1"},
+		{"MGET", "k", "k2"},
+		{"TTL", "k"},
+		{"MOVE", "k", "1"},
+		{"SELECT", "3"},
+		{"GET", "k"},
+		{"TTL", "k"},
+		{"RANDOMKEY"},
+		{"SELECT", "0"},
+		{"DBSIZE"},
+		{"RANDOMKEY"},
+		{"FLUSHALL"},
+	} {
+		p.same(args...)
+	}
+}
