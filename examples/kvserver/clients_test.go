@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,4 +109,24 @@ func TestRedisPy(t *testing.T) {
 		"incr": []any{float64(1), float64(10), float64(9)}, "incrbyfloat": 9.5,
 		"multi": []any{true, float64(2)},
 	}, r)
+}
+
+// TestRedisBenchmark runs redis-benchmark's tests of the commands kvserver
+// has (it stops at the first error reply, so each must work) to the end.
+func TestRedisBenchmark(t *testing.T) {
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		unavailable(t, "no redis-benchmark on PATH (Debian's redis-tools)")
+	}
+	_, addr := startServer(t, Config{})
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-benchmark", "-h", host, "-p", port,
+		"-t", "set,get,incr,mset", "-n", "2000", "-q").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, test := range []string{"SET: ", "GET: ", "INCR: ", "MSET (10 keys): "} {
+		assert.Contains(t, string(out), test, "%s", out)
+	}
+	assert.NotContains(t, string(out), "Error", "%s", out)
 }
