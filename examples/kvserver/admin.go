@@ -20,18 +20,20 @@ import (
 // imitates; clients use it to pick features.
 const version = "7.0.0"
 
-// cmdHello answers HELLO for RESP2 only. A client asking for RESP3 gets the
-// NOPROTO error that Redis gives for a protocol it does not speak, which
-// makes clients such as go-redis fall back to RESP2 (and to AUTH).
+// cmdHello answers HELLO [protover [AUTH user pass] [SETNAME name]] as
+// Redis 7 does: it authenticates, names the client, switches the
+// connection to RESP2 or RESP3 and describes the server, in a map. Without
+// a protocol version it keeps the connection's.
 func cmdHello(s *Server, cl *client, args [][]byte) {
 	j := 1
+	var ver int64
 	if len(args) >= 2 {
-		ver, ok := parseInt(args[1])
-		if !ok {
+		var ok bool
+		if ver, ok = parseInt(args[1]); !ok {
 			cl.w.Error("ERR Protocol version is not an integer or out of range")
 			return
 		}
-		if ver != 2 {
+		if ver < 2 || ver > 3 {
 			cl.w.Error("NOPROTO unsupported protocol version")
 			return
 		}
@@ -47,10 +49,6 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 		case strings.EqualFold(opt, "setname") && more >= 1:
 			j++
 			name, setName = string(args[j]), true
-			if !validName(name) {
-				cl.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
-				return
-			}
 		default:
 			cl.w.Error("ERR Syntax error in HELLO option '" + opt + "'")
 			return
@@ -65,15 +63,26 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 		return
 	}
 	if setName {
+		if !validName(name) {
+			cl.w.Error(errClientName)
+			return
+		}
 		cl.name = name
 	}
-	cl.w.Array(14)
+	if ver != 0 {
+		cl.w.resp3 = ver == 3
+	}
+	proto := int64(2)
+	if cl.w.resp3 {
+		proto = 3
+	}
+	cl.w.Map(7)
 	cl.w.Bulk("server")
 	cl.w.Bulk("redis")
 	cl.w.Bulk("version")
 	cl.w.Bulk(version)
 	cl.w.Bulk("proto")
-	cl.w.Int(2)
+	cl.w.Int(proto)
 	cl.w.Bulk("id")
 	cl.w.Int(cl.id)
 	cl.w.Bulk("mode")
@@ -83,6 +92,10 @@ func cmdHello(s *Server, cl *client, args [][]byte) {
 	cl.w.Bulk("modules")
 	cl.w.Array(0)
 }
+
+// errClientName is Redis's answer to a client name with a space or a
+// control character.
+const errClientName = "ERR Client names cannot contain spaces, newlines or special characters."
 
 // validName reports whether name is a valid client name: printable ASCII
 // without spaces.
@@ -191,7 +204,7 @@ func cmdClientGetName(s *Server, cl *client, args [][]byte) {
 func cmdClientSetName(s *Server, cl *client, args [][]byte) {
 	name := string(args[2])
 	if !validName(name) {
-		cl.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+		cl.w.Error(errClientName)
 		return
 	}
 	cl.name = name
@@ -249,8 +262,16 @@ func cmdCommand(s *Server, cl *client, args [][]byte) {
 	cs := sortedCommands()
 	cl.w.Array(len(cs))
 	for _, c := range cs {
-		cl.w.Raw(redisCommandInfo[c.name])
+		cl.w.Raw(commandInfo(cl, c))
 	}
+}
+
+// commandInfo returns c's COMMAND INFO entry in the client's protocol.
+func commandInfo(cl *client, c *command) string {
+	if cl.w.resp3 {
+		return redisCommandInfo3[c.name]
+	}
+	return redisCommandInfo[c.name]
 }
 
 func cmdCommandCount(s *Server, cl *client, args [][]byte) { cl.w.Int(int64(len(commands))) }
@@ -263,7 +284,7 @@ func cmdCommandInfo(s *Server, cl *client, args [][]byte) {
 	cl.w.Array(len(args) - 2)
 	for _, a := range args[2:] {
 		if c := lookupCommand(commands, a); c != nil {
-			cl.w.Raw(redisCommandInfo[c.name])
+			cl.w.Raw(commandInfo(cl, c))
 		} else {
 			cl.w.Null()
 		}
@@ -284,10 +305,14 @@ func cmdCommandDocs(s *Server, cl *client, args [][]byte) {
 			}
 		}
 	}
-	cl.w.Array(2 * len(cs))
+	cl.w.Map(len(cs))
 	for _, c := range cs {
 		cl.w.Bulk(c.name)
-		cl.w.Raw(redisCommandDocs[c.name])
+		if cl.w.resp3 {
+			cl.w.Raw(redisCommandDocs3[c.name])
+		} else {
+			cl.w.Raw(redisCommandDocs[c.name])
+		}
 	}
 }
 
@@ -403,7 +428,7 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 		}
 	})
 	section("expiry", func() { s.expiryInfo(field, sts) })
-	cl.w.Bulk(b.String())
+	cl.w.Verbatim(b.String())
 }
 
 var pid = os.Getpid()

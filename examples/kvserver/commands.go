@@ -45,7 +45,10 @@ type command struct {
 	lockFor func(args [][]byte) locking // overrides lock when set
 	handler func(s *Server, cl *client, args [][]byte)
 	noAuth  bool // allowed before AUTH
-	subs    map[string]*command
+	// now: runs at once inside MULTI instead of being queued (EXEC,
+	// DISCARD, MULTI, WATCH, QUIT).
+	now  bool
+	subs map[string]*command
 }
 
 var commands map[string]*command
@@ -54,7 +57,12 @@ func init() {
 	table := []*command{
 		{name: "ping", arity: -1, handler: cmdPing},
 		{name: "echo", arity: 2, handler: cmdEcho},
-		{name: "quit", arity: -1, handler: cmdQuit, noAuth: true},
+		{name: "quit", arity: -1, handler: cmdQuit, noAuth: true, now: true},
+		{name: "multi", arity: 1, handler: cmdMulti, now: true},
+		{name: "exec", arity: 1, lock: lockExclusive, handler: cmdExec, now: true},
+		{name: "discard", arity: 1, handler: cmdDiscard, now: true},
+		{name: "watch", arity: -2, lock: lockExclusive, handler: cmdWatch, now: true},
+		{name: "unwatch", arity: 1, handler: cmdUnwatch},
 		{name: "select", arity: 2, handler: cmdSelect},
 		{name: "hello", arity: -1, handler: cmdHello, noAuth: true},
 		{name: "auth", arity: -2, handler: cmdAuth, noAuth: true},
@@ -72,6 +80,25 @@ func init() {
 		{name: "psetex", arity: 4, lock: lockShared, handler: setexCommand("psetex", unitMillis)},
 		{name: "getex", arity: -2, lockFor: getexLocking, handler: cmdGetEx},
 		{name: "getdel", arity: 2, lock: lockShared, handler: cmdGetDel},
+		{name: "incr", arity: 2, lock: lockExclusive, handler: cmdIncr},
+		{name: "decr", arity: 2, lock: lockExclusive, handler: cmdDecr},
+		{name: "incrby", arity: 3, lock: lockExclusive, handler: cmdIncrBy},
+		{name: "decrby", arity: 3, lock: lockExclusive, handler: cmdDecrBy},
+		{name: "incrbyfloat", arity: 3, lock: lockExclusive, handler: cmdIncrByFloat},
+		{name: "setnx", arity: 3, lock: lockExclusive, handler: cmdSetNX},
+		{name: "getset", arity: 3, lock: lockExclusive, handler: cmdGetSet},
+		{name: "msetnx", arity: -3, lock: lockExclusive, handler: cmdMSetNX},
+		{name: "append", arity: 3, lock: lockExclusive, handler: cmdAppend},
+		{name: "setrange", arity: 4, lock: lockExclusive, handler: cmdSetRange},
+		{name: "getrange", arity: 4, lock: lockShared, handler: cmdGetRange},
+		{name: "substr", arity: 4, lock: lockShared, handler: cmdGetRange},
+		{name: "rename", arity: 3, lock: lockExclusive, handler: renameCommand(false)},
+		{name: "renamenx", arity: 3, lock: lockExclusive, handler: renameCommand(true)},
+		{name: "copy", arity: -3, lock: lockExclusive, handler: cmdCopy},
+		{name: "move", arity: 3, lock: lockExclusive, handler: cmdMove},
+		{name: "randomkey", arity: 1, lock: lockExclusive, handler: cmdRandomKey},
+		{name: "touch", arity: -2, lockFor: oneKeyShared, handler: cmdTouch},
+		{name: "unlink", arity: -2, lockFor: oneKeyShared, handler: cmdDel},
 		{name: "mget", arity: -2, lock: lockExclusive, handler: cmdMGet},
 		{name: "mset", arity: -3, lock: lockExclusive, handler: cmdMSet},
 		{name: "del", arity: -2, lockFor: oneKeyShared, handler: cmdDel},
@@ -135,28 +162,33 @@ func lookupCommand(m map[string]*command, name []byte) *command {
 	return m[string(lower[:len(name)])]
 }
 
-// dispatch runs one command and writes its reply.
+// dispatch runs one command and writes its reply, or queues it inside
+// MULTI.
 func (s *Server) dispatch(cl *client, args [][]byte) {
 	cmd := lookupCommand(commands, args[0])
 	if cmd == nil {
-		cl.w.Error(unknownCommand(args))
+		s.reject(cl, nil, unknownCommand(args))
 		return
 	}
 	if cmd.subs != nil && len(args) >= 2 {
 		sub := lookupCommand(cmd.subs, args[1])
 		if sub == nil {
-			cl.w.Error("ERR unknown subcommand '" + trunc(string(args[1]), 128) + "'. Try " +
-				strings.ToUpper(string(args[0])) + " HELP.")
+			s.reject(cl, cmd, "ERR unknown subcommand '"+trunc(string(args[1]), 128)+"'. Try "+
+				strings.ToUpper(string(args[0]))+" HELP.")
 			return
 		}
 		cmd = sub
 	}
 	if !cl.authed && !cmd.noAuth && s.cfg.RequirePass != "" {
-		cl.w.Error(errNoAuth)
+		s.reject(cl, cmd, errNoAuth)
 		return
 	}
 	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity {
-		cl.w.Error(errArity(cmd.name))
+		s.reject(cl, cmd, errArity(cmd.name))
+		return
+	}
+	if cl.txn.multi && !cmd.now {
+		cl.queue(cmd, args)
 		return
 	}
 	lock := cmd.lock
@@ -173,6 +205,21 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 		defer s.unlockAll()
 	}
 	cmd.handler(s, cl, args)
+}
+
+// reject answers a command that cannot run with msg; inside MULTI, it also
+// makes EXEC abort, as in Redis. An EXEC that cannot run ends the
+// transaction at once, saying why.
+func (s *Server) reject(cl *client, cmd *command, msg string) {
+	if cmd != nil && cmd.name == "exec" {
+		s.endMulti(cl)
+		cl.w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
+		return
+	}
+	if cl.txn.multi {
+		cl.txn.failed = true
+	}
+	cl.w.Error(msg)
 }
 
 // lockAll takes every shard of the keyspace lock, in order.
@@ -235,7 +282,7 @@ func view(b []byte) string {
 // allocation (a value the reader already gave an allocation of its own is
 // kept as it is).
 func own(cl *client, key []byte, vi int, val []byte) (string, string) {
-	if cl.r.Owned(vi) {
+	if !cl.txn.execing && cl.r.Owned(vi) {
 		return string(key), view(val)
 	}
 	if len(key)+len(val) == 0 {
@@ -301,6 +348,7 @@ func cmdGetDel(s *Server, cl *client, args [][]byte) {
 	}
 	cl.w.Bulk(v)
 	s.freed(len(v))
+	s.modified(cl, view(args[1]))
 }
 
 func cmdMGet(s *Server, cl *client, args [][]byte) {
@@ -324,6 +372,7 @@ func cmdMSet(s *Server, cl *client, args [][]byte) {
 	for i := 1; i < len(args); i += 2 {
 		k, v := own(cl, args[i], i+1, args[i+1])
 		db.Set(k, v)
+		s.modified(cl, k)
 	}
 	cl.w.Simple("OK")
 }
@@ -335,6 +384,7 @@ func cmdDel(s *Server, cl *client, args [][]byte) {
 		if v, ok := db.GetAndDelete(view(k)); ok {
 			n++
 			s.freed(len(v))
+			s.modified(cl, view(k))
 		}
 	}
 	cl.w.Int(n)
@@ -353,6 +403,7 @@ func cmdExists(s *Server, cl *client, args [][]byte) {
 
 func cmdPersist(s *Server, cl *client, args [][]byte) {
 	if s.db(cl).Persist(view(args[1])) {
+		s.modified(cl, view(args[1]))
 		cl.w.Int(1)
 	} else {
 		cl.w.Int(0)
@@ -373,6 +424,7 @@ func flushArgs(cl *client, args [][]byte) bool {
 
 func cmdFlushDB(s *Server, cl *client, args [][]byte) {
 	if flushArgs(cl, args) {
+		s.flushed(cl.db)
 		s.db(cl).Clear()
 		s.bigFreed.Add(returnThreshold)
 		cl.w.Simple("OK")
@@ -381,7 +433,8 @@ func cmdFlushDB(s *Server, cl *client, args [][]byte) {
 
 func cmdFlushAll(s *Server, cl *client, args [][]byte) {
 	if flushArgs(cl, args) {
-		for _, db := range s.dbs {
+		for i, db := range s.dbs {
+			s.flushed(i)
 			db.Clear()
 		}
 		s.bigFreed.Add(returnThreshold)

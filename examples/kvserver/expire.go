@@ -95,6 +95,7 @@ func expireCommand(unit int64, relative bool) func(*Server, *client, [][]byte) {
 			}
 		}
 		if db.ExpireAt(key, time.UnixMilli(when)) {
+			s.modified(cl, key)
 			cl.w.Int(1)
 		} else {
 			cl.w.Int(0)

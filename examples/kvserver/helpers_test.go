@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +84,50 @@ func (rc *rawConn) closed() {
 	rc.t.Helper()
 	_, err := rc.r.ReadByte()
 	require.Error(rc.t, err, "the server should have closed the connection")
+}
+
+// reply reads one whole reply, RESP2 or RESP3, and returns it as sent.
+func (rc *rawConn) reply() string {
+	rc.t.Helper()
+	var b strings.Builder
+	rc.readReply(&b)
+	return b.String()
+}
+
+func (rc *rawConn) readReply(b *strings.Builder) {
+	l := rc.line()
+	b.WriteString(l + "\r\n")
+	n, _ := strconv.Atoi(l[1:])
+	switch l[0] {
+	case '$', '=', '!':
+		if n >= 0 {
+			buf := make([]byte, n+2)
+			_, err := io.ReadFull(rc.r, buf)
+			require.NoError(rc.t, err)
+			b.Write(buf)
+		}
+	case '*', '~', '>', '%', '|':
+		if l[0] == '%' || l[0] == '|' {
+			n *= 2
+		}
+		for range max(n, 0) {
+			rc.readReply(b)
+		}
+	}
+}
+
+// do sends a command as a RESP array and returns its reply as sent.
+func (rc *rawConn) do(args ...string) string {
+	rc.t.Helper()
+	rc.send(encodeCommand(args...))
+	return rc.reply()
+}
+
+func encodeCommand(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
 }

@@ -516,8 +516,9 @@ func unhex(c byte) byte {
 }
 
 // parseInt parses a decimal int64 as strictly as Redis's string2ll: an
-// optional '-', no '+', no blanks, no leading zeros, no overflow.
-func parseInt(b []byte) (int64, bool) {
+// optional '-', no '+', no blanks, no leading zeros, no overflow. It takes
+// an argument or a stored value without converting either.
+func parseInt[T string | []byte](b T) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -532,7 +533,8 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var u uint64
-	for _, c := range b {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -553,7 +555,7 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(u), true
 }
 
-// Writer encodes RESP2 replies into a memory buffer and sends them to its
+// Writer encodes RESP2 or RESP3 replies into a memory buffer and sends them to its
 // io.Writer only on Flush. Encoding never does I/O, so a command handler
 // that holds the keyspace lock never waits for a client that does not read
 // its replies: the server flushes after releasing the lock. A bulk reply of
@@ -566,6 +568,10 @@ type Writer struct {
 	segs net.Buffers // pending segments before buf[mark:]
 	size int         // bytes in segs
 	w    io.Writer
+	// resp3 selects RESP3's types (HELLO 3): a null of its own, maps,
+	// sets, doubles, verbatim strings and pushes. RESP2 writes each as
+	// Redis does for a RESP2 client.
+	resp3 bool
 }
 
 // NewWriter returns a Writer that buffers replies for w.
@@ -642,9 +648,79 @@ func (w *Writer) BulkBytes(b []byte) {
 	w.buf = append(w.buf, '\r', '\n')
 }
 
-// Null writes the RESP2 null bulk string, $-1.
+// Null writes a null reply: RESP3's _, or RESP2's null bulk string, $-1.
 func (w *Writer) Null() {
+	if w.resp3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
 	w.buf = append(w.buf, "$-1\r\n"...)
+}
+
+// NullArray writes a null in place of an array (EXEC of a transaction a
+// watched key aborted): RESP3's _, or RESP2's *-1.
+func (w *Writer) NullArray() {
+	if w.resp3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = append(w.buf, "*-1\r\n"...)
+}
+
+// Map writes the header of a map of n pairs, whose keys and values follow
+// in turn; in RESP2, a flat array of 2n elements.
+func (w *Writer) Map(n int) {
+	if w.resp3 {
+		w.line('%', int64(n))
+		return
+	}
+	w.line('*', int64(2*n))
+}
+
+// Set writes the header of a set of n elements; in RESP2, an array.
+func (w *Writer) Set(n int) {
+	if w.resp3 {
+		w.line('~', int64(n))
+		return
+	}
+	w.line('*', int64(n))
+}
+
+// Push writes the header of an out-of-band message of n elements (a
+// published message); in RESP2, an array.
+func (w *Writer) Push(n int) {
+	if w.resp3 {
+		w.line('>', int64(n))
+		return
+	}
+	w.line('*', int64(n))
+}
+
+// Verbatim writes text as RESP3's verbatim string of format "txt" (INFO,
+// CLIENT LIST); in RESP2, a bulk string.
+func (w *Writer) Verbatim(text string) {
+	if !w.resp3 {
+		w.Bulk(text)
+		return
+	}
+	w.line('=', int64(len(text)+4))
+	w.buf = append(w.buf, "txt:"...)
+	w.buf = append(w.buf, text...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+// Bool writes RESP3's boolean; in RESP2, the integer 1 or 0.
+func (w *Writer) Bool(b bool) {
+	switch {
+	case w.resp3 && b:
+		w.buf = append(w.buf, "#t\r\n"...)
+	case w.resp3:
+		w.buf = append(w.buf, "#f\r\n"...)
+	case b:
+		w.Int(1)
+	default:
+		w.Int(0)
+	}
 }
 
 // Array writes the header of an array of n elements, which follow.

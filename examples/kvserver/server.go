@@ -46,6 +46,8 @@ type Server struct {
 
 	// locks order commands on the keyspace; see the type's doc.
 	locks [8]paddedRWMutex
+	// watch indexes the keys that clients WATCH.
+	watch watchers
 
 	connMu    sync.Mutex
 	closed    bool
@@ -291,6 +293,7 @@ type client struct {
 	db     int
 	authed bool
 	quit   bool
+	txn    txn
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -326,6 +329,7 @@ func (s *Server) serveConn(c net.Conn) {
 		return cl.w.Flush()
 	}
 	defer func() { s.commands.Add(pending) }()
+	defer s.unwatch(cl)
 	for !cl.quit {
 		args, err := cl.r.ReadCommand()
 		if err != nil {

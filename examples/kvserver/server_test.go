@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +17,9 @@ import (
 func TestGoRedisConnects(t *testing.T) {
 	_, addr := startServer(t, Config{})
 	cases := map[string]func(*redis.Options){
-		"defaults (HELLO 3 refused, RESP2 fallback)": func(*redis.Options) {},
-		"protocol 2, no identity":                    func(o *redis.Options) { o.Protocol = 2; o.DisableIdentity = true },
-		"protocol 2, client name":                    func(o *redis.Options) { o.Protocol = 2; o.ClientName = "tester" },
+		"defaults (HELLO 3)":      func(*redis.Options) {},
+		"protocol 2, no identity": func(o *redis.Options) { o.Protocol = 2; o.DisableIdentity = true },
+		"protocol 2, client name": func(o *redis.Options) { o.Protocol = 2; o.ClientName = "tester" },
 	}
 	for name, opt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -28,15 +30,29 @@ func TestGoRedisConnects(t *testing.T) {
 			require.Equal(t, "v", c.Get(ctx, "k:"+name).Val())
 		})
 	}
+	t.Run("RESP3 by default", func(t *testing.T) {
+		ctx := testContext(t)
+		c := newClient(t, addr, func(o *redis.Options) { o.ClientName = "three"; o.PoolSize = 1 })
+		hello, err := c.Do(ctx, "HELLO").Result()
+		require.NoError(t, err)
+		m, ok := hello.(map[any]any)
+		require.True(t, ok, "HELLO's reply is a map in RESP3: %#v", hello)
+		assert.Equal(t, int64(3), m["proto"])
+		assert.Equal(t, "three", c.ClientGetName(ctx).Val())
+		require.ErrorIs(t, c.Get(ctx, "no such key").Err(), redis.Nil)
+		info, err := c.Info(ctx, "keyspace").Result()
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(info, "# Keyspace"), "INFO, a verbatim string: %q", info)
+	})
 	t.Run("client name is kept", func(t *testing.T) {
 		ctx := testContext(t)
 		c := newClient(t, addr, func(o *redis.Options) { o.ClientName = "named"; o.PoolSize = 1 })
 		require.Equal(t, "named", c.ClientGetName(ctx).Val())
 	})
-	t.Run("a password is refused as by Redis without one", func(t *testing.T) {
+	t.Run("a password is accepted as by Redis without one (HELLO 3 AUTH default)", func(t *testing.T) {
 		ctx := testContext(t)
 		c := newClient(t, addr, func(o *redis.Options) { o.Password = "secret" })
-		require.ErrorContains(t, c.Ping(ctx).Err(), errNoPassword)
+		require.NoError(t, c.Ping(ctx).Err())
 	})
 	t.Run("db 16 is refused", func(t *testing.T) {
 		ctx := testContext(t)
@@ -66,13 +82,17 @@ func TestHello(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, m[7])
 
-	assert.EqualError(t, c.Do(ctx, "HELLO", "3").Err(), "NOPROTO unsupported protocol version")
+	assert.EqualError(t, c.Do(ctx, "HELLO", "4").Err(), "NOPROTO unsupported protocol version")
+	assert.EqualError(t, c.Do(ctx, "HELLO", "1").Err(), "NOPROTO unsupported protocol version")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "x").Err(), "ERR Protocol version is not an integer or out of range")
 	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "SETNAME").Err(), "ERR Syntax error in HELLO option 'SETNAME'")
 	// No password is set: the default user gets in with any password, no
 	// other user exists; a refused HELLO changes nothing.
 	assert.NoError(t, c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything").Err())
 	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "AUTH", "bob", "pw", "SETNAME", "bob").Err(),
+		"WRONGPASS invalid username-password pair or user is disabled.")
+	// As in Redis, the credentials are checked before the name.
+	assert.EqualError(t, c.Do(ctx, "HELLO", "2", "AUTH", "bob", "pw", "SETNAME", "b b").Err(),
 		"WRONGPASS invalid username-password pair or user is disabled.")
 	assert.Equal(t, "hi", c.ClientGetName(ctx).Val())
 	assert.NoError(t, c.Do(ctx, "CLIENT", "SETINFO", "lib-name", "go-redis").Err())
@@ -279,7 +299,7 @@ func TestErrors(t *testing.T) {
 func TestCommandAndInfo(t *testing.T) {
 	_, addr := startServer(t, Config{})
 	ctx := testContext(t)
-	c := newClient(t, addr)
+	c := newClient(t, addr, func(o *redis.Options) { o.Protocol = 2 })
 
 	infos, err := c.Command(ctx).Result()
 	require.NoError(t, err)
@@ -423,4 +443,63 @@ func TestPassiveExpiryThroughServer(t *testing.T) {
 	}, 2*time.Second, 10*time.Millisecond)
 	require.Equal(t, int64(-2), c.Do(ctx, "TTL", "short").Val())
 	require.Equal(t, int64(0), c.Exists(ctx, "short").Val())
+}
+
+// TestIncrIsAtomic: INCR reads and writes as one step, so concurrent
+// counters lose no increment.
+func TestIncrIsAtomic(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	ctx := testContext(t)
+	c := newClient(t, addr, func(o *redis.Options) { o.PoolSize = 8 })
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				assert.NoError(t, c.Incr(ctx, "counter").Err())
+				assert.NoError(t, c.IncrByFloat(ctx, "float", 0.5).Err())
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, "1600", c.Get(ctx, "counter").Val())
+	require.Equal(t, "800", c.Get(ctx, "float").Val())
+}
+
+// TestOptimisticLocking is go-redis's WATCH pattern: read, compute, and
+// write in MULTI/EXEC, retrying when another client wrote first. No
+// update is lost and EXEC sometimes aborts.
+func TestOptimisticLocking(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	ctx := testContext(t)
+	c := newClient(t, addr, func(o *redis.Options) { o.PoolSize = 8 })
+	var aborted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				for {
+					err := c.Watch(ctx, func(tx *redis.Tx) error {
+						n, err := tx.Get(ctx, "balance").Int()
+						if err != nil && !errors.Is(err, redis.Nil) {
+							return err
+						}
+						_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+							p.Set(ctx, "balance", n+1, 0)
+							return nil
+						})
+						return err
+					}, "balance")
+					if errors.Is(err, redis.TxFailedErr) {
+						aborted.Add(1)
+						continue
+					}
+					assert.NoError(t, err)
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, "400", c.Get(ctx, "balance").Val())
+	t.Logf("%d transactions aborted by a concurrent write", aborted.Load())
 }

@@ -145,6 +145,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 			if d, ok := db.Deadline(view(args[1])); ok && !d.IsZero() {
 				key, val := own(cl, args[1], 2, args[2])
 				db.SetWithDeadline(key, val, d)
+				s.modified(cl, key)
 				if flags&setGet == 0 {
 					cl.w.Simple("OK")
 				}
@@ -154,6 +155,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 	}
 	key, val := own(cl, args[1], 2, args[2])
 	s.store(db, key, val, at)
+	s.modified(cl, key)
 	if flags&setGet == 0 {
 		cl.w.Simple("OK")
 	}
@@ -183,6 +185,7 @@ func setexCommand(name string, unit int64) func(*Server, *client, [][]byte) {
 		}
 		key, val := own(cl, args[1], 3, args[3])
 		s.store(s.db(cl), key, val, at)
+		s.modified(cl, key)
 		cl.w.Simple("OK")
 	}
 }
@@ -222,7 +225,60 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 	switch {
 	case at != 0:
 		db.ExpireAt(k, time.UnixMilli(at))
+		s.modified(cl, k)
 	case flags&setPersist != 0:
-		db.Persist(k)
+		if db.Persist(k) {
+			s.modified(cl, k)
+		}
 	}
+}
+
+// cmdSetNX answers SETNX key value: 1 if it stored the value, 0 if the key
+// existed.
+func cmdSetNX(s *Server, cl *client, args [][]byte) {
+	db := s.db(cl)
+	if _, ok := db.Deadline(view(args[1])); ok {
+		cl.w.Int(0)
+		return
+	}
+	key, val := own(cl, args[1], 2, args[2])
+	db.Set(key, val)
+	s.modified(cl, key)
+	cl.w.Int(1)
+}
+
+// cmdGetSet answers GETSET key value: the old value (or null); the new one
+// has no deadline.
+func cmdGetSet(s *Server, cl *client, args [][]byte) {
+	db := s.db(cl)
+	if old, ok := db.Get(view(args[1])); ok {
+		cl.w.Bulk(old)
+	} else {
+		cl.w.Null()
+	}
+	key, val := own(cl, args[1], 2, args[2])
+	db.Set(key, val)
+	s.modified(cl, key)
+}
+
+// cmdMSetNX answers MSETNX key value ...: all the keys are set, and 1
+// returned, only if none exists.
+func cmdMSetNX(s *Server, cl *client, args [][]byte) {
+	if len(args)%2 != 1 {
+		cl.w.Error(errArity("msetnx"))
+		return
+	}
+	db := s.db(cl)
+	for i := 1; i < len(args); i += 2 {
+		if _, ok := db.Deadline(view(args[i])); ok {
+			cl.w.Int(0)
+			return
+		}
+	}
+	for i := 1; i < len(args); i += 2 {
+		k, v := own(cl, args[i], i+1, args[i+1])
+		db.Set(k, v)
+		s.modified(cl, k)
+	}
+	cl.w.Int(1)
 }
