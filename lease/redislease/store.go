@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,11 +46,12 @@ type Options struct {
 	// one Prefix must use the same MaxGrace. 0 means DefaultMaxGrace.
 	MaxGrace time.Duration
 
-	// TrustRestarts says that the server never loses an acknowledged
-	// write across a restart or failover (appendonly yes with appendfsync
-	// always, and WAITAOF or WAIT on every failover candidate; see the
-	// package documentation). A restart then is not treated as a loss.
-	// Leave it false unless the server is configured so.
+	// TrustRestarts has no effect: a restart or a failover is a loss only
+	// when the store's data is gone or has gone back in time, which the
+	// store sees in the data itself (see "State loss" in the package
+	// documentation).
+	//
+	// Deprecated: a restart that keeps every write is no loss without it.
 	TrustRestarts bool
 
 	// WaitReplicas, when positive, makes every Grant, Heartbeat, Release
@@ -112,11 +112,10 @@ type Store struct {
 	// to connect or a refusal by the server proves nothing was applied.
 	once     bool
 	maxGrace time.Duration
-	trust    int // TrustRestarts as a script flag
-	// gen is the generation of the state this Store last saw ("" before
-	// its first grant): a state that is missing or of another generation
-	// later was lost.
-	gen atomic.Pointer[string]
+	// seen is what this Store last saw of the state, from the replies to
+	// its acknowledged writes: a state that is missing, of another
+	// generation or of a lower version later was lost.
+	seen seen
 	// wait is Options.WaitReplicas and WaitTimeout; no waiting when
 	// wait.Replicas is 0.
 	wait redisrun.Wait
@@ -159,8 +158,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
 	}
 	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
-		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts), wait: wait}
-	s.gen.Store(new(string))
+		maxGrace: opts.MaxGrace, wait: wait}
 	return s, nil
 }
 
@@ -275,10 +273,15 @@ func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Sc
 // stateKey is the index of the state hash in keyNames.
 const stateKey = 4
 
-// one interprets the reply of a script about one lease.
-func one(op, id string, v []any) (lease.Lease, error) {
+// one interprets the reply of a script about one lease. The reply of a
+// write ('OK', record, generation, version) tells the Store what it saw.
+func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 	switch v[0] {
 	case "OK":
+		if len(v) == 4 {
+			s.seen.saw(v[2], v[3])
+			v = v[:2]
+		}
 		if len(v) == 2 {
 			l, err := parse(id, v[1])
 			return l, lease.UnknownOutcome(err)
@@ -304,9 +307,10 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
 			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
 	}
-	args := make([]any, 0, 12+len(a.Costs))
+	gen, ver := s.seen.get()
+	args := make([]any, 0, 11+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust, flag(s.wait.Replicas > 0))
+		micros(a.TTL), int64(a.Grace), gen, ver, micros(s.maxGrace))
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -316,26 +320,14 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	switch v[0] {
 	case "REJ":
-		if len(v) == 6 {
-			s.saw(v[5])
+		if len(v) == 7 {
+			s.seen.saw(v[5], v[6])
 		}
 		return lease.Lease{}, rejection(v)
 	case "DUP":
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
-	case "OK":
-		if len(v) == 3 {
-			s.saw(v[2])
-			v = v[:2]
-		}
 	}
-	return one("grant", a.ID, v)
-}
-
-// saw records the generation of the state a grant saw.
-func (s *Store) saw(gen any) {
-	if g, ok := gen.(string); ok && g != *s.gen.Load() {
-		s.gen.Store(&g)
-	}
+	return s.one("grant", a.ID, v)
 }
 
 // maxMicros caps TTLs (about 150 years) so that deadlines stay below 2^53
@@ -384,7 +376,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, 
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("heartbeat", id, v)
+	return s.one("heartbeat", id, v)
 }
 
 // Release implements lease.Store.
@@ -398,7 +390,7 @@ func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, er
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("release", id, v)
+	return s.one("release", id, v)
 }
 
 // receipted runs a Release or Sweep script (ARGV: the two arguments, then
@@ -427,7 +419,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("get", id, v)
+	return s.one("get", id, v)
 }
 
 // List implements lease.Store.
