@@ -315,3 +315,43 @@ func TestStateRollbackDetected(t *testing.T) {
 		})
 	}
 }
+
+// TestLossHoldsForTheWindow: after an empty restart the store holds grants
+// back for as long as the leases granted before can stay live for their
+// holders (the largest of the smaller of TTL and Grace, its window: here a
+// Grace of 300 ms), not for MaxGrace (45 s by default), however many
+// Stores saw the loss. On the old code grants were refused for MaxGrace.
+func TestLossHoldsForTheWindow(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	srv := redistest.StartRedis(t, redistest.RedisServerOptions{})
+	var ms []*lease.Manager
+	for range 2 {
+		s, err := redislease.New(srv.NewClient(t, nil), redislease.Options{Prefix: "cams"})
+		require.NoError(t, err)
+		ms = append(ms, newManager(t, 2, lease.Options{Store: s, TTL: time.Minute, Grace: grace, ManualSweep: true}))
+	}
+	alice, err := ms[0].Grant(ctx, lease.Request{Holder: "alice", Cost: 1})
+	require.NoError(t, err)
+	// A lease whose TTL is below its Grace lapses at its TTL at the latest.
+	_, err = ms[1].Grant(ctx, lease.Request{Holder: "bob", Cost: 1, TTL: 200 * time.Millisecond, Grace: time.Minute})
+	require.NoError(t, err)
+
+	srv.Restart(0)
+	restarted := time.Now()
+	for _, m := range ms {
+		_, err = m.Grant(ctx, lease.Request{Holder: "carol", Cost: 2})
+		var re *lease.RejectedError
+		require.ErrorAs(t, err, &re, "a grant right after the loss")
+		require.ErrorIs(t, err, lease.ErrRecovering)
+		assert.LessOrEqual(t, re.RetryAfter, grace, "the hold outlasts the leases")
+	}
+	var c lease.Lease
+	require.Eventually(t, func() bool {
+		c, err = ms[1].Grant(ctx, lease.Request{Holder: "carol", Cost: 2})
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond, "grants never resumed: %v", err)
+	assert.GreaterOrEqual(t, time.Since(restarted), grace-50*time.Millisecond)
+	assert.Less(t, time.Since(restarted), 5*grace, "held back longer than the window")
+	assert.True(t, c.CreatedAt.After(alice.HeartbeatAt.Add(grace)), "granted before alice's lease lapsed")
+	assert.Greater(t, c.Token, alice.Token)
+}

@@ -15,7 +15,8 @@ import "github.com/redis/go-redis/v9"
 //	                 random id set when the state was created, and again
 //	                 when a loss was found); since: when (µs); v: the
 //	                 version, counting the grants, heartbeats and releases;
-//	                 hold: until when (µs) grants are refused after a loss;
+//	                 win: the window, how long (µs) a lease granted so far
+//	                 can stay live after a loss; hold: until when (µs) grants are refused after a loss;
 //	                 w: written by a store that waits for replicas, after
 //	                 each call (see redisrun.EvalWait)
 //	released   ZSET  id, score = release time (µs): recent releases
@@ -127,11 +128,12 @@ end
 
 // grantScript: ARGV = id, holder, resource, budget, onePerHolder (0/1),
 // overloaded (0/1), ttl (µs), grace (ns), the generation and the version
-// the client last saw (empty and 0 if none), the hold after a loss (µs),
-// costs...
+// the client last saw (empty and 0 if none), the longest window the client
+// knows (µs: see below), costs...
 //
-// It replies 'OK', record, generation, version; or 'REJ', reason,
-// available, existing id, retry after (µs), generation, version; or 'DUP'.
+// It replies 'OK', record, generation, version, window; or 'REJ', reason,
+// available, existing id, retry after (µs), generation, version, window;
+// or 'DUP'.
 //
 // First it checks that the state is not older than what the client last
 // saw (see "State loss" in the package documentation): a state that is
@@ -140,9 +142,14 @@ end
 // store went back in time: a replica that missed writes took over, a
 // restart lost the last writes) is a loss. A moved slot, a replica in sync
 // that took over, a restart with every write are none: the state is as the
-// client left it. After a loss no lease is granted for the hold, so that
-// every lease granted before it has lapsed by the clock of its holder, who
-// counts its deadline from when it sent its last acknowledged call; a
+// client left it. After a loss no lease is granted for the window, so
+// that every lease granted before it has lapsed by the clock of its
+// holder, who counts its deadline from when it sent its last acknowledged
+// call. The window is the longest time a lease granted so far can stay
+// live after a loss: the largest, over the leases, of the smaller of TTL
+// and grace (a holder's deadline is at most that after its last call,
+// sent before the loss). It is kept in the state (win) and by the clients
+// that saw it, and only grows. A
 // state that went back gets a new generation, so that every client that
 // saw the old one holds grants back too. Tokens never go below the server
 // clock in µs, so they keep growing across a loss.
@@ -154,8 +161,10 @@ end
 // a grant that took effect.
 var grantScript = redis.NewScript(prelude + `
 local id, holder, seen, seenV = ARGV[1], ARGV[2], ARGV[9], tonumber(ARGV[10])
-local st = redis.call('HMGET', STATE, 'gen', 'since', 'hold', 'used', 'token', 'v')
+local st = redis.call('HMGET', STATE, 'gen', 'since', 'hold', 'used', 'token', 'v', 'win')
 local gen, hold, v = st[1], tonumber(st[3] or '0'), tonumber(st[6] or '0')
+local stWin = tonumber(st[7] or '0')
+local win = math.max(tonumber(ARGV[11]), stWin)
 local function holdUntil(t)
   if t > hold then
     hold = t
@@ -169,29 +178,29 @@ end
 if not gen then
   -- No state: a new store, or one that lost everything.
   newGen()
-  if seen ~= '' then holdUntil(now + tonumber(ARGV[11])) end
+  if seen ~= '' then holdUntil(now + win) end
 elseif seen ~= '' and gen ~= seen then
   -- Recreated, or found to have gone back, since this client saw it.
-  holdUntil(tonumber(st[2] or '0') + tonumber(ARGV[11]))
+  holdUntil(tonumber(st[2] or '0') + win)
 elseif seen ~= '' and v < seenV then
   -- Gone back in time.
   newGen()
-  holdUntil(now + tonumber(ARGV[11]))
+  holdUntil(now + win)
 end
 local old = redis.call('HGET', LEASES, id)
 if old then
-  if decode(old).holder == holder then return {'OK', old, gen, v} end
+  if decode(old).holder == holder then return {'OK', old, gen, v, win} end
   return {'DUP'}
 end
 local avail = tonumber(ARGV[4]) - tonumber(st[4] or '0')
 if avail < 0 then avail = 0 end
-if now < hold then return {'REJ', 'recovering', avail, '', hold - now, gen, v} end
-if ARGV[6] == '1' then return {'REJ', 'overloaded', avail, '', 0, gen, v} end
+if now < hold then return {'REJ', 'recovering', avail, '', hold - now, gen, v, win} end
+if ARGV[6] == '1' then return {'REJ', 'overloaded', avail, '', 0, gen, v, win} end
 if ARGV[5] == '1' then
   local p = #holder .. ':' .. holder
   local m = redis.call('ZRANGEBYLEX', HOLDERS, '[' .. p, '+', 'LIMIT', 0, 1)[1]
   if m and string.sub(m, 1, #p) == p then
-    return {'REJ', 'holder_has_lease', avail, string.sub(m, #p + 1), 0, gen, v}
+    return {'REJ', 'holder_has_lease', avail, string.sub(m, #p + 1), 0, gen, v, win}
   end
 end
 local cost
@@ -199,7 +208,7 @@ for i = 12, #ARGV do
   local c = tonumber(ARGV[i])
   if c <= avail then cost = c; break end
 end
-if not cost then return {'REJ', 'over_capacity', avail, '', 0, gen, v} end
+if not cost then return {'REJ', 'over_capacity', avail, '', 0, gen, v, win} end
 local tok = tonumber(st[5] or '0') + 1
 if tok < now then tok = now end
 local nowS = fmt(now)
@@ -211,7 +220,8 @@ redis.call('HSET', LEASES, id, rec)
 redis.call('ZADD', DEADLINES, deadline(l), id)
 redis.call('ZADD', HOLDERS, 0, member(holder, id))
 redis.call('HSET', STATE, 'token', l.tok, 'used', tonumber(st[4] or '0') + cost, 'v', v)
-return {'OK', rec, gen, v}
+if win > stWin then redis.call('HSET', STATE, 'win', fmt(win)) end
+return {'OK', rec, gen, v, win}
 `)
 
 // heartbeatScript: ARGV = id, holder (empty for any). It replies 'OK',

@@ -41,9 +41,10 @@ type Options struct {
 	// without a heartbeat: Grant refuses, with lease.ErrInvalid, a lease
 	// whose Grace and TTL both exceed it. After the store detects that it
 	// lost state (see "State loss" in the package documentation) it
-	// refuses grants for MaxGrace, with lease.ReasonRecovering, so that
-	// every lease granted before has lapsed for its holder. Every Store on
-	// one Prefix must use the same MaxGrace. 0 means DefaultMaxGrace.
+	// refuses grants, with lease.ReasonRecovering, until every lease
+	// granted before has lapsed for its holder: for the store's window,
+	// the largest, over the leases granted, of the smaller of TTL and
+	// Grace, which MaxGrace bounds. 0 means DefaultMaxGrace.
 	MaxGrace time.Duration
 
 	// TrustRestarts has no effect: a restart or a failover is a loss only
@@ -279,7 +280,7 @@ func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 	switch v[0] {
 	case "OK":
 		if len(v) == 4 {
-			s.seen.saw(v[2], v[3])
+			s.seen.saw(v[2], v[3], nil)
 			v = v[:2]
 		}
 		if len(v) == 2 {
@@ -307,10 +308,11 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
 			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
 	}
-	gen, ver := s.seen.get()
+	gen, ver, win := s.seen.get()
+	win = max(win, min(micros(a.TTL), micros(a.Grace)))
 	args := make([]any, 0, 11+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		micros(a.TTL), int64(a.Grace), gen, ver, micros(s.maxGrace))
+		micros(a.TTL), int64(a.Grace), gen, ver, win)
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -320,12 +322,17 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	switch v[0] {
 	case "REJ":
-		if len(v) == 7 {
-			s.seen.saw(v[5], v[6])
+		if len(v) == 8 {
+			s.seen.saw(v[5], v[6], v[7])
 		}
 		return lease.Lease{}, rejection(v)
 	case "DUP":
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
+	case "OK":
+		if len(v) == 5 {
+			s.seen.saw(v[2], v[3], v[4])
+			v = v[:2]
+		}
 	}
 	return s.one("grant", a.ID, v)
 }
