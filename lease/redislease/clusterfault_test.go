@@ -208,14 +208,12 @@ const keptGrace = nodeTimeout + 5*time.Second
 
 const failoverBudget = 6
 
-func startFailoverRun(t *testing.T, c *redistest.ClusterServer, wait bool) *failoverRun {
+// startFailoverRun starts the load with Options.WaitReplicas set to
+// waitReplicas, and the default WaitTimeout (a second): a shorter one fails
+// writes of a healthy replica on a busy machine.
+func startFailoverRun(t *testing.T, c *redistest.ClusterServer, waitReplicas int) *failoverRun {
 	r := &failoverRun{t: t, c: c, views: leasecheck.NewViews(), stop: make(chan struct{})}
-	r.opts = redislease.Options{Prefix: "cams", MaxGrace: time.Second}
-	if wait {
-		// The default WaitTimeout (a second): a shorter one fails writes
-		// of a healthy replica on a busy machine.
-		r.opts.WaitReplicas = 1
-	}
+	r.opts = redislease.Options{Prefix: "cams", MaxGrace: time.Second, WaitReplicas: waitReplicas}
 	for range 3 {
 		s := timedStore{clusterStore(t, c, r.opts), &r.errs}
 		r.ms = append(r.ms, newManager(t, failoverBudget, lease.Options{
@@ -300,11 +298,12 @@ func (r *failoverRun) finish() (lost int, recovering uint64) {
 // over (CLUSTER FAILOVER) under load. A manual failover loses nothing, and
 // no call fails: the master pauses its clients until the replica has every
 // write, then they follow the redirection. The replica has the state as
-// the Stores left it, so no grant is refused, whether the Stores wait for
-// the replica or not. (The old code saw another server and refused grants
-// for MaxGrace unless the Stores waited for the replica.)
+// the Stores left it, so no grant is refused, with the default options
+// (which wait for the replica) or never waiting. (The old code saw another
+// server and refused grants for MaxGrace unless the Stores waited for the
+// replica.)
 func TestClusterGracefulFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, []int{0, -1}, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, _ int, master, replica string) {
 		_, err := c.Do(ctx, replica, "cluster", "failover")
 		require.NoError(t, err)
 		require.NoError(t, c.WaitMaster(ctx, replica))
@@ -319,17 +318,18 @@ func TestClusterGracefulFailover(t *testing.T) {
 	})
 }
 
-// inModes runs f with and without WaitReplicas, each on a cluster of its
-// own under the load of a failoverRun that has run for a second, with the
-// master and a replica of the store's slot.
-func inModes(t *testing.T, f func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string)) {
-	for _, wait := range []bool{true, false} {
-		t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
+// inModes runs f for each of the WaitReplicas values, each on a cluster
+// of its own under the load of a failoverRun that has run for a second,
+// with the master and a replica of the store's slot.
+func inModes(t *testing.T, waitReplicas []int,
+	f func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, waitReplicas int, master, replica string)) {
+	for _, n := range waitReplicas {
+		t.Run(fmt.Sprint("WaitReplicas=", n), func(t *testing.T) {
 			c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
-			r := startFailoverRun(t, c, wait)
+			r := startFailoverRun(t, c, n)
 			_, master, replica := r.master()
 			time.Sleep(time.Second)
-			f(t, c, r, wait, master, replica)
+			f(t, c, r, n, master, replica)
 		})
 	}
 }
@@ -339,14 +339,18 @@ func inModes(t *testing.T, f func(t *testing.T, c *redistest.ClusterServer, r *f
 // the master's last writes reach no replica; the replica then takes over
 // after cluster-node-timeout. Calls fail only from the cut (writes the
 // replica does not acknowledge) or the kill (the master is gone) until
-// clientLag after the promotion (with WaitReplicas: until the old master
-// is back as a replica). Without WaitReplicas, acknowledged grants
-// are lost with the master, but the store notices the new server and
-// refuses grants for MaxGrace, so clients never trust more than the budget
-// and tokens never repeat. With WaitReplicas, nothing acknowledged is
-// lost and the promoted replica grants on at once.
+// clientLag after the promotion (with WaitReplicas 1: until the old
+// master is back as a replica, as the new one has no replica to
+// acknowledge writes; with the default, the Stores see that the new
+// master never had one and write on). With the default options and with
+// WaitReplicas 1, nothing acknowledged is lost and the promoted replica
+// grants on at once. (On the old code, the default options lost
+// acknowledged grants.) Never waiting, acknowledged grants are lost with
+// the master, but the Stores that saw them notice that the state went
+// back and refuse grants for the window, so clients never trust more than
+// the budget and tokens never repeat.
 func TestClusterHardFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, []int{0, 1, -1}, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, n int, master, replica string) {
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		f, err := c.HardFailover(wctx, master, replica, 300*time.Millisecond)
@@ -354,7 +358,7 @@ func TestClusterHardFailover(t *testing.T) {
 		cut, killed, promoted := f.Cut, f.Killed, f.Promoted
 		t.Logf("%s took over from %s after %v", replica, master, promoted.Sub(killed))
 		until := promoted.Add(clientLag)
-		if wait {
+		if n == 1 {
 			// The new master has no replica to acknowledge writes until
 			// the old one comes back (empty, as it has no persistence)
 			// and syncs as its replica.
@@ -369,7 +373,7 @@ func TestClusterHardFailover(t *testing.T) {
 		var last time.Time
 		for _, e := range r.errs.all() {
 			from := killed
-			if wait && errors.Is(e.err, redislease.ErrNotReplicated) {
+			if n >= 0 && errors.Is(e.err, redislease.ErrNotReplicated) {
 				from = cut
 			}
 			if e.at.Before(from) || e.at.After(until) {
@@ -380,7 +384,7 @@ func TestClusterHardFailover(t *testing.T) {
 		if !last.IsZero() {
 			t.Logf("the last call failed %v after the kill, %v after the promotion", last.Sub(killed), last.Sub(promoted))
 		}
-		if wait {
+		if n >= 0 {
 			assert.Zero(t, lost, "acknowledged long leases lost")
 			assert.Zero(t, recovering, "grants refused after a failover that lost nothing acknowledged")
 		} else {

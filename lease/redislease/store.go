@@ -55,20 +55,29 @@ type Options struct {
 	// Deprecated: a restart that keeps every write is no loss without it.
 	TrustRestarts bool
 
-	// WaitReplicas, when positive, makes every Grant, Heartbeat, Release
-	// and Sweep wait until that many replicas of the master have
-	// acknowledged it (WAIT, on the connection that sent it) before it
-	// returns; a call they do not acknowledge within WaitTimeout fails with
-	// ErrNotReplicated and lease.ErrUnknownOutcome. Set it to the number of
-	// replicas of each master: then a replica that takes over from a
-	// master has every write a client was told of, and on a Redis Cluster
-	// such a failover is no loss (see "Redis Cluster" in the package
-	// documentation). It needs a *redis.Client or a *redis.ClusterClient.
-	// Every Store on one Prefix must use the same WaitReplicas.
+	// WaitReplicas is how many replicas of the master must acknowledge
+	// every Grant, Heartbeat, Release and Sweep (WAIT, on the connection
+	// that sent it) before it returns; a call they do not acknowledge
+	// within WaitTimeout fails with ErrNotReplicated and
+	// lease.ErrUnknownOutcome. Then a replica that takes over from a
+	// master has every write a client was told of, and the failover is no
+	// loss (see "Failover" in the package documentation).
+	//
+	// 0 means one if the master has had a replica online in the last five
+	// minutes (a replica cut off for less may still take over), else
+	// none: the Store asks the master (INFO replication) at most once a
+	// second, at once when the store's slot has another master, and after
+	// a write the replica did not acknowledge. Set it to the number of
+	// replicas of each master when there are several, so that whichever
+	// takes over has every write; negative means never wait (a failover
+	// may then lose acknowledged writes, which the store notices only as
+	// far as each Store saw them). Waiting needs a *redis.Client or a
+	// *redis.ClusterClient: with another client, 0 means never.
 	WaitReplicas int
 
 	// WaitTimeout bounds how long a call waits for the replicas; it must be
-	// below the client's ReadTimeout. 0 means DefaultWaitTimeout.
+	// below the client's ReadTimeout. 0 means DefaultWaitTimeout, or half
+	// the client's ReadTimeout when that is not above it.
 	WaitTimeout time.Duration
 }
 
@@ -117,9 +126,12 @@ type Store struct {
 	// its acknowledged writes: a state that is missing, of another
 	// generation or of a lower version later was lost.
 	seen seen
-	// wait is Options.WaitReplicas and WaitTimeout; no waiting when
-	// wait.Replicas is 0.
+	// wait is Options.WaitReplicas (0 unless positive) and WaitTimeout.
 	wait redisrun.Wait
+	// auto: Options.WaitReplicas is 0 and the client can wait; writes
+	// wait for the replicas the master has (see replicas).
+	auto bool
+	reps replicaCount
 	// returned holds the nonces of Release and Sweep calls that have
 	// returned, whose receipts the next such calls delete (see keyNames).
 	returned redisrun.Returned
@@ -154,12 +166,22 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.MaxGrace == 0 {
 		opts.MaxGrace = DefaultMaxGrace
 	}
-	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	var wait redisrun.Wait
+	auto := opts.WaitReplicas == 0 && waitable(client)
+	switch {
+	case opts.WaitReplicas > 0:
+		wait, err = redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	case auto:
+		wait, err = redisrun.WaitOptions(client, 1, opts.WaitTimeout, autoTimeout(client))
+		wait.Replicas = 0
+	default:
+		wait, err = redisrun.WaitOptions(client, 0, opts.WaitTimeout, DefaultWaitTimeout)
+	}
 	if err != nil {
 		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
 	}
 	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
-		maxGrace: opts.MaxGrace, wait: wait}
+		maxGrace: opts.MaxGrace, wait: wait, auto: auto}
 	return s, nil
 }
 
@@ -232,13 +254,13 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, args .
 	return s.call(ctx, op, false, script, args)
 }
 
-// write is run for a script that changes the store: with
-// Options.WaitReplicas it also waits for the replicas.
+// write is run for a script that changes the store: it also waits for
+// the replicas (see Options.WaitReplicas).
 func (s *Store) write(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
-	return s.call(ctx, op, s.wait.Replicas > 0, script, args)
+	return s.call(ctx, op, true, script, args)
 }
 
-func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Script, args []any) ([]any, error) {
+func (s *Store) call(ctx context.Context, op string, write bool, script *redis.Script, args []any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
 		return nil, lease.NotApplied(err)
 	}
@@ -246,23 +268,37 @@ func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Sc
 		v     any
 		acked int
 	}
+	w := s.wait
 	r, err := redisrun.Do(ctx, s.client, func() (reply, error) {
-		if !wait {
+		// Decided at every attempt: a refused one may go to another
+		// master (a failover, a migration). With a cluster, the master
+		// whose replicas were counted is the one the write goes to.
+		c := s.client
+		switch {
+		case !write:
+			w.Replicas = 0
+		case s.auto:
+			w.Replicas, c = s.replicas(ctx)
+		}
+		if w.Replicas == 0 {
 			v, err := script.Run(ctx, s.client, s.scriptKeys, args...).Result()
 			return reply{v: v}, err
 		}
-		v, n, err := redisrun.EvalWait(ctx, s.client, script, s.scriptKeys, args, s.keys[stateKey], s.wait)
+		v, n, err := redisrun.EvalWait(ctx, c, script, s.scriptKeys, args, s.keys[stateKey], w)
 		return reply{v, n}, err
 	})
+	if w.Replicas > 0 && (err != nil || r.acked < w.Replicas) {
+		s.reps.recheck()
+	}
 	switch {
 	case err != nil && r.v != nil:
 		// The script ran; waiting for the replicas failed.
 		return nil, lease.UnknownOutcome(errs.Wrap(ctx, "redislease", op, err))
 	case err != nil:
 		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
-	case wait && r.acked < s.wait.Replicas:
+	case r.acked < w.Replicas:
 		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
-			op, ErrNotReplicated, r.acked, s.wait.Replicas, s.wait.Timeout))
+			op, ErrNotReplicated, r.acked, w.Replicas, w.Timeout))
 	}
 	v, _ := r.v.([]any)
 	if len(v) == 0 {
