@@ -61,7 +61,7 @@ type Options struct {
 	// within WaitTimeout fails with ErrNotReplicated and
 	// lease.ErrUnknownOutcome. Then a replica that takes over from a
 	// master has every write a client was told of, and the failover is no
-	// loss (see "Failover" in the package documentation).
+	// loss (see "Redis Cluster" in the package documentation).
 	//
 	// 0 means one if the master has had a replica online in the last five
 	// minutes (a replica cut off for less may still take over), else
