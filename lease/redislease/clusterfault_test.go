@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,16 +46,22 @@ func clusterStore(t *testing.T, c *redistest.ClusterServer, o redislease.Options
 // between two nodes for most of the time), again and again while three
 // Managers on clients of their own run the multi-instance workload. No
 // call may fail (a cluster's TRYAGAIN and ASK are followed or repeated),
-// and the recorded history must be linearizable: nothing lost or applied
-// twice. The slot holds the store's keys and no others: receipts are
-// fields of one hash, holding about one entry per call in flight.
+// the recorded history must be linearizable (nothing lost or applied
+// twice), and a moved slot is no loss: no grant is refused as recovering,
+// during the migrations or after them. (The old code took the new master
+// for lost data and refused every grant after the first move.) The slot
+// holds the store's keys and no others: receipts are fields of one hash,
+// holding about one entry per call in flight.
 func TestClusterSlotMigration(t *testing.T) {
 	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
-	var stores []lease.Store
+	var (
+		stores     []lease.Store
+		recovering atomic.Int64
+	)
 	for range 3 {
-		stores = append(stores, clusterStore(t, c, redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Minute}))
+		stores = append(stores, recoveringStore{clusterStore(t, c, redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Minute}), &recovering})
 	}
-	keys := stores[0].(*redislease.Store).Keys()
+	keys := stores[0].(recoveringStore).Store.(*redislease.Store).Keys()
 	slot, err := c.Slot(ctx, keys[0])
 	require.NoError(t, err)
 
@@ -74,6 +81,13 @@ func TestClusterSlotMigration(t *testing.T) {
 	require.NoError(t, merr)
 	t.Logf("%d migrations of slot %d during the workload", moves, slot)
 	assert.GreaterOrEqual(t, moves, 2, "the workload ended before the slot moved twice")
+	assert.Zero(t, recovering.Load(), "grants refused as recovering after a slot moved")
+	for i, s := range stores {
+		l, err := s.Grant(ctx, args(fmt.Sprint("after-", i), 100, time.Minute, time.Minute))
+		require.NoError(t, err, "a grant after the migrations")
+		_, err = s.Release(ctx, l.ID, "")
+		require.NoError(t, err)
+	}
 
 	require.NoError(t, c.WaitStable(ctx))
 	master, err := c.Master(ctx, slot)
@@ -92,6 +106,20 @@ func TestClusterSlotMigration(t *testing.T) {
 // when it stops: those of its calls after its last Release or Sweep, and
 // of that call.
 const redisrunReceiptsPerStore = 8
+
+// recoveringStore counts the grants refused with lease.ErrRecovering.
+type recoveringStore struct {
+	lease.Store
+	n *atomic.Int64
+}
+
+func (s recoveringStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+	l, err := s.Store.Grant(ctx, a)
+	if errors.Is(err, lease.ErrRecovering) {
+		s.n.Add(1)
+	}
+	return l, err
+}
 
 // timedStore records when calls of a Store fail with a store error (not a
 // rule outcome).
@@ -180,14 +208,12 @@ const keptGrace = nodeTimeout + 5*time.Second
 
 const failoverBudget = 6
 
-func startFailoverRun(t *testing.T, c *redistest.ClusterServer, wait bool) *failoverRun {
+// startFailoverRun starts the load with Options.WaitReplicas set to
+// waitReplicas, and the default WaitTimeout (a second): a shorter one fails
+// writes of a healthy replica on a busy machine.
+func startFailoverRun(t *testing.T, c *redistest.ClusterServer, waitReplicas int) *failoverRun {
 	r := &failoverRun{t: t, c: c, views: leasecheck.NewViews(), stop: make(chan struct{})}
-	r.opts = redislease.Options{Prefix: "cams", MaxGrace: time.Second}
-	if wait {
-		// The default WaitTimeout (a second): a shorter one fails writes
-		// of a healthy replica on a busy machine.
-		r.opts.WaitReplicas = 1
-	}
+	r.opts = redislease.Options{Prefix: "cams", MaxGrace: time.Second, WaitReplicas: waitReplicas}
 	for range 3 {
 		s := timedStore{clusterStore(t, c, r.opts), &r.errs}
 		r.ms = append(r.ms, newManager(t, failoverBudget, lease.Options{
@@ -271,11 +297,13 @@ func (r *failoverRun) finish() (lost int, recovering uint64) {
 // TestClusterGracefulFailover has the replica of the store's master take
 // over (CLUSTER FAILOVER) under load. A manual failover loses nothing, and
 // no call fails: the master pauses its clients until the replica has every
-// write, then they follow the redirection. Without WaitReplicas the store
-// cannot tell it from a failover that lost writes, and refuses grants for
-// MaxGrace; with it, it grants on at once.
+// write, then they follow the redirection. The replica has the state as
+// the Stores left it, so no grant is refused, with the default options
+// (which wait for the replica) or never waiting. (The old code saw another
+// server and refused grants for MaxGrace unless the Stores waited for the
+// replica.)
 func TestClusterGracefulFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, []int{0, -1}, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, _ int, master, replica string) {
 		_, err := c.Do(ctx, replica, "cluster", "failover")
 		require.NoError(t, err)
 		require.NoError(t, c.WaitMaster(ctx, replica))
@@ -286,25 +314,22 @@ func TestClusterGracefulFailover(t *testing.T) {
 		for _, e := range r.errs.all() {
 			t.Errorf("a call failed at %s: %v", e.at.Format(time.StampMilli), e.err)
 		}
-		if wait {
-			assert.Zero(t, recovering, "grants refused after a failover that lost nothing")
-		} else {
-			assert.Positive(t, recovering, "no grant waited after the failover")
-		}
+		assert.Zero(t, recovering, "grants refused after a failover that lost nothing")
 	})
 }
 
-// inModes runs f with and without WaitReplicas, each on a cluster of its
-// own under the load of a failoverRun that has run for a second, with the
-// master and a replica of the store's slot.
-func inModes(t *testing.T, f func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string)) {
-	for _, wait := range []bool{true, false} {
-		t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
+// inModes runs f for each of the WaitReplicas values, each on a cluster
+// of its own under the load of a failoverRun that has run for a second,
+// with the master and a replica of the store's slot.
+func inModes(t *testing.T, waitReplicas []int,
+	f func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, waitReplicas int, master, replica string)) {
+	for _, n := range waitReplicas {
+		t.Run(fmt.Sprint("WaitReplicas=", n), func(t *testing.T) {
 			c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout})
-			r := startFailoverRun(t, c, wait)
+			r := startFailoverRun(t, c, n)
 			_, master, replica := r.master()
 			time.Sleep(time.Second)
-			f(t, c, r, wait, master, replica)
+			f(t, c, r, n, master, replica)
 		})
 	}
 }
@@ -314,14 +339,18 @@ func inModes(t *testing.T, f func(t *testing.T, c *redistest.ClusterServer, r *f
 // the master's last writes reach no replica; the replica then takes over
 // after cluster-node-timeout. Calls fail only from the cut (writes the
 // replica does not acknowledge) or the kill (the master is gone) until
-// clientLag after the promotion (with WaitReplicas: until the old master
-// is back as a replica). Without WaitReplicas, acknowledged grants
-// are lost with the master, but the store notices the new server and
-// refuses grants for MaxGrace, so clients never trust more than the budget
-// and tokens never repeat. With WaitReplicas, nothing acknowledged is
-// lost and the promoted replica grants on at once.
+// clientLag after the promotion (with WaitReplicas 1: until the old
+// master is back as a replica, as the new one has no replica to
+// acknowledge writes; with the default, the Stores see that the new
+// master never had one and write on). With the default options and with
+// WaitReplicas 1, nothing acknowledged is lost and the promoted replica
+// grants on at once. (On the old code, the default options lost
+// acknowledged grants.) Never waiting, acknowledged grants are lost with
+// the master, but the Stores that saw them notice that the state went
+// back and refuse grants for the window, so clients never trust more than
+// the budget and tokens never repeat.
 func TestClusterHardFailover(t *testing.T) {
-	inModes(t, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, wait bool, master, replica string) {
+	inModes(t, []int{0, 1, -1}, func(t *testing.T, c *redistest.ClusterServer, r *failoverRun, n int, master, replica string) {
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		f, err := c.HardFailover(wctx, master, replica, 300*time.Millisecond)
@@ -329,7 +358,7 @@ func TestClusterHardFailover(t *testing.T) {
 		cut, killed, promoted := f.Cut, f.Killed, f.Promoted
 		t.Logf("%s took over from %s after %v", replica, master, promoted.Sub(killed))
 		until := promoted.Add(clientLag)
-		if wait {
+		if n == 1 {
 			// The new master has no replica to acknowledge writes until
 			// the old one comes back (empty, as it has no persistence)
 			// and syncs as its replica.
@@ -344,7 +373,7 @@ func TestClusterHardFailover(t *testing.T) {
 		var last time.Time
 		for _, e := range r.errs.all() {
 			from := killed
-			if wait && errors.Is(e.err, redislease.ErrNotReplicated) {
+			if n >= 0 && errors.Is(e.err, redislease.ErrNotReplicated) {
 				from = cut
 			}
 			if e.at.Before(from) || e.at.After(until) {
@@ -355,7 +384,7 @@ func TestClusterHardFailover(t *testing.T) {
 		if !last.IsZero() {
 			t.Logf("the last call failed %v after the kill, %v after the promotion", last.Sub(killed), last.Sub(promoted))
 		}
-		if wait {
+		if n >= 0 {
 			assert.Zero(t, lost, "acknowledged long leases lost")
 			assert.Zero(t, recovering, "grants refused after a failover that lost nothing acknowledged")
 		} else {
@@ -372,36 +401,41 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// TestClusterRestartIsNoPromotion: with WaitReplicas, only a replica that
-// took over is trusted to have every write. A master that restarts (here
-// with every write, from its append-only file) is the same cluster node on
-// a new run: the store refuses grants for MaxGrace, unless TrustRestarts.
-func TestClusterRestartIsNoPromotion(t *testing.T) {
-	c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout, AppendOnly: true})
-	for _, trust := range []bool{false, true} {
-		o := redislease.Options{Prefix: fmt.Sprint("cams", trust), MaxGrace: 10 * time.Second, WaitReplicas: 1,
-			WaitTimeout: 500 * time.Millisecond, TrustRestarts: trust}
-		s := clusterStore(t, c, o)
-		a := args("alice", 10, time.Minute, 10*time.Second)
-		_, err := s.Grant(ctx, a)
-		require.NoError(t, err)
-		slot, err := c.Slot(ctx, s.Keys()[0])
-		require.NoError(t, err)
-		master, err := c.Master(ctx, slot)
-		require.NoError(t, err)
-		c.Node(master).Restart(0)
-		require.NoError(t, c.WaitStable(ctx))
-		now, err := c.Master(ctx, slot)
-		require.NoError(t, err)
-		require.Equal(t, master, now, "the replica took over")
-
-		_, err = s.Grant(ctx, args("bob", 10, time.Minute, 10*time.Second))
-		if trust {
+// TestClusterMasterRestart restarts the master of the store's slot before
+// its replica can take over. With an append-only file (appendfsync
+// always) it comes back with every write: nothing is lost, and the store
+// grants on. Empty, it comes back without the store's keys (and its
+// replica, syncing from it, loses them too): the store notices and holds
+// grants back. (The old code held grants back in both cases: it saw
+// another server run.)
+func TestClusterMasterRestart(t *testing.T) {
+	for _, aof := range []bool{true, false} {
+		t.Run(fmt.Sprint("aof=", aof), func(t *testing.T) {
+			c := redistest.StartRedisCluster(t, redistest.ClusterServerOptions{NodeTimeout: nodeTimeout, AppendOnly: aof})
+			s := clusterStore(t, c, redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Second, WaitReplicas: 1,
+				WaitTimeout: 500 * time.Millisecond})
+			a := args("alice", 10, time.Minute, 10*time.Second)
+			_, err := s.Grant(ctx, a)
 			require.NoError(t, err)
-		} else {
+			slot, err := c.Slot(ctx, s.Keys()[0])
+			require.NoError(t, err)
+			master, err := c.Master(ctx, slot)
+			require.NoError(t, err)
+			c.Node(master).Restart(0)
+			require.NoError(t, c.WaitStable(ctx))
+			now, err := c.Master(ctx, slot)
+			require.NoError(t, err)
+			require.Equal(t, master, now, "the replica took over")
+
+			_, err = s.Grant(ctx, args("bob", 10, time.Minute, 10*time.Second))
+			_, herr := s.Heartbeat(ctx, a.ID, "")
+			if aof {
+				require.NoError(t, err)
+				require.NoError(t, herr, "alice's lease survived the restart")
+				return
+			}
 			require.ErrorIs(t, err, lease.ErrRecovering)
-		}
-		_, err = s.Heartbeat(ctx, a.ID, "")
-		require.NoError(t, err, "alice's lease survived the restart")
+			require.ErrorIs(t, herr, lease.ErrNotFound, "alice's lease is gone")
+		})
 	}
 }

@@ -18,7 +18,7 @@
 //	deadlines  ZSET    live lease ids by deadline
 //	expired    ZSET    expired, not yet swept lease ids
 //	holders    ZSET    live leases by holder (lexicographic index)
-//	state      HASH    units in use, last token, generation, server run, hold
+//	state      HASH    units in use, last token, generation, version, window, hold
 //	released   ZSET    ids released in the last lease.ReleasedRetention
 //	receipts   HASH    the replies of Release and Sweep calls in flight
 //	receipted  ZSET    when each receipt may go
@@ -45,50 +45,60 @@
 // The promises of lease.Store hold as long as Redis keeps every write it
 // acknowledged. For that, run it with appendonly yes and appendfsync always
 // (everysec can lose the last second of writes in a crash; RDB snapshots
-// alone lose everything since the last one); with replicas, also make sure
-// a write is on the failover candidates before it is trusted
-// (Options.WaitReplicas; on Redis 7.2 or later WAITAOF on the replicas),
-// and let failover (Sentinel, Cluster) promote only replicas that have it.
-// Then set Options.TrustRestarts. Without these, the store notices what it
-// lost and holds grants back, as "State loss" says; a Redis Cluster is
-// covered in "Redis Cluster".
+// alone lose everything since the last one). With replicas, a write must
+// be on the replica that takes over before it is trusted: by default every
+// write waits for one replica while the master has one (see
+// Options.WaitReplicas; set it to the number of replicas when there are
+// several), and failover (Sentinel, Cluster) must promote only replicas
+// that have it. Without these, the store notices what it lost, as far as
+// "State loss" says, and holds grants back; a Redis Cluster is covered in
+// "Redis Cluster".
 //
 // # State loss
 //
 // When Redis loses data anyway, the store notices it on the next grant and
-// stops granting until every lease it granted before must have lapsed:
+// stops granting until every lease granted before must have lapsed. It
+// tells a loss from the data, never from which server answers, so a slot
+// that moved to another master, a replica in sync that took over and a
+// restart that kept every write are no loss:
 //
 //   - The state hash holds a generation, a random id set when the state is
-//     created. A Store remembers the generation it last saw; a state that is
-//     missing, or of another generation, although the Store saw one means
-//     the state was lost (a restart with no persistence, keys deleted).
-//   - The state hash holds the run_id and the replication id
-//     (master_replid) of the server that last granted from it (INFO server
-//     and INFO replication, read inside the grant script). Another run_id
-//     means a restart or a failover, another replication id on the same run
-//     a failover and back, after which the data may be older than what
-//     clients were told (appendfsync everysec, RDB, a replica that missed
-//     writes). Options.TrustRestarts turns this check off;
-//     Options.WaitReplicas makes a replica promoted on a Redis Cluster no
-//     loss (see "Redis Cluster").
+//     created, and a version, counted up by every grant, heartbeat and
+//     release. A Store remembers the generation and the highest version
+//     in the replies to its acknowledged writes (those the replicas it
+//     waits for acknowledged) and sends them with every grant.
+//   - A state that is missing (a restart with no persistence, keys
+//     deleted) or of another generation although the Store saw one, or of
+//     a lower version than the Store saw (the data went back in time: a
+//     replica that missed writes took over, a restart lost the last
+//     writes), is a loss. A state that went back gets a new generation, so
+//     that every Store that saw the old one holds grants back too.
 //
 // After a loss the store refuses every grant with lease.ReasonRecovering,
-// RejectedError.RetryAfter saying for how long, for Options.MaxGrace from
-// the moment it noticed: no lease may stay live longer than MaxGrace
-// without a heartbeat (a grant whose Grace and TTL both exceed it is
-// invalid), and a holder counts its deadline from when it sent its last
-// acknowledged call, which was before the loss. Fencing tokens never go
-// below the server clock in microseconds, so those issued after a loss are
-// above those issued before (clocks of a failover pair must agree within
-// MaxGrace). Leases lost with the state are gone: a heartbeat returns
-// lease.ErrNotFound, and lease.KeepAlive reports the loss.
+// RejectedError.RetryAfter saying for how long, for the store's window from
+// the moment it noticed: the largest, over the leases granted, of the
+// smaller of TTL and Grace. A holder trusts its lease at most that long
+// after its last acknowledged call, which it sent before the loss. The
+// state keeps the window (it only grows) and each Store the largest it saw
+// or sent; the longer of the two counts. MaxGrace bounds it, as no lease
+// may have both TTL and Grace above MaxGrace. Fencing tokens never go
+// below the server clock in microseconds, so those issued after a loss
+// are above those issued before (clocks of a failover pair must agree
+// within the window). Leases lost with the state are gone: a heartbeat
+// returns lease.ErrNotFound, and lease.KeepAlive reports the loss.
 //
-// What it cannot notice: a loss that happens while no running Store has
-// seen the state and with no restart in between (say, every process and a
-// Redis without persistence restart together), and a failover to a replica
-// that has none of the store's keys while no running Store has seen them.
-// Those look like a new store. Wait MaxGrace before starting the Managers
-// in such a case, or give Redis persistence.
+// What it cannot notice: a loss that no running Store saw. A state that
+// went back to a version at or above what a Store saw is no loss for that
+// Store, though it may be for another: a Store learns of the writes of
+// others only as far as its own replies carry them, so a Store that grants
+// before the Store that saw the lost writes grants again may grant over
+// them. Nor a loss while no running Store has seen the state (say, every
+// process and a Redis without persistence restart together), and a Store
+// that never granted a lease of a longer window holds back only for the
+// windows it and the state know. Those look like a new store. Waiting for
+// the replicas (the default) closes the first case for failovers; wait the
+// longest Grace before starting the Managers in the second, or give Redis
+// persistence.
 //
 // # Failures
 //
@@ -141,10 +151,8 @@
 //     and again, one key per MIGRATE.
 //   - Graceful failover (CLUSTER FAILOVER on a replica). The master pauses
 //     its clients until the replica has every write, so nothing is lost and
-//     no call fails; calls wait a moment. Without WaitReplicas the store
-//     cannot tell this from a failover that lost writes (it sees another
-//     server run) and refuses grants for MaxGrace with
-//     lease.ReasonRecovering; with WaitReplicas it grants on at once.
+//     no call fails; calls wait a moment, and grants go on, whether the
+//     Stores wait for replicas or not: the state is as they left it.
 //   - Hard failover (a master dies, and its replica is promoted after
 //     cluster-node-timeout and an election). Calls on the store fail from
 //     the master's death until the replica is promoted, which takes Redis
@@ -158,38 +166,32 @@
 //     only if the lease's Grace exceeds this window plus the heartbeat
 //     interval: cluster-node-timeout + 4 s + interval leaves room (the
 //     tests keep a lease with 6 s alive; one with 1 s is lost).
-//   - Without WaitReplicas, replication is asynchronous: what a master
-//     acknowledged in its last moments (its replica's lag) may never reach
-//     the replica that takes over. Acknowledged grants vanish, released
-//     leases come back, heartbeats are undone (in the test, 50-odd
-//     acknowledged grants of a replica cut off for 300 ms). The store
-//     notices the new server on the next grant and refuses grants for
-//     MaxGrace, until every lease granted before has lapsed for its holder
-//     (see "State loss"); tokens never go below the server clock in µs, so
-//     they keep growing (the clocks of the master and its replicas must
-//     agree within MaxGrace). So across the failover clients never trust
-//     more than the budget or two leases of one holder, and no token is
-//     issued twice; a lease that was lost is reported by its next heartbeat
-//     (lease.ErrNotFound) and by its KeepAlive.
-//   - With WaitReplicas set to the number of replicas of each master,
-//     every write waits until the replicas have it, so a replica that takes
-//     over has every write a client was told of; a grant that finds another
-//     cluster node continuing the replication history of the master that
-//     last granted (its master_replid2 is that master's master_replid) is
-//     no loss, and grants go on without the hold. Proven: no acknowledged
-//     grant lost, no token issued twice, no grant refused. The price is
-//     a round trip to the replicas on every write (see bench/README.md) and
-//     availability: while a master has no replica in sync (after a
-//     failover, until the dead node is back as a replica) every write fails
-//     after WaitTimeout with ErrNotReplicated. A smaller WaitReplicas keeps
-//     writing with a replica down, but the replica promoted may not be one
-//     that acknowledged; the store then trusts a promotion it should not.
-//     Every Store on one Prefix must use the same WaitReplicas.
+//   - With the default WaitReplicas every write waits until the master's
+//     replica has it, so the replica that takes over has every write a
+//     client was told of: no acknowledged grant lost, no grant refused, as
+//     the tests prove with the replica cut off from its master before it
+//     died (a write it did not acknowledge fails with ErrNotReplicated).
+//     The new master has no replica until the dead one is back, and the
+//     Stores see that it never had one, so they write on without waiting.
+//     The price is a round trip to the replica on every write (see
+//     bench/README.md). With more replicas per master, set WaitReplicas to
+//     their number, or the replica promoted may not be one that
+//     acknowledged; then, as with WaitReplicas 1 on such a master, every
+//     write fails after WaitTimeout with ErrNotReplicated while the new
+//     master has fewer replicas in sync.
+//   - Never waiting (WaitReplicas -1), replication is asynchronous: what a
+//     master acknowledged in its last moments (its replica's lag) may
+//     never reach the replica that takes over. Acknowledged grants vanish,
+//     released leases come back, heartbeats are undone (in the test, 50-odd
+//     acknowledged grants of a replica cut off for 300 ms). Each Store that
+//     saw the lost writes notices that the state went back on its next
+//     grant and refuses grants for the window (see "State loss"); tokens
+//     never go below the server clock in µs, so they keep growing.
 //   - A master that restarts before its replica takes over keeps its
-//     slots with what its persistence kept (nothing without it). That is a
-//     loss even with WaitReplicas, and the store holds grants back for
-//     MaxGrace, unless Options.TrustRestarts says the server keeps every
-//     acknowledged write (appendfsync always).
+//     slots with what its persistence kept: with appendfsync always
+//     everything, and grants go on; without persistence nothing (its
+//     replica, syncing from it, loses the keys too), which the store
+//     notices as a loss.
 //
 // Client settings, in go-redis's ClusterOptions: DialerRetries 1 (by
 // default go-redis dials a dead master five times, 100 ms apart, on every
@@ -200,7 +202,7 @@
 // defaults fit: MaxRedirects 3 and the store's own resends cover
 // migrations, and ClusterStateReloadInterval matters only without traffic.
 //
-// Scripts call TIME and INFO before writing, which Redis allows with
-// effects replication: the default since Redis 5 and the only mode since
-// Redis 7. So the store needs Redis 5 or later.
+// Scripts call TIME before writing, which Redis allows with effects
+// replication: the default since Redis 5 and the only mode since Redis 7.
+// So the store needs Redis 5 or later.
 package redislease

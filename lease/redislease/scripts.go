@@ -12,12 +12,13 @@ import "github.com/redis/go-redis/v9"
 //	holders    ZSET  "<len>:<holder><id>", score 0: the live leases by holder
 //	state      HASH  used: summed cost of the live leases; token: the last
 //	                 fencing token; gen: the generation of this state (a
-//	                 random id set when the state was created); since: when
-//	                 (µs); run: the run_id of the server that last granted
-//	                 from it; repl: that server's replication id
-//	                 (master_replid); hold: until when (µs) grants are
-//	                 refused after a loss; w: written by a store that waits
-//	                 for replicas, after each call (see redisrun.EvalWait)
+//	                 random id set when the state was created, and again
+//	                 when a loss was found); since: when (µs); v: the
+//	                 version, counting the grants, heartbeats and releases;
+//	                 win: the window, how long (µs) a lease granted so far
+//	                 can stay live after a loss; hold: until when (µs) grants are refused after a loss;
+//	                 w: written by a store that waits for replicas, after
+//	                 each call (see redisrun.EvalWait)
 //	released   ZSET  id, score = release time (µs): recent releases
 //	receipts   HASH  nonce → the reply of a Release or Sweep call
 //	receipted  ZSET  nonce, score = when (µs) its receipt may go
@@ -126,30 +127,32 @@ end
 `
 
 // grantScript: ARGV = id, holder, resource, budget, onePerHolder (0/1),
-// overloaded (0/1), ttl (µs), grace (ns), the generation the client last
-// saw (empty if none), max grace (µs), trust restarts (0/1), the store waits
-// for replicas (0/1), costs...
+// overloaded (0/1), ttl (µs), grace (ns), the generation and the version
+// the client last saw (empty and 0 if none), the longest window the client
+// knows (µs: see below), costs...
 //
-// It replies 'OK', record, generation; or 'REJ', reason, available,
-// existing id, retry after (µs), generation; or 'DUP'.
+// It replies 'OK', record, generation, version, window; or 'REJ', reason,
+// available, existing id, retry after (µs), generation, version, window;
+// or 'DUP'.
 //
-// First it checks that the state is the one clients were granted leases
-// from (see "State loss" in the package documentation): a state that is
-// missing although this client saw one, that has another generation than
-// this client saw, that was last granted from by another server run (a
-// restart or failover: the data may be older than what clients were
-// told), or whose server has since changed its replication history (a
-// failover and back) is a loss. After a loss no lease is granted until max
-// grace has passed, so that every lease granted before it has lapsed by
-// the clock of its holder, who counts its deadline from when it sent its
-// last acknowledged call. Tokens never go below the server clock in µs, so
-// they keep growing across a loss.
-//
-// One change is no loss when the store waits for replicas: another
-// cluster node (CLUSTER MYID) that continues the replication history of
-// the master that last granted (its master_replid2 is that master's
-// master_replid) is a replica promoted in its place, and it has every
-// write a client was told of, as the replicas acknowledged them all.
+// First it checks that the state is not older than what the client last
+// saw (see "State loss" in the package documentation): a state that is
+// missing although the client saw one, that has another generation than
+// the client saw, or whose version is below the one the client saw (the
+// store went back in time: a replica that missed writes took over, a
+// restart lost the last writes) is a loss. A moved slot, a replica in sync
+// that took over, a restart with every write are none: the state is as the
+// client left it. After a loss no lease is granted for the window, so
+// that every lease granted before it has lapsed by the clock of its
+// holder, who counts its deadline from when it sent its last acknowledged
+// call. The window is the longest time a lease granted so far can stay
+// live after a loss: the largest, over the leases, of the smaller of TTL
+// and grace (a holder's deadline is at most that after its last call,
+// sent before the loss). It is kept in the state (win) and by the clients
+// that saw it, and only grows. A
+// state that went back gets a new generation, so that every client that
+// saw the old one holds grants back too. Tokens never go below the server
+// clock in µs, so they keep growing across a loss.
 //
 // A record already stored under id with the same holder is returned as the
 // grant: ids are unique per call, so that is this very call, repeated by
@@ -157,73 +160,72 @@ end
 // connection). A repeat thus never grants twice nor reports a rejection for
 // a grant that took effect.
 var grantScript = redis.NewScript(prelude + `
-local id, holder, seen = ARGV[1], ARGV[2], ARGV[9]
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local repl = redis.call('INFO', 'replication')
-local rid, rid2 = string.match(repl, 'master_replid:(%x+)'), string.match(repl, 'master_replid2:(%x+)')
-local node = redis.pcall('CLUSTER', 'MYID')
-if type(node) ~= 'string' then node = '' end
-local st = redis.call('HMGET', STATE, 'gen', 'since', 'run', 'hold', 'used', 'token', 'repl', 'node')
-local gen, hold = st[1], tonumber(st[4] or '0')
-local function server(hold)
-  redis.call('HSET', STATE, 'run', run, 'repl', rid, 'node', node, 'hold', fmt(hold))
+local id, holder, seen, seenV = ARGV[1], ARGV[2], ARGV[9], tonumber(ARGV[10])
+local st = redis.call('HMGET', STATE, 'gen', 'since', 'hold', 'used', 'token', 'v', 'win')
+local gen, hold, v = st[1], tonumber(st[3] or '0'), tonumber(st[6] or '0')
+local stWin = tonumber(st[7] or '0')
+local win = math.max(tonumber(ARGV[11]), stWin)
+local function holdUntil(t)
+  if t > hold then
+    hold = t
+    redis.call('HSET', STATE, 'hold', fmt(hold))
+  end
+end
+local function newGen()
+  gen = id
+  redis.call('HSET', STATE, 'gen', gen, 'since', fmt(now))
 end
 if not gen then
   -- No state: a new store, or one that lost everything.
-  gen, st[2] = id, fmt(now)
-  if seen ~= '' then hold = now + tonumber(ARGV[10]) end
-  redis.call('HSET', STATE, 'gen', gen, 'since', st[2])
-  server(hold)
+  newGen()
+  if seen ~= '' then holdUntil(now + win) end
 elseif seen ~= '' and gen ~= seen then
-  -- Recreated since this client saw it, by a client that never had.
-  hold = math.max(hold, tonumber(st[2]) + tonumber(ARGV[10]))
-  server(hold)
-elseif st[3] ~= run or (st[7] and st[7] ~= rid) then
-  -- Another server run (a restart or a failover), or another replication
-  -- history on the same run (a failover and back).
-  local promoted = ARGV[12] == '1' and node ~= '' and st[8] and st[8] ~= '' and st[8] ~= node and rid2 == st[7]
-  if ARGV[11] ~= '1' and not promoted then hold = math.max(hold, now + tonumber(ARGV[10])) end
-  server(hold)
-elseif not st[7] then
-  -- A state of an earlier version, which did not record these.
-  server(hold)
+  -- Recreated, or found to have gone back, since this client saw it.
+  holdUntil(tonumber(st[2] or '0') + win)
+elseif seen ~= '' and v < seenV then
+  -- Gone back in time.
+  newGen()
+  holdUntil(now + win)
 end
 local old = redis.call('HGET', LEASES, id)
 if old then
-  if decode(old).holder == holder then return {'OK', old, gen} end
+  if decode(old).holder == holder then return {'OK', old, gen, v, win} end
   return {'DUP'}
 end
-local avail = tonumber(ARGV[4]) - tonumber(st[5] or '0')
+local avail = tonumber(ARGV[4]) - tonumber(st[4] or '0')
 if avail < 0 then avail = 0 end
-if now < hold then return {'REJ', 'recovering', avail, '', hold - now, gen} end
-if ARGV[6] == '1' then return {'REJ', 'overloaded', avail, '', 0, gen} end
+if now < hold then return {'REJ', 'recovering', avail, '', hold - now, gen, v, win} end
+if ARGV[6] == '1' then return {'REJ', 'overloaded', avail, '', 0, gen, v, win} end
 if ARGV[5] == '1' then
   local p = #holder .. ':' .. holder
   local m = redis.call('ZRANGEBYLEX', HOLDERS, '[' .. p, '+', 'LIMIT', 0, 1)[1]
   if m and string.sub(m, 1, #p) == p then
-    return {'REJ', 'holder_has_lease', avail, string.sub(m, #p + 1), 0, gen}
+    return {'REJ', 'holder_has_lease', avail, string.sub(m, #p + 1), 0, gen, v, win}
   end
 end
 local cost
-for i = 13, #ARGV do
+for i = 12, #ARGV do
   local c = tonumber(ARGV[i])
   if c <= avail then cost = c; break end
 end
-if not cost then return {'REJ', 'over_capacity', avail, '', 0, gen} end
-local tok = tonumber(st[6] or '0') + 1
+if not cost then return {'REJ', 'over_capacity', avail, '', 0, gen, v, win} end
+local tok = tonumber(st[5] or '0') + 1
 if tok < now then tok = now end
 local nowS = fmt(now)
 local l = {tok = fmt(tok), cost = cost, cr = nowS, ex = fmt(now + tonumber(ARGV[7])), hb = nowS, gr = ARGV[8],
   holder = holder, tail = holder .. ARGV[3]}
 local rec = encode(l)
+v = v + 1
 redis.call('HSET', LEASES, id, rec)
 redis.call('ZADD', DEADLINES, deadline(l), id)
 redis.call('ZADD', HOLDERS, 0, member(holder, id))
-redis.call('HSET', STATE, 'token', l.tok, 'used', tonumber(st[5] or '0') + cost)
-return {'OK', rec, gen}
+redis.call('HSET', STATE, 'token', l.tok, 'used', tonumber(st[4] or '0') + cost, 'v', v)
+if win > stWin then redis.call('HSET', STATE, 'win', fmt(win)) end
+return {'OK', rec, gen, v, win}
 `)
 
-// heartbeatScript: ARGV = id, holder (empty for any).
+// heartbeatScript: ARGV = id, holder (empty for any). It replies 'OK',
+// record, generation, version.
 var heartbeatScript = redis.NewScript(prelude + `
 local rec, err = find(ARGV[1], ARGV[2])
 if not rec then return {err} end
@@ -232,13 +234,14 @@ l.hb = fmt(now)
 rec = encode(l)
 redis.call('HSET', LEASES, ARGV[1], rec)
 redis.call('ZADD', DEADLINES, 'XX', deadline(l), ARGV[1])
-return {'OK', rec}
+return {'OK', rec, redis.call('HGET', STATE, 'gen') or '', redis.call('HINCRBY', STATE, 'v', 1)}
 `)
 
 // releaseScript: ARGV = id, holder (empty for any), receipt nonce, receipt
 // TTL (µs), then the nonces of returned calls whose receipts can go. The
 // release is also remembered in released, for a later call on the id
-// (lease.ErrReleased).
+// (lease.ErrReleased). It replies 'OK', record, generation, version; a
+// repeat of the call, 'OK', record.
 var releaseScript = redis.NewScript(prelude + `
 local done = receipt(ARGV[3], 5)
 if done then return {'OK', done} end
@@ -251,7 +254,7 @@ redis.call('ZREM', HOLDERS, member(l.holder, ARGV[1]))
 redis.call('HINCRBY', STATE, 'used', -tonumber(l.cost))
 redis.call('ZADD', RELEASED, now, ARGV[1])
 keep(ARGV[3], rec, ARGV[4])
-return {'OK', rec}
+return {'OK', rec, redis.call('HGET', STATE, 'gen') or '', redis.call('HINCRBY', STATE, 'v', 1)}
 `)
 
 // getScript: ARGV = id.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,32 +41,43 @@ type Options struct {
 	// without a heartbeat: Grant refuses, with lease.ErrInvalid, a lease
 	// whose Grace and TTL both exceed it. After the store detects that it
 	// lost state (see "State loss" in the package documentation) it
-	// refuses grants for MaxGrace, with lease.ReasonRecovering, so that
-	// every lease granted before has lapsed for its holder. Every Store on
-	// one Prefix must use the same MaxGrace. 0 means DefaultMaxGrace.
+	// refuses grants, with lease.ReasonRecovering, until every lease
+	// granted before has lapsed for its holder: for the store's window,
+	// the largest, over the leases granted, of the smaller of TTL and
+	// Grace, which MaxGrace bounds. 0 means DefaultMaxGrace.
 	MaxGrace time.Duration
 
-	// TrustRestarts says that the server never loses an acknowledged
-	// write across a restart or failover (appendonly yes with appendfsync
-	// always, and WAITAOF or WAIT on every failover candidate; see the
-	// package documentation). A restart then is not treated as a loss.
-	// Leave it false unless the server is configured so.
+	// TrustRestarts has no effect: a restart or a failover is a loss only
+	// when the store's data is gone or has gone back in time, which the
+	// store sees in the data itself (see "State loss" in the package
+	// documentation).
+	//
+	// Deprecated: a restart that keeps every write is no loss without it.
 	TrustRestarts bool
 
-	// WaitReplicas, when positive, makes every Grant, Heartbeat, Release
-	// and Sweep wait until that many replicas of the master have
-	// acknowledged it (WAIT, on the connection that sent it) before it
-	// returns; a call they do not acknowledge within WaitTimeout fails with
-	// ErrNotReplicated and lease.ErrUnknownOutcome. Set it to the number of
-	// replicas of each master: then a replica that takes over from a
-	// master has every write a client was told of, and on a Redis Cluster
-	// such a failover is no loss (see "Redis Cluster" in the package
-	// documentation). It needs a *redis.Client or a *redis.ClusterClient.
-	// Every Store on one Prefix must use the same WaitReplicas.
+	// WaitReplicas is how many replicas of the master must acknowledge
+	// every Grant, Heartbeat, Release and Sweep (WAIT, on the connection
+	// that sent it) before it returns; a call they do not acknowledge
+	// within WaitTimeout fails with ErrNotReplicated and
+	// lease.ErrUnknownOutcome. Then a replica that takes over from a
+	// master has every write a client was told of, and the failover is no
+	// loss (see "Redis Cluster" in the package documentation).
+	//
+	// 0 means one if the master has had a replica online in the last five
+	// minutes (a replica cut off for less may still take over), else
+	// none: the Store asks the master (INFO replication) at most once a
+	// second, at once when the store's slot has another master, and after
+	// a write the replica did not acknowledge. Set it to the number of
+	// replicas of each master when there are several, so that whichever
+	// takes over has every write; negative means never wait (a failover
+	// may then lose acknowledged writes, which the store notices only as
+	// far as each Store saw them). Waiting needs a *redis.Client or a
+	// *redis.ClusterClient: with another client, 0 means never.
 	WaitReplicas int
 
 	// WaitTimeout bounds how long a call waits for the replicas; it must be
-	// below the client's ReadTimeout. 0 means DefaultWaitTimeout.
+	// below the client's ReadTimeout. 0 means DefaultWaitTimeout, or half
+	// the client's ReadTimeout when that is not above it.
 	WaitTimeout time.Duration
 }
 
@@ -112,14 +122,16 @@ type Store struct {
 	// to connect or a refusal by the server proves nothing was applied.
 	once     bool
 	maxGrace time.Duration
-	trust    int // TrustRestarts as a script flag
-	// gen is the generation of the state this Store last saw ("" before
-	// its first grant): a state that is missing or of another generation
-	// later was lost.
-	gen atomic.Pointer[string]
-	// wait is Options.WaitReplicas and WaitTimeout; no waiting when
-	// wait.Replicas is 0.
+	// seen is what this Store last saw of the state, from the replies to
+	// its acknowledged writes: a state that is missing, of another
+	// generation or of a lower version later was lost.
+	seen seen
+	// wait is Options.WaitReplicas (0 unless positive) and WaitTimeout.
 	wait redisrun.Wait
+	// auto: Options.WaitReplicas is 0 and the client can wait; writes
+	// wait for the replicas the master has (see replicas).
+	auto bool
+	reps replicaCount
 	// returned holds the nonces of Release and Sweep calls that have
 	// returned, whose receipts the next such calls delete (see keyNames).
 	returned redisrun.Returned
@@ -154,13 +166,22 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.MaxGrace == 0 {
 		opts.MaxGrace = DefaultMaxGrace
 	}
-	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	var wait redisrun.Wait
+	auto := opts.WaitReplicas == 0 && waitable(client)
+	switch {
+	case opts.WaitReplicas > 0:
+		wait, err = redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	case auto:
+		wait, err = redisrun.WaitOptions(client, 1, opts.WaitTimeout, autoTimeout(client))
+		wait.Replicas = 0
+	default:
+		wait, err = redisrun.WaitOptions(client, 0, opts.WaitTimeout, DefaultWaitTimeout)
+	}
 	if err != nil {
 		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
 	}
 	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
-		maxGrace: opts.MaxGrace, trust: flag(opts.TrustRestarts), wait: wait}
-	s.gen.Store(new(string))
+		maxGrace: opts.MaxGrace, wait: wait, auto: auto}
 	return s, nil
 }
 
@@ -233,13 +254,13 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, args .
 	return s.call(ctx, op, false, script, args)
 }
 
-// write is run for a script that changes the store: with
-// Options.WaitReplicas it also waits for the replicas.
+// write is run for a script that changes the store: it also waits for
+// the replicas (see Options.WaitReplicas).
 func (s *Store) write(ctx context.Context, op string, script *redis.Script, args ...any) ([]any, error) {
-	return s.call(ctx, op, s.wait.Replicas > 0, script, args)
+	return s.call(ctx, op, true, script, args)
 }
 
-func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Script, args []any) ([]any, error) {
+func (s *Store) call(ctx context.Context, op string, write bool, script *redis.Script, args []any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
 		return nil, lease.NotApplied(err)
 	}
@@ -247,23 +268,37 @@ func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Sc
 		v     any
 		acked int
 	}
+	w := s.wait
 	r, err := redisrun.Do(ctx, s.client, func() (reply, error) {
-		if !wait {
+		// Decided at every attempt: a refused one may go to another
+		// master (a failover, a migration). With a cluster, the master
+		// whose replicas were counted is the one the write goes to.
+		c := s.client
+		switch {
+		case !write:
+			w.Replicas = 0
+		case s.auto:
+			w.Replicas, c = s.replicas(ctx)
+		}
+		if w.Replicas == 0 {
 			v, err := script.Run(ctx, s.client, s.scriptKeys, args...).Result()
 			return reply{v: v}, err
 		}
-		v, n, err := redisrun.EvalWait(ctx, s.client, script, s.scriptKeys, args, s.keys[stateKey], s.wait)
+		v, n, err := redisrun.EvalWait(ctx, c, script, s.scriptKeys, args, s.keys[stateKey], w)
 		return reply{v, n}, err
 	})
+	if w.Replicas > 0 && (err != nil || r.acked < w.Replicas) {
+		s.reps.recheck()
+	}
 	switch {
 	case err != nil && r.v != nil:
 		// The script ran; waiting for the replicas failed.
 		return nil, lease.UnknownOutcome(errs.Wrap(ctx, "redislease", op, err))
 	case err != nil:
 		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
-	case wait && r.acked < s.wait.Replicas:
+	case r.acked < w.Replicas:
 		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
-			op, ErrNotReplicated, r.acked, s.wait.Replicas, s.wait.Timeout))
+			op, ErrNotReplicated, r.acked, w.Replicas, w.Timeout))
 	}
 	v, _ := r.v.([]any)
 	if len(v) == 0 {
@@ -275,10 +310,15 @@ func (s *Store) call(ctx context.Context, op string, wait bool, script *redis.Sc
 // stateKey is the index of the state hash in keyNames.
 const stateKey = 4
 
-// one interprets the reply of a script about one lease.
-func one(op, id string, v []any) (lease.Lease, error) {
+// one interprets the reply of a script about one lease. The reply of a
+// write ('OK', record, generation, version) tells the Store what it saw.
+func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 	switch v[0] {
 	case "OK":
+		if len(v) == 4 {
+			s.seen.saw(v[2], v[3], nil)
+			v = v[:2]
+		}
 		if len(v) == 2 {
 			l, err := parse(id, v[1])
 			return l, lease.UnknownOutcome(err)
@@ -304,9 +344,11 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid,
 			"redislease: Grace (%v) and TTL (%v) both exceed Options.MaxGrace (%v)", a.Grace, a.TTL, s.maxGrace)
 	}
-	args := make([]any, 0, 12+len(a.Costs))
+	gen, ver, win := s.seen.get()
+	win = max(win, min(micros(a.TTL), micros(a.Grace)))
+	args := make([]any, 0, 11+len(a.Costs))
 	args = append(args, a.ID, a.Holder, a.Resource, a.Budget, flag(a.OnePerHolder), flag(a.Overloaded),
-		micros(a.TTL), int64(a.Grace), *s.gen.Load(), micros(s.maxGrace), s.trust, flag(s.wait.Replicas > 0))
+		micros(a.TTL), int64(a.Grace), gen, ver, win)
 	for _, c := range a.Costs {
 		args = append(args, c)
 	}
@@ -316,26 +358,19 @@ func (s *Store) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 	}
 	switch v[0] {
 	case "REJ":
-		if len(v) == 6 {
-			s.saw(v[5])
+		if len(v) == 8 {
+			s.seen.saw(v[5], v[6], v[7])
 		}
 		return lease.Lease{}, rejection(v)
 	case "DUP":
 		return lease.Lease{}, errs.Invalid(lease.ErrInvalid, "redislease: ID %s is another holder's lease", a.ID)
 	case "OK":
-		if len(v) == 3 {
-			s.saw(v[2])
+		if len(v) == 5 {
+			s.seen.saw(v[2], v[3], v[4])
 			v = v[:2]
 		}
 	}
-	return one("grant", a.ID, v)
-}
-
-// saw records the generation of the state a grant saw.
-func (s *Store) saw(gen any) {
-	if g, ok := gen.(string); ok && g != *s.gen.Load() {
-		s.gen.Store(&g)
-	}
+	return s.one("grant", a.ID, v)
 }
 
 // maxMicros caps TTLs (about 150 years) so that deadlines stay below 2^53
@@ -384,7 +419,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, 
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("heartbeat", id, v)
+	return s.one("heartbeat", id, v)
 }
 
 // Release implements lease.Store.
@@ -398,7 +433,7 @@ func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, er
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("release", id, v)
+	return s.one("release", id, v)
 }
 
 // receipted runs a Release or Sweep script (ARGV: the two arguments, then
@@ -427,7 +462,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return one("get", id, v)
+	return s.one("get", id, v)
 }
 
 // List implements lease.Store.

@@ -3,6 +3,7 @@ package redislease_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,15 +79,76 @@ func TestNewValidates(t *testing.T) {
 		o    redislease.Options
 		want string
 	}{
-		{c, redislease.Options{Prefix: "x", WaitReplicas: -1}, "redislease: WaitReplicas (-1) must not be negative"},
 		{c, redislease.Options{Prefix: "x", WaitReplicas: 1, WaitTimeout: -time.Second}, "redislease: WaitTimeout (-1s) must not be negative"},
+		{c, redislease.Options{Prefix: "x", WaitReplicas: -1, WaitTimeout: -time.Second}, "redislease: WaitTimeout (-1s) must not be negative"},
 		{c, redislease.Options{Prefix: "x", WaitReplicas: 1, WaitTimeout: 5 * time.Second}, "redislease: WaitTimeout (5s) must be below the client's ReadTimeout (5s)"},
+		{c, redislease.Options{Prefix: "x", WaitTimeout: 5 * time.Second}, "redislease: WaitTimeout (5s) must be below the client's ReadTimeout (5s)"},
 		{ring, redislease.Options{Prefix: "x", WaitReplicas: 1}, "redislease: WaitReplicas (1) needs a *redis.Client or *redis.ClusterClient, not *redis.Ring"},
 	} {
 		_, err = redislease.New(tc.c, tc.o)
 		require.ErrorIs(t, err, redislease.ErrInvalid)
 		assert.EqualError(t, err, tc.want)
 	}
+	// Never waiting, and waiting for the replicas there are (which a ring
+	// cannot, so it never waits), are valid with any client; so is the
+	// default WaitTimeout with a short ReadTimeout.
+	short := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 500 * time.Millisecond})
+	defer short.Close()
+	for _, tc := range []struct {
+		c redis.UniversalClient
+		n int
+	}{{c, -1}, {ring, -1}, {ring, 0}, {short, 0}} {
+		_, err = redislease.New(tc.c, redislease.Options{Prefix: "x", WaitReplicas: tc.n})
+		require.NoError(t, err, "%T, WaitReplicas %d", tc.c, tc.n)
+	}
+}
+
+// TestWaitReplicasByDefault: with the default WaitReplicas, a write waits
+// for the master's replica while it has one, so that a replica that takes
+// over has every acknowledged write: with the replica stopped, a write
+// fails with ErrNotReplicated (on the old code it was acknowledged, and a
+// failover could lose it), and so it does for a while after the replica is
+// gone (a replica cut off may still take over). A master that never had
+// a replica is not waited for, and WaitReplicas -1 never waits.
+func TestWaitReplicasByDefault(t *testing.T) {
+	master := redistest.StartRedis(t, redistest.RedisServerOptions{})
+	host, port, err := net.SplitHostPort(master.Addr)
+	require.NoError(t, err)
+	replica := redistest.StartRedis(t, redistest.RedisServerOptions{Args: []string{"--replicaof", host, port}})
+	mc := master.NewClient(t, nil)
+	require.Eventually(t, func() bool {
+		info, err := mc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, ",state=online,")
+	}, 10*time.Second, 20*time.Millisecond, "the replica never synced")
+
+	s, err := redislease.New(mc, redislease.Options{Prefix: "cams", WaitTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	never, err := redislease.New(master.NewClient(t, nil), redislease.Options{Prefix: "cams", WaitReplicas: -1})
+	require.NoError(t, err)
+	l, err := s.Grant(ctx, args("alice", 10, time.Minute, 10*time.Second))
+	require.NoError(t, err)
+
+	replica.Pause()
+	_, err = s.Heartbeat(ctx, l.ID, "")
+	require.ErrorIs(t, err, redislease.ErrNotReplicated)
+	require.ErrorIs(t, err, lease.ErrUnknownOutcome)
+	_, err = s.Grant(ctx, args("bob", 10, time.Minute, 10*time.Second))
+	require.ErrorIs(t, err, redislease.ErrNotReplicated, "the replica is still online for its master")
+	_, err = never.Heartbeat(ctx, l.ID, "")
+	require.NoError(t, err, "WaitReplicas -1 waits for no replica")
+
+	replica.Resume()
+	replica.Kill()
+	_, err = s.Heartbeat(ctx, l.ID, "")
+	require.ErrorIs(t, err, redislease.ErrNotReplicated, "the replica is gone, but may take over")
+
+	alone := redistest.StartRedis(t, redistest.RedisServerOptions{})
+	s, err = redislease.New(alone.NewClient(t, nil), redislease.Options{Prefix: "cams", WaitTimeout: time.Second})
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = s.Grant(ctx, args("carol", 10, time.Minute, 10*time.Second))
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), time.Second, "the grant waited for a replica")
 }
 
 // TestWaitReplicasNotAcknowledged: on a server without replicas, a write
