@@ -163,7 +163,7 @@ type flakyBuffer struct {
 	b           *ttl.MemoryBuffer
 	down        bool
 	afterPeek   func(peeked []ttl.Activity)
-	removeCalls int
+	removeCalls atomic.Int64 // Runners sharing the buffer call Remove at once
 }
 
 func (f *flakyBuffer) restart() {
@@ -206,7 +206,7 @@ func (f *flakyBuffer) Remove(ctx context.Context, acts []ttl.Activity) (int, err
 	if err != nil {
 		return 0, err
 	}
-	f.removeCalls++
+	f.removeCalls.Add(1)
 	return b.Remove(ctx, acts)
 }
 
@@ -298,7 +298,7 @@ func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	// Remove keeps the bumped entry, so the first batch of two removes one
 	// entry and the second batch carries the bumped one with the third.
 	assert.Equal(t, 4, res.Synced)
-	assert.Equal(t, 2, buf.removeCalls)
+	assert.EqualValues(t, 2, buf.removeCalls.Load())
 	assert.Zero(t, buf.b.Len())
 	want := map[string]time.Time{"a": t0.Add(time.Second), "b": t0.Add(2 * time.Second), "c": t0.Add(3 * time.Second)}
 	want[bumped] = t0.Add(10 * time.Second)
