@@ -322,8 +322,10 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 	stop := make(chan struct{})
 	wg := traffic(t, ownersOf(t, first, "", active), proxies, 500*time.Millisecond, stop)
 	time.Sleep(standby + 3*time.Second)
-	close(stop)
-	wg.Wait()
+	// The traffic goes on until the last check: the workspaces in use
+	// stay in use while the others' decisions are checked.
+	defer wg.Wait()
+	defer close(stop)
 
 	// The slack covers a tick's work and a loaded machine; the bound
 	// itself is one tick.
@@ -368,7 +370,10 @@ func TestProxyProcessKilled(t *testing.T) {
 	store := seedStore(t, pg)
 	cfg := backendConfig(t, "controller", pg, redisURL, key)
 	cfg.FlushInterval = time.Second
-	cfg.Standby = 3 * time.Second
+	// A TTL well above a start on a loaded machine (seconds) plus a flush:
+	// a new workspace is idle from its creation until the first flush of
+	// its activity.
+	cfg.Standby = 6 * time.Second
 	cfg.Archive = time.Hour
 	other := cfg
 	other.Component = "proxy"
@@ -382,7 +387,7 @@ func TestProxyProcessKilled(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "proxy", "-addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.PostgresURL, "REDIS_URL="+redisURL, "ACTIVITY_KEY="+key,
 		"WORKSPACES_DIR="+cfg.DataDir, "WORKSPACES_SECRET="+testSecret, "ADMIN_TOKEN="+testAdmin,
-		"TTL_STANDBY_SECONDS=3", "TTL_ARCHIVE_SECONDS=3600", "ACTIVITY_FLUSH_INTERVAL=1", "COORDINATOR_TTL_INTERVAL=0.1")
+		"TTL_STANDBY_SECONDS=6", "TTL_ARCHIVE_SECONDS=3600", "ACTIVITY_FLUSH_INTERVAL=1", "COORDINATOR_TTL_INTERVAL=0.1")
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = testWriter{t}
