@@ -16,7 +16,7 @@ const (
 	DefaultSampleSize = 20
 	DefaultThreshold  = 0.25
 	DefaultBudget     = 0.25
-	DefaultEventQueue = event.DefaultSize
+	DefaultEventQueue = 1024
 	// DefaultMinShards is the least number of shards MapOptions.Shards
 	// defaults to (16 × GOMAXPROCS, at least DefaultMinShards).
 	DefaultMinShards = 64

@@ -47,7 +47,7 @@ func (k EventKind) String() string {
 
 // DefaultEventQueue is the capacity of the queue that carries events to
 // Options.OnEvent when Options.EventQueue is 0.
-const DefaultEventQueue = event.DefaultSize
+const DefaultEventQueue = 1024
 
 // Event is one state transition of a Gate, as delivered to Options.OnEvent.
 type Event struct {

@@ -25,7 +25,7 @@ const (
 	DefaultSweepBatch = 100
 	// DefaultEventQueue is the event queue's capacity when
 	// Options.EventQueue is 0.
-	DefaultEventQueue = event.DefaultSize
+	DefaultEventQueue = 1024
 )
 
 // Gate is the admission gate a Manager asks before every grant.

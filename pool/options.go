@@ -21,7 +21,7 @@ const (
 	DefaultCreateTimeout         = time.Minute
 	DefaultDestroyTimeout        = 30 * time.Second
 	DefaultMaxConcurrentDestroys = 4
-	DefaultEventQueue            = event.DefaultSize
+	DefaultEventQueue            = 1024
 )
 
 // Options configures a Pool. The zero value is usable: a pool of up to

@@ -4,13 +4,11 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/ttlkit/ttlkit/internal/event"
 )
 
 // DefaultEventQueue is the capacity of the queue that carries events to
 // OnEvent when TrackerOptions.EventQueue or RunnerOptions.EventQueue is 0.
-const DefaultEventQueue = event.DefaultSize
+const DefaultEventQueue = 1024
 
 // EventKind says what an Event reports.
 type EventKind int
