@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,12 @@ import (
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild())
+	}
+	leakcheck.VerifyTestMain(m)
+}
 
 // testKey signs the sessions of every test instance, so that a user's
 // cookie is good on every instance of a test, as with a shared SESSION_KEY.
