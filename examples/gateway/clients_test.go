@@ -171,6 +171,10 @@ func TestCLI(t *testing.T) {
 			require.True(t, ok, "%s\n%s", stdout, stderr)
 			assert.JSONEq(t, `{"via":"arn"}`, outFile(args))
 
+			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("nope", `{}`)...)
+			assert.False(t, ok)
+			assert.Contains(t, stderr, "An error occurred (ResourceNotFoundException) when calling the Invoke operation: Function not found: ")
+
 			wrong := map[string]string{}
 			for k, v := range vars {
 				wrong[k] = v
@@ -208,6 +212,7 @@ type jsResult struct {
 	Payload       string
 	Error         string
 	Message       string
+	RequestID     string
 }
 
 // runJS invokes fn with payload through the JavaScript SDK's Lambda
@@ -245,6 +250,13 @@ func TestJavaScriptSDK(t *testing.T) {
 	r = runJS(t, dir, env, "echo", "")
 	assert.Equal(t, 200, r.Status, "%+v", r)
 	assert.JSONEq(t, `{}`, r.Payload)
+
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, r.RequestID, "the SDK reads x-amzn-RequestId")
+	r = runJS(t, dir, env, "nope", `{}`)
+	assert.Equal(t, "ResourceNotFoundException", r.Error, "%+v", r)
+	assert.Equal(t, 404, r.Status)
+	assert.Contains(t, r.Message, "Function not found: ")
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, r.RequestID)
 
 	wrong := clientEnv(t, vars)
 	wrong = append(wrong, "AWS_SECRET_ACCESS_KEY=wrong")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -290,6 +291,11 @@ func TestInvokeAPI(t *testing.T) {
 	_, err := c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("nope")})
 	var nf *types.ResourceNotFoundException
 	require.ErrorAs(t, err, &nf)
+	assert.Equal(t, "Function not found: arn:aws:lambda:local:000000000000:function:nope", nf.ErrorMessage())
+	assert.Equal(t, "User", aws.ToString(nf.Type))
+	var re *awshttp.ResponseError
+	require.ErrorAs(t, err, &re)
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, re.ServiceRequestID(), "the SDK reads x-amzn-RequestId")
 
 	big := bytes.Repeat([]byte("a"), 6<<20+10)
 	_, err = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: big})

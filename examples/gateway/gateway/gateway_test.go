@@ -170,14 +170,70 @@ func pid(t *testing.T, r result) int {
 	return resp.PID
 }
 
-// lambdaError asserts the Lambda API's error shape.
+// lambdaError asserts the Lambda API's error shape: the exception in
+// X-Amzn-ErrorType, {"Type": ..., "message": ...} and a request id.
 func lambdaError(t *testing.T, r result, status int, typ, msg string) {
 	t.Helper()
 	assert.Equal(t, status, r.status)
-	assert.Equal(t, typ, r.header.Get("X-Amzn-Errortype"))
-	var doc struct{ Type, Message string }
+	assert.Equal(t, typ, r.header.Get("X-Amzn-ErrorType"))
+	assert.Equal(t, "application/json", r.header.Get("Content-Type"))
+	assert.Regexp(t, uuidRE, r.header.Get("X-Amzn-RequestId"))
+	var doc map[string]string
 	require.NoError(t, json.Unmarshal(r.body, &doc), "%s", r.body)
-	assert.Contains(t, doc.Message, msg)
+	fault := "User"
+	if status >= 500 {
+		fault = "Service"
+	}
+	assert.Equal(t, map[string]string{"Type": fault, "message": doc["message"]}, doc, "Lambda's keys, and only them")
+	assert.Contains(t, doc["message"], msg)
+}
+
+var uuidRE = `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
+
+// request sends a request of method to path (below the gateway's URL)
+// with body, signed with creds.
+func (e *env) request(t *testing.T, method, path string, body []byte) result {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	sign(t, req, body, creds, time.Now())
+	return do(t, req)
+}
+
+// Every answer carries a request id, the one an invocation gives its
+// function; an operation the gateway does not have is answered in the
+// Lambda API's error shape, as every other error is.
+func TestRequestIDsAndUnknownOperations(t *testing.T) {
+	e := start(t, function("fn", 10, 1))
+
+	r := e.post(t, "fn", []byte(`{}`))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	id := r.header.Get("X-Amzn-RequestId")
+	assert.Regexp(t, uuidRE, id)
+	var resp gwtest.Response
+	require.NoError(t, json.Unmarshal(r.body, &resp))
+	assert.Equal(t, id, resp.RequestID, "the function's AWS request id is the client's")
+	assert.NotEqual(t, id, e.post(t, "fn", []byte(`{}`)).header.Get("X-Amzn-RequestId"))
+
+	for _, op := range []struct{ method, path string }{
+		{"GET", "/2015-03-31/functions/fn/invocations"},
+		{"PUT", "/2015-03-31/functions/fn/invocations"},
+		{"DELETE", "/2015-03-31/functions/fn"},
+		{"POST", "/2015-03-31/functions/fn/policy"},
+		{"GET", "/2015-03-31/event-source-mappings/"},
+		{"GET", "/2017-03-31/functions/fn/concurrency-nope"},
+		{"GET", "/nothing"},
+	} {
+		lambdaError(t, e.request(t, op.method, op.path, nil), http.StatusNotFound, "UnknownOperationException", "Unknown operation "+op.method)
+	}
+	// Refusals too carry one.
+	req, err := http.NewRequest("GET", e.url+"/2015-03-31/functions/", nil)
+	require.NoError(t, err)
+	lambdaError(t, do(t, req), http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token")
+	resp2, err := http.Get(e.url + "/healthz")
+	require.NoError(t, err)
+	resp2.Body.Close()
+	assert.Regexp(t, uuidRE, resp2.Header.Get("X-Amzn-RequestId"))
 }
 
 // The Invoke API's answers, as AWS Lambda gives them.

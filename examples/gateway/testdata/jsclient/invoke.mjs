@@ -16,8 +16,11 @@ try {
     status: out.StatusCode,
     functionError: out.FunctionError ?? "",
     payload: new TextDecoder().decode(out.Payload),
+    requestId: out.$metadata.requestId ?? "",
   }));
 } catch (e) {
-  console.log(JSON.stringify({ error: e.name, message: e.message, status: e.$metadata?.httpStatusCode ?? 0 }));
+  console.log(JSON.stringify({
+    error: e.name, message: e.message, status: e.$metadata?.httpStatusCode ?? 0, requestId: e.$metadata?.requestId ?? "",
+  }));
   process.exitCode = 1;
 }
