@@ -147,8 +147,9 @@ func TestCLI(t *testing.T) {
 		require.True(t, ok, "%s --version: %s", cli, stderr)
 		version := strings.Fields(stdout + stderr + " aws")[0]
 		t.Run(strings.ReplaceAll(version, "/", "-"), func(t *testing.T) {
-			invokeArgs := func(fn, payload string) []string {
-				args := []string{"lambda", "invoke", "--endpoint-url", "http://" + g.addr, "--function-name", fn, "--payload", payload}
+			// invokeArgs ends with the output file; extra are more options.
+			invokeArgs := func(fn, payload string, extra ...string) []string {
+				args := append([]string{"lambda", "invoke", "--endpoint-url", "http://" + g.addr, "--function-name", fn, "--payload", payload}, extra...)
 				if strings.HasPrefix(version, "aws-cli/2") {
 					args = append(args, "--cli-binary-format", "raw-in-base64-out")
 				}
@@ -170,6 +171,17 @@ func TestCLI(t *testing.T) {
 			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), args...)
 			require.True(t, ok, "%s\n%s", stdout, stderr)
 			assert.JSONEq(t, `{"via":"arn"}`, outFile(args))
+
+			args = invokeArgs("000000000000:function:echo", `{"via":"partial"}`, "--qualifier", "$LATEST")
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), args...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.JSONEq(t, `{"via":"partial"}`, outFile(args))
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("hello:live", `{}`)...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.Contains(t, stdout, `"ExecutedVersion": "1"`, "the template's AutoPublishAlias")
+			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{}`, "--qualifier", "1")...)
+			assert.False(t, ok)
+			assert.Contains(t, stderr, "(ResourceNotFoundException) when calling the Invoke operation: Function not found: arn:aws:lambda:us-east-1:000000000000:function:echo:1")
 
 			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("nope", `{}`)...)
 			assert.False(t, ok)
@@ -207,21 +219,23 @@ func jsClient(t *testing.T) string {
 }
 
 type jsResult struct {
-	Status        int
-	FunctionError string
-	Payload       string
-	Error         string
-	Message       string
-	RequestID     string
+	Status          int
+	FunctionError   string
+	Payload         string
+	ExecutedVersion string
+	Error           string
+	Message         string
+	RequestID       string
 }
 
 // runJS invokes fn with payload through the JavaScript SDK's Lambda
-// client, configured by env alone.
-func runJS(t *testing.T, dir string, env []string, fn, payload string) jsResult {
+// client, configured by env alone; options (at most one) are more fields
+// of its InvokeCommand, as JSON.
+func runJS(t *testing.T, dir string, env []string, fn, payload string, options ...string) jsResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "invoke.mjs", fn, payload)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"invoke.mjs", fn, payload}, options...)...)
 	cmd.Dir, cmd.Env = dir, env
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
@@ -250,6 +264,16 @@ func TestJavaScriptSDK(t *testing.T) {
 	r = runJS(t, dir, env, "echo", "")
 	assert.Equal(t, 200, r.Status, "%+v", r)
 	assert.JSONEq(t, `{}`, r.Payload)
+	r = runJS(t, dir, env, "000000000000:function:echo", `{"via":"partial"}`, `{"Qualifier":"$LATEST"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	assert.Equal(t, "$LATEST", r.ExecutedVersion)
+	assert.JSONEq(t, `{"via":"partial"}`, r.Payload)
+	r = runJS(t, dir, env, "hello:live", `{"name":"alias"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	assert.Equal(t, "1", r.ExecutedVersion, "the template's AutoPublishAlias")
+	r = runJS(t, dir, env, "echo", `{}`, `{"Qualifier":"1"}`)
+	assert.Equal(t, "ResourceNotFoundException", r.Error, "%+v", r)
+	assert.Contains(t, r.Message, "function:echo:1")
 
 	assert.Regexp(t, `^[0-9a-f-]{36}$`, r.RequestID, "the SDK reads x-amzn-RequestId")
 	r = runJS(t, dir, env, "nope", `{}`)

@@ -291,7 +291,7 @@ func TestInvokeAPI(t *testing.T) {
 	_, err := c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("nope")})
 	var nf *types.ResourceNotFoundException
 	require.ErrorAs(t, err, &nf)
-	assert.Equal(t, "Function not found: arn:aws:lambda:local:000000000000:function:nope", nf.ErrorMessage())
+	assert.Equal(t, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:nope", nf.ErrorMessage(), "in the region the client signed for")
 	assert.Equal(t, "User", aws.ToString(nf.Type))
 	var re *awshttp.ResponseError
 	require.ErrorAs(t, err, &re)

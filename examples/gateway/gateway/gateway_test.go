@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -236,6 +237,70 @@ func TestRequestIDsAndUnknownOperations(t *testing.T) {
 	assert.Regexp(t, uuidRE, resp2.Header.Get("X-Amzn-RequestId"))
 }
 
+// A function is named as Lambda takes it: by name, ARN (any region and
+// account) or partial ARN, with a qualifier in the name or the Qualifier
+// parameter: $LATEST, and the alias and version 1 of a function with
+// AutoPublishAlias. Any other qualifier is not found, never run as
+// $LATEST. ARNs are in the region the client signed for.
+func TestFunctionNames(t *testing.T) {
+	pub := function("pub", 10, 1)
+	pub.Alias = "live"
+	e := start(t, function("fn", 10, 1), pub)
+
+	for _, c := range []struct{ name, query, version, arn string }{
+		{"fn", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn"},
+		{"fn:$LATEST", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn:$LATEST"},
+		{"fn", "$LATEST", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn:$LATEST"},
+		{"fn:$LATEST", "$LATEST", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn:$LATEST"},
+		{"arn:aws:lambda:eu-west-3:123456789012:function:fn", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn"},
+		{"arn:aws:lambda:eu-west-3:123456789012:function:fn:$LATEST", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn:$LATEST"},
+		{"123456789012:function:fn", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:fn"},
+		{"pub", "", "$LATEST", "arn:aws:lambda:us-east-1:000000000000:function:pub"},
+		{"pub:live", "", "1", "arn:aws:lambda:us-east-1:000000000000:function:pub:live"},
+		{"pub", "1", "1", "arn:aws:lambda:us-east-1:000000000000:function:pub:1"},
+		{"123456789012:function:pub:live", "", "1", "arn:aws:lambda:us-east-1:000000000000:function:pub:live"},
+	} {
+		path := "/2015-03-31/functions/" + httpbinding.EscapePath(c.name, true) + "/invocations"
+		if c.query != "" {
+			path += "?Qualifier=" + url.QueryEscape(c.query)
+		}
+		r := e.request(t, "POST", path, []byte(`{}`))
+		require.Equal(t, http.StatusOK, r.status, "%s ?%s: %s", c.name, c.query, r.body)
+		assert.Equal(t, c.version, r.header.Get("X-Amz-Executed-Version"), c.name)
+		var resp gwtest.Response
+		require.NoError(t, json.Unmarshal(r.body, &resp))
+		assert.Equal(t, c.arn, resp.ARN, "the function is told the ARN it was invoked by")
+	}
+
+	for _, c := range []struct{ name, query, arn string }{
+		{"nope", "", "function:nope"},
+		{"fn", "1", "function:fn:1"},
+		{"fn:1", "", "function:fn:1"},
+		{"fn:live", "", "function:fn:live"},
+		{"pub:2", "", "function:pub:2"},
+		{"pub", "prod", "function:pub:prod"},
+		{"arn:aws:lambda:eu-west-3:123456789012:function:fn:1", "", "function:fn:1"},
+	} {
+		path := "/2015-03-31/functions/" + httpbinding.EscapePath(c.name, true) + "/invocations"
+		if c.query != "" {
+			path += "?Qualifier=" + url.QueryEscape(c.query)
+		}
+		lambdaError(t, e.request(t, "POST", path, []byte(`{}`)), http.StatusNotFound, "ResourceNotFoundException",
+			"Function not found: arn:aws:lambda:us-east-1:000000000000:"+c.arn)
+	}
+	lambdaError(t, e.request(t, "POST", "/2015-03-31/functions/fn:1/invocations?Qualifier=2", []byte(`{}`)), http.StatusBadRequest,
+		"InvalidParameterValueException", "The derived qualifier from the function name does not match the specified qualifier.")
+	lambdaError(t, e.post(t, "a:b:c", []byte(`{}`)), http.StatusBadRequest, "InvalidParameterValueException", "is not a function name or ARN")
+	lambdaError(t, e.post(t, ":1", []byte(`{}`)), http.StatusBadRequest, "InvalidParameterValueException", "is not a function name or ARN")
+	// Observed just after each answer: only the invocations that named a
+	// version ran.
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`) == 7
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, 7.0, gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`))
+}
+
 // The Invoke API's answers, as AWS Lambda gives them.
 func TestInvokeAPI(t *testing.T) {
 	e := start(t, function("fn", 10, 2))
@@ -259,7 +324,7 @@ func TestInvokeAPI(t *testing.T) {
 	assert.Equal(t, first, pid(t, e.post(t, "fn", []byte(`{}`))), "a handler error keeps the worker")
 
 	lambdaError(t, e.post(t, "nope", []byte(`{}`)), http.StatusNotFound, "ResourceNotFoundException",
-		"Function not found: arn:aws:lambda:local:000000000000:function:nope")
+		"Function not found: arn:aws:lambda:us-east-1:000000000000:function:nope")
 	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest,
 		"InvalidParameterValueException", "InvocationType Event is not supported")
 	// As Lambda, a payload that is not JSON never reaches the function.

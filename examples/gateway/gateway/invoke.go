@@ -6,66 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-func arn(fn string) string { return "arn:aws:lambda:local:000000000000:function:" + fn }
-
-func qualified(q string) string {
-	if q == "" {
-		return ""
-	}
-	return ":" + q
-}
-
-// functionName returns the function and the qualifier (version or alias)
-// an invocation names, as Lambda takes them: the function's name, its ARN
-// (arn:aws:lambda:region:account:function:name), a partial ARN
-// (account:function:name), each with an optional ":qualifier", or a
-// Qualifier query parameter; bad says, in Lambda's words, what is wrong
-// with them. The gateway serves any region and account, and only $LATEST,
-// its one version.
-func functionName(name, query string) (fn, qualifier, bad string) {
-	parts := strings.Split(name, ":")
-	switch {
-	case len(parts) >= 7 && parts[0] == "arn" && parts[2] == "lambda" && parts[5] == "function":
-		parts = parts[6:]
-	case len(parts) >= 3 && parts[1] == "function":
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 1:
-		fn = parts[0]
-	case 2:
-		fn, qualifier = parts[0], parts[1]
-	default:
-		return "", "", "FunctionName " + strconv.Quote(name) + " is not a function name or ARN"
-	}
-	switch {
-	case query == "":
-	case qualifier == "":
-		qualifier = query
-	case qualifier != query:
-		return "", "", "The derived qualifier from the function name does not match the specified qualifier."
-	}
-	return fn, qualifier, ""
-}
-
 func handleInvoke(g *Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, qualifier, bad := functionName(r.PathValue("name"), r.URL.Query().Get("Qualifier"))
-		if bad != "" {
-			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", bad)
-			return
-		}
-		f, ok := g.Function(name)
-		if !ok || qualifier != "" && qualifier != "$LATEST" {
-			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+arn(name)+qualified(qualifier))
+		req := request(r)
+		f, version, qualifier, apiErr := g.resolve(req.region, r.PathValue("name"), r.URL.Query().Get("Qualifier"))
+		if apiErr != nil {
+			apiErr.write(w)
 			return
 		}
 		if g.draining.Load() {
@@ -81,7 +33,7 @@ func handleInvoke(g *Gateway) http.Handler {
 			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", "InvocationType "+t+" is not supported: use RequestResponse")
 			return
 		}
-		payload := r.Context().Value(payloadKey{}).([]byte) // authenticate read it
+		payload := req.payload
 		if len(payload) == 0 {
 			payload = []byte("{}")
 		} else if !json.Valid(payload) {
@@ -94,16 +46,24 @@ func handleInvoke(g *Gateway) http.Handler {
 		defer g.inflight.Add(-1)
 		start := time.Now()
 		ctx := runtimeapi.WithRequestID(r.Context(), w.Header().Get(headerRequestID))
-		outcome := g.invoke(ctx, w, name, time.Duration(f.Timeout)*time.Second, payload)
-		g.cfg.Metrics.observe(name, outcome, time.Since(start).Seconds())
+		target := invocation{fn: f.Name, version: version, arn: functionARN(req.region, f.Name, qualifier), timeout: time.Duration(f.Timeout) * time.Second}
+		outcome := g.invoke(ctx, w, target, payload)
+		g.cfg.Metrics.observe(f.Name, outcome, time.Since(start).Seconds())
 	})
+}
+
+// invocation is what an invocation runs: a function's version, invoked
+// by an ARN, with its timeout.
+type invocation struct {
+	fn, version, arn string
+	timeout          time.Duration
 }
 
 // invoke runs one invocation and writes its answer; it returns the outcome
 // for the latency metric. A worker is always released or destroyed before
 // it returns, whatever happens (a panic included).
-func (g *Gateway) invoke(ctx context.Context, w http.ResponseWriter, fn string, timeout time.Duration, payload []byte) string {
-	p, err := g.group.Pool(fn)
+func (g *Gateway) invoke(ctx context.Context, w http.ResponseWriter, inv invocation, payload []byte) string {
+	p, err := g.group.Pool(inv.fn)
 	if err != nil {
 		lambdaError(w, http.StatusServiceUnavailable, "ServiceException", err.Error())
 		return "unavailable"
@@ -120,17 +80,17 @@ func (g *Gateway) invoke(ctx context.Context, w http.ResponseWriter, fn string, 
 			lambdaError(w, http.StatusBadGateway, "ServiceException", "could not start a worker: "+err.Error())
 			return "create_failed"
 		}
-		res, err, retry := g.run(ctx, h, timeout, payload)
+		res, err, retry := g.run(ctx, h, inv, payload)
 		if retry && attempt == 0 {
 			continue // the worker died before it got the invocation
 		}
-		return g.answer(w, fn, timeout, res, err)
+		return g.answer(w, inv, res, err)
 	}
 }
 
 // run invokes h's worker and releases or destroys it; retry says that the
 // worker was gone before it received the invocation.
-func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], timeout time.Duration, payload []byte) (res runtimeapi.Result, err error, retry bool) {
+func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], inv invocation, payload []byte) (res runtimeapi.Result, err error, retry bool) {
 	done := false
 	defer func() {
 		switch {
@@ -147,7 +107,7 @@ func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], timeout time.
 		}
 	}()
 	wk := h.Value()
-	res, err = g.cfg.Runtime.Invoke(ctx, wk.Key, arn(wk.Function), payload, time.Now().Add(timeout))
+	res, err = g.cfg.Runtime.Invoke(ctx, wk.Key, inv.arn, payload, time.Now().Add(inv.timeout))
 	done = true
 	return res, err, errors.Is(err, runtimeapi.ErrUndelivered)
 }
@@ -155,9 +115,9 @@ func (g *Gateway) run(ctx context.Context, h *pool.Handle[Worker], timeout time.
 // answer writes the result of an invocation as Lambda does: a function's
 // error, a timeout and a crash are a 200 with X-Amz-Function-Error and the
 // error document.
-func (g *Gateway) answer(w http.ResponseWriter, fn string, timeout time.Duration, res runtimeapi.Result, err error) string {
+func (g *Gateway) answer(w http.ResponseWriter, inv invocation, res runtimeapi.Result, err error) string {
 	h := w.Header()
-	h.Set("X-Amz-Executed-Version", "$LATEST")
+	h.Set("X-Amz-Executed-Version", inv.version)
 	h.Set("Content-Type", "application/json")
 	var doc []byte
 	switch {
@@ -169,7 +129,7 @@ func (g *Gateway) answer(w http.ResponseWriter, fn string, timeout time.Duration
 		_, _ = w.Write(res.Payload)
 		return "function_error"
 	case errors.Is(err, runtimeapi.ErrTimeout):
-		doc, _ = json.Marshal(map[string]string{"errorType": "Sandbox.Timedout", "errorMessage": fmt.Sprintf("Task timed out after %.2f seconds", timeout.Seconds())})
+		doc, _ = json.Marshal(map[string]string{"errorType": "Sandbox.Timedout", "errorMessage": fmt.Sprintf("Task timed out after %.2f seconds", inv.timeout.Seconds())})
 		h.Set("X-Amz-Function-Error", "Unhandled")
 		_, _ = w.Write(doc)
 		return "timeout"
@@ -179,6 +139,6 @@ func (g *Gateway) answer(w http.ResponseWriter, fn string, timeout time.Duration
 		_, _ = w.Write(doc)
 		return "crashed"
 	}
-	g.log.Info("invocation canceled", "function", fn, "err", err)
+	g.log.Info("invocation canceled", "function", inv.fn, "err", err)
 	return "canceled"
 }

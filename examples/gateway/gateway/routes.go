@@ -84,9 +84,23 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, err error) {
 	lambdaError(w, http.StatusForbidden, "AccessDeniedException", err.Error())
 }
 
-// payloadKey holds, in a request's context, the body its signature was
-// verified over: the body is read once.
-type payloadKey struct{}
+// signedKey holds, in a request's context, what authenticate learnt of it.
+type signedKey struct{}
+
+// signedRequest is what authenticate learnt of a request: the body its
+// signature was verified over (read once), and the region it was signed
+// for, which is the one the client calls and the one of the ARNs the
+// gateway answers it.
+type signedRequest struct {
+	payload []byte
+	region  string
+}
+
+// request returns what authenticate learnt of r.
+func request(r *http.Request) signedRequest {
+	s, _ := r.Context().Value(signedKey{}).(signedRequest)
+	return s
+}
 
 // authenticate lets through to next the requests of /healthz and
 // /metrics, and those signed with one of the gateway's key pairs, the body
@@ -119,7 +133,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.refuseSignature(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), payloadKey{}, payload)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedKey{}, signedRequest{payload, signed.Region()})))
 	})
 }
 

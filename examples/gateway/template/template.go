@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,9 @@ type Function struct {
 	Timeout, MemorySize int
 	// Env is Environment.Variables.
 	Env map[string]string
+	// Alias is AutoPublishAlias: the alias SAM publishes the code under,
+	// as version 1.
+	Alias string
 	// Reserved is ReservedConcurrentExecutions: the pool's capacity.
 	// Provisioned is ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions:
 	// the warm minimum.
@@ -155,6 +159,7 @@ func (p parser) function(id string, props, globals *yaml.Node, dir string) (Func
 	f.Handler = str("Handler")
 	f.ImageURI = str("ImageUri")
 	f.Runtime = str("Runtime")
+	f.Alias = str("AutoPublishAlias")
 	f.Timeout = num("Timeout", look("Timeout"), DefaultTimeout)
 	f.MemorySize = num("MemorySize", look("MemorySize"), DefaultMemorySize)
 	f.Reserved = num("ReservedConcurrentExecutions", look("ReservedConcurrentExecutions"), DefaultReservedConcurrency)
@@ -188,6 +193,8 @@ func (p parser) function(id string, props, globals *yaml.Node, dir string) (Func
 		return f, fmt.Errorf("field ReservedConcurrentExecutions: %d: the gateway needs a capacity of at least 1", f.Reserved)
 	case f.Provisioned < 0 || f.Provisioned > f.Reserved:
 		return f, fmt.Errorf("field ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions: %d is not within 0..ReservedConcurrentExecutions (%d)", f.Provisioned, f.Reserved)
+	case f.Alias != "" && !aliasRE.MatchString(f.Alias):
+		return f, fmt.Errorf("field AutoPublishAlias: %q is not an alias name (letters, digits, - and _, not only digits, at most 128)", f.Alias)
 	case codeURI == "" && f.ImageURI == "":
 		return f, errors.New("field CodeUri: missing (or ImageUri for an image function)")
 	}
@@ -253,6 +260,10 @@ func (p parser) num(path string, n *yaml.Node, def int) (int, error) {
 	}
 	return v, nil
 }
+
+// aliasRE is what Lambda takes as an alias name; one of digits only would
+// be a version.
+var aliasRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,127}[a-zA-Z_-][a-zA-Z0-9_-]{0,127}$`)
 
 // pseudo are the values the gateway gives CloudFormation's pseudo parameters.
 var pseudo = map[string]string{
