@@ -291,3 +291,125 @@ func TestJavaScriptSDK(t *testing.T) {
 	r = runJS(t, dir, unknown, "echo", `{}`)
 	assert.Equal(t, "UnrecognizedClientException", r.Error, "%+v", r)
 }
+
+// callJS sends command (GetFunction, ..., or paginateListFunctions) with
+// input (JSON) through the JavaScript SDK's Lambda client, configured by
+// env alone, and decodes what it printed into out.
+func callJS(t *testing.T, dir string, env []string, command, input string, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "call.mjs", command, input)
+	cmd.Dir, cmd.Env = dir, env
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	b, _ := cmd.Output()
+	require.NoError(t, json.Unmarshal(b, out), "node call.mjs %s %s: %s\n%s", command, input, b, errOut.String())
+}
+
+// jsCall is what call.mjs prints of a command.
+type jsCall struct {
+	Output    map[string]any
+	Pages     [][]string
+	Error     string
+	Message   string
+	Status    int
+	RequestID string
+}
+
+// The JavaScript SDK v3 lists the functions through its paginator, reads a
+// function and its configuration, and raises ResourceNotFoundException,
+// typed, for an unknown function or qualifier.
+func TestJavaScriptSDKReadOperations(t *testing.T) {
+	dir := jsClient(t)
+	_, vars := startMadeCreds(t)
+	env := clientEnv(t, vars)
+
+	var c jsCall
+	callJS(t, dir, env, "paginateListFunctions", `{"MaxItems":1}`, &c)
+	assert.Equal(t, [][]string{{"echo"}, {"hello"}, {"slow"}}, c.Pages, "%+v", c)
+
+	c = jsCall{}
+	callJS(t, dir, env, "GetFunction", `{"FunctionName":"hello"}`, &c)
+	require.Empty(t, c.Error, "%+v", c)
+	conf := c.Output["Configuration"].(map[string]any)
+	assert.Equal(t, "hello", conf["FunctionName"])
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello", conf["FunctionArn"])
+	assert.Equal(t, "Active", conf["State"])
+	assert.Equal(t, map[string]any{"ReservedConcurrentExecutions": 3.0}, c.Output["Concurrency"])
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, c.RequestID)
+
+	c = jsCall{}
+	callJS(t, dir, env, "GetFunctionConfiguration", `{"FunctionName":"hello","Qualifier":"live"}`, &c)
+	require.Empty(t, c.Error, "%+v", c)
+	assert.Equal(t, "1", c.Output["Version"])
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello:live", c.Output["FunctionArn"])
+	assert.Equal(t, map[string]any{"Variables": map[string]any{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"}}, c.Output["Environment"])
+
+	for _, input := range []string{`{"FunctionName":"nope"}`, `{"FunctionName":"echo","Qualifier":"1"}`} {
+		for _, command := range []string{"GetFunction", "GetFunctionConfiguration"} {
+			c = jsCall{}
+			callJS(t, dir, env, command, input, &c)
+			assert.Equal(t, "ResourceNotFoundException", c.Error, "%s %s: %+v", command, input, c)
+			assert.Equal(t, 404, c.Status)
+			assert.Contains(t, c.Message, "Function not found: ")
+		}
+	}
+}
+
+// The AWS CLI lists the functions (its own pagination over pages of one),
+// reads a function and its configuration, and reports
+// ResourceNotFoundException for an unknown function or qualifier.
+func TestCLIReadOperations(t *testing.T) {
+	clis := awsCLIs(t)
+	g, vars := startMadeCreds(t)
+	for _, cli := range clis {
+		stdout, stderr, ok := runCLI(t, cli, clientEnv(t, vars), "--version")
+		require.True(t, ok, "%s --version: %s", cli, stderr)
+		version := strings.Fields(stdout + stderr + " aws")[0]
+		t.Run(strings.ReplaceAll(version, "/", "-"), func(t *testing.T) {
+			lambdaCLI := func(args ...string) (map[string]any, string, bool) {
+				stdout, stderr, ok := runCLI(t, cli, clientEnv(t, vars), append([]string{"lambda", "--endpoint-url", "http://" + g.addr, "--output", "json"}, args...)...)
+				var out map[string]any
+				if ok {
+					require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+				}
+				return out, stderr, ok
+			}
+			out, stderr, ok := lambdaCLI("list-functions", "--page-size", "1")
+			require.True(t, ok, stderr)
+			var names []string
+			for _, f := range out["Functions"].([]any) {
+				names = append(names, f.(map[string]any)["FunctionName"].(string))
+			}
+			assert.Equal(t, []string{"echo", "hello", "slow"}, names)
+
+			out, stderr, ok = lambdaCLI("get-function", "--function-name", "hello")
+			require.True(t, ok, stderr)
+			conf := out["Configuration"].(map[string]any)
+			assert.Equal(t, "Greets whoever it is given.", conf["Description"])
+			assert.Equal(t, "$LATEST", conf["Version"])
+			assert.Equal(t, "Successful", conf["LastUpdateStatus"])
+
+			out, stderr, ok = lambdaCLI("get-function-configuration", "--function-name", "arn:aws:lambda:us-east-1:000000000000:function:slow")
+			require.True(t, ok, stderr)
+			assert.Equal(t, 5.0, out["Timeout"])
+			assert.Equal(t, "provided.al2023", out["Runtime"])
+			out, stderr, ok = lambdaCLI("get-function-configuration", "--function-name", "hello", "--qualifier", "live")
+			require.True(t, ok, stderr)
+			assert.Equal(t, "1", out["Version"])
+
+			for _, args := range [][]string{
+				{"get-function", "--function-name", "nope"},
+				{"get-function-configuration", "--function-name", "nope"},
+				{"get-function", "--function-name", "echo", "--qualifier", "1"},
+				{"get-function-configuration", "--function-name", "echo:1"},
+			} {
+				_, stderr, ok = lambdaCLI(args...)
+				assert.False(t, ok, "%v", args)
+				assert.Contains(t, stderr, "(ResourceNotFoundException) when calling the ", "%v", args)
+				assert.Contains(t, stderr, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:", "%v", args)
+			}
+		})
+	}
+}

@@ -321,6 +321,56 @@ func TestInvokeAPI(t *testing.T) {
 	assert.Nil(t, out.FunctionError, "a new worker serves the next call")
 }
 
+// The Go SDK's ListFunctions paginator, GetFunction and
+// GetFunctionConfiguration, with their typed errors.
+func TestReadOperationsThroughSDK(t *testing.T) {
+	g := startGateway(t, label(t), nil)
+	c := sdk(g.addr)
+	ctx := context.Background()
+
+	var pages [][]string
+	p := lambda.NewListFunctionsPaginator(c, &lambda.ListFunctionsInput{MaxItems: aws.Int32(2)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		var names []string
+		for _, f := range out.Functions {
+			names = append(names, aws.ToString(f.FunctionName))
+		}
+		pages = append(pages, names)
+	}
+	assert.Equal(t, [][]string{{"echo", "hello"}, {"slow"}}, pages)
+
+	fn, err := c.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String("hello")})
+	require.NoError(t, err)
+	conf := fn.Configuration
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello", aws.ToString(conf.FunctionArn))
+	assert.Equal(t, types.RuntimeProvidedal2023, conf.Runtime)
+	assert.Equal(t, "bootstrap", aws.ToString(conf.Handler))
+	assert.Equal(t, int32(128), aws.ToInt32(conf.MemorySize))
+	assert.Equal(t, int32(10), aws.ToInt32(conf.Timeout))
+	assert.Equal(t, types.StateActive, conf.State)
+	assert.Equal(t, types.LastUpdateStatusSuccessful, conf.LastUpdateStatus)
+	assert.Equal(t, types.PackageTypeZip, conf.PackageType)
+	assert.Equal(t, []types.Architecture{types.ArchitectureX8664}, conf.Architectures)
+	assert.Equal(t, map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"}, conf.Environment.Variables)
+	assert.Equal(t, int32(3), aws.ToInt32(fn.Concurrency.ReservedConcurrentExecutions))
+
+	fc, err := c.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String("hello"), Qualifier: aws.String("live")})
+	require.NoError(t, err)
+	assert.Equal(t, "1", aws.ToString(fc.Version))
+
+	var nf *types.ResourceNotFoundException
+	_, err = c.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String("nope")})
+	require.ErrorAs(t, err, &nf)
+	_, err = c.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String("echo"), Qualifier: aws.String("1")})
+	require.ErrorAs(t, err, &nf)
+	assert.Equal(t, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:echo:1", nf.ErrorMessage())
+	var invalid *types.InvalidParameterValueException
+	_, err = c.ListFunctions(ctx, &lambda.ListFunctionsInput{MaxItems: aws.Int32(0)})
+	require.ErrorAs(t, err, &invalid)
+}
+
 // capacityUnderLoad sends 50 concurrent invocations of slow (capacity 3
 // in tpl) through a gateway whose agent is a separate one over gRPC
 // (started with agentArgs, and a token), sampling the agent's list all

@@ -90,6 +90,9 @@ type Gateway struct {
 type functions struct {
 	byName map[string]template.Function
 	cmds   map[string][]string
+	// loaded is when the configuration was loaded: the functions'
+	// LastModified.
+	loaded time.Time
 }
 
 // New returns a gateway for fns.
@@ -117,7 +120,7 @@ func (g *Gateway) setFunctions(fns []template.Function, cmds map[string][]string
 	for _, f := range fns {
 		m[f.Name] = f
 	}
-	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds)})
+	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds), loaded: time.Now()})
 }
 
 // Function returns the configuration of the function called name.

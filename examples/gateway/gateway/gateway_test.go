@@ -301,6 +301,98 @@ func TestFunctionNames(t *testing.T) {
 	assert.Equal(t, 7.0, gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`))
 }
 
+// ListFunctions pages through the template's functions by name, and
+// GetFunction and GetFunctionConfiguration answer what the template says of
+// a function, for each of its versions; errors are the Lambda API's.
+func TestReadOperations(t *testing.T) {
+	pub := function("pub", 7, 3)
+	pub.Alias, pub.Runtime, pub.Description, pub.Architectures = "live", "provided.al2023", "published", []string{"arm64"}
+	img := function("img", 10, 1)
+	img.ImageURI, img.Env = "registry.local/img:1", nil
+	e := start(t, function("fn", 10, 1), pub, img)
+
+	type page struct {
+		Functions  []gateway.FunctionConfiguration
+		NextMarker string
+	}
+	var names []string
+	path := "/2015-03-31/functions/?MaxItems=2"
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 3)
+		r := e.request(t, "GET", path, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var p page
+		require.NoError(t, json.Unmarshal(r.body, &p))
+		for _, f := range p.Functions {
+			names = append(names, f.FunctionName)
+		}
+		if p.NextMarker == "" {
+			break
+		}
+		path = "/2015-03-31/functions/?MaxItems=2&Marker=" + url.QueryEscape(p.NextMarker)
+	}
+	assert.Equal(t, []string{"fn", "img", "pub"}, names, "every function once, by name")
+	r := e.request(t, "GET", "/2015-03-31/functions", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var all page
+	require.NoError(t, json.Unmarshal(r.body, &all))
+	require.Len(t, all.Functions, 3)
+	assert.Empty(t, all.NextMarker)
+	for _, bad := range []string{"0", "10001", "x"} {
+		lambdaError(t, e.request(t, "GET", "/2015-03-31/functions/?MaxItems="+bad, nil), http.StatusBadRequest, "InvalidParameterValueException", "maxItems")
+	}
+	lambdaError(t, e.request(t, "GET", "/2015-03-31/functions/?Marker=%25%25", nil), http.StatusBadRequest, "InvalidParameterValueException", "Invalid Marker")
+
+	r = e.request(t, "GET", "/2015-03-31/functions/pub/configuration", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Regexp(t, uuidRE, r.header.Get("X-Amzn-RequestId"))
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &doc))
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+0000$`, doc["LastModified"])
+	delete(doc, "LastModified")
+	assert.Equal(t, map[string]any{
+		"FunctionName": "pub", "FunctionArn": "arn:aws:lambda:us-east-1:000000000000:function:pub",
+		"Runtime": "provided.al2023", "Handler": "bootstrap", "Description": "published",
+		"Timeout": 7.0, "MemorySize": 128.0, "Version": "$LATEST",
+		"Environment": map[string]any{"Variables": map[string]any{gwtest.Env: "1"}},
+		"PackageType": "Zip", "Architectures": []any{"arm64"},
+		"State": "Active", "LastUpdateStatus": "Successful",
+		"EphemeralStorage": map[string]any{"Size": 512.0}, "TracingConfig": map[string]any{"Mode": "PassThrough"},
+	}, doc)
+
+	var fc gateway.FunctionConfiguration
+	for _, c := range []struct{ path, version, arn string }{
+		{"/2015-03-31/functions/pub:live/configuration", "1", "function:pub:live"},
+		{"/2015-03-31/functions/pub/configuration?Qualifier=1", "1", "function:pub:1"},
+		{"/2015-03-31/functions/000000000000%3Afunction%3Apub/configuration?Qualifier=%24LATEST", "$LATEST", "function:pub:$LATEST"},
+		{"/2015-03-31/functions/arn%3Aaws%3Alambda%3Aeu-west-1%3A1%3Afunction%3Afn/configuration", "$LATEST", "function:fn"},
+	} {
+		r = e.request(t, "GET", c.path, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", c.path, r.body)
+		require.NoError(t, json.Unmarshal(r.body, &fc))
+		assert.Equal(t, c.version, fc.Version, c.path)
+		assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:"+c.arn, fc.FunctionArn, c.path)
+	}
+
+	r = e.request(t, "GET", "/2015-03-31/functions/img", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	doc = nil
+	require.NoError(t, json.Unmarshal(r.body, &doc))
+	assert.Equal(t, map[string]any{"RepositoryType": "ECR", "ImageUri": "registry.local/img:1"}, doc["Code"])
+	assert.Equal(t, map[string]any{"ReservedConcurrentExecutions": 1.0}, doc["Concurrency"])
+	conf := doc["Configuration"].(map[string]any)
+	assert.Equal(t, "Image", conf["PackageType"])
+	assert.NotContains(t, conf, "Runtime", "an image function has no runtime, as on Lambda")
+	assert.NotContains(t, conf, "Handler")
+	assert.NotContains(t, conf, "Environment", "none is set")
+
+	for _, p := range []string{"/2015-03-31/functions/nope", "/2015-03-31/functions/nope/configuration",
+		"/2015-03-31/functions/fn?Qualifier=1", "/2015-03-31/functions/fn:live/configuration"} {
+		lambdaError(t, e.request(t, "GET", p, nil), http.StatusNotFound, "ResourceNotFoundException", "Function not found: arn:aws:lambda:us-east-1:000000000000:function:")
+	}
+	assert.Zero(t, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "reading starts no worker")
+}
+
 // The Invoke API's answers, as AWS Lambda gives them.
 func TestInvokeAPI(t *testing.T) {
 	e := start(t, function("fn", 10, 2))

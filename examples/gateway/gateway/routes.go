@@ -44,6 +44,10 @@ const API = "/2015-03-31/functions"
 func NewServer(g *Gateway, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+API+"/{name}/invocations", handleInvoke(g))
+	mux.Handle("GET "+API, handleListFunctions(g))
+	mux.Handle("GET "+API+"/{$}", handleListFunctions(g))
+	mux.Handle("GET "+API+"/{name}", handleGetFunction(g))
+	mux.Handle("GET "+API+"/{name}/configuration", handleGetFunctionConfiguration(g))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if g.draining.Load() {
 			http.Error(w, "draining", http.StatusServiceUnavailable)

@@ -45,6 +45,11 @@ type Function struct {
 	ImageURI string
 	// Runtime is the Runtime property ("provided.al2023").
 	Runtime string
+	// Description is the Description property.
+	Description string
+	// Architectures is the Architectures property: ["x86_64"] when unset,
+	// as SAM's.
+	Architectures []string
 	// Timeout is the invocation timeout in seconds; MemorySize in MB.
 	Timeout, MemorySize int
 	// Env is Environment.Variables.
@@ -160,12 +165,16 @@ func (p parser) function(id string, props, globals *yaml.Node, dir string) (Func
 	f.ImageURI = str("ImageUri")
 	f.Runtime = str("Runtime")
 	f.Alias = str("AutoPublishAlias")
+	f.Description = str("Description")
 	f.Timeout = num("Timeout", look("Timeout"), DefaultTimeout)
 	f.MemorySize = num("MemorySize", look("MemorySize"), DefaultMemorySize)
 	f.Reserved = num("ReservedConcurrentExecutions", look("ReservedConcurrentExecutions"), DefaultReservedConcurrency)
 	f.Provisioned = num("ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions",
 		get(look("ProvisionedConcurrencyConfig"), "ProvisionedConcurrentExecutions"), 0)
 	if err != nil {
+		return f, err
+	}
+	if f.Architectures, err = p.architectures(look("Architectures")); err != nil {
 		return f, err
 	}
 	for _, src := range []*yaml.Node{get(get(globals, "Environment"), "Variables"), get(get(props, "Environment"), "Variables")} {
@@ -244,6 +253,25 @@ func (p parser) str(path string, n *yaml.Node) (string, error) {
 		return n.Value, nil
 	}
 	return "", fmt.Errorf("field %s: %s is not supported by the gateway", path, n.Tag)
+}
+
+// architectures reads Architectures: one of x86_64 and arm64, as Lambda
+// takes.
+func (p parser) architectures(n *yaml.Node) ([]string, error) {
+	if n == nil {
+		return []string{"x86_64"}, nil
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) != 1 {
+		return nil, errors.New("field Architectures: not a list of one architecture")
+	}
+	a, err := p.str("Architectures", n.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	if a != "x86_64" && a != "arm64" {
+		return nil, fmt.Errorf("field Architectures: %q is neither x86_64 nor arm64", a)
+	}
+	return []string{a}, nil
 }
 
 func (p parser) num(path string, n *yaml.Node, def int) (int, error) {

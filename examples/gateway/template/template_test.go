@@ -30,9 +30,11 @@ func TestDemoTemplate(t *testing.T) {
 		Handler:  "bootstrap",
 		Runtime:  "provided.al2023",
 		Timeout:  10, MemorySize: 128,
-		Env:      map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"},
-		Alias:    "live",
-		Reserved: 3, Provisioned: 1,
+		Env:           map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"},
+		Alias:         "live",
+		Description:   "Greets whoever it is given.",
+		Architectures: []string{"x86_64"},
+		Reserved:      3, Provisioned: 1,
 	}, hello)
 	assert.Equal(t, 5, fns[2].Timeout, "a property overrides Globals")
 	assert.Equal(t, 10, fns[0].Timeout, "Globals apply")
@@ -185,6 +187,25 @@ Resources:
 	assert.Equal(t, "live", fns[1].Alias)
 }
 
+// Architectures, from a property or Globals; x86_64 when unset, as SAM's.
+func TestArchitectures(t *testing.T) {
+	fns := parse(t, `
+Globals:
+  Function:
+    Architectures: [arm64]
+Resources:
+  A:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: a}
+  B:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: b, Architectures: [x86_64]}
+`)
+	assert.Equal(t, []string{"arm64"}, fns[0].Architectures)
+	assert.Equal(t, []string{"x86_64"}, fns[1].Architectures)
+	assert.Equal(t, []string{"x86_64"}, parse(t, "Resources:\n  A:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: a}\n")[0].Architectures)
+}
+
 // Every error names the resource and the field, and nothing is returned.
 func TestErrors(t *testing.T) {
 	fn := func(props string) string {
@@ -220,6 +241,8 @@ func TestErrors(t *testing.T) {
 		{"env getatt", fn("      CodeUri: x\n      Environment:\n        Variables:\n          TABLE: !GetAtt Table.Arn\n"), "resource Fn: field Environment.Variables.TABLE: !GetAtt is not supported"},
 		{"alias digits", fn("      CodeUri: x\n      AutoPublishAlias: 12\n"), `resource Fn: field AutoPublishAlias: "12" is not an alias name`},
 		{"alias latest", fn("      CodeUri: x\n      AutoPublishAlias: $LATEST\n"), `resource Fn: field AutoPublishAlias: "$LATEST" is not an alias name`},
+		{"architecture", fn("      CodeUri: x\n      Architectures: [sparc]\n"), `resource Fn: field Architectures: "sparc" is neither x86_64 nor arm64`},
+		{"architectures two", fn("      CodeUri: x\n      Architectures: [x86_64, arm64]\n"), `resource Fn: field Architectures: not a list of one architecture`},
 		{"duplicate name", "Resources:\n  A:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: x, FunctionName: f}\n  B:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: y, FunctionName: f}\n",
 			`resource B: FunctionName "f" is also A's`},
 	} {
