@@ -371,6 +371,41 @@ func TestReadOperationsThroughSDK(t *testing.T) {
 	require.ErrorAs(t, err, &invalid)
 }
 
+// Event invocations through the Go SDK: 202 at once, run, and a failed one
+// retried twice after -event-retry-delay; DryRun runs nothing. An unknown
+// qualifier is ResourceNotFoundException for both.
+func TestEventAndDryRunThroughSDK(t *testing.T) {
+	g := startGateway(t, label(t), nil, "-event-retry-delay", "100ms")
+	c := sdk(g.addr)
+	ctx := context.Background()
+	events := func(fn, result string) float64 {
+		return gwtest.Metric(t, g.metrics(t), `gateway_events_total{function="`+fn+`",result="`+result+`"}`)
+	}
+
+	out, err := c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), InvocationType: types.InvocationTypeEvent, Payload: []byte(`{"x":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusAccepted), out.StatusCode)
+	assert.Empty(t, out.Payload)
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), InvocationType: types.InvocationTypeEvent, Payload: []byte(`{"fail":"async"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusAccepted), out.StatusCode)
+	require.Eventually(t, func() bool { return events("echo", "succeeded") == 1 && events("echo", "failed") == 1 }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_event_retries_total{function="echo"}`))
+	assert.Equal(t, 3.0, gwtest.Metric(t, g.metrics(t), `gateway_invocation_duration_seconds_count{function="echo",outcome="function_error"}`))
+
+	cold := gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`)
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("slow"), InvocationType: types.InvocationTypeDryRun})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusNoContent), out.StatusCode)
+	assert.Equal(t, cold, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`), "a dry run starts nothing")
+
+	var nf *types.ResourceNotFoundException
+	for _, typ := range []types.InvocationType{types.InvocationTypeEvent, types.InvocationTypeDryRun} {
+		_, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), Qualifier: aws.String("1"), InvocationType: typ})
+		require.ErrorAs(t, err, &nf, typ)
+	}
+}
+
 // capacityUnderLoad sends 50 concurrent invocations of slow (capacity 3
 // in tpl) through a gateway whose agent is a separate one over gRPC
 // (started with agentArgs, and a token), sampling the agent's list all

@@ -81,6 +81,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
 		Metrics: metrics, Logger: log, Credentials: []sigv4.Credentials{c.creds}, Hosts: c.allowedHosts,
+		EventRetryDelay: c.eventRetry,
 	}, fns)
 	if err != nil {
 		return err

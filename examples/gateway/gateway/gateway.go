@@ -54,6 +54,14 @@ type Config struct {
 	// Hosts are the host names the HTTP surface answers to besides
 	// loopback names and IP addresses (webguard.Options.Hosts).
 	Hosts []string
+	// EventRetryDelay is the wait before the first retry of a failed
+	// asynchronous invocation; the second waits twice as long. Zero means
+	// DefaultEventRetryDelay.
+	EventRetryDelay time.Duration
+	// MaxQueuedEvents bounds the asynchronous invocations held at once;
+	// beyond, Invoke answers TooManyRequestsException. Zero means
+	// DefaultMaxQueuedEvents.
+	MaxQueuedEvents int
 }
 
 // known is a worker the gateway made, by its key on the Runtime API.
@@ -83,6 +91,13 @@ type Gateway struct {
 	keys     sync.Map     // key -> *known
 	log      *slog.Logger
 	verifier *sigv4.Verifier
+
+	// The asynchronous invocations: their goroutines, the context that
+	// Close cancels to drop them, and how many are held.
+	events     sync.WaitGroup
+	eventsCtx  context.Context
+	stopEvents context.CancelFunc
+	queued     atomic.Int64
 }
 
 // functions is one configuration: the template's functions by name and the
@@ -100,11 +115,24 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case cfg.EventRetryDelay < 0:
+		return nil, fmt.Errorf("gateway: EventRetryDelay (%v) is negative", cfg.EventRetryDelay)
+	case cfg.MaxQueuedEvents < 0:
+		return nil, fmt.Errorf("gateway: MaxQueuedEvents (%d) is negative", cfg.MaxQueuedEvents)
+	}
+	if cfg.EventRetryDelay == 0 {
+		cfg.EventRetryDelay = DefaultEventRetryDelay
+	}
+	if cfg.MaxQueuedEvents == 0 {
+		cfg.MaxQueuedEvents = DefaultMaxQueuedEvents
+	}
 	v, err := sigv4.NewVerifier("lambda", cfg.Credentials...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: the Invoke API's credentials: %w", err)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v}
+	g.eventsCtx, g.stopEvents = context.WithCancel(context.Background())
 	g.setFunctions(fns, cfg.Commands)
 	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
 	if err != nil {
@@ -167,10 +195,12 @@ func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error
 	return errors.Join(errs...)
 }
 
-// Drain makes new invocations fail with 503 from now on.
+// Drain makes new invocations fail with 503 from now on; asynchronous
+// ones already accepted keep running (and retrying) until Close.
 func (g *Gateway) Drain() { g.draining.Store(true) }
 
-// Idle waits until no invocation is in flight or ctx ends.
+// Idle waits until no invocation is in flight (asynchronous ones that
+// run included) or ctx ends.
 func (g *Gateway) Idle(ctx context.Context) {
 	for g.inflight.Load() > 0 && ctx.Err() == nil {
 		select {
@@ -180,9 +210,13 @@ func (g *Gateway) Idle(ctx context.Context) {
 	}
 }
 
-// Close deletes every worker and stops the pools.
+// Close drops the asynchronous invocations still held (a running one is
+// canceled, its worker destroyed), deletes every worker and stops the
+// pools.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.Drain()
+	g.stopEvents()
+	g.events.Wait()
 	return g.group.Close(ctx)
 }
 

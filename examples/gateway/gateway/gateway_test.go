@@ -12,6 +12,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -393,6 +395,109 @@ func TestReadOperations(t *testing.T) {
 	assert.Zero(t, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "reading starts no worker")
 }
 
+// An Event invocation is answered 202 at once and run; a failed run (the
+// function's error, a crash, no worker) is retried twice, after the retry
+// delay and then twice that, with the same request id; a DryRun runs
+// nothing. A bad event is refused at once, as a synchronous invocation.
+func TestEventInvocations(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	broken := function("broken", 3, 1)
+	broken.Env = nil // the test binary then runs its tests instead of a runtime
+	e := startWith(t, func(c *gateway.Config) {
+		c.EventRetryDelay = delay
+		c.Commands["broken"] = []string{"false"}
+	}, function("fn", 10, 1), broken)
+	dir := t.TempDir()
+	event := func(fn string, req gwtest.Request) string {
+		t.Helper()
+		payload, err := json.Marshal(req)
+		require.NoError(t, err)
+		start := time.Now()
+		r := e.post(t, fn, payload, "X-Amz-Invocation-Type", "Event")
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+		assert.Less(t, time.Since(start), time.Second, "answered at once")
+		assert.Empty(t, r.body)
+		id := r.header.Get("X-Amzn-RequestId")
+		assert.Regexp(t, uuidRE, id)
+		return id
+	}
+	events := func(fn, result string) float64 {
+		return gwtest.Metric(t, e.metrics(), `gateway_events_total{function="`+fn+`",result="`+result+`"}`)
+	}
+
+	ok := filepath.Join(dir, "ok")
+	id := event("fn", gwtest.Request{Record: ok, SleepMS: 300})
+	require.Eventually(t, func() bool { return events("fn", "succeeded") == 1 }, 10*time.Second, 10*time.Millisecond)
+	ids, _ := gwtest.Recorded(t, ok)
+	assert.Equal(t, []string{id}, ids, "run once, with the request id its client got")
+
+	failing := filepath.Join(dir, "failing")
+	id = event("fn", gwtest.Request{Record: failing, Fail: "boom"})
+	crashing := filepath.Join(dir, "crashing")
+	crashID := event("fn", gwtest.Request{Record: crashing, Exit: true})
+	event("broken", gwtest.Request{})
+	require.Eventually(t, func() bool {
+		return events("fn", "failed") == 2 && events("broken", "failed") == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	for path, want := range map[string]string{failing: id, crashing: crashID} {
+		ids, at := gwtest.Recorded(t, path)
+		require.Equal(t, []string{want, want, want}, ids, "three runs, each with the event's request id")
+		assert.GreaterOrEqual(t, at[1].Sub(at[0]), delay, "the first retry after the delay")
+		assert.GreaterOrEqual(t, at[2].Sub(at[1]), 2*delay, "the second after twice the delay")
+	}
+	m := e.metrics()
+	assert.Equal(t, 4.0, gwtest.Metric(t, m, `gateway_event_retries_total{function="fn"}`))
+	assert.Equal(t, 2.0, gwtest.Metric(t, m, `gateway_event_retries_total{function="broken"}`), "no worker is a failure too")
+	assert.Equal(t, 3.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="broken",outcome="create_failed"}`))
+	assert.Equal(t, 3.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="fn",outcome="crashed"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, m, `gateway_events_queued`))
+
+	dry := filepath.Join(dir, "dry")
+	payload, err := json.Marshal(gwtest.Request{Record: dry})
+	require.NoError(t, err)
+	r := e.post(t, "fn", payload, "X-Amz-Invocation-Type", "DryRun")
+	assert.Equal(t, http.StatusNoContent, r.status)
+	assert.Regexp(t, uuidRE, r.header.Get("X-Amzn-RequestId"))
+	lambdaError(t, e.post(t, "nope", payload, "X-Amz-Invocation-Type", "DryRun"), http.StatusNotFound, "ResourceNotFoundException", "function:nope")
+	lambdaError(t, e.post(t, "fn:1", payload, "X-Amz-Invocation-Type", "DryRun"), http.StatusNotFound, "ResourceNotFoundException", "function:fn:1")
+
+	lambdaError(t, e.post(t, "fn", []byte(`{"a":`), "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest, "InvalidRequestContentException", "Could not parse request body into json")
+	lambdaError(t, e.post(t, "fn:1", []byte(`{}`), "X-Amz-Invocation-Type", "Event"), http.StatusNotFound, "ResourceNotFoundException", "function:fn:1")
+	big := []byte(`"` + strings.Repeat("x", gateway.MaxEventPayload) + `"`)
+	lambdaError(t, e.post(t, "fn", big, "X-Amz-Invocation-Type", "Event"), http.StatusRequestEntityTooLarge, "RequestTooLargeException", "1048576 bytes for the InvokeAsync operation")
+	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Later"), http.StatusBadRequest, "InvalidParameterValueException", "[Event, RequestResponse, DryRun]")
+	time.Sleep(100 * time.Millisecond)
+	ids, _ = gwtest.Recorded(t, dry)
+	assert.Empty(t, ids, "a dry run runs nothing")
+	assert.Equal(t, 2.0, events("fn", "failed")+events("fn", "succeeded")-1, "no refused event ran")
+}
+
+// The queue is bounded, and in memory: Close drops the events it holds
+// (one waiting for its retry here), and says so in the metrics.
+func TestEventQueueBoundAndClose(t *testing.T) {
+	e := startWith(t, func(c *gateway.Config) {
+		c.EventRetryDelay = time.Hour
+		c.MaxQueuedEvents = 1
+	}, function("fn", 10, 1))
+	r := e.post(t, "fn", []byte(`{"fail":"later"}`), "X-Amz-Invocation-Type", "Event")
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	lambdaError(t, e.post(t, "fn", []byte(`{}`), "X-Amz-Invocation-Type", "Event"), http.StatusTooManyRequests, "TooManyRequestsException", "Rate Exceeded")
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, e.metrics(), `gateway_event_retries_total{function="fn"}`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, e.gw.QueuedEvents(), "waiting an hour for its retry")
+	r = e.post(t, "fn", []byte(`{}`))
+	assert.Equal(t, http.StatusOK, r.status, "a synchronous invocation is not queued: %s", r.body)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, e.gw.Close(ctx))
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Equal(t, 0, e.gw.QueuedEvents())
+	assert.Equal(t, 1.0, gwtest.Metric(t, e.metrics(), `gateway_events_total{function="fn",result="dropped"}`))
+}
+
 // The Invoke API's answers, as AWS Lambda gives them.
 func TestInvokeAPI(t *testing.T) {
 	e := start(t, function("fn", 10, 2))
@@ -417,8 +522,6 @@ func TestInvokeAPI(t *testing.T) {
 
 	lambdaError(t, e.post(t, "nope", []byte(`{}`)), http.StatusNotFound, "ResourceNotFoundException",
 		"Function not found: arn:aws:lambda:us-east-1:000000000000:function:nope")
-	lambdaError(t, e.post(t, "fn", nil, "X-Amz-Invocation-Type", "Event"), http.StatusBadRequest,
-		"InvalidParameterValueException", "InvocationType Event is not supported")
 	// As Lambda, a payload that is not JSON never reaches the function.
 	for _, bad := range []string{"not json", `{"a":`, "  ", "{}{}"} {
 		lambdaError(t, e.post(t, "fn", []byte(bad)), http.StatusBadRequest, "InvalidRequestContentException", "Could not parse request body into json")

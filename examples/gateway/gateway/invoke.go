@@ -24,16 +24,25 @@ func handleInvoke(g *Gateway) http.Handler {
 			lambdaError(w, http.StatusServiceUnavailable, "ServiceException", "the gateway is shutting down")
 			return
 		}
-		switch t := r.Header.Get("X-Amz-Invocation-Type"); t {
-		case "", "RequestResponse":
+		typ := r.Header.Get("X-Amz-Invocation-Type")
+		switch typ {
+		case "", "RequestResponse", "Event":
 		case "DryRun":
+			// The function exists, and whoever signed may invoke it (the
+			// gateway has one key pair for all): nothing runs.
 			w.WriteHeader(http.StatusNoContent)
 			return
 		default:
-			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", "InvocationType "+t+" is not supported: use RequestResponse")
+			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException",
+				"1 validation error detected: Value '"+typ+"' at 'invocationType' failed to satisfy constraint: Member must satisfy enum value set: [Event, RequestResponse, DryRun]")
 			return
 		}
 		payload := req.payload
+		if typ == "Event" && len(payload) > MaxEventPayload {
+			lambdaError(w, http.StatusRequestEntityTooLarge, "RequestTooLargeException",
+				fmt.Sprintf("Request must be smaller than %d bytes for the InvokeAsync operation", MaxEventPayload))
+			return
+		}
 		if len(payload) == 0 {
 			payload = []byte("{}")
 		} else if !json.Valid(payload) {
@@ -42,11 +51,19 @@ func handleInvoke(g *Gateway) http.Handler {
 				"Could not parse request body into json: the payload is not valid JSON")
 			return
 		}
+		target := invocation{fn: f.Name, version: version, arn: functionARN(req.region, f.Name, qualifier), timeout: time.Duration(f.Timeout) * time.Second}
+		if typ == "Event" {
+			if err := g.enqueue(target, payload, w.Header().Get(headerRequestID)); err != nil {
+				err.write(w)
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		g.inflight.Add(1)
 		defer g.inflight.Add(-1)
 		start := time.Now()
 		ctx := runtimeapi.WithRequestID(r.Context(), w.Header().Get(headerRequestID))
-		target := invocation{fn: f.Name, version: version, arn: functionARN(req.region, f.Name, qualifier), timeout: time.Duration(f.Timeout) * time.Second}
 		outcome := g.invoke(ctx, w, target, payload)
 		g.cfg.Metrics.observe(f.Name, outcome, time.Since(start).Seconds())
 	})

@@ -17,7 +17,7 @@ try {
   console.log(JSON.stringify({
     status: out.StatusCode,
     functionError: out.FunctionError ?? "",
-    payload: new TextDecoder().decode(out.Payload),
+    payload: out.Payload ? new TextDecoder().decode(out.Payload) : "", // none for Event and DryRun
     executedVersion: out.ExecutedVersion ?? "",
     requestId: out.$metadata.requestId ?? "",
   }));
