@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -193,6 +194,14 @@ func TestCLI(t *testing.T) {
 			assert.False(t, ok)
 			assert.Contains(t, stderr, "(ResourceNotFoundException)")
 
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{"log":"logged by echo"}`, "--log-type", "Tail")...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			var shown struct{ LogResult string }
+			require.NoError(t, json.Unmarshal([]byte(stdout), &shown), stdout)
+			log, err := base64.StdEncoding.DecodeString(shown.LogResult)
+			require.NoError(t, err)
+			assert.Regexp(t, `^START RequestId: [0-9a-f-]{36} Version: \$LATEST\nlogged by echo\nEND RequestId: .*\nREPORT RequestId: .*\tDuration: `, string(log))
+
 			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("nope", `{}`)...)
 			assert.False(t, ok)
 			assert.Contains(t, stderr, "An error occurred (ResourceNotFoundException) when calling the Invoke operation: Function not found: ")
@@ -233,6 +242,7 @@ type jsResult struct {
 	FunctionError   string
 	Payload         string
 	ExecutedVersion string
+	LogResult       string
 	Error           string
 	Message         string
 	RequestID       string
@@ -281,6 +291,11 @@ func TestJavaScriptSDK(t *testing.T) {
 	r = runJS(t, dir, env, "hello:live", `{"name":"alias"}`)
 	assert.Equal(t, 200, r.Status, "%+v", r)
 	assert.Equal(t, "1", r.ExecutedVersion, "the template's AutoPublishAlias")
+	r = runJS(t, dir, env, "echo", `{"log":"logged by echo"}`, `{"LogType":"Tail"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	log, err := base64.StdEncoding.DecodeString(r.LogResult)
+	require.NoError(t, err)
+	assert.Regexp(t, `^START RequestId: `+r.RequestID+` Version: \$LATEST\nlogged by echo\nEND RequestId: `+r.RequestID+`\nREPORT RequestId: `, string(log))
 	r = runJS(t, dir, env, "echo", `{"async":true}`, `{"InvocationType":"Event"}`)
 	assert.Equal(t, 202, r.Status, "%+v", r)
 	r = runJS(t, dir, env, "echo", `{}`, `{"InvocationType":"DryRun"}`)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -372,8 +373,9 @@ func TestReadOperationsThroughSDK(t *testing.T) {
 }
 
 // Event invocations through the Go SDK: 202 at once, run, and a failed one
-// retried twice after -event-retry-delay; DryRun runs nothing. An unknown
-// qualifier is ResourceNotFoundException for both.
+// retried twice after -event-retry-delay; DryRun runs nothing; LogType
+// Tail returns the invocation's log. An unknown qualifier is
+// ResourceNotFoundException for Event and DryRun.
 func TestEventAndDryRunThroughSDK(t *testing.T) {
 	g := startGateway(t, label(t), nil, "-event-retry-delay", "100ms")
 	c := sdk(g.addr)
@@ -398,6 +400,15 @@ func TestEventAndDryRunThroughSDK(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int32(http.StatusNoContent), out.StatusCode)
 	assert.Equal(t, cold, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`), "a dry run starts nothing")
+
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), LogType: types.LogTypeTail, Payload: []byte(`{"log":"logged by echo"}`)})
+	require.NoError(t, err)
+	log, err := base64.StdEncoding.DecodeString(aws.ToString(out.LogResult))
+	require.NoError(t, err)
+	var re *awshttp.ResponseError
+	_, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("nope")})
+	require.ErrorAs(t, err, &re)
+	assert.Regexp(t, `^START RequestId: [0-9a-f-]{36} Version: \$LATEST\nlogged by echo\nEND RequestId: [0-9a-f-]{36}\nREPORT RequestId: [0-9a-f-]{36}\tDuration: [0-9.]+ ms\tBilled Duration: \d+ ms\tMemory Size: 128 MB\t\n$`, string(log))
 
 	var nf *types.ResourceNotFoundException
 	for _, typ := range []types.InvocationType{types.InvocationTypeEvent, types.InvocationTypeDryRun} {

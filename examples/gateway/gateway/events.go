@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"time"
-
-	"github.com/ttlkit/ttlkit/examples/gateway/runtimeapi"
 )
 
 // Asynchronous invocations (InvocationType Event), as Lambda runs them:
@@ -38,14 +36,13 @@ const (
 
 // event is one asynchronous invocation.
 type event struct {
-	inv       invocation
-	payload   []byte
-	requestID string
+	inv     invocation
+	payload []byte
 }
 
 // enqueue queues an event and starts running it; it answers
 // TooManyRequestsException when MaxQueuedEvents are held already.
-func (g *Gateway) enqueue(inv invocation, payload []byte, requestID string) *apiError {
+func (g *Gateway) enqueue(inv invocation, payload []byte) *apiError {
 	if n := g.queued.Add(1); n > int64(g.cfg.MaxQueuedEvents) {
 		g.queued.Add(-1)
 		return &apiError{http.StatusTooManyRequests, "TooManyRequestsException", "Rate Exceeded: the gateway holds as many asynchronous invocations as it may"}
@@ -54,7 +51,7 @@ func (g *Gateway) enqueue(inv invocation, payload []byte, requestID string) *api
 	go func() {
 		defer g.events.Done()
 		defer g.queued.Add(-1)
-		g.runEvent(event{inv: inv, payload: payload, requestID: requestID})
+		g.runEvent(event{inv: inv, payload: payload})
 	}()
 	return nil
 }
@@ -63,8 +60,8 @@ func (g *Gateway) enqueue(inv invocation, payload []byte, requestID string) *api
 // EventRetryDelay and then twice that, as Lambda does; each attempt keeps
 // the event's request id. Stopping the gateway drops it.
 func (g *Gateway) runEvent(ev event) {
-	ctx := runtimeapi.WithRequestID(g.eventsCtx, ev.requestID)
-	log := g.log.With("function", ev.inv.fn, "request_id", ev.requestID)
+	ctx := g.eventsCtx
+	log := g.log.With("function", ev.inv.fn, "request_id", ev.inv.id)
 	delay := g.cfg.EventRetryDelay
 	for attempt := 0; ; attempt++ {
 		outcome := g.runOnce(ctx, ev)

@@ -54,6 +54,10 @@ type Config struct {
 	// Hosts are the host names the HTTP surface answers to besides
 	// loopback names and IP addresses (webguard.Options.Hosts).
 	Hosts []string
+	// Logs, when set, holds the output of the workers (which the agent
+	// writes to it), for the tail of an invocation's log; without it the
+	// tail holds only the START, END and REPORT lines.
+	Logs *Logs
 	// EventRetryDelay is the wait before the first retry of a failed
 	// asynchronous invocation; the second waits twice as long. Zero means
 	// DefaultEventRetryDelay.
@@ -340,7 +344,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	for _, k := range slices.Sorted(maps.Keys(f.Env)) {
 		env = append(env, k+"="+f.Env[k])
 	}
-	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize}
+	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize, Key: key}
 	if f.ImageURI != "" {
 		req.Image = f.ImageURI
 	} else {
@@ -349,6 +353,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	aw, err := p.g.cfg.Agent.Create(ctx, req)
 	if err != nil {
 		p.g.cfg.Runtime.Gone(key)
+		p.g.cfg.Logs.forget(key)
 		return Worker{}, err
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
@@ -366,6 +371,7 @@ func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
 	if w.Key != "" {
 		p.g.keys.Delete(w.Key)
 		defer p.g.cfg.Runtime.Gone(w.Key)
+		defer p.g.cfg.Logs.forget(w.Key)
 	}
 	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -67,7 +68,8 @@ func start(t testing.TB, fns ...template.Function) *env {
 func startWith(t testing.TB, set func(*gateway.Config), fns ...template.Function) *env {
 	t.Helper()
 	label := fmt.Sprintf("gwunit-%d-%d", os.Getpid(), labels.Add(1))
-	ag, err := agent.NewLocal(agent.Options{Label: label, StopGrace: time.Second})
+	logs := gateway.NewLogs()
+	ag, err := agent.NewLocal(agent.Options{Label: label, StopGrace: time.Second, WorkerOutput: logs.Writer})
 	require.NoError(t, err)
 	rt := runtimeapi.New()
 	rtSrv, rtAddr, err := rt.Listen("127.0.0.1:0")
@@ -80,7 +82,7 @@ func startWith(t testing.TB, set func(*gateway.Config), fns ...template.Function
 	cfg := gateway.Config{
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: time.Hour, Heartbeat: time.Hour, OrphanGrace: time.Hour, Metrics: m,
-		Credentials: []sigv4.Credentials{creds},
+		Credentials: []sigv4.Credentials{creds}, Logs: logs,
 	}
 	set(&cfg)
 	gw, err := gateway.New(cfg, fns)
@@ -496,6 +498,76 @@ func TestEventQueueBoundAndClose(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Equal(t, 0, e.gw.QueuedEvents())
 	assert.Equal(t, 1.0, gwtest.Metric(t, e.metrics(), `gateway_events_total{function="fn",result="dropped"}`))
+}
+
+// logResult decodes r's X-Amz-Log-Result.
+func logResult(t *testing.T, r result) string {
+	t.Helper()
+	h := r.header.Get("X-Amz-Log-Result")
+	require.NotEmpty(t, h, "no X-Amz-Log-Result: %s", r.body)
+	b, err := base64.StdEncoding.DecodeString(h)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// X-Amz-Log-Type: Tail returns the last 4 KB of the invocation's log, as
+// Lambda prints it: START, what the worker wrote on stdout and stderr
+// meanwhile (and only then), a timeout's or a crash's line, END and
+// REPORT.
+func TestLogTail(t *testing.T) {
+	e := start(t, function("fn", 1, 1))
+	tail := []string{"X-Amz-Log-Type", "Tail"}
+
+	r := e.post(t, "fn", []byte(`{"print":"hello from the function"}`), tail...)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	id := r.header.Get("X-Amzn-RequestId")
+	assert.Regexp(t, `^START RequestId: `+id+` Version: \$LATEST
+(hello from the function
+stderr: hello from the function|stderr: hello from the function
+hello from the function)
+END RequestId: `+id+`
+REPORT RequestId: `+id+`\tDuration: \d+\.\d\d ms\tBilled Duration: \d+ ms\tMemory Size: 128 MB\t
+$`, logResult(t, r))
+
+	r = e.post(t, "fn", []byte(`{"print":"not asked"}`))
+	assert.Empty(t, r.header.Get("X-Amz-Log-Result"), "only when asked")
+	r = e.post(t, "fn", []byte(`{"print":"second"}`), "X-Amz-Log-Type", "None")
+	assert.Empty(t, r.header.Get("X-Amz-Log-Result"))
+	r = e.post(t, "fn", []byte(`{}`), tail...)
+	log := logResult(t, r)
+	assert.NotContains(t, log, "not asked", "another invocation's output is not this one's")
+	assert.NotContains(t, log, "second")
+
+	r = e.post(t, "fn", []byte(`{"print":"`+strings.Repeat("x", 3*gateway.LogTail)+`","fail":"after printing"}`), tail...)
+	assert.Equal(t, "Unhandled", r.header.Get("X-Amz-Function-Error"))
+	log = logResult(t, r)
+	assert.Len(t, log, gateway.LogTail, "the last 4 KB")
+	assert.True(t, strings.HasPrefix(log, "xxx"), "%.40q", log)
+	assert.Contains(t, log, "\nEND RequestId: "+r.header.Get("X-Amzn-RequestId")+"\nREPORT RequestId: ")
+
+	r = e.post(t, "fn", []byte(`{"print":"slow","sleep_ms":1500}`), tail...)
+	assert.Contains(t, string(r.body), "Sandbox.Timedout")
+	id = r.header.Get("X-Amzn-RequestId")
+	assert.Regexp(t, `(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `+id+` Task timed out after 1\.00 seconds\nEND RequestId: `+id+`\n`, logResult(t, r))
+	assert.Contains(t, logResult(t, r), "slow\n")
+
+	r = e.post(t, "fn", []byte(`{"exit":true}`), tail...)
+	id = r.header.Get("X-Amzn-RequestId")
+	assert.Contains(t, logResult(t, r), "RequestId: "+id+" Error: Runtime exited\nRuntime.ExitError\nEND RequestId: "+id+"\n")
+
+	lambdaError(t, e.post(t, "fn", []byte(`{}`), "X-Amz-Log-Type", "All"), http.StatusBadRequest, "InvalidParameterValueException", "[None, Tail]")
+	r = e.post(t, "fn", []byte(`{}`), "X-Amz-Log-Type", "Tail", "X-Amz-Invocation-Type", "Event")
+	assert.Equal(t, http.StatusAccepted, r.status)
+	assert.Empty(t, r.header.Get("X-Amz-Log-Result"), "an event's log goes nowhere")
+}
+
+// Without the workers' output (an agent in another process), the tail
+// holds Lambda's own lines.
+func TestLogTailWithoutOutput(t *testing.T) {
+	e := startWith(t, func(c *gateway.Config) { c.Logs = nil }, function("fn", 10, 1))
+	r := e.post(t, "fn", []byte(`{"print":"unseen"}`), "X-Amz-Log-Type", "Tail")
+	id := r.header.Get("X-Amzn-RequestId")
+	assert.Regexp(t, `^START RequestId: `+id+` Version: \$LATEST\nEND RequestId: `+id+`\nREPORT RequestId: `+id+`\t`, logResult(t, r))
 }
 
 // The Invoke API's answers, as AWS Lambda gives them.

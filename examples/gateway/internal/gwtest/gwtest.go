@@ -36,8 +36,10 @@ func Main(m *testing.M) {
 	leakcheck.VerifyTestMain(m)
 }
 
-// Request is what the function does: first append a line of its request
-// id and the time (RFC 3339, nanoseconds) to the file Record, then return
+// Request is what the function does: first write Print on its stdout and
+// "stderr: "+Print on its stderr (each a line), append a line of its
+// request id and the time (RFC 3339, nanoseconds) to the file Record, then
+// return
 // Echo, fail with Fail, sleep SleepMS (past its deadline too), or exit the
 // runtime mid-call.
 type Request struct {
@@ -46,6 +48,7 @@ type Request struct {
 	SleepMS int             `json:"sleep_ms,omitempty"`
 	Exit    bool            `json:"exit,omitempty"`
 	Record  string          `json:"record,omitempty"`
+	Print   string          `json:"print,omitempty"`
 }
 
 // Response is the function's answer, with what the runtime told it.
@@ -60,6 +63,10 @@ type Response struct {
 // Handle is the function's handler.
 func Handle(ctx context.Context, req Request) (Response, error) {
 	lc, _ := lambdacontext.FromContext(ctx)
+	if req.Print != "" {
+		fmt.Println(req.Print)
+		fmt.Fprintln(os.Stderr, "stderr: "+req.Print)
+	}
 	if req.Record != "" {
 		f, err := os.OpenFile(req.Record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {

@@ -19,6 +19,7 @@ try {
     functionError: out.FunctionError ?? "",
     payload: out.Payload ? new TextDecoder().decode(out.Payload) : "", // none for Event and DryRun
     executedVersion: out.ExecutedVersion ?? "",
+    logResult: out.LogResult ?? "",
     requestId: out.$metadata.requestId ?? "",
   }));
 } catch (e) {
