@@ -570,6 +570,27 @@ func TestLogTailWithoutOutput(t *testing.T) {
 	assert.Regexp(t, `^START RequestId: `+id+` Version: \$LATEST\nEND RequestId: `+id+`\nREPORT RequestId: `+id+`\t`, logResult(t, r))
 }
 
+// Once a drain has begun, no retry starts: the event is dropped when its
+// retry is due.
+func TestDrainDropsRetries(t *testing.T) {
+	e := startWith(t, func(c *gateway.Config) { c.EventRetryDelay = 200 * time.Millisecond }, function("fn", 10, 1))
+	record := filepath.Join(t.TempDir(), "runs")
+	payload, err := json.Marshal(gwtest.Request{Record: record, Fail: "always"})
+	require.NoError(t, err)
+	r := e.post(t, "fn", payload, "X-Amz-Invocation-Type", "Event")
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, e.metrics(), `gateway_event_retries_total{function="fn"}`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	e.gw.Drain()
+	require.Eventually(t, func() bool {
+		return gwtest.Metric(t, e.metrics(), `gateway_events_total{function="fn",result="dropped"}`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	ids, _ := gwtest.Recorded(t, record)
+	assert.Len(t, ids, 1, "the retry never ran")
+	assert.Equal(t, 0, e.gw.QueuedEvents())
+}
+
 // The Invoke API's answers, as AWS Lambda gives them.
 func TestInvokeAPI(t *testing.T) {
 	e := start(t, function("fn", 10, 2))
