@@ -47,6 +47,12 @@ func (g *Gateway) enqueue(inv invocation, payload []byte) *apiError {
 		g.queued.Add(-1)
 		return &apiError{http.StatusTooManyRequests, "TooManyRequestsException", "Rate Exceeded: the gateway holds as many asynchronous invocations as it may"}
 	}
+	g.eventsMu.Lock()
+	defer g.eventsMu.Unlock()
+	if g.eventsClosed {
+		g.queued.Add(-1)
+		return &apiError{http.StatusServiceUnavailable, "ServiceException", "the gateway is shutting down"}
+	}
 	g.events.Add(1)
 	go func() {
 		defer g.events.Done()

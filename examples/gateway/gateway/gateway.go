@@ -97,11 +97,14 @@ type Gateway struct {
 	verifier *sigv4.Verifier
 
 	// The asynchronous invocations: their goroutines, the context that
-	// Close cancels to drop them, and how many are held.
-	events     sync.WaitGroup
-	eventsCtx  context.Context
-	stopEvents context.CancelFunc
-	queued     atomic.Int64
+	// Close cancels to drop them, and how many are held. eventsClosed,
+	// set by Close under eventsMu, keeps a late one from starting.
+	events       sync.WaitGroup
+	eventsCtx    context.Context
+	stopEvents   context.CancelFunc
+	queued       atomic.Int64
+	eventsMu     sync.Mutex
+	eventsClosed bool
 }
 
 // functions is one configuration: the template's functions by name and the
@@ -219,6 +222,9 @@ func (g *Gateway) Idle(ctx context.Context) {
 // pools.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.Drain()
+	g.eventsMu.Lock()
+	g.eventsClosed = true
+	g.eventsMu.Unlock()
 	g.stopEvents()
 	g.events.Wait()
 	return g.group.Close(ctx)

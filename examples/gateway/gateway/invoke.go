@@ -12,6 +12,10 @@ import (
 	"github.com/ttlkit/ttlkit/pool"
 )
 
+// handleInvoke answers Invoke: RequestResponse runs the function and
+// answers its result, Event queues it (events.go), DryRun only checks that
+// the function and its qualifier exist; LogType Tail adds the tail of the
+// invocation's log (logs.go).
 func handleInvoke(g *Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := request(r)
