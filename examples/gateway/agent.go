@@ -48,7 +48,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 			return errors.New("agent: with -docker, containers share the host's network and reach -listen " + *addr + ": set a token (" + envAgentToken + " or -token) or listen on a unix socket")
 		}
 	}
-	a, closeAgent, err := newLocalAgent(*label, *docker, stderr)
+	a, closeAgent, err := newLocalAgent(*label, *docker, stderr, nil)
 	if err != nil {
 		ln.Close()
 		return err

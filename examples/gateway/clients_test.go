@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -147,8 +148,9 @@ func TestCLI(t *testing.T) {
 		require.True(t, ok, "%s --version: %s", cli, stderr)
 		version := strings.Fields(stdout + stderr + " aws")[0]
 		t.Run(strings.ReplaceAll(version, "/", "-"), func(t *testing.T) {
-			invokeArgs := func(fn, payload string) []string {
-				args := []string{"lambda", "invoke", "--endpoint-url", "http://" + g.addr, "--function-name", fn, "--payload", payload}
+			// invokeArgs ends with the output file; extra are more options.
+			invokeArgs := func(fn, payload string, extra ...string) []string {
+				args := append([]string{"lambda", "invoke", "--endpoint-url", "http://" + g.addr, "--function-name", fn, "--payload", payload}, extra...)
 				if strings.HasPrefix(version, "aws-cli/2") {
 					args = append(args, "--cli-binary-format", "raw-in-base64-out")
 				}
@@ -170,6 +172,39 @@ func TestCLI(t *testing.T) {
 			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), args...)
 			require.True(t, ok, "%s\n%s", stdout, stderr)
 			assert.JSONEq(t, `{"via":"arn"}`, outFile(args))
+
+			args = invokeArgs("000000000000:function:echo", `{"via":"partial"}`, "--qualifier", "$LATEST")
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), args...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.JSONEq(t, `{"via":"partial"}`, outFile(args))
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("hello:live", `{}`)...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.Contains(t, stdout, `"ExecutedVersion": "1"`, "the template's AutoPublishAlias")
+			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{}`, "--qualifier", "1")...)
+			assert.False(t, ok)
+			assert.Contains(t, stderr, "(ResourceNotFoundException) when calling the Invoke operation: Function not found: arn:aws:lambda:us-east-1:000000000000:function:echo:1")
+
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{"async":true}`, "--invocation-type", "Event")...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.Contains(t, stdout, `"StatusCode": 202`)
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{}`, "--invocation-type", "DryRun")...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			assert.Contains(t, stdout, `"StatusCode": 204`)
+			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo:1", `{}`, "--invocation-type", "Event")...)
+			assert.False(t, ok)
+			assert.Contains(t, stderr, "(ResourceNotFoundException)")
+
+			stdout, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("echo", `{"log":"logged by echo"}`, "--log-type", "Tail")...)
+			require.True(t, ok, "%s\n%s", stdout, stderr)
+			var shown struct{ LogResult string }
+			require.NoError(t, json.Unmarshal([]byte(stdout), &shown), stdout)
+			log, err := base64.StdEncoding.DecodeString(shown.LogResult)
+			require.NoError(t, err)
+			assert.Regexp(t, `^START RequestId: [0-9a-f-]{36} Version: \$LATEST\nlogged by echo\nEND RequestId: .*\nREPORT RequestId: .*\tDuration: `, string(log))
+
+			_, stderr, ok = runCLI(t, cli, clientEnv(t, vars), invokeArgs("nope", `{}`)...)
+			assert.False(t, ok)
+			assert.Contains(t, stderr, "An error occurred (ResourceNotFoundException) when calling the Invoke operation: Function not found: ")
 
 			wrong := map[string]string{}
 			for k, v := range vars {
@@ -203,20 +238,24 @@ func jsClient(t *testing.T) string {
 }
 
 type jsResult struct {
-	Status        int
-	FunctionError string
-	Payload       string
-	Error         string
-	Message       string
+	Status          int
+	FunctionError   string
+	Payload         string
+	ExecutedVersion string
+	LogResult       string
+	Error           string
+	Message         string
+	RequestID       string
 }
 
 // runJS invokes fn with payload through the JavaScript SDK's Lambda
-// client, configured by env alone.
-func runJS(t *testing.T, dir string, env []string, fn, payload string) jsResult {
+// client, configured by env alone; options (at most one) are more fields
+// of its InvokeCommand, as JSON.
+func runJS(t *testing.T, dir string, env []string, fn, payload string, options ...string) jsResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "invoke.mjs", fn, payload)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"invoke.mjs", fn, payload}, options...)...)
 	cmd.Dir, cmd.Env = dir, env
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
@@ -245,6 +284,34 @@ func TestJavaScriptSDK(t *testing.T) {
 	r = runJS(t, dir, env, "echo", "")
 	assert.Equal(t, 200, r.Status, "%+v", r)
 	assert.JSONEq(t, `{}`, r.Payload)
+	r = runJS(t, dir, env, "000000000000:function:echo", `{"via":"partial"}`, `{"Qualifier":"$LATEST"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	assert.Equal(t, "$LATEST", r.ExecutedVersion)
+	assert.JSONEq(t, `{"via":"partial"}`, r.Payload)
+	r = runJS(t, dir, env, "hello:live", `{"name":"alias"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	assert.Equal(t, "1", r.ExecutedVersion, "the template's AutoPublishAlias")
+	r = runJS(t, dir, env, "echo", `{"log":"logged by echo"}`, `{"LogType":"Tail"}`)
+	assert.Equal(t, 200, r.Status, "%+v", r)
+	log, err := base64.StdEncoding.DecodeString(r.LogResult)
+	require.NoError(t, err)
+	assert.Regexp(t, `^START RequestId: `+r.RequestID+` Version: \$LATEST\nlogged by echo\nEND RequestId: `+r.RequestID+`\nREPORT RequestId: `, string(log))
+	r = runJS(t, dir, env, "echo", `{"async":true}`, `{"InvocationType":"Event"}`)
+	assert.Equal(t, 202, r.Status, "%+v", r)
+	r = runJS(t, dir, env, "echo", `{}`, `{"InvocationType":"DryRun"}`)
+	assert.Equal(t, 204, r.Status, "%+v", r)
+	r = runJS(t, dir, env, "echo", `{}`, `{"InvocationType":"Event","Qualifier":"2"}`)
+	assert.Equal(t, "ResourceNotFoundException", r.Error, "%+v", r)
+	r = runJS(t, dir, env, "echo", `{}`, `{"Qualifier":"1"}`)
+	assert.Equal(t, "ResourceNotFoundException", r.Error, "%+v", r)
+	assert.Contains(t, r.Message, "function:echo:1")
+
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, r.RequestID, "the SDK reads x-amzn-RequestId")
+	r = runJS(t, dir, env, "nope", `{}`)
+	assert.Equal(t, "ResourceNotFoundException", r.Error, "%+v", r)
+	assert.Equal(t, 404, r.Status)
+	assert.Contains(t, r.Message, "Function not found: ")
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, r.RequestID)
 
 	wrong := clientEnv(t, vars)
 	wrong = append(wrong, "AWS_SECRET_ACCESS_KEY=wrong")
@@ -254,4 +321,126 @@ func TestJavaScriptSDK(t *testing.T) {
 	unknown := append(clientEnv(t, vars), "AWS_ACCESS_KEY_ID=AKIDUNKNOWN")
 	r = runJS(t, dir, unknown, "echo", `{}`)
 	assert.Equal(t, "UnrecognizedClientException", r.Error, "%+v", r)
+}
+
+// callJS sends command (GetFunction, ..., or paginateListFunctions) with
+// input (JSON) through the JavaScript SDK's Lambda client, configured by
+// env alone, and decodes what it printed into out.
+func callJS(t *testing.T, dir string, env []string, command, input string, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "call.mjs", command, input)
+	cmd.Dir, cmd.Env = dir, env
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	b, _ := cmd.Output()
+	require.NoError(t, json.Unmarshal(b, out), "node call.mjs %s %s: %s\n%s", command, input, b, errOut.String())
+}
+
+// jsCall is what call.mjs prints of a command.
+type jsCall struct {
+	Output    map[string]any
+	Pages     [][]string
+	Error     string
+	Message   string
+	Status    int
+	RequestID string
+}
+
+// The JavaScript SDK v3 lists the functions through its paginator, reads a
+// function and its configuration, and raises ResourceNotFoundException,
+// typed, for an unknown function or qualifier.
+func TestJavaScriptSDKReadOperations(t *testing.T) {
+	dir := jsClient(t)
+	_, vars := startMadeCreds(t)
+	env := clientEnv(t, vars)
+
+	var c jsCall
+	callJS(t, dir, env, "paginateListFunctions", `{"MaxItems":1}`, &c)
+	assert.Equal(t, [][]string{{"echo"}, {"hello"}, {"slow"}}, c.Pages, "%+v", c)
+
+	c = jsCall{}
+	callJS(t, dir, env, "GetFunction", `{"FunctionName":"hello"}`, &c)
+	require.Empty(t, c.Error, "%+v", c)
+	conf := c.Output["Configuration"].(map[string]any)
+	assert.Equal(t, "hello", conf["FunctionName"])
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello", conf["FunctionArn"])
+	assert.Equal(t, "Active", conf["State"])
+	assert.Equal(t, map[string]any{"ReservedConcurrentExecutions": 3.0}, c.Output["Concurrency"])
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, c.RequestID)
+
+	c = jsCall{}
+	callJS(t, dir, env, "GetFunctionConfiguration", `{"FunctionName":"hello","Qualifier":"live"}`, &c)
+	require.Empty(t, c.Error, "%+v", c)
+	assert.Equal(t, "1", c.Output["Version"])
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello:live", c.Output["FunctionArn"])
+	assert.Equal(t, map[string]any{"Variables": map[string]any{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"}}, c.Output["Environment"])
+
+	for _, input := range []string{`{"FunctionName":"nope"}`, `{"FunctionName":"echo","Qualifier":"1"}`} {
+		for _, command := range []string{"GetFunction", "GetFunctionConfiguration"} {
+			c = jsCall{}
+			callJS(t, dir, env, command, input, &c)
+			assert.Equal(t, "ResourceNotFoundException", c.Error, "%s %s: %+v", command, input, c)
+			assert.Equal(t, 404, c.Status)
+			assert.Contains(t, c.Message, "Function not found: ")
+		}
+	}
+}
+
+// The AWS CLI lists the functions (its own pagination over pages of one),
+// reads a function and its configuration, and reports
+// ResourceNotFoundException for an unknown function or qualifier.
+func TestCLIReadOperations(t *testing.T) {
+	clis := awsCLIs(t)
+	g, vars := startMadeCreds(t)
+	for _, cli := range clis {
+		stdout, stderr, ok := runCLI(t, cli, clientEnv(t, vars), "--version")
+		require.True(t, ok, "%s --version: %s", cli, stderr)
+		version := strings.Fields(stdout + stderr + " aws")[0]
+		t.Run(strings.ReplaceAll(version, "/", "-"), func(t *testing.T) {
+			lambdaCLI := func(args ...string) (map[string]any, string, bool) {
+				stdout, stderr, ok := runCLI(t, cli, clientEnv(t, vars), append([]string{"lambda", "--endpoint-url", "http://" + g.addr, "--output", "json"}, args...)...)
+				var out map[string]any
+				if ok {
+					require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+				}
+				return out, stderr, ok
+			}
+			out, stderr, ok := lambdaCLI("list-functions", "--page-size", "1")
+			require.True(t, ok, stderr)
+			var names []string
+			for _, f := range out["Functions"].([]any) {
+				names = append(names, f.(map[string]any)["FunctionName"].(string))
+			}
+			assert.Equal(t, []string{"echo", "hello", "slow"}, names)
+
+			out, stderr, ok = lambdaCLI("get-function", "--function-name", "hello")
+			require.True(t, ok, stderr)
+			conf := out["Configuration"].(map[string]any)
+			assert.Equal(t, "Greets whoever it is given.", conf["Description"])
+			assert.Equal(t, "$LATEST", conf["Version"])
+			assert.Equal(t, "Successful", conf["LastUpdateStatus"])
+
+			out, stderr, ok = lambdaCLI("get-function-configuration", "--function-name", "arn:aws:lambda:us-east-1:000000000000:function:slow")
+			require.True(t, ok, stderr)
+			assert.Equal(t, 5.0, out["Timeout"])
+			assert.Equal(t, "provided.al2023", out["Runtime"])
+			out, stderr, ok = lambdaCLI("get-function-configuration", "--function-name", "hello", "--qualifier", "live")
+			require.True(t, ok, stderr)
+			assert.Equal(t, "1", out["Version"])
+
+			for _, args := range [][]string{
+				{"get-function", "--function-name", "nope"},
+				{"get-function-configuration", "--function-name", "nope"},
+				{"get-function", "--function-name", "echo", "--qualifier", "1"},
+				{"get-function-configuration", "--function-name", "echo:1"},
+			} {
+				_, stderr, ok = lambdaCLI(args...)
+				assert.False(t, ok, "%v", args)
+				assert.Contains(t, stderr, "(ResourceNotFoundException) when calling the ", "%v", args)
+				assert.Contains(t, stderr, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:", "%v", args)
+			}
+		})
+	}
 }

@@ -62,6 +62,7 @@ type config struct {
 	allowedHosts                        []string
 	reload                              time.Duration
 	drain                               time.Duration
+	eventRetry                          time.Duration
 	idleTimeout, heartbeat, orphanGrace time.Duration
 	log                                 *slog.Logger
 }
@@ -89,6 +90,7 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&c.buildDir, "build-dir", "", "where Go functions are built; empty means a temporary directory")
 	fs.DurationVar(&c.reload, "reload", 2*time.Second, "how often the template is checked for changes")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight invocations")
+	fs.DurationVar(&c.eventRetry, "event-retry-delay", time.Second, "wait before the first retry of a failed Event invocation; the second waits twice as long (Lambda: 1m)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -128,6 +130,9 @@ func parseGateway(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if c.orphanGrace, err = seconds(getenv, envOrphanGrace, 60); err != nil {
 		return c, err
+	}
+	if c.eventRetry <= 0 {
+		return c, errors.New("-event-retry-delay must be positive")
 	}
 	if c.heartbeat <= 0 {
 		return c, fmt.Errorf("%s must be positive", envHeartbeat)

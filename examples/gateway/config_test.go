@@ -22,6 +22,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 300*time.Second, c.idleTimeout, envIdleTimeout)
 	assert.Equal(t, 30*time.Second, c.heartbeat, envHeartbeat)
 	assert.Equal(t, 60*time.Second, c.orphanGrace, envOrphanGrace)
+	assert.Equal(t, time.Second, c.eventRetry, "-event-retry-delay")
 }
 
 func TestConfigEnvironment(t *testing.T) {
@@ -49,6 +50,11 @@ func TestConfigEnvironment(t *testing.T) {
 	}
 	_, err = parseGateway([]string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard)
 	assert.ErrorContains(t, err, "-log-level")
+	_, err = parseGateway([]string{"-event-retry-delay", "0s"}, func(string) string { return "" }, io.Discard)
+	assert.ErrorContains(t, err, "-event-retry-delay must be positive")
+	c, err = parseGateway([]string{"-event-retry-delay", "250ms"}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 250*time.Millisecond, c.eventRetry)
 }
 
 // The secrets come from the environment, a flag overrides each, and -h

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -290,6 +292,11 @@ func TestInvokeAPI(t *testing.T) {
 	_, err := c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("nope")})
 	var nf *types.ResourceNotFoundException
 	require.ErrorAs(t, err, &nf)
+	assert.Equal(t, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:nope", nf.ErrorMessage(), "in the region the client signed for")
+	assert.Equal(t, "User", aws.ToString(nf.Type))
+	var re *awshttp.ResponseError
+	require.ErrorAs(t, err, &re)
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, re.ServiceRequestID(), "the SDK reads x-amzn-RequestId")
 
 	big := bytes.Repeat([]byte("a"), 6<<20+10)
 	_, err = c.Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("echo"), Payload: big})
@@ -313,6 +320,101 @@ func TestInvokeAPI(t *testing.T) {
 	assert.NotContains(t, listed(t, a, "slow"), crashed[0], "the crashed worker is evicted")
 	out = invoke(t, c, "slow", `{"ms":1}`)
 	assert.Nil(t, out.FunctionError, "a new worker serves the next call")
+}
+
+// The Go SDK's ListFunctions paginator, GetFunction and
+// GetFunctionConfiguration, with their typed errors.
+func TestReadOperationsThroughSDK(t *testing.T) {
+	g := startGateway(t, label(t), nil)
+	c := sdk(g.addr)
+	ctx := context.Background()
+
+	var pages [][]string
+	p := lambda.NewListFunctionsPaginator(c, &lambda.ListFunctionsInput{MaxItems: aws.Int32(2)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		var names []string
+		for _, f := range out.Functions {
+			names = append(names, aws.ToString(f.FunctionName))
+		}
+		pages = append(pages, names)
+	}
+	assert.Equal(t, [][]string{{"echo", "hello"}, {"slow"}}, pages)
+
+	fn, err := c.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String("hello")})
+	require.NoError(t, err)
+	conf := fn.Configuration
+	assert.Equal(t, "arn:aws:lambda:us-east-1:000000000000:function:hello", aws.ToString(conf.FunctionArn))
+	assert.Equal(t, types.RuntimeProvidedal2023, conf.Runtime)
+	assert.Equal(t, "bootstrap", aws.ToString(conf.Handler))
+	assert.Equal(t, int32(128), aws.ToInt32(conf.MemorySize))
+	assert.Equal(t, int32(10), aws.ToInt32(conf.Timeout))
+	assert.Equal(t, types.StateActive, conf.State)
+	assert.Equal(t, types.LastUpdateStatusSuccessful, conf.LastUpdateStatus)
+	assert.Equal(t, types.PackageTypeZip, conf.PackageType)
+	assert.Equal(t, []types.Architecture{types.ArchitectureX8664}, conf.Architectures)
+	assert.Equal(t, map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"}, conf.Environment.Variables)
+	assert.Equal(t, int32(3), aws.ToInt32(fn.Concurrency.ReservedConcurrentExecutions))
+
+	fc, err := c.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String("hello"), Qualifier: aws.String("live")})
+	require.NoError(t, err)
+	assert.Equal(t, "1", aws.ToString(fc.Version))
+
+	var nf *types.ResourceNotFoundException
+	_, err = c.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String("nope")})
+	require.ErrorAs(t, err, &nf)
+	_, err = c.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String("echo"), Qualifier: aws.String("1")})
+	require.ErrorAs(t, err, &nf)
+	assert.Equal(t, "Function not found: arn:aws:lambda:us-east-1:000000000000:function:echo:1", nf.ErrorMessage())
+	var invalid *types.InvalidParameterValueException
+	_, err = c.ListFunctions(ctx, &lambda.ListFunctionsInput{MaxItems: aws.Int32(0)})
+	require.ErrorAs(t, err, &invalid)
+}
+
+// Event invocations through the Go SDK: 202 at once, run, and a failed one
+// retried twice after -event-retry-delay; DryRun runs nothing; LogType
+// Tail returns the invocation's log. An unknown qualifier is
+// ResourceNotFoundException for Event and DryRun.
+func TestEventAndDryRunThroughSDK(t *testing.T) {
+	g := startGateway(t, label(t), nil, "-event-retry-delay", "100ms")
+	c := sdk(g.addr)
+	ctx := context.Background()
+	events := func(fn, result string) float64 {
+		return gwtest.Metric(t, g.metrics(t), `gateway_events_total{function="`+fn+`",result="`+result+`"}`)
+	}
+
+	out, err := c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), InvocationType: types.InvocationTypeEvent, Payload: []byte(`{"x":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusAccepted), out.StatusCode)
+	assert.Empty(t, out.Payload)
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), InvocationType: types.InvocationTypeEvent, Payload: []byte(`{"fail":"async"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusAccepted), out.StatusCode)
+	require.Eventually(t, func() bool { return events("echo", "succeeded") == 1 && events("echo", "failed") == 1 }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_event_retries_total{function="echo"}`))
+	assert.Equal(t, 3.0, gwtest.Metric(t, g.metrics(t), `gateway_invocation_duration_seconds_count{function="echo",outcome="function_error"}`))
+
+	cold := gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`)
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("slow"), InvocationType: types.InvocationTypeDryRun})
+	require.NoError(t, err)
+	assert.Equal(t, int32(http.StatusNoContent), out.StatusCode)
+	assert.Equal(t, cold, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`), "a dry run starts nothing")
+
+	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), LogType: types.LogTypeTail, Payload: []byte(`{"log":"logged by echo"}`)})
+	require.NoError(t, err)
+	log, err := base64.StdEncoding.DecodeString(aws.ToString(out.LogResult))
+	require.NoError(t, err)
+	var re *awshttp.ResponseError
+	_, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("nope")})
+	require.ErrorAs(t, err, &re)
+	assert.Regexp(t, `^START RequestId: [0-9a-f-]{36} Version: \$LATEST\nlogged by echo\nEND RequestId: [0-9a-f-]{36}\nREPORT RequestId: [0-9a-f-]{36}\tDuration: [0-9.]+ ms\tBilled Duration: \d+ ms\tMemory Size: 128 MB\t\n$`, string(log))
+
+	var nf *types.ResourceNotFoundException
+	for _, typ := range []types.InvocationType{types.InvocationTypeEvent, types.InvocationTypeDryRun} {
+		_, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), Qualifier: aws.String("1"), InvocationType: typ})
+		require.ErrorAs(t, err, &nf, typ)
+	}
 }
 
 // capacityUnderLoad sends 50 concurrent invocations of slow (capacity 3

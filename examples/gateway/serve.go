@@ -47,6 +47,9 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 
+	// The workers' output, for the tail of an invocation's log: only an
+	// agent in this process can hand it over.
+	var logs *gateway.Logs
 	var ag agent.Agent
 	if c.agentAddr != "" {
 		cl, err := agent.Dial(c.agentAddr, c.agentToken)
@@ -56,7 +59,8 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		defer cl.Close()
 		ag = cl
 	} else {
-		local, closeAgent, err := newLocalAgent(c.label, c.docker, stderr)
+		logs = gateway.NewLogs()
+		local, closeAgent, err := newLocalAgent(c.label, c.docker, stderr, logs.Writer)
 		if err != nil {
 			return err
 		}
@@ -81,6 +85,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
 		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
 		Metrics: metrics, Logger: log, Credentials: []sigv4.Credentials{c.creds}, Hosts: c.allowedHosts,
+		EventRetryDelay: c.eventRetry, Logs: logs,
 	}, fns)
 	if err != nil {
 		return err
@@ -158,8 +163,8 @@ func printCredentials(w io.Writer, c sigv4.Credentials, addr net.Addr) {
 		envAccessKeyID, envSecretAccessKey, c.AccessKeyID, c.SecretAccessKey, endpoint)
 }
 
-func newLocalAgent(label, dockerHost string, out io.Writer) (*agent.Local, func(), error) {
-	opts := agent.Options{Label: label, Output: out}
+func newLocalAgent(label, dockerHost string, out io.Writer, workerOutput func(string) io.Writer) (*agent.Local, func(), error) {
+	opts := agent.Options{Label: label, Output: out, WorkerOutput: workerOutput}
 	closeFn := func() {}
 	if dockerHost != "" {
 		cli, err := client.New(client.WithHost(dockerHost))

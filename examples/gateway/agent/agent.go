@@ -41,6 +41,8 @@ type CreateRequest struct {
 	Env []string `json:"env,omitempty"`
 	// MemoryMB limits a container's memory.
 	MemoryMB int `json:"memory_mb,omitempty"`
+	// Key is the caller's name of the worker, given to Options.WorkerOutput.
+	Key string `json:"key,omitempty"`
 }
 
 // DeleteRequest asks to stop and remove a worker. Deleting a worker that
@@ -86,6 +88,10 @@ type Options struct {
 	Labels map[string]string
 	// Output receives the workers' stdout and stderr; nil discards them.
 	Output io.Writer
+	// WorkerOutput, when set, returns a writer that receives, beside
+	// Output, the stdout and stderr of the process worker a CreateRequest
+	// with that Key makes (a container's stay with its engine).
+	WorkerOutput func(key string) io.Writer
 	// StopGrace is how long a worker has to exit after SIGTERM.
 	StopGrace time.Duration
 	Logger    *slog.Logger
@@ -116,18 +122,27 @@ func (a *Local) label(fn string) string { return a.opts.Label + "." + fn }
 
 func started(context.Context) error { return nil }
 
-// processes returns a process provisioner for fn with env; its Command is
-// only used by Create.
-func (a *Local) processes(fn string, cmd, env []string) (*process.Provisioner, error) {
+// processes returns a process provisioner for fn with env and the output
+// of the worker called key; its Command and output are only used by
+// Create.
+func (a *Local) processes(fn, key string, cmd, env []string) (*process.Provisioner, error) {
 	if len(cmd) == 0 {
 		cmd = []string{"true"} // List and Destroy do not run it
+	}
+	out := a.opts.Output
+	if a.opts.WorkerOutput != nil && key != "" {
+		if out == nil {
+			out = a.opts.WorkerOutput(key)
+		} else {
+			out = io.MultiWriter(out, a.opts.WorkerOutput(key))
+		}
 	}
 	return process.New(process.Options{
 		Command: cmd, Env: env, Label: a.label(fn),
 		// The gateway decides readiness (the first poll of the Runtime API).
 		Ready:     func(process.Worker) probe.Func { return started },
 		StopGrace: a.opts.StopGrace,
-		Stdout:    a.opts.Output, Stderr: a.opts.Output,
+		Stdout:    out, Stderr: out,
 		Logger: a.opts.Logger,
 	})
 }
@@ -160,7 +175,7 @@ func (a *Local) Create(ctx context.Context, req CreateRequest) (Worker, error) {
 		}
 		return Worker{ID: "c-" + c.ID, Function: req.Function, Created: c.Created}, nil
 	}
-	p, err := a.processes(req.Function, req.Command, req.Env)
+	p, err := a.processes(req.Function, req.Key, req.Command, req.Env)
 	if err != nil {
 		return Worker{}, err
 	}
@@ -190,7 +205,7 @@ func (a *Local) Delete(ctx context.Context, req DeleteRequest) error {
 	a.mu.Unlock()
 	if p == nil { // started by an earlier run: find it by its label
 		var err error
-		if p, err = a.processes(req.Function, nil, nil); err != nil {
+		if p, err = a.processes(req.Function, "", nil, nil); err != nil {
 			return err
 		}
 	}
@@ -209,7 +224,7 @@ func (a *Local) Delete(ctx context.Context, req DeleteRequest) error {
 // List returns the function's workers that exist: processes found in /proc
 // by label, and containers by label when a Docker engine is set.
 func (a *Local) List(ctx context.Context, req ListRequest) ([]Worker, error) {
-	p, err := a.processes(req.Function, nil, nil)
+	p, err := a.processes(req.Function, "", nil, nil)
 	if err != nil {
 		return nil, err
 	}

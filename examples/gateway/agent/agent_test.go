@@ -3,12 +3,14 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -123,6 +125,39 @@ func TestLocal(t *testing.T) {
 	out := &testenv.Buffer{}
 	a := newLocal(t, agent.Options{Label: newLabel(), Output: out, StopGrace: time.Second}, "fn", "other")
 	exercise(t, a, out)
+}
+
+// WorkerOutput receives, beside Output, the stdout and stderr of the worker
+// a request's Key names, and only its.
+func TestWorkerOutput(t *testing.T) {
+	out := &testenv.Buffer{}
+	var mu sync.Mutex
+	per := map[string]*testenv.Buffer{}
+	a := newLocal(t, agent.Options{Label: newLabel(), Output: out, StopGrace: time.Second, WorkerOutput: func(key string) io.Writer {
+		mu.Lock()
+		defer mu.Unlock()
+		per[key] = &testenv.Buffer{}
+		return per[key]
+	}}, "fn")
+	ctx := context.Background()
+	for _, key := range []string{"k1", "k2"} {
+		_, err := a.Create(ctx, agent.CreateRequest{Function: "fn", Key: key,
+			Command: []string{"sh", "-c", "echo out " + key + "; echo err " + key + " >&2; exec sleep 300"}})
+		require.NoError(t, err)
+	}
+	_, err := a.Create(ctx, agent.CreateRequest{Function: "fn", Command: []string{"sh", "-c", "echo keyless; exec sleep 300"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s := out.String()
+		return strings.Contains(s, "err k1") && strings.Contains(s, "err k2") && strings.Contains(s, "keyless")
+	}, 10*time.Second, 10*time.Millisecond, "all of it in Output")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, per, 2, "no writer for a request without a Key")
+	for _, key := range []string{"k1", "k2"} {
+		lines := strings.Split(strings.TrimSpace(per[key].String()), "\n")
+		assert.ElementsMatch(t, []string{"out " + key, "err " + key}, lines)
+	}
 }
 
 // A worker outlives the agent that started it: another agent with the same

@@ -140,12 +140,14 @@ func FuzzInvokeAPI(f *testing.F) {
 		switch {
 		case oversize:
 			want = http.StatusRequestEntityTooLarge
-		case typ != "" && typ != "RequestResponse" && typ != "DryRun":
+		case typ != "" && typ != "RequestResponse" && typ != "DryRun" && typ != "Event":
 			want = http.StatusBadRequest
 		case typ == "DryRun":
 			want = http.StatusNoContent
 		case body != "" && !json.Valid([]byte(body)):
 			want = http.StatusBadRequest
+		case typ == "Event":
+			want = http.StatusAccepted
 		}
 		if code != want {
 			t.Fatalf("POST %q type %q oversize %v (%.100q): %d, want %d: %s", target, typ, oversize, body, code, want, rec.Body)

@@ -54,6 +54,18 @@ type Config struct {
 	// Hosts are the host names the HTTP surface answers to besides
 	// loopback names and IP addresses (webguard.Options.Hosts).
 	Hosts []string
+	// Logs, when set, holds the output of the workers (which the agent
+	// writes to it), for the tail of an invocation's log; without it the
+	// tail holds only the START, END and REPORT lines.
+	Logs *Logs
+	// EventRetryDelay is the wait before the first retry of a failed
+	// asynchronous invocation; the second waits twice as long. Zero means
+	// DefaultEventRetryDelay.
+	EventRetryDelay time.Duration
+	// MaxQueuedEvents bounds the asynchronous invocations held at once;
+	// beyond, Invoke answers TooManyRequestsException. Zero means
+	// DefaultMaxQueuedEvents.
+	MaxQueuedEvents int
 }
 
 // known is a worker the gateway made, by its key on the Runtime API.
@@ -83,6 +95,16 @@ type Gateway struct {
 	keys     sync.Map     // key -> *known
 	log      *slog.Logger
 	verifier *sigv4.Verifier
+
+	// The asynchronous invocations: their goroutines, the context that
+	// Close cancels to drop them, and how many are held. eventsClosed,
+	// set by Close under eventsMu, keeps a late one from starting.
+	events       sync.WaitGroup
+	eventsCtx    context.Context
+	stopEvents   context.CancelFunc
+	queued       atomic.Int64
+	eventsMu     sync.Mutex
+	eventsClosed bool
 }
 
 // functions is one configuration: the template's functions by name and the
@@ -90,6 +112,9 @@ type Gateway struct {
 type functions struct {
 	byName map[string]template.Function
 	cmds   map[string][]string
+	// loaded is when the configuration was loaded: the functions'
+	// LastModified.
+	loaded time.Time
 }
 
 // New returns a gateway for fns.
@@ -97,11 +122,24 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case cfg.EventRetryDelay < 0:
+		return nil, fmt.Errorf("gateway: EventRetryDelay (%v) is negative", cfg.EventRetryDelay)
+	case cfg.MaxQueuedEvents < 0:
+		return nil, fmt.Errorf("gateway: MaxQueuedEvents (%d) is negative", cfg.MaxQueuedEvents)
+	}
+	if cfg.EventRetryDelay == 0 {
+		cfg.EventRetryDelay = DefaultEventRetryDelay
+	}
+	if cfg.MaxQueuedEvents == 0 {
+		cfg.MaxQueuedEvents = DefaultMaxQueuedEvents
+	}
 	v, err := sigv4.NewVerifier("lambda", cfg.Credentials...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: the Invoke API's credentials: %w", err)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v}
+	g.eventsCtx, g.stopEvents = context.WithCancel(context.Background())
 	g.setFunctions(fns, cfg.Commands)
 	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
 	if err != nil {
@@ -117,7 +155,7 @@ func (g *Gateway) setFunctions(fns []template.Function, cmds map[string][]string
 	for _, f := range fns {
 		m[f.Name] = f
 	}
-	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds)})
+	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds), loaded: time.Now()})
 }
 
 // Function returns the configuration of the function called name.
@@ -164,10 +202,12 @@ func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error
 	return errors.Join(errs...)
 }
 
-// Drain makes new invocations fail with 503 from now on.
+// Drain makes new invocations fail with 503 from now on; asynchronous
+// ones already accepted keep running (and retrying) until Close.
 func (g *Gateway) Drain() { g.draining.Store(true) }
 
-// Idle waits until no invocation is in flight or ctx ends.
+// Idle waits until no invocation is in flight (asynchronous ones that
+// run included) or ctx ends.
 func (g *Gateway) Idle(ctx context.Context) {
 	for g.inflight.Load() > 0 && ctx.Err() == nil {
 		select {
@@ -177,9 +217,16 @@ func (g *Gateway) Idle(ctx context.Context) {
 	}
 }
 
-// Close deletes every worker and stops the pools.
+// Close drops the asynchronous invocations still held (a running one is
+// canceled, its worker destroyed), deletes every worker and stops the
+// pools.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.Drain()
+	g.eventsMu.Lock()
+	g.eventsClosed = true
+	g.eventsMu.Unlock()
+	g.stopEvents()
+	g.events.Wait()
 	return g.group.Close(ctx)
 }
 
@@ -303,7 +350,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	for _, k := range slices.Sorted(maps.Keys(f.Env)) {
 		env = append(env, k+"="+f.Env[k])
 	}
-	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize}
+	req := agent.CreateRequest{Function: f.Name, Env: env, MemoryMB: f.MemorySize, Key: key}
 	if f.ImageURI != "" {
 		req.Image = f.ImageURI
 	} else {
@@ -312,6 +359,7 @@ func (p *provisioner) Create(ctx context.Context) (Worker, error) {
 	aw, err := p.g.cfg.Agent.Create(ctx, req)
 	if err != nil {
 		p.g.cfg.Runtime.Gone(key)
+		p.g.cfg.Logs.forget(key)
 		return Worker{}, err
 	}
 	w := Worker{ID: aw.ID, Key: key, Function: f.Name, Created: aw.Created}
@@ -329,6 +377,7 @@ func (p *provisioner) Destroy(ctx context.Context, w Worker) error {
 	if w.Key != "" {
 		p.g.keys.Delete(w.Key)
 		defer p.g.cfg.Runtime.Gone(w.Key)
+		defer p.g.cfg.Logs.forget(w.Key)
 	}
 	return p.g.cfg.Agent.Delete(ctx, agent.DeleteRequest{Function: p.fn, ID: w.ID})
 }

@@ -16,6 +16,9 @@ type Metrics struct {
 	refused   *prometheus.CounterVec
 	destroyed *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	events    *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	queued    *prometheus.Desc
 	inUse     *prometheus.Desc
 	idle      *prometheus.Desc
 	waiting   *prometheus.Desc
@@ -38,6 +41,13 @@ func NewMetrics() *Metrics {
 			Name: "gateway_invocation_duration_seconds", Help: "Invocation latency, including the wait for a worker.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"function", "outcome"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_events_total", Help: "Asynchronous invocations done, by function and result (succeeded, failed after every retry, dropped at shutdown).",
+		}, []string{"function", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_event_retries_total", Help: "Retries of failed asynchronous invocations.",
+		}, fn),
+		queued:   prometheus.NewDesc("gateway_events_queued", "Asynchronous invocations held in memory: waiting, running or waiting for a retry.", nil, nil),
 		inUse:    prometheus.NewDesc("gateway_workers_in_use", "Workers running an invocation.", fn, nil),
 		idle:     prometheus.NewDesc("gateway_workers_idle", "Idle workers.", fn, nil),
 		waiting:  prometheus.NewDesc("gateway_invocations_waiting", "Invocations waiting for a worker now.", fn, nil),
@@ -50,7 +60,7 @@ func NewMetrics() *Metrics {
 // Register registers the collectors with r for gateway g.
 func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 	m.g = g
-	for _, c := range []prometheus.Collector{m.refused, m.destroyed, m.latency, m} {
+	for _, c := range []prometheus.Collector{m.refused, m.destroyed, m.latency, m.events, m.retries, m} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -60,7 +70,7 @@ func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold, m.capacity} {
+	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold, m.capacity, m.queued} {
 		ch <- d
 	}
 }
@@ -70,6 +80,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.g == nil {
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(m.g.QueuedEvents()))
 	for fn, s := range m.g.Stats() {
 		ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(s.InUse), fn)
 		ch <- prometheus.MustNewConstMetric(m.idle, prometheus.GaugeValue, float64(s.Idle), fn)
@@ -112,3 +123,7 @@ func (m *Metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc(
 func (m *Metrics) observe(fn, outcome string, seconds float64) {
 	m.latency.WithLabelValues(fn, outcome).Observe(seconds)
 }
+
+func (m *Metrics) event(fn, result string) { m.events.WithLabelValues(fn, result).Inc() }
+
+func (m *Metrics) eventRetry(fn string) { m.retries.WithLabelValues(fn).Inc() }

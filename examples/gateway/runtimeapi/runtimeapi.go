@@ -201,6 +201,16 @@ func (s *Server) Gone(id string) {
 	}
 }
 
+type requestIDKey struct{}
+
+// WithRequestID returns a context whose Invoke gives the runtime id as the
+// invocation's request id (Lambda-Runtime-Aws-Request-Id), rather than a
+// new one: the id the caller's client got. Ids must be unique among the
+// invocations in flight.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
 // Invoke sends payload to worker id and waits for its result until
 // deadline. arn is the function's ARN, given to the runtime. A result that
 // comes once the deadline the runtime was given has passed (to the
@@ -213,7 +223,11 @@ func (s *Server) Invoke(ctx context.Context, id, arn string, payload []byte, dea
 	if w == nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrGone, ErrUndelivered)
 	}
-	c := &call{worker: id, id: newID(), payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1), lost: make(chan struct{})}
+	reqID, _ := ctx.Value(requestIDKey{}).(string)
+	if reqID == "" {
+		reqID = newID()
+	}
+	c := &call{worker: id, id: reqID, payload: payload, deadline: deadline, arn: arn, done: make(chan Result, 1), lost: make(chan struct{})}
 	s.mu.Lock()
 	s.calls[c.id] = c
 	s.mu.Unlock()

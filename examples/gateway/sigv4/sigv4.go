@@ -231,6 +231,10 @@ func (v *Verifier) Check(r *http.Request, now time.Time) (*Signed, error) {
 // AccessKeyID returns the access key id the request was signed with.
 func (s *Signed) AccessKeyID() string { return s.keyID }
 
+// Region returns the region of the request's credential scope: the one
+// the client signed for.
+func (s *Signed) Region() string { return s.region }
+
 // Verify reports whether the signature is the one the request with body
 // payload (as received: it must be the whole body) makes with the key
 // pair's secret, compared in constant time. The payload's own hash is

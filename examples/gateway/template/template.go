@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,10 +45,18 @@ type Function struct {
 	ImageURI string
 	// Runtime is the Runtime property ("provided.al2023").
 	Runtime string
+	// Description is the Description property.
+	Description string
+	// Architectures is the Architectures property: ["x86_64"] when unset,
+	// as SAM's.
+	Architectures []string
 	// Timeout is the invocation timeout in seconds; MemorySize in MB.
 	Timeout, MemorySize int
 	// Env is Environment.Variables.
 	Env map[string]string
+	// Alias is AutoPublishAlias: the alias SAM publishes the code under,
+	// as version 1.
+	Alias string
 	// Reserved is ReservedConcurrentExecutions: the pool's capacity.
 	// Provisioned is ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions:
 	// the warm minimum.
@@ -155,12 +164,17 @@ func (p parser) function(id string, props, globals *yaml.Node, dir string) (Func
 	f.Handler = str("Handler")
 	f.ImageURI = str("ImageUri")
 	f.Runtime = str("Runtime")
+	f.Alias = str("AutoPublishAlias")
+	f.Description = str("Description")
 	f.Timeout = num("Timeout", look("Timeout"), DefaultTimeout)
 	f.MemorySize = num("MemorySize", look("MemorySize"), DefaultMemorySize)
 	f.Reserved = num("ReservedConcurrentExecutions", look("ReservedConcurrentExecutions"), DefaultReservedConcurrency)
 	f.Provisioned = num("ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions",
 		get(look("ProvisionedConcurrencyConfig"), "ProvisionedConcurrentExecutions"), 0)
 	if err != nil {
+		return f, err
+	}
+	if f.Architectures, err = p.architectures(look("Architectures")); err != nil {
 		return f, err
 	}
 	for _, src := range []*yaml.Node{get(get(globals, "Environment"), "Variables"), get(get(props, "Environment"), "Variables")} {
@@ -188,6 +202,8 @@ func (p parser) function(id string, props, globals *yaml.Node, dir string) (Func
 		return f, fmt.Errorf("field ReservedConcurrentExecutions: %d: the gateway needs a capacity of at least 1", f.Reserved)
 	case f.Provisioned < 0 || f.Provisioned > f.Reserved:
 		return f, fmt.Errorf("field ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions: %d is not within 0..ReservedConcurrentExecutions (%d)", f.Provisioned, f.Reserved)
+	case f.Alias != "" && !aliasRE.MatchString(f.Alias):
+		return f, fmt.Errorf("field AutoPublishAlias: %q is not an alias name (letters, digits, - and _, not only digits, at most 128)", f.Alias)
 	case codeURI == "" && f.ImageURI == "":
 		return f, errors.New("field CodeUri: missing (or ImageUri for an image function)")
 	}
@@ -239,6 +255,25 @@ func (p parser) str(path string, n *yaml.Node) (string, error) {
 	return "", fmt.Errorf("field %s: %s is not supported by the gateway", path, n.Tag)
 }
 
+// architectures reads Architectures: one of x86_64 and arm64, as Lambda
+// takes.
+func (p parser) architectures(n *yaml.Node) ([]string, error) {
+	if n == nil {
+		return []string{"x86_64"}, nil
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) != 1 {
+		return nil, errors.New("field Architectures: not a list of one architecture")
+	}
+	a, err := p.str("Architectures", n.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	if a != "x86_64" && a != "arm64" {
+		return nil, fmt.Errorf("field Architectures: %q is neither x86_64 nor arm64", a)
+	}
+	return []string{a}, nil
+}
+
 func (p parser) num(path string, n *yaml.Node, def int) (int, error) {
 	if n == nil {
 		return def, nil
@@ -253,6 +288,10 @@ func (p parser) num(path string, n *yaml.Node, def int) (int, error) {
 	}
 	return v, nil
 }
+
+// aliasRE is what Lambda takes as an alias name; one of digits only would
+// be a version.
+var aliasRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,127}[a-zA-Z_-][a-zA-Z0-9_-]{0,127}$`)
 
 // pseudo are the values the gateway gives CloudFormation's pseudo parameters.
 var pseudo = map[string]string{

@@ -30,14 +30,18 @@ func TestDemoTemplate(t *testing.T) {
 		Handler:  "bootstrap",
 		Runtime:  "provided.al2023",
 		Timeout:  10, MemorySize: 128,
-		Env:      map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"},
-		Reserved: 3, Provisioned: 1,
+		Env:           map[string]string{"GREETING": "Hello", "STAGE": "ttlkit-gateway-demo"},
+		Alias:         "live",
+		Description:   "Greets whoever it is given.",
+		Architectures: []string{"x86_64"},
+		Reserved:      3, Provisioned: 1,
 	}, hello)
 	assert.Equal(t, 5, fns[2].Timeout, "a property overrides Globals")
 	assert.Equal(t, 10, fns[0].Timeout, "Globals apply")
 	assert.Equal(t, 2, fns[0].Reserved)
 	assert.Equal(t, 0, fns[0].Provisioned)
 	assert.Empty(t, fns[0].Env)
+	assert.Empty(t, fns[0].Alias, "no AutoPublishAlias: $LATEST only")
 }
 
 // The Docker demo template: image functions, with the tag from !Sub.
@@ -162,6 +166,46 @@ Resources:
 	}, img.Env)
 }
 
+// AutoPublishAlias, from a property or Globals, with !Ref: the alias the
+// function's code is published under (as version 1).
+func TestAutoPublishAlias(t *testing.T) {
+	fns := parse(t, `
+Parameters:
+  Stage: {Type: String, Default: prod}
+Globals:
+  Function:
+    AutoPublishAlias: !Ref Stage
+Resources:
+  A:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: a}
+  B:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: b, AutoPublishAlias: live}
+`)
+	assert.Equal(t, "prod", fns[0].Alias)
+	assert.Equal(t, "live", fns[1].Alias)
+}
+
+// Architectures, from a property or Globals; x86_64 when unset, as SAM's.
+func TestArchitectures(t *testing.T) {
+	fns := parse(t, `
+Globals:
+  Function:
+    Architectures: [arm64]
+Resources:
+  A:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: a}
+  B:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: b, Architectures: [x86_64]}
+`)
+	assert.Equal(t, []string{"arm64"}, fns[0].Architectures)
+	assert.Equal(t, []string{"x86_64"}, fns[1].Architectures)
+	assert.Equal(t, []string{"x86_64"}, parse(t, "Resources:\n  A:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: a}\n")[0].Architectures)
+}
+
 // Every error names the resource and the field, and nothing is returned.
 func TestErrors(t *testing.T) {
 	fn := func(props string) string {
@@ -195,6 +239,10 @@ func TestErrors(t *testing.T) {
 		{"env not a mapping", fn("      CodeUri: x\n      Environment:\n        Variables: [a]\n"), "resource Fn: field Environment.Variables: not a mapping"},
 		{"env value", fn("      CodeUri: x\n      Environment:\n        Variables:\n          A: {b: c}\n"), "resource Fn: field Environment.Variables.A: not a scalar"},
 		{"env getatt", fn("      CodeUri: x\n      Environment:\n        Variables:\n          TABLE: !GetAtt Table.Arn\n"), "resource Fn: field Environment.Variables.TABLE: !GetAtt is not supported"},
+		{"alias digits", fn("      CodeUri: x\n      AutoPublishAlias: 12\n"), `resource Fn: field AutoPublishAlias: "12" is not an alias name`},
+		{"alias latest", fn("      CodeUri: x\n      AutoPublishAlias: $LATEST\n"), `resource Fn: field AutoPublishAlias: "$LATEST" is not an alias name`},
+		{"architecture", fn("      CodeUri: x\n      Architectures: [sparc]\n"), `resource Fn: field Architectures: "sparc" is neither x86_64 nor arm64`},
+		{"architectures two", fn("      CodeUri: x\n      Architectures: [x86_64, arm64]\n"), `resource Fn: field Architectures: not a list of one architecture`},
 		{"duplicate name", "Resources:\n  A:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: x, FunctionName: f}\n  B:\n    Type: AWS::Serverless::Function\n    Properties: {CodeUri: y, FunctionName: f}\n",
 			`resource B: FunctionName "f" is also A's`},
 	} {

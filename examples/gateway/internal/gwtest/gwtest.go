@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -35,13 +36,19 @@ func Main(m *testing.M) {
 	leakcheck.VerifyTestMain(m)
 }
 
-// Request is what the function does: return Echo, fail with Fail, sleep
-// SleepMS (past its deadline too), or exit the runtime mid-call.
+// Request is what the function does: first write Print on its stdout and
+// "stderr: "+Print on its stderr (each a line), append a line of its
+// request id and the time (RFC 3339, nanoseconds) to the file Record, then
+// return
+// Echo, fail with Fail, sleep SleepMS (past its deadline too), or exit the
+// runtime mid-call.
 type Request struct {
 	Echo    json.RawMessage `json:"echo,omitempty"`
 	Fail    string          `json:"fail,omitempty"`
 	SleepMS int             `json:"sleep_ms,omitempty"`
 	Exit    bool            `json:"exit,omitempty"`
+	Record  string          `json:"record,omitempty"`
+	Print   string          `json:"print,omitempty"`
 }
 
 // Response is the function's answer, with what the runtime told it.
@@ -55,6 +62,24 @@ type Response struct {
 
 // Handle is the function's handler.
 func Handle(ctx context.Context, req Request) (Response, error) {
+	lc, _ := lambdacontext.FromContext(ctx)
+	if req.Print != "" {
+		fmt.Println(req.Print)
+		fmt.Fprintln(os.Stderr, "stderr: "+req.Print)
+	}
+	if req.Record != "" {
+		f, err := os.OpenFile(req.Record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return Response{}, err
+		}
+		_, err = fmt.Fprintln(f, lc.AwsRequestID, time.Now().Format(time.RFC3339Nano))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return Response{}, err
+		}
+	}
 	switch {
 	case req.Exit:
 		os.Exit(3)
@@ -62,7 +87,6 @@ func Handle(ctx context.Context, req Request) (Response, error) {
 		return Response{}, errors.New(req.Fail)
 	}
 	time.Sleep(time.Duration(req.SleepMS) * time.Millisecond)
-	lc, _ := lambdacontext.FromContext(ctx)
 	dl, _ := ctx.Deadline()
 	return Response{Echo: req.Echo, PID: os.Getpid(), ARN: lc.InvokedFunctionArn, RequestID: lc.AwsRequestID, DeadlineMS: dl.UnixMilli()}, nil
 }
@@ -82,4 +106,26 @@ func Metric(t testing.TB, text, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// Recorded returns the lines the function appended to the file path
+// (Request.Record): the request id and the time of each run.
+func Recorded(t testing.TB, path string) (ids []string, at []time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		id, ts, _ := strings.Cut(line, " ")
+		tm, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			t.Fatalf("recorded %q: %v", line, err)
+		}
+		ids, at = append(ids, id), append(at, tm)
+	}
+	return ids, at
 }
