@@ -666,10 +666,12 @@ func collectMy(rows *sql.Rows) ([]lease.Lease, error) {
 	return out, rows.Err()
 }
 
-// myReclaimed is pgReclaimed in MySQL.
+// myReclaimed is pgReclaimed in MySQL. The second range is read only when
+// the clock went back: MariaDB scans it from its lower bound (all the live
+// leases) rather than seeing at once that it is empty.
 func myReclaimed(t, from, to string) string {
 	return `(COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + from + ` AND deadline <= ` + to + `), 0)
-	- COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + to + ` AND deadline <= ` + from + `), 0))`
+	- CASE WHEN ` + from + ` > ` + to + ` THEN COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + to + ` AND deadline <= ` + from + `), 0) ELSE 0 END)`
 }
 
 // scanMy scans the myCols of one row, then extra, and returns the lease and
