@@ -27,7 +27,7 @@ var _ lease.Store = (*Postgres)(nil)
 // pgQueries are the statements of one store, built once from its names.
 type pgQueries struct {
 	lock, share, excl, read, insert  string
-	count, reclaim, recount          string
+	reclaim, recount                 string
 	hasCounter, addCounter           string
 	heartbeat, release, present, get string
 	released                         string
@@ -51,9 +51,9 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	}
 	t, st, rt := quote(n.table, `"`), quote(n.state, `"`), quote(n.released, `"`)
 	q := pgQueries{
-		// The UPDATE takes the row lock every grant serialises on and
-		// bumps the token; a rejection rolls it back.
-		lock: `UPDATE ` + st + ` SET token = token + 1 WHERE name = $1 RETURNING token`,
+		// The row lock every grant serialises on; the grant's INSERT
+		// bumps the token, so a rejection (rolled back) leaves no gap.
+		lock: `SELECT token FROM ` + st + ` WHERE name = $1 FOR NO KEY UPDATE`,
 		// Heartbeats hold this (see change).
 		share: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR SHARE`,
 		// Releases, sweeps and a call that met an expired-looking row
@@ -68,8 +68,9 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	COALESCE((SELECT id FROM ` + t + ` WHERE holder = $1 AND deadline > n.now ORDER BY token LIMIT 1), ''),
 	COALESCE((SELECT holder FROM ` + t + ` WHERE id = $2), '')
 FROM (SELECT clock_timestamp() AS now) n, (SELECT used, horizon FROM ` + st + ` WHERE name = $3) s`,
-		insert: `INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		count:  `UPDATE ` + st + ` SET used = $2, horizon = $3 WHERE name = $1`,
+		// The new row, the token and the counter, in one statement.
+		insert: `WITH u AS (UPDATE ` + st + ` SET token = $5, used = $11, horizon = $6 WHERE name = $12)
+INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		// Moves the horizon to now, taking out of the counter the leases
 		// that expired since; run under the state row lock, after it.
 		reclaim: `UPDATE ` + st + ` AS s SET used = s.used - ` + pgReclaimed(t, "s.horizon", "n.now") + `, horizon = n.now
@@ -202,8 +203,8 @@ SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (n
 }
 
 // Grant implements lease.Store. It takes two round trips: BEGIN, the state
-// row lock and the read are pipelined, then INSERT, the counter's update
-// and COMMIT (or ROLLBACK). The read does not grow with the number of live
+// row lock and the read are pipelined, then the INSERT (which also writes
+// the token and the counter) and COMMIT (or ROLLBACK). The read does not grow with the number of live
 // leases: it takes the counter of units and subtracts the leases that
 // expired since the last grant or sweep, found on the deadline index.
 func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
@@ -261,11 +262,11 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 		return lease.Lease{}, rej
 	}
+	token++
 	l := newLease(a, cost, uint64(token), now)
 	b = &pgx.Batch{}
 	b.Queue(s.q.insert, l.ID, l.Holder, l.Resource, l.Cost, token, l.CreatedAt, l.ExpiresAt,
-		l.HeartbeatAt, int64(l.Grace), deadline(l))
-	b.Queue(s.q.count, s.n.key, used+int64(cost), now)
+		l.HeartbeatAt, int64(l.Grace), deadline(l), used+int64(cost), s.n.key)
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return lease.Lease{}, s.abortCommit(ctx, conn, "grant", err)
