@@ -220,3 +220,48 @@ func BenchmarkLeasePostgresInterleaved(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkLeaseMySQLInterleaved is BenchmarkLeasePostgresInterleaved on
+// MySQL/MariaDB: one grant+release through lease/sqllease, two one-row
+// autocommit UPDATEs and two SELECT 1, in turn, on one handle (the DSN as
+// given: each statement with arguments is a prepare and an execute).
+func BenchmarkLeaseMySQLInterleaved(b *testing.B) {
+	b.Run("backend=mysql/op=grantrelease", func(b *testing.B) {
+		b.ReportAllocs()
+		db := mysqltest.OpenMySQL(b).DB
+		m := newManager(b, myStoreOn(b, db))
+		for _, q := range []string{"CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL) ENGINE=InnoDB", "INSERT INTO counter VALUES (1, 0)"} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+		}
+		req := lease.Request{Holder: "session-1", Resource: "cam_2f_19", Cost: 2, Fallback: []int{1}}
+		interleave(b, []impl{
+			{"ttlkit", func() error {
+				l, err := m.Grant(ctx, req)
+				if err != nil {
+					return err
+				}
+				_, err = m.Release(ctx, l.ID)
+				return err
+			}},
+			{"commit", func() error {
+				for range 2 {
+					if _, err := db.ExecContext(ctx, "UPDATE counter SET n = n + 1 WHERE id = 1"); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+			{"select1", func() error {
+				var one int
+				for range 2 {
+					if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+		})
+	})
+}

@@ -6,20 +6,43 @@
 // server's modal_leases: id, holder, resource, cost, token, created_at,
 // expires_at, heartbeat_at, grace_ns, plus the deadline min(expires_at,
 // heartbeat_at + grace) that the sweep and the holder rule are indexed on), a
-// state table whose row per lease table is the fencing-token counter and the
-// lock every grant serialises on, and the table of recent releases. Migrate
-// creates them, idempotently; the names derive from Options.
+// state table whose row per lease table is the fencing-token counter, the
+// counter of units in use and the lock every grant serialises on, and the
+// table of recent releases. Migrate creates them, idempotently; the names
+// derive from Options.
 //
 // Every decision takes its time from the database clock inside the
 // statement or transaction that makes it (PostgreSQL clock_timestamp(),
 // MySQL UTC_TIMESTAMP(6)), never from the client. A grant is one
 // transaction: lock and bump the state row, read the units and the holder's
 // live lease at the time taken after the lock, decide (gate, holder,
-// budget), insert, commit; a rejection rolls back, so tokens have no gaps
-// from rejections. Expired rows are excluded by the predicate
-// deadline > now everywhere, before any sweep. Sweep locks expired rows with
-// FOR UPDATE SKIP LOCKED and deletes them in the same transaction, so
-// concurrent sweepers on any instance return each expired lease once.
+// budget), insert, update the counter, commit; a rejection rolls back, so
+// tokens have no gaps from rejections. Expired rows are excluded by the
+// predicate deadline > now everywhere, before any sweep.
+//
+// # The counter
+//
+// A grant does not add up the costs of the live leases, which would take
+// it longer the more leases are live. The state row keeps used, the units
+// of the leases whose deadline is after its horizon, a time. A grant
+// subtracts the leases whose deadline passed between the horizon and its
+// now (a range of the deadline index: only the leases that expired since
+// the last grant or sweep, each read once), decides on the result, and
+// writes back the counter with its cost added and the horizon moved to
+// now. A release subtracts its lease's cost; a sweep moves the horizon as
+// a grant does, then deletes the rows expired by it (locking them FOR
+// UPDATE SKIP LOCKED), so concurrent sweepers on any instance return each
+// expired lease once. Grants, releases and sweeps hold the state row
+// exclusively, so the counter changes in the transaction that changes the
+// rows; heartbeats only move deadlines later, from after the horizon.
+//
+// The counter is exact while the database clock does not go back past
+// the horizon (a clock stepped back more than that would let a heartbeat
+// move a deadline across it unseen). Migrate counts it again from the
+// rows, under the state row lock: after such a step, after rows were
+// written by hand, and after an upgrade from a version without the
+// counter. Instances of such a version grant and release without
+// updating it: stop them, then run Migrate, before the new version grants.
 //
 // A Grant whose ID is already in the table for the same holder is a repeat
 // of a grant that took effect and returns the stored lease without a new
@@ -30,16 +53,16 @@
 // A heartbeat reads the clock after taking a share lock on the state row,
 // checks deadline > now, and commits a moment later (its statements plus
 // the commit's log flush). A lease whose deadline passes within that moment
-// must not be seen expired before the commit and live after it. Grants hold
-// the state row exclusively, so they wait for the heartbeat and count the
-// lease. Get, List, Usage, Heartbeat and Release are plain reads or
-// row-level writes that would not wait; whenever one of them meets an
-// expired-looking row, it decides again in a transaction that holds the
-// state row exclusively, after every heartbeat and release in flight has
-// committed. Expired rows remain only until the next sweep, so this slower
-// path (a grant's cost) is taken only between a deadline and the next
-// sweep. Sweeps skip rows a heartbeat has locked; a heartbeat waiting for a
-// sweep that locked the row first fails with ErrNotFound.
+// must not be seen expired before the commit and live after it. Grants,
+// releases and sweeps hold the state row exclusively, so they wait for the
+// heartbeat and count the lease. Get, List, Usage and Heartbeat are plain
+// reads or row-level writes that would not wait; whenever one of them
+// meets an expired-looking row, it decides again in a transaction that
+// holds the state row exclusively, after every heartbeat and release in
+// flight has committed. Expired rows remain only until the next sweep, so
+// this slower path (a grant's cost) is taken only between a deadline and
+// the next sweep. A heartbeat that waited for a sweep finds the swept
+// lease gone and fails with ErrNotFound.
 //
 // Times are stored with microsecond precision (timestamptz, DATETIME(6) in
 // UTC), as the database clock gives them, never rounded down: a lease's

@@ -35,6 +35,8 @@ var _ lease.Store = (*MySQL)(nil)
 
 type myQueries struct {
 	lock, share, excl, read, insert       string
+	count, reclaimed, reclaim, subtract   string
+	live, hasCounter, addCounter          string
 	padded, unpad                         string
 	lockRow, heartbeat, release, get      string
 	list, usage, sweepSelect, sweepDelete string
@@ -79,19 +81,35 @@ func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
 		// one statement locks the row every grant serialises on and bumps
 		// the counter; a rejection rolls it back.
 		lock: `UPDATE ` + st + ` SET token = LAST_INSERT_ID(token + 1) WHERE name = ?`,
-		// Heartbeats and releases hold this (see lockLive).
+		// Heartbeats hold this (see lockLive).
 		share: `SELECT 1 FROM ` + st + ` WHERE name = ? LOCK IN SHARE MODE`,
-		// A call that met an expired-looking row holds this (see
-		// settled): it waits for every heartbeat and release in flight.
+		// Releases, sweeps and a call that met an expired-looking row
+		// (see settled) hold this: it waits for every heartbeat and
+		// release in flight.
 		excl: `SELECT 1 FROM ` + st + ` WHERE name = ? FOR UPDATE`,
 		// Run after the lock in READ COMMITTED, so it sees every grant
 		// committed before; UTC_TIMESTAMP(6) is this statement's time,
-		// after the lock wait.
-		read: `SELECT ` + us("n.now") + `,
-	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
+		// after the lock wait. The units in use are the counter less
+		// what expired since the horizon (see pgReclaimed).
+		read: `SELECT ` + us("n.now") + `, s.used - ` + myReclaimed(t, "s.horizon", "n.now") + `,
 	COALESCE((SELECT id FROM ` + t + ` WHERE holder = ? AND deadline > n.now ORDER BY token LIMIT 1), ''),
 	COALESCE((SELECT holder FROM ` + t + ` WHERE id = ?), '')
+FROM (SELECT UTC_TIMESTAMP(6) AS now) n, (SELECT used, horizon FROM ` + st + ` WHERE name = ?) s`,
+		count: `UPDATE ` + st + ` SET used = ?, horizon = ` + myTime + ` WHERE name = ?`,
+		// What expired since the horizon, for a sweep; then reclaim
+		// moves the horizon to that now.
+		reclaimed: `SELECT ` + us("n.now") + `, ` + myReclaimed(t, "s.horizon", "n.now") + `
+FROM (SELECT UTC_TIMESTAMP(6) AS now) n, (SELECT horizon FROM ` + st + ` WHERE name = ?) s`,
+		reclaim:  `UPDATE ` + st + ` SET used = used - ?, horizon = ` + myTime + ` WHERE name = ?`,
+		subtract: `UPDATE ` + st + ` SET used = used - ? WHERE name = ? AND horizon < ` + myTime,
+		// The units of the leases live now, for Migrate.
+		live: `SELECT ` + us("n.now") + `, COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0)
 FROM (SELECT UTC_TIMESTAMP(6) AS now) n`,
+		// State tables of earlier versions lack the counter.
+		hasCounter: `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schemaOf(n.state) + `
+	AND TABLE_NAME = ? AND COLUMN_NAME IN ('used', 'horizon')`,
+		addCounter: `ALTER TABLE ` + st + ` ADD COLUMN used BIGINT NOT NULL DEFAULT 0,
+	ADD COLUMN horizon DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00'`,
 		insert: `INSERT INTO ` + t + ` (id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline)
 VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + myTime + `)`,
 		lockRow:   `SELECT ` + myCols + `, ` + myNow + ` FROM ` + t + ` WHERE id = ? FOR UPDATE`,
@@ -103,7 +121,9 @@ VALUES (?, ?, ?, ?, ?, ` + myTime + `, ` + myTime + `, ` + myTime + `, ?, ` + my
 		usage: `SELECT COALESCE(SUM(CASE WHEN l.deadline > n.now THEN l.cost END), 0),
 	COALESCE(SUM(l.deadline > n.now), 0), COALESCE(SUM(l.deadline <= n.now), 0)
 FROM ` + t + ` l CROSS JOIN (SELECT UTC_TIMESTAMP(6) AS now) n`,
-		sweepSelect: `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline <= UTC_TIMESTAMP(6) ORDER BY deadline LIMIT ? FOR UPDATE SKIP LOCKED`,
+		// Run after reclaim, with its horizon: the rows expired by it are
+		// no longer in the counter.
+		sweepSelect: `SELECT ` + myCols + ` FROM ` + t + ` WHERE deadline <= ` + myTime + ` ORDER BY deadline LIMIT ? FOR UPDATE SKIP LOCKED`,
 		sweepDelete: `DELETE FROM ` + t + ` WHERE id IN `,
 		// Tables created before the columns were binary: their text
 		// columns (utf8mb4_bin pads with spaces) become VARBINARY.
@@ -134,8 +154,10 @@ ON DUPLICATE KEY UPDATE released_at = VALUES(released_at)`,
 	KEY ` + quote(n.base+"_holder_idx", "`") + ` (holder, deadline)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 			`CREATE TABLE IF NOT EXISTS ` + st + ` (
-	name  VARCHAR(191) NOT NULL,
-	token BIGINT UNSIGNED NOT NULL DEFAULT 0,
+	name    VARCHAR(191) NOT NULL,
+	token   BIGINT UNSIGNED NOT NULL DEFAULT 0,
+	used    BIGINT NOT NULL DEFAULT 0,
+	horizon DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',
 	PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 			`CREATE TABLE IF NOT EXISTS ` + rt + ` (
@@ -154,7 +176,9 @@ ON DUPLICATE KEY UPDATE released_at = VALUES(released_at)`,
 
 // Migrate creates the lease table with its indexes, the state table, the
 // table of recent releases (Table + ReleasedSuffix) and the store's state
-// row if they do not exist, and turns the text columns of a lease table
+// row if they do not exist, adds the counter of units to a state table of
+// an earlier version and counts the units of the live leases into it (see
+// "The counter" in the package documentation), and turns the text columns of a lease table
 // created by an earlier version (VARCHAR with the PAD SPACE collation
 // utf8mb4_bin, under which "alice " equals "alice") into VARBINARY. It is
 // idempotent. Run it after every upgrade of
@@ -173,6 +197,35 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 			return wrap(ctx, "mysql", "migrate", err)
 		}
 	}
+	var cols int
+	if err := s.db.QueryRowContext(ctx, s.q.hasCounter, baseOf(s.n.state)).Scan(&cols); err != nil {
+		return wrap(ctx, "mysql", "migrate", err)
+	}
+	if cols < 2 {
+		// Concurrent Migrates may both add the columns; the second
+		// fails with "duplicate column", which is done.
+		var me *mysql.MySQLError
+		if _, err := s.db.ExecContext(ctx, s.q.addCounter); err != nil && !(errors.As(err, &me) && me.Number == 1060) {
+			return wrap(ctx, "mysql", "migrate: counter", err)
+		}
+	}
+	// The units in use, counted from the rows: right for a state row just
+	// made or a table of an earlier version, and a repair for a counter
+	// that rows written by hand made wrong.
+	err := s.inTx(ctx, "migrate", func(tx *sql.Tx) error {
+		var one, nowUS, used int64
+		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, s.q.live).Scan(&nowUS, &used); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.q.count, used, nowUS, s.n.key)
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	var padded int
 	if err := s.db.QueryRowContext(ctx, s.q.padded, s.n.base).Scan(&padded); err != nil {
 		return wrap(ctx, "mysql", "migrate", err)
@@ -187,6 +240,9 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// baseOf returns a validated name without its qualifier.
+func baseOf(name string) string { return name[strings.LastIndexByte(name, '.')+1:] }
 
 // schemaOf returns the SQL expression for the schema of a validated table
 // name: its qualifier, quoted, or DATABASE().
@@ -247,7 +303,10 @@ func isRuleError(err error) bool {
 }
 
 // Grant implements lease.Store in one transaction: lock and bump the state
-// row, read units and the holder's live lease, decide, insert, commit.
+// row, read units and the holder's live lease, decide, insert, update the
+// counter, commit. The units are the counter less the leases that expired
+// since the last grant or sweep (see pgReclaimed): the read does not grow
+// with the number of live leases.
 func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
@@ -275,7 +334,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 			existing    string
 			stored      string
 		)
-		if err := tx.QueryRowContext(ctx, s.q.read, a.Holder, a.ID).Scan(&nowUS, &used, &existing, &stored); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q.read, a.Holder, a.ID, s.n.key).Scan(&nowUS, &used, &existing, &stored); err != nil {
 			return err
 		}
 		if again, err := repeated(a, stored); err != nil {
@@ -295,6 +354,10 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		_, err = tx.ExecContext(ctx, s.q.insert, l.ID, l.Holder, l.Resource, l.Cost, l.Token,
 			l.CreatedAt.UnixMicro(), l.ExpiresAt.UnixMicro(), l.HeartbeatAt.UnixMicro(), int64(l.Grace),
 			deadline(l).UnixMicro())
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.q.count, used+int64(cost), nowUS, s.n.key)
 		return err
 	})
 	if errors.Is(err, errRepeat) {
@@ -382,28 +445,23 @@ func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool
 	return l, nil
 }
 
-// Release implements lease.Store in one transaction, and a second one,
-// holding the state row exclusively, if the lease looked expired (see "Calls at a
-// deadline" in the package documentation).
+// Release implements lease.Store in one transaction that holds the state
+// row exclusively (it updates the counter, so releases wait for each other
+// as grants do; and a lease that looks expired under that lock is).
 func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
 	if !storable(id, maxMyField) {
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
-	l, err := s.release(ctx, id, holder, false)
-	if errors.Is(err, lease.ErrExpired) {
-		l, err = s.release(ctx, id, holder, true)
-	}
-	return l, err
-}
-
-func (s *MySQL) release(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
-		cur, _, err := s.lockLive(ctx, tx, id, holder, exclusive)
+		cur, _, err := s.lockLive(ctx, tx, id, holder, true)
 		if err != nil {
 			return err
 		}
 		if _, err = tx.ExecContext(ctx, s.q.release, id); err != nil {
+			return err
+		}
+		if _, err = tx.ExecContext(ctx, s.q.subtract, cur.Cost, s.n.key, deadline(cur).UnixMicro()); err != nil {
 			return err
 		}
 		l = cur
@@ -549,19 +607,32 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 	return int(u), int(n), nil
 }
 
-// Sweep implements lease.Store in one transaction: lock up to limit expired
-// rows with FOR UPDATE SKIP LOCKED (rows another sweeper holds are its to
-// return), delete them, commit.
+// Sweep implements lease.Store in one transaction: lock the state row,
+// take the leases expired since the horizon out of the counter and move
+// the horizon to now (see pgReclaimed), lock up to limit rows expired by
+// then with FOR UPDATE SKIP LOCKED, delete them, commit.
 func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
 	var out []lease.Lease
 	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {
+		var one, nowUS, reclaimed int64
+		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
+		} else if err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.q.forget, lease.ReleasedRetention.Microseconds()); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.q.sweepSelect, limit)
+		if err := tx.QueryRowContext(ctx, s.q.reclaimed, s.n.key).Scan(&nowUS, &reclaimed); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q.reclaim, reclaimed, nowUS, s.n.key); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, s.q.sweepSelect, nowUS, limit)
 		if err != nil {
 			return err
 		}
@@ -593,6 +664,14 @@ func collectMy(rows *sql.Rows) ([]lease.Lease, error) {
 		out = append(out, l)
 	}
 	return out, rows.Err()
+}
+
+// myReclaimed is pgReclaimed in MySQL. The second range is read only when
+// the clock went back: MariaDB scans it from its lower bound (all the live
+// leases) rather than seeing at once that it is empty.
+func myReclaimed(t, from, to string) string {
+	return `(COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + from + ` AND deadline <= ` + to + `), 0)
+	- CASE WHEN ` + from + ` > ` + to + ` THEN COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + to + ` AND deadline <= ` + from + `), 0) ELSE 0 END)`
 }
 
 // scanMy scans the myCols of one row, then extra, and returns the lease and

@@ -27,9 +27,11 @@ var _ lease.Store = (*Postgres)(nil)
 // pgQueries are the statements of one store, built once from its names.
 type pgQueries struct {
 	lock, share, excl, read, insert  string
+	reclaim, recount                 string
+	hasCounter, addCounter           string
 	heartbeat, release, present, get string
 	released                         string
-	list, usage, sweep               string
+	list, usage, forget, sweep       string
 	migrate                          []string
 }
 
@@ -49,23 +51,34 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
 	}
 	t, st, rt := quote(n.table, `"`), quote(n.state, `"`), quote(n.released, `"`)
 	q := pgQueries{
-		// The UPDATE takes the row lock every grant serialises on and
-		// bumps the token; a rejection rolls it back.
-		lock: `UPDATE ` + st + ` SET token = token + 1 WHERE name = $1 RETURNING token`,
-		// Heartbeats and releases hold this (see change).
+		// The row lock every grant serialises on; the grant's INSERT
+		// bumps the token, so a rejection (rolled back) leaves no gap.
+		lock: `SELECT token FROM ` + st + ` WHERE name = $1 FOR NO KEY UPDATE`,
+		// Heartbeats hold this (see change).
 		share: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR SHARE`,
-		// A call that met an expired-looking row holds this (see
-		// settled): it waits for every heartbeat and release in flight.
-		excl: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR UPDATE`,
+		// Releases, sweeps and a call that met an expired-looking row
+		// (see settled) hold this: it waits for every heartbeat and
+		// release in flight.
+		excl: `SELECT 1 FROM ` + st + ` WHERE name = $1 FOR NO KEY UPDATE`,
 		// A statement after the lock: in READ COMMITTED it sees every
 		// grant committed before, and clock_timestamp() is read after
-		// the lock wait, not at transaction start.
-		read: `SELECT n.now,
-	COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0),
+		// the lock wait, not at transaction start. The units in use are
+		// the counter less what expired since the horizon (see reclaim).
+		read: `SELECT n.now, s.used - ` + pgReclaimed(t, "s.horizon", "n.now") + `,
 	COALESCE((SELECT id FROM ` + t + ` WHERE holder = $1 AND deadline > n.now ORDER BY token LIMIT 1), ''),
 	COALESCE((SELECT holder FROM ` + t + ` WHERE id = $2), '')
-FROM (SELECT clock_timestamp() AS now) n`,
-		insert: `INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+FROM (SELECT clock_timestamp() AS now) n, (SELECT used, horizon FROM ` + st + ` WHERE name = $3) s`,
+		// The new row, the token and the counter, in one statement.
+		insert: `WITH u AS (UPDATE ` + st + ` SET token = $5, used = $11, horizon = $6 WHERE name = $12)
+INSERT INTO ` + t + ` (` + pgCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		// Moves the horizon to now, taking out of the counter the leases
+		// that expired since; run under the state row lock, after it.
+		reclaim: `UPDATE ` + st + ` AS s SET used = s.used - ` + pgReclaimed(t, "s.horizon", "n.now") + `, horizon = n.now
+FROM (SELECT clock_timestamp() AS now) n WHERE s.name = $1`,
+		// Counts the live leases from scratch; run under the state row
+		// lock, after it.
+		recount: `UPDATE ` + st + ` AS s SET used = COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > n.now), 0), horizon = n.now
+FROM (SELECT clock_timestamp() AS now) n WHERE s.name = $1`,
 		// GREATEST keeps HeartbeatAt from moving back when two heartbeats
 		// of one lease race and the later clock reading commits first.
 		heartbeat: `UPDATE ` + t + ` AS l SET
@@ -75,10 +88,12 @@ FROM (SELECT clock_timestamp() AS now) n
 WHERE l.id = $1 AND l.deadline > n.now AND ($2 = '' OR l.holder = $2)
 RETURNING l.id, l.holder, l.resource, l.cost, l.token, l.created_at, l.expires_at, l.heartbeat_at, l.grace_ns, l.deadline`,
 		// The release is remembered in the same statement, for a retry
-		// of a release whose reply was lost (lease.ErrReleased).
+		// of a release whose reply was lost (lease.ErrReleased), and its
+		// cost taken out of the counter.
 		release: `WITH d AS (DELETE FROM ` + t + ` WHERE id = $1 AND deadline > clock_timestamp() AND ($2 = '' OR holder = $2) RETURNING ` + pgCols + `),
 	r AS (INSERT INTO ` + rt + ` (id, released_at) SELECT id, clock_timestamp() FROM d
-		ON CONFLICT (id) DO UPDATE SET released_at = EXCLUDED.released_at)
+		ON CONFLICT (id) DO UPDATE SET released_at = EXCLUDED.released_at),
+	u AS (UPDATE ` + st + ` AS s SET used = s.used - d.cost FROM d WHERE s.name = $3 AND d.deadline > s.horizon)
 SELECT ` + pgCols + ` FROM d`,
 		// The holder of the record id (live or expired, NULL if none), and
 		// whether id was released recently.
@@ -90,14 +105,21 @@ SELECT ` + pgCols + ` FROM d`,
 		usage: `SELECT COALESCE(SUM(cost) FILTER (WHERE deadline > n.now), 0), COUNT(*) FILTER (WHERE deadline > n.now),
 	COUNT(*) FILTER (WHERE deadline <= n.now)
 FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n`,
-		// SKIP LOCKED: a row another sweeper holds is its to return; a
-		// row it already deleted is gone when the lock is granted.
-		// It also forgets releases older than lease.ReleasedRetention.
-		sweep: `WITH f AS (DELETE FROM ` + rt + ` WHERE released_at < clock_timestamp() - $2 * interval '1 microsecond')
-DELETE FROM ` + t + ` WHERE id IN (
-	SELECT id FROM ` + t + ` WHERE deadline <= (SELECT clock_timestamp())
+		// Forgets releases older than lease.ReleasedRetention.
+		forget: `DELETE FROM ` + rt + ` WHERE released_at < clock_timestamp() - $1 * interval '1 microsecond'`,
+		// Run after reclaim: the rows it deletes expired by the horizon,
+		// so the counter no longer holds them. SKIP LOCKED: a row
+		// another call holds is left for a later sweep.
+		sweep: `DELETE FROM ` + t + ` WHERE id IN (
+	SELECT id FROM ` + t + ` WHERE deadline <= (SELECT horizon FROM ` + st + ` WHERE name = $2)
 	ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING ` + pgCols,
+		// State tables of earlier versions lack the counter. ALTER TABLE
+		// locks the table even when it has nothing to do: ask first.
+		hasCounter: `SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)
+	AND attname IN ('used', 'horizon') AND NOT attisdropped`,
+		addCounter: `ALTER TABLE ` + st + ` ADD COLUMN IF NOT EXISTS used bigint NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS horizon timestamptz NOT NULL DEFAULT '-infinity'`,
 		migrate: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id           text        PRIMARY KEY,
@@ -114,8 +136,10 @@ RETURNING ` + pgCols,
 			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_deadline_idx", `"`) + ` ON ` + t + ` (deadline)`,
 			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_holder_idx", `"`) + ` ON ` + t + ` (holder, deadline)`,
 			`CREATE TABLE IF NOT EXISTS ` + st + ` (
-	name  text   PRIMARY KEY,
-	token bigint NOT NULL DEFAULT 0
+	name    text        PRIMARY KEY,
+	token   bigint      NOT NULL DEFAULT 0,
+	used    bigint      NOT NULL DEFAULT 0,
+	horizon timestamptz NOT NULL DEFAULT '-infinity'
 )`,
 			`CREATE TABLE IF NOT EXISTS ` + rt + ` (
 	id          text        PRIMARY KEY,
@@ -129,7 +153,9 @@ RETURNING ` + pgCols,
 
 // Migrate creates the lease table, its indexes, the state table, the table
 // of recent releases (Table + ReleasedSuffix) and the store's state row if
-// they do not exist. It is idempotent and safe to run from several
+// they do not exist, adds the counter of units to a state table of an
+// earlier version, and counts the units of the live leases into it (see
+// "The counter" in the package documentation). It is idempotent and safe to run from several
 // instances at once (it holds a transaction-level advisory lock). Run it
 // after every upgrade of this package: a store whose tables lack what this
 // version uses fails with ErrNotMigrated.
@@ -146,10 +172,28 @@ func (s *Postgres) Migrate(ctx context.Context) error {
 				return err
 			}
 		}
+		var cols int
+		if err := tx.QueryRow(ctx, s.q.hasCounter, quote(s.n.state, `"`)).Scan(&cols); err != nil {
+			return err
+		}
+		if cols < 2 {
+			if _, err := tx.Exec(ctx, s.q.addCounter); err != nil {
+				return err
+			}
+		}
 		// A state row created while leases exist (say, deleted by hand)
-		// resumes the counter above their tokens.
-		_, err := tx.Exec(ctx, `INSERT INTO `+quote(s.n.state, `"`)+` (name, token)
-SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (name) DO NOTHING`, s.n.key)
+		// resumes the token counter above their tokens.
+		if _, err := tx.Exec(ctx, `INSERT INTO `+quote(s.n.state, `"`)+` (name, token)
+SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (name) DO NOTHING`, s.n.key); err != nil {
+			return err
+		}
+		// The units in use, counted from the rows: right for a state row
+		// just made or a table of an earlier version, and a repair for a
+		// counter that rows written by hand made wrong.
+		if _, err := tx.Exec(ctx, s.q.excl, s.n.key); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.q.recount, s.n.key)
 		return err
 	})
 	if err != nil {
@@ -159,7 +203,10 @@ SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (n
 }
 
 // Grant implements lease.Store. It takes two round trips: BEGIN, the state
-// row lock and the read are pipelined, then INSERT and COMMIT (or ROLLBACK).
+// row lock and the read are pipelined, then the INSERT (which also writes
+// the token and the counter) and COMMIT (or ROLLBACK). The read does not grow with the number of live
+// leases: it takes the counter of units and subtracts the leases that
+// expired since the last grant or sweep, found on the deadline index.
 func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
@@ -188,7 +235,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.q.lock, s.n.key).QueryRow(func(r pgx.Row) error { return r.Scan(&token) })
-	b.Queue(s.q.read, a.Holder, a.ID).QueryRow(func(r pgx.Row) error { return r.Scan(&now, &used, &existing, &stored) })
+	b.Queue(s.q.read, a.Holder, a.ID, s.n.key).QueryRow(func(r pgx.Row) error { return r.Scan(&now, &used, &existing, &stored) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
@@ -215,10 +262,11 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 		return lease.Lease{}, rej
 	}
+	token++
 	l := newLease(a, cost, uint64(token), now)
 	b = &pgx.Batch{}
 	b.Queue(s.q.insert, l.ID, l.Holder, l.Resource, l.Cost, token, l.CreatedAt, l.ExpiresAt,
-		l.HeartbeatAt, int64(l.Grace), deadline(l))
+		l.HeartbeatAt, int64(l.Grace), deadline(l), used+int64(cost), s.n.key)
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return lease.Lease{}, s.abortCommit(ctx, conn, "grant", err)
@@ -251,27 +299,28 @@ func (s *Postgres) abortCommit(ctx context.Context, conn *pgxpool.Conn, op strin
 // on the state row, the update, an existence check and COMMIT go in one
 // pipeline.
 func (s *Postgres) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
-	return s.change(ctx, "heartbeat", s.q.heartbeat, id, holder)
+	return s.change(ctx, "heartbeat", s.q.share, s.q.heartbeat, id, holder)
 }
 
-// Release implements lease.Store in one round trip: BEGIN, a share lock on
-// the state row, the delete, an existence check and COMMIT go in one
-// pipeline.
+// Release implements lease.Store in one round trip: BEGIN, a lock on the
+// state row, the delete (which also takes the cost out of the counter),
+// an existence check and COMMIT go in one pipeline. Releases update the
+// state row, so they wait for each other as grants do.
 func (s *Postgres) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
-	return s.change(ctx, "release", s.q.release, id, holder)
+	return s.change(ctx, "release", s.q.excl, s.q.release, id, holder, s.n.key)
 }
 
 // change runs query, which changes the live lease id (of holder, unless
-// empty) and returns it, in a transaction that holds a share lock on the
-// state row, and tells ErrWrongHolder, ErrExpired and ErrNotFound apart when
-// it changed nothing. The share lock orders heartbeats and releases with
-// grants: a grant reads the units in use after every heartbeat and release
-// before it has committed, and none commits between a grant's read and its
-// commit. Without it a heartbeat that read its time just before a lease's
-// deadline could commit after a grant had counted that lease as expired,
-// and overfill the budget. BEGIN, lock, change, existence check and COMMIT
-// go in one pipeline.
-func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (lease.Lease, error) {
+// empty; extra are its further arguments) and returns it, in a transaction
+// that holds lock on the state row (shared or not), and tells
+// ErrWrongHolder, ErrExpired and ErrNotFound apart when it changed nothing.
+// The lock orders heartbeats and releases with grants: a grant reads the
+// units in use after every heartbeat and release before it has committed,
+// and none commits between a grant's read and its commit. Without it a
+// heartbeat that read its time just before a lease's deadline could commit
+// after a grant had counted that lease as expired, and overfill the budget.
+// BEGIN, lock, change, existence check and COMMIT go in one pipeline.
+func (s *Postgres) change(ctx context.Context, op, lock, query, id, holder string, extra ...any) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", op); err != nil {
 		return lease.Lease{}, err
 	}
@@ -291,8 +340,9 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 	)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.q.share, s.n.key)
-	b.Queue(query, id, holder).QueryRow(func(r pgx.Row) error {
+	args := append([]any{id, holder}, extra...)
+	b.Queue(lock, s.n.key)
+	b.Queue(query, args...).QueryRow(func(r pgx.Row) error {
 		var err error
 		l, err = scanPG(r)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -313,7 +363,7 @@ func (s *Postgres) change(ctx context.Context, op, query, id, holder string) (le
 		conn.Release()
 		err := s.settled(ctx, op, func(tx pgx.Tx) error {
 			var err error
-			l, err = scanPG(tx.QueryRow(ctx, query, id, holder))
+			l, err = scanPG(tx.QueryRow(ctx, query, args...))
 			found = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = tx.QueryRow(ctx, s.q.present, id).Scan(&stored, &released)
@@ -463,38 +513,67 @@ func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 	return int(u), int(n), nil
 }
 
-// Sweep implements lease.Store in one statement (DELETE of rows locked with
-// FOR UPDATE SKIP LOCKED, RETURNING them).
+// Sweep implements lease.Store in one round trip: BEGIN, the state row
+// lock, the counter's reclaim (see reclaim), the forgetting of old
+// releases, the DELETE of up to limit rows expired by the new horizon
+// (locked with FOR UPDATE SKIP LOCKED, RETURNING them) and COMMIT go in
+// one pipeline.
 func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
-	return s.many(ctx, "sweep", s.q.sweep, limit, lease.ReleasedRetention.Microseconds())
-}
-
-func (s *Postgres) many(ctx context.Context, op, query string, args ...any) ([]lease.Lease, error) {
-	if err := checkCtx(ctx, "postgres", op); err != nil {
+	if err := checkCtx(ctx, "postgres", "sweep"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, query, args...)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
+		return nil, lease.NotApplied(wrap(ctx, "postgres", "sweep", err))
 	}
-	defer rows.Close()
+	defer conn.Release()
 	var out []lease.Lease
-	for rows.Next() {
-		l, err := scanPG(rows)
-		if err != nil {
-			return nil, lease.UnknownOutcome(wrap(ctx, "postgres", op, err))
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.excl, s.n.key).QueryRow(func(r pgx.Row) error { var one int; return r.Scan(&one) })
+	b.Queue(s.q.reclaim, s.n.key)
+	b.Queue(s.q.forget, lease.ReleasedRetention.Microseconds())
+	b.Queue(s.q.sweep, limit, s.n.key).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			l, err := scanPG(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, l)
 		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
+			return nil, s.abort(ctx, conn, "sweep", err)
+		}
 		// A sweep whose result was cut off may have deleted rows it
 		// could not return: the caller sees an error (ambiguous).
-		return nil, afterCommit(wrap(ctx, "postgres", op, err), err)
+		return nil, s.abortCommit(ctx, conn, "sweep", err)
 	}
 	return out, nil
+}
+
+// pgReclaimed is the SQL for the units of the leases whose deadline lies
+// between the times from and to: expired at to but counted at from (less
+// the reverse, should the clock have gone back). The deadline index finds
+// them, so it reads only the leases that expired since the last grant or
+// sweep, each once.
+//
+// The state row keeps used, the units of the leases whose deadline is
+// after horizon. Grants and releases change both in the transaction that
+// changes the rows, under the state row lock; heartbeats only move
+// deadlines later, from after their time, which is after the horizon. So
+// used − pgReclaimed(horizon, now), read under the lock, is the units of
+// the leases live at now.
+func pgReclaimed(t, from, to string) string {
+	return `(COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + from + ` AND deadline <= ` + to + `), 0)
+	- COALESCE((SELECT SUM(cost) FROM ` + t + ` WHERE deadline > ` + to + ` AND deadline <= ` + from + `), 0))`
 }
 
 // scanPG scans the pgCols of one row, then extra.
