@@ -114,6 +114,22 @@ func init() {
 		{name: "expiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitSeconds)},
 		{name: "pexpiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitMillis)},
 		{name: "persist", arity: 2, lock: lockShared, handler: cmdPersist},
+		{name: "subscribe", arity: -2, handler: subscribeCommand(false)},
+		{name: "psubscribe", arity: -2, handler: subscribeCommand(true)},
+		{name: "unsubscribe", arity: -1, handler: unsubscribeCommand(false)},
+		{name: "punsubscribe", arity: -1, handler: unsubscribeCommand(true)},
+		{name: "publish", arity: 3, handler: cmdPublish},
+		{name: "pubsub", arity: -2, subs: subcommands(
+			&command{name: "channels", arity: -2, handler: cmdPubsubChannels},
+			&command{name: "numsub", arity: -2, handler: cmdPubsubNumsub},
+			&command{name: "numpat", arity: 2, handler: cmdPubsubNumpat},
+			&command{name: "help", arity: 2, handler: cmdPubsubHelp},
+		)},
+		{name: "config", arity: -2, subs: subcommands(
+			&command{name: "get", arity: -3, handler: cmdConfigGet},
+			&command{name: "set", arity: -4, handler: cmdConfigSet},
+			&command{name: "help", arity: 2, handler: cmdConfigHelp},
+		)},
 		{name: "command", arity: -1, handler: cmdCommand, subs: subcommands(
 			&command{name: "count", arity: 2, handler: cmdCommandCount},
 			&command{name: "info", arity: -2, handler: cmdCommandInfo},
@@ -185,6 +201,10 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 	}
 	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity {
 		s.reject(cl, cmd, errArity(cmd.name))
+		return
+	}
+	if subscribeMode(cl, cmd) {
+		s.reject(cl, cmd, "ERR Can't execute '"+cmd.name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
 	if cl.txn.multi && !cmd.now {
@@ -302,6 +322,10 @@ func own(cl *client, key []byte, vi int, val []byte) (string, string) {
 }
 
 func cmdPing(s *Server, cl *client, args [][]byte) {
+	if len(args) <= 2 && !cl.w.resp3 && cl.subscribed() > 0 {
+		pingSubscribed(cl, args)
+		return
+	}
 	switch len(args) {
 	case 1:
 		cl.w.Simple("PONG")

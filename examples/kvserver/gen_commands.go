@@ -27,17 +27,19 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"append", "auth", "client", "command", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
+		"append", "auth", "client", "command", "config", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
 		"echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "get",
 		"getdel", "getex", "getrange", "getset", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
 		"mget", "move", "mset", "msetnx", "multi", "persist", "pexpire", "pexpireat", "pexpiretime",
-		"ping", "psetex", "pttl", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
-		"setex", "setnx", "setrange", "strlen", "substr", "time", "touch", "ttl", "type", "unlink",
-		"unwatch", "watch",
+		"ping", "psetex", "psubscribe", "pttl", "publish", "pubsub", "punsubscribe", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
+		"setex", "setnx", "setrange", "strlen", "subscribe", "substr", "time", "touch", "ttl", "type", "unlink",
+		"unsubscribe", "unwatch", "watch",
 	}
 	subs = map[string][]string{
 		"client":  {"getname", "help", "id", "setinfo", "setname"},
 		"command": {"count", "docs", "help", "info", "list"},
+		"config":  {"get", "help", "set"},
+		"pubsub":  {"channels", "help", "numpat", "numsub"},
 	}
 )
 

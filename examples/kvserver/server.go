@@ -48,6 +48,10 @@ type Server struct {
 	locks [8]paddedRWMutex
 	// watch indexes the keys that clients WATCH.
 	watch watchers
+	// ps indexes pub/sub subscriptions.
+	ps pubsub
+	// notifyFlags is notify-keyspace-events, parsed.
+	notifyFlags atomic.Int32
 
 	connMu    sync.Mutex
 	closed    bool
@@ -105,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	opts := cfg.Expiry
 	opts.Manual = true
 	for i := range s.dbs {
-		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts})
+		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts, OnEvent: s.onExpired(i)})
 		if err != nil {
 			for _, d := range s.dbs[:i] {
 				_ = d.Close(context.Background())
@@ -294,6 +298,14 @@ type client struct {
 	authed bool
 	quit   bool
 	txn    txn
+
+	// out is held while the connection's goroutine writes replies and
+	// while its pusher writes messages, so that neither splits the other.
+	out sync.Mutex
+	// box, subs and psubs exist once the client has subscribed.
+	box   *outbox
+	subs  map[string]struct{}
+	psubs map[string]struct{}
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -330,6 +342,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	defer func() { s.commands.Add(pending) }()
 	defer s.unwatch(cl)
+	defer s.stopPushes(cl)
 	for !cl.quit {
 		args, err := cl.r.ReadCommand()
 		if err != nil {
@@ -350,15 +363,19 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		pending++
+		cl.out.Lock()
 		s.dispatch(cl, args)
 		// Flush once the pipeline is drained, so that a batch of commands
 		// gets its replies in one write, or once enough replies are
 		// waiting. dispatch has released the keyspace lock by now, so a
 		// client that does not read stalls only its own connection.
+		err = nil
 		if cl.quit || cl.r.Buffered() == 0 || cl.w.Buffered() >= flushAt {
-			if err := flush(); err != nil {
-				return
-			}
+			err = flush()
+		}
+		cl.out.Unlock()
+		if err != nil {
+			return
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -172,6 +173,9 @@ func (s *Server) store(db keyspace, key, val string, at int64) {
 	deadline := time.UnixMilli(at)
 	if !deadline.After(s.now()) {
 		s.expiredOnSet.Add(1)
+		db.SetWithDeadline(key, val, deadline)
+		s.notify(notifyExpired, "expired", slices.Index(s.dbs[:], db), key)
+		return
 	}
 	db.SetWithDeadline(key, val, deadline)
 }
