@@ -373,6 +373,7 @@ func cmdGetDel(s *Server, cl *client, args [][]byte) {
 	cl.w.Bulk(v)
 	s.freed(len(v))
 	s.modified(cl, view(args[1]))
+	s.notify(notifyGeneric, "del", cl.db, view(args[1]))
 }
 
 func cmdMGet(s *Server, cl *client, args [][]byte) {
@@ -397,6 +398,7 @@ func cmdMSet(s *Server, cl *client, args [][]byte) {
 		k, v := own(cl, args[i], i+1, args[i+1])
 		db.Set(k, v)
 		s.modified(cl, k)
+		s.notify(notifyString, "set", cl.db, k)
 	}
 	cl.w.Simple("OK")
 }
@@ -409,6 +411,7 @@ func cmdDel(s *Server, cl *client, args [][]byte) {
 			n++
 			s.freed(len(v))
 			s.modified(cl, view(k))
+			s.notify(notifyGeneric, "del", cl.db, view(k))
 		}
 	}
 	cl.w.Int(n)
@@ -428,6 +431,7 @@ func cmdExists(s *Server, cl *client, args [][]byte) {
 func cmdPersist(s *Server, cl *client, args [][]byte) {
 	if s.db(cl).Persist(view(args[1])) {
 		s.modified(cl, view(args[1]))
+		s.notify(notifyGeneric, "persist", cl.db, view(args[1]))
 		cl.w.Int(1)
 	} else {
 		cl.w.Int(0)

@@ -95,14 +95,15 @@ func formatNotify(flags int) string {
 // notify publishes a keyspace event of class flag, as Redis's
 // notifyKeyspaceEvent: on __keyspace@<db>__:<key> with the event's name,
 // then on __keyevent@<db>__:<event> with the key, as the K and E classes
-// ask. kvserver emits only the expired class (x); the other classes are
-// accepted and reported, as their commands have no events yet.
+// ask. kvserver emits the generic (g), string ($) and expired (x)
+// classes; its data has no others.
 func (s *Server) notify(flag int, event string, db int, key string) {
 	flags := int(s.notifyFlags.Load())
 	if flags&flag == 0 || flags&(notifyKeyspace|notifyKeyevent) == 0 {
 		return
 	}
 	d := strconv.Itoa(db)
+	key = strings.Clone(key) // key may be a view of the command's arguments
 	if flags&notifyKeyspace != 0 {
 		s.publish("__keyspace@"+d+"__:"+key, event)
 	}

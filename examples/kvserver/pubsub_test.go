@@ -174,6 +174,76 @@ func TestDifferentialKeyspaceEvents(t *testing.T) {
 	}
 }
 
+// TestDifferentialKeyEvents runs the string and key commands with
+// notify-keyspace-events KEA on kvserver and on Redis and requires the same
+// events, in the same order.
+func TestDifferentialKeyEvents(t *testing.T) {
+	sub := newRawPair(t)
+	cmd := sub.other()
+	cmd.same("FLUSHALL")
+	cmd.same("CONFIG", "SET", "notify-keyspace-events", "KEA")
+	sub.same("PSUBSCRIBE", "__key*__:*")
+	for _, args := range [][]string{
+		{"SET", "a", "1"},
+		{"SET", "a", "2", "EX", "100"},
+		{"SET", "a", "3", "KEEPTTL"},
+		{"SET", "a", "4", "NX"},
+		{"SET", "a", "5", "XX", "GET"},
+		{"SETNX", "b", "1"},
+		{"SETNX", "b", "1"},
+		{"SETEX", "c", "100", "v"},
+		{"PSETEX", "c", "100000", "v"},
+		{"GETSET", "c", "w"},
+		{"MSET", "d", "1", "e", "2"},
+		{"MSETNX", "f", "1", "g", "2"},
+		{"MSETNX", "f", "1", "h", "2"},
+		{"APPEND", "a", "x"},
+		{"SETRANGE", "a", "1", "yz"},
+		{"INCR", "b"},
+		{"DECR", "b"},
+		{"INCRBY", "b", "5"},
+		{"DECRBY", "b", "5"},
+		{"INCRBYFLOAT", "b", "1.5"},
+		{"EXPIRE", "d", "100"},
+		{"PEXPIRE", "d", "200000", "GT"},
+		{"EXPIREAT", "d", "1", "NX"},
+		{"PERSIST", "d"},
+		{"PERSIST", "d"},
+		{"EXPIRE", "d", "-1"},
+		{"GETEX", "e", "EX", "100"},
+		{"GETEX", "e", "PERSIST"},
+		{"GETEX", "e", "PXAT", "1"},
+		{"GETDEL", "f"},
+		{"DEL", "g", "missing", "c"},
+		{"UNLINK", "b"},
+		{"RENAME", "a", "a2"},
+		{"SET", "x", "1"},
+		{"RENAME", "a2", "x"},
+		{"RENAMENX", "x", "y"},
+		{"COPY", "y", "z"},
+		{"COPY", "y", "z", "DB", "2", "REPLACE"},
+		{"MOVE", "z", "3"},
+		{"SET", "past", "v", "PXAT", "1"},
+		{"GET", "past"},
+		{"SET", "past", "v", "EXAT", "1", "GET"},
+		{"EXISTS", "past"}, // Redis sends expired on access; kvserver at once
+		{"FLUSHDB"},
+		{"PUBLISH", "__keyevent@0__:end", "end"},
+	} {
+		cmd.same(args...)
+	}
+	end := func(ms []string) bool { return len(ms) > 0 && strings.HasSuffix(ms[len(ms)-1], "end\r\n$3\r\nend\r\n") }
+	var want, got []string
+	for !end(want) {
+		want = append(want, sub.real.reply())
+	}
+	for !end(got) {
+		got = append(got, sub.kv.reply())
+	}
+	require.Greater(t, len(want), 40)
+	require.Equal(t, want, got)
+}
+
 // TestExpiredEventGoRedis is what a user of the library subscribes to: a
 // go-redis PubSub on kvserver's expired events gets a key's event once its
 // 100 ms TTL has passed, with nobody reading the key.
