@@ -377,14 +377,14 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 		field("process_id", pid)
 		field("tcp_port", s.port())
 		field("uptime_in_seconds", int64(time.Since(s.start)/time.Second))
-		field("hz", 10)
+		field("hz", s.hz())
 	})
 	section("clients", func() {
 		s.connMu.Lock()
 		n := len(s.conns)
 		s.connMu.Unlock()
 		field("connected_clients", n)
-		field("maxclients", s.cfg.MaxClients)
+		field("maxclients", s.maxClients.Load())
 		field("blocked_clients", 0)
 	})
 	section("memory", func() {
@@ -464,7 +464,7 @@ func (s *Server) expiryInfo(field func(string, any), sts [numDBs]expiry.Stats) {
 		st.LastCycle = max(st.LastCycle, x.LastCycle)
 	}
 	o := s.cfg.Expiry
-	field("interval_ms", cmp.Or(o.Interval, expiry.DefaultInterval).Milliseconds())
+	field("interval_ms", time.Duration(s.interval.Load()).Milliseconds())
 	field("sample_size", cmp.Or(o.SampleSize, expiry.DefaultSampleSize))
 	field("threshold", cmp.Or(o.Threshold, expiry.DefaultThreshold))
 	field("budget", cmp.Or(o.Budget, expiry.DefaultBudget))

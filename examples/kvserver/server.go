@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,12 @@ type Server struct {
 	ps pubsub
 	// notifyFlags is notify-keyspace-events, parsed.
 	notifyFlags atomic.Int32
+	// interval is the expiry cycle's interval (CONFIG SET hz changes
+	// it), in nanoseconds; intervalChanged tells the cycle.
+	interval        atomic.Int64
+	intervalChanged chan struct{}
+	// maxClients is Config.MaxClients, or what CONFIG SET made it.
+	maxClients atomic.Int64
 
 	connMu    sync.Mutex
 	closed    bool
@@ -127,6 +134,9 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cfg = cfg
+	s.maxClients.Store(int64(cfg.MaxClients))
+	s.interval.Store(int64(cmp.Or(cfg.Expiry.Interval, expiry.DefaultInterval)))
+	s.intervalChanged = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.returnMemory()
 	if !cfg.Expiry.Manual {
@@ -244,7 +254,7 @@ func (s *Server) track(c net.Conn) trackResult {
 	switch {
 	case s.closed:
 		return trackClosed
-	case len(s.conns) >= s.cfg.MaxClients:
+	case int64(len(s.conns)) >= s.maxClients.Load():
 		return trackFull
 	}
 	s.conns[c] = struct{}{}
