@@ -49,9 +49,14 @@ type command struct {
 	// DISCARD, MULTI, WATCH, QUIT).
 	now  bool
 	subs map[string]*command
+	// idx is the command's place in Server.stats.
+	idx int
 }
 
 var commands map[string]*command
+
+// numCommands counts the commands and subcommands.
+var numCommands int
 
 func init() {
 	table := []*command{
@@ -125,6 +130,14 @@ func init() {
 			&command{name: "numpat", arity: 2, handler: cmdPubsubNumpat},
 			&command{name: "help", arity: 2, handler: cmdPubsubHelp},
 		)},
+		{name: "memory", arity: -2, subs: subcommands(
+			&command{name: "usage", arity: -3, lock: lockShared, handler: cmdMemoryUsage},
+			&command{name: "help", arity: 2, handler: cmdMemoryHelp},
+		)},
+		{name: "function", arity: -2, subs: subcommands(
+			&command{name: "flush", arity: -2, handler: cmdFunctionFlush},
+			&command{name: "help", arity: 2, handler: cmdFunctionHelp},
+		)},
 		{name: "config", arity: -2, subs: subcommands(
 			&command{name: "get", arity: -3, handler: cmdConfigGet},
 			&command{name: "set", arity: -4, handler: cmdConfigSet},
@@ -142,14 +155,23 @@ func init() {
 			&command{name: "getname", arity: 2, handler: cmdClientGetName},
 			&command{name: "setname", arity: 3, handler: cmdClientSetName},
 			&command{name: "setinfo", arity: 4, handler: cmdClientSetInfo},
+			&command{name: "list", arity: -2, handler: cmdClientList},
+			&command{name: "info", arity: 2, handler: cmdClientInfo},
+			&command{name: "kill", arity: -3, handler: cmdClientKill},
+			&command{name: "no-evict", arity: 3, handler: cmdClientNoEvict},
+			&command{name: "reply", arity: 3, handler: cmdClientReply},
 			&command{name: "help", arity: 2, handler: cmdClientHelp},
 		)},
 	}
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
 		commands[c.name] = c
+		c.idx = numCommands
+		numCommands++
 		for _, sub := range c.subs {
 			sub.name = c.name + "|" + sub.name
+			sub.idx = numCommands
+			numCommands++
 		}
 	}
 }
@@ -182,12 +204,16 @@ func lookupCommand(m map[string]*command, name []byte) *command {
 // MULTI.
 func (s *Server) dispatch(cl *client, args [][]byte) {
 	cmd := lookupCommand(commands, args[0])
+	cl.cur = cmd
 	if cmd == nil {
 		s.reject(cl, nil, unknownCommand(args))
 		return
 	}
 	if cmd.subs != nil && len(args) >= 2 {
 		sub := lookupCommand(cmd.subs, args[1])
+		if sub != nil {
+			cl.cur = sub
+		}
 		if sub == nil {
 			s.reject(cl, cmd, "ERR unknown subcommand '"+trunc(string(args[1]), 128)+"'. Try "+
 				strings.ToUpper(string(args[0]))+" HELP.")
@@ -224,13 +250,16 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 		s.lockAll()
 		defer s.unlockAll()
 	}
-	cmd.handler(s, cl, args)
+	s.call(cmd, cl, args)
 }
 
 // reject answers a command that cannot run with msg; inside MULTI, it also
 // makes EXEC abort, as in Redis. An EXEC that cannot run ends the
 // transaction at once, saying why.
 func (s *Server) reject(cl *client, cmd *command, msg string) {
+	if cmd != nil {
+		s.stats[cmd.idx].of(cl).rejected.Add(1)
+	}
 	if cmd != nil && cmd.name == "exec" {
 		s.endMulti(cl)
 		cl.w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))

@@ -57,6 +57,8 @@ type Server struct {
 	// it), in nanoseconds; intervalChanged tells the cycle.
 	interval        atomic.Int64
 	intervalChanged chan struct{}
+	// stats counts each command's calls, by command.idx.
+	stats []cmdStats
 	// maxClients is Config.MaxClients, or what CONFIG SET made it.
 	maxClients atomic.Int64
 
@@ -64,6 +66,7 @@ type Server struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	clients   map[*client]struct{} // under connMu
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -108,6 +111,8 @@ func New(cfg Config) (*Server, error) {
 		start:     time.Now(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
+		clients:   make(map[*client]struct{}),
+		stats:     make([]cmdStats, numCommands),
 		stop:      make(chan struct{}),
 	}
 	// One goroutine of the server runs active expiry over all databases
@@ -316,6 +321,8 @@ type client struct {
 	box   *outbox
 	subs  map[string]struct{}
 	psubs map[string]struct{}
+
+	clientState
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -351,6 +358,8 @@ func (s *Server) serveConn(c net.Conn) {
 		return cl.w.Flush()
 	}
 	defer func() { s.commands.Add(pending) }()
+	s.register(cl)
+	defer s.deregister(cl)
 	defer s.unwatch(cl)
 	defer s.stopPushes(cl)
 	for !cl.quit {
@@ -374,7 +383,12 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		pending++
 		cl.out.Lock()
+		undo := cl.silence()
 		s.dispatch(cl, args)
+		if undo != nil {
+			undo()
+		}
+		cl.publishInfo()
 		// Flush once the pipeline is drained, so that a batch of commands
 		// gets its replies in one write, or once enough replies are
 		// waiting. dispatch has released the keyspace lock by now, so a
