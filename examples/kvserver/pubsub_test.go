@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/expiry"
@@ -248,9 +249,15 @@ func TestDifferentialKeyEvents(t *testing.T) {
 // go-redis PubSub on kvserver's expired events gets a key's event once its
 // 100 ms TTL has passed, with nobody reading the key.
 func TestExpiredEventGoRedis(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprint("RESP", proto), func(t *testing.T) { expiredEventGoRedis(t, proto) })
+	}
+}
+
+func expiredEventGoRedis(t *testing.T, proto int) {
 	ctx := testContext(t)
 	_, addr := startServer(t, Config{Expiry: expiry.Redis7Options()})
-	c := newClient(t, addr)
+	c := newClient(t, addr, func(o *redis.Options) { o.Protocol = proto })
 	require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err())
 	ps := c.Subscribe(ctx, "__keyevent@0__:expired")
 	t.Cleanup(func() { _ = ps.Close() })
@@ -267,7 +274,7 @@ func TestExpiredEventGoRedis(t *testing.T) {
 		t.Fatal("no expired event")
 	}
 
-	// PSubscribe and keyspace events, over RESP3 pushes.
+	// PSubscribe and keyspace events.
 	require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", "Kx").Err())
 	pps := c.PSubscribe(ctx, "__keyspace@0__:job:*")
 	t.Cleanup(func() { _ = pps.Close() })
@@ -287,4 +294,39 @@ func TestExpiredEventGoRedis(t *testing.T) {
 	n, err := c.Publish(ctx, "__keyspace@0__:job:9", "hand-made").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
+}
+
+// TestPushBetweenReplies publishes while a RESP3 subscriber pipelines
+// commands: every message arrives whole, between replies, and none is lost.
+func TestPushBetweenReplies(t *testing.T) {
+	_, addr := startServer(t, Config{})
+	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+	sub.do("HELLO", "3")
+	require.Equal(t, ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n", sub.do("SUBSCRIBE", "c"))
+	const n = 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			_, _ = pub.c.Write([]byte(encodeCommand("PUBLISH", "c", strings.Repeat("m", i))))
+		}
+	}()
+	var pipeline strings.Builder
+	for range n {
+		pipeline.WriteString(encodeCommand("ECHO", strings.Repeat("e", 100)))
+	}
+	sub.send(pipeline.String())
+	echoes, messages := 0, 0
+	for echoes < n || messages < n {
+		r := sub.reply()
+		switch {
+		case strings.HasPrefix(r, ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n"):
+			require.Equal(t, fmt.Sprintf(">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$%d\r\n%s\r\n", messages, strings.Repeat("m", messages)), r)
+			messages++
+		default:
+			require.Equal(t, "$100\r\n"+strings.Repeat("e", 100)+"\r\n", r)
+			echoes++
+		}
+	}
+	<-done
 }

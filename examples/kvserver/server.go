@@ -368,8 +368,10 @@ func (s *Server) serveConn(c net.Conn) {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
 				s.log.Debug("kvserver: closing connection", "remote", c.RemoteAddr(), "err", err)
+				cl.out.Lock() // a subscriber's pusher writes too
 				cl.w.Error("ERR " + pe.Error())
 				_ = flush()
+				cl.out.Unlock()
 			}
 			return
 		}
