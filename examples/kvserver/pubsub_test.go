@@ -330,3 +330,24 @@ func TestPushBetweenReplies(t *testing.T) {
 	}
 	<-done
 }
+
+// TestSlowSubscriberDisconnected: a subscriber that reads nothing while
+// more than pubsubLimit of messages pile up is disconnected, and the
+// publisher is never held up.
+func TestSlowSubscriberDisconnected(t *testing.T) {
+	ctx := testContext(t)
+	_, addr := startServer(t, Config{})
+	sub := dialRaw(t, addr)
+	sub.do("SUBSCRIBE", "c")
+	c := newClient(t, addr)
+	msg := strings.Repeat("x", 1<<20)
+	start := time.Now()
+	for range 2 * pubsubLimit >> 20 {
+		require.NoError(t, c.Publish(ctx, "c", msg).Err())
+	}
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Eventually(t, func() bool {
+		n, err := c.PubSubNumSub(ctx, "c").Result()
+		return err == nil && n["c"] == 0
+	}, 5*time.Second, 10*time.Millisecond, "the subscriber is gone")
+}
