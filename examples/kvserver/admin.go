@@ -232,6 +232,12 @@ func cmdClientHelp(s *Server, cl *client, args [][]byte) {
 		"GETNAME", "    Return the name of the current connection.",
 		"SETNAME <name>", "    Assign the name <name> to the current connection.",
 		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Accept the client library's name or version.",
+		"INFO", "    Return information about the current client connection.",
+		"LIST [TYPE <NORMAL|PUBSUB>] [ID <id> [<id> ...]]", "    Return information about client connections.",
+		"KILL <ip:port>", "    Kill connection made from <ip:port>.",
+		"KILL [ID <id>] [ADDR <ip:port>] [SKIPME <YES|NO>]", "    Kill connections matching all the filters given.",
+		"NO-EVICT <ON|OFF>", "    Accepted; kvserver evicts no clients.",
+		"REPLY <ON|OFF|SKIP>", "    Control the replies sent to the current connection.",
 	)
 }
 
@@ -350,6 +356,8 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 			for _, n := range infoSections {
 				want[n] = true
 			}
+			// As in Redis, only all and everything add commandstats.
+			want["commandstats"] = want["commandstats"] || sec != "default"
 		default:
 			want[sec] = true
 		}
@@ -377,14 +385,14 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 		field("process_id", pid)
 		field("tcp_port", s.port())
 		field("uptime_in_seconds", int64(time.Since(s.start)/time.Second))
-		field("hz", 10)
+		field("hz", s.hz())
 	})
 	section("clients", func() {
 		s.connMu.Lock()
 		n := len(s.conns)
 		s.connMu.Unlock()
 		field("connected_clients", n)
-		field("maxclients", s.cfg.MaxClients)
+		field("maxclients", s.maxClients.Load())
 		field("blocked_clients", 0)
 	})
 	section("memory", func() {
@@ -428,6 +436,9 @@ func cmdInfo(s *Server, cl *client, args [][]byte) {
 		}
 	})
 	section("expiry", func() { s.expiryInfo(field, sts) })
+	if want["commandstats"] {
+		section("commandstats", func() { s.commandStats(field) })
+	}
 	cl.w.Verbatim(b.String())
 }
 
@@ -464,7 +475,7 @@ func (s *Server) expiryInfo(field func(string, any), sts [numDBs]expiry.Stats) {
 		st.LastCycle = max(st.LastCycle, x.LastCycle)
 	}
 	o := s.cfg.Expiry
-	field("interval_ms", cmp.Or(o.Interval, expiry.DefaultInterval).Milliseconds())
+	field("interval_ms", time.Duration(s.interval.Load()).Milliseconds())
 	field("sample_size", cmp.Or(o.SampleSize, expiry.DefaultSampleSize))
 	field("threshold", cmp.Or(o.Threshold, expiry.DefaultThreshold))
 	field("budget", cmp.Or(o.Budget, expiry.DefaultBudget))

@@ -129,4 +129,5 @@ func TestRedisBenchmark(t *testing.T) {
 		assert.Contains(t, string(out), test, "%s", out)
 	}
 	assert.NotContains(t, string(out), "Error", "%s", out)
+	assert.NotContains(t, string(out), "Could not fetch server CONFIG", "%s", out)
 }

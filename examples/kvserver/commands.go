@@ -49,9 +49,14 @@ type command struct {
 	// DISCARD, MULTI, WATCH, QUIT).
 	now  bool
 	subs map[string]*command
+	// idx is the command's place in Server.stats.
+	idx int
 }
 
 var commands map[string]*command
+
+// numCommands counts the commands and subcommands.
+var numCommands int
 
 func init() {
 	table := []*command{
@@ -114,6 +119,30 @@ func init() {
 		{name: "expiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitSeconds)},
 		{name: "pexpiretime", arity: 2, lock: lockShared, handler: expireTimeCommand(unitMillis)},
 		{name: "persist", arity: 2, lock: lockShared, handler: cmdPersist},
+		{name: "subscribe", arity: -2, handler: subscribeCommand(false)},
+		{name: "psubscribe", arity: -2, handler: subscribeCommand(true)},
+		{name: "unsubscribe", arity: -1, handler: unsubscribeCommand(false)},
+		{name: "punsubscribe", arity: -1, handler: unsubscribeCommand(true)},
+		{name: "publish", arity: 3, handler: cmdPublish},
+		{name: "pubsub", arity: -2, subs: subcommands(
+			&command{name: "channels", arity: -2, handler: cmdPubsubChannels},
+			&command{name: "numsub", arity: -2, handler: cmdPubsubNumsub},
+			&command{name: "numpat", arity: 2, handler: cmdPubsubNumpat},
+			&command{name: "help", arity: 2, handler: cmdPubsubHelp},
+		)},
+		{name: "memory", arity: -2, subs: subcommands(
+			&command{name: "usage", arity: -3, lock: lockShared, handler: cmdMemoryUsage},
+			&command{name: "help", arity: 2, handler: cmdMemoryHelp},
+		)},
+		{name: "function", arity: -2, subs: subcommands(
+			&command{name: "flush", arity: -2, handler: cmdFunctionFlush},
+			&command{name: "help", arity: 2, handler: cmdFunctionHelp},
+		)},
+		{name: "config", arity: -2, subs: subcommands(
+			&command{name: "get", arity: -3, handler: cmdConfigGet},
+			&command{name: "set", arity: -4, handler: cmdConfigSet},
+			&command{name: "help", arity: 2, handler: cmdConfigHelp},
+		)},
 		{name: "command", arity: -1, handler: cmdCommand, subs: subcommands(
 			&command{name: "count", arity: 2, handler: cmdCommandCount},
 			&command{name: "info", arity: -2, handler: cmdCommandInfo},
@@ -126,14 +155,23 @@ func init() {
 			&command{name: "getname", arity: 2, handler: cmdClientGetName},
 			&command{name: "setname", arity: 3, handler: cmdClientSetName},
 			&command{name: "setinfo", arity: 4, handler: cmdClientSetInfo},
+			&command{name: "list", arity: -2, handler: cmdClientList},
+			&command{name: "info", arity: 2, handler: cmdClientInfo},
+			&command{name: "kill", arity: -3, handler: cmdClientKill},
+			&command{name: "no-evict", arity: 3, handler: cmdClientNoEvict},
+			&command{name: "reply", arity: 3, handler: cmdClientReply},
 			&command{name: "help", arity: 2, handler: cmdClientHelp},
 		)},
 	}
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
 		commands[c.name] = c
+		c.idx = numCommands
+		numCommands++
 		for _, sub := range c.subs {
 			sub.name = c.name + "|" + sub.name
+			sub.idx = numCommands
+			numCommands++
 		}
 	}
 }
@@ -166,12 +204,16 @@ func lookupCommand(m map[string]*command, name []byte) *command {
 // MULTI.
 func (s *Server) dispatch(cl *client, args [][]byte) {
 	cmd := lookupCommand(commands, args[0])
+	cl.cur = cmd
 	if cmd == nil {
 		s.reject(cl, nil, unknownCommand(args))
 		return
 	}
 	if cmd.subs != nil && len(args) >= 2 {
 		sub := lookupCommand(cmd.subs, args[1])
+		if sub != nil {
+			cl.cur = sub
+		}
 		if sub == nil {
 			s.reject(cl, cmd, "ERR unknown subcommand '"+trunc(string(args[1]), 128)+"'. Try "+
 				strings.ToUpper(string(args[0]))+" HELP.")
@@ -185,6 +227,10 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 	}
 	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity {
 		s.reject(cl, cmd, errArity(cmd.name))
+		return
+	}
+	if subscribeMode(cl, cmd) {
+		s.reject(cl, cmd, "ERR Can't execute '"+cmd.name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
 	if cl.txn.multi && !cmd.now {
@@ -204,13 +250,16 @@ func (s *Server) dispatch(cl *client, args [][]byte) {
 		s.lockAll()
 		defer s.unlockAll()
 	}
-	cmd.handler(s, cl, args)
+	s.call(cmd, cl, args)
 }
 
 // reject answers a command that cannot run with msg; inside MULTI, it also
 // makes EXEC abort, as in Redis. An EXEC that cannot run ends the
 // transaction at once, saying why.
 func (s *Server) reject(cl *client, cmd *command, msg string) {
+	if cmd != nil {
+		s.stats[cmd.idx].of(cl).rejected.Add(1)
+	}
 	if cmd != nil && cmd.name == "exec" {
 		s.endMulti(cl)
 		cl.w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
@@ -302,6 +351,10 @@ func own(cl *client, key []byte, vi int, val []byte) (string, string) {
 }
 
 func cmdPing(s *Server, cl *client, args [][]byte) {
+	if len(args) <= 2 && !cl.w.resp3 && cl.subscribed() > 0 {
+		pingSubscribed(cl, args)
+		return
+	}
 	switch len(args) {
 	case 1:
 		cl.w.Simple("PONG")
@@ -349,6 +402,7 @@ func cmdGetDel(s *Server, cl *client, args [][]byte) {
 	cl.w.Bulk(v)
 	s.freed(len(v))
 	s.modified(cl, view(args[1]))
+	s.notify(notifyGeneric, "del", cl.db, view(args[1]))
 }
 
 func cmdMGet(s *Server, cl *client, args [][]byte) {
@@ -373,6 +427,7 @@ func cmdMSet(s *Server, cl *client, args [][]byte) {
 		k, v := own(cl, args[i], i+1, args[i+1])
 		db.Set(k, v)
 		s.modified(cl, k)
+		s.notify(notifyString, "set", cl.db, k)
 	}
 	cl.w.Simple("OK")
 }
@@ -385,6 +440,7 @@ func cmdDel(s *Server, cl *client, args [][]byte) {
 			n++
 			s.freed(len(v))
 			s.modified(cl, view(k))
+			s.notify(notifyGeneric, "del", cl.db, view(k))
 		}
 	}
 	cl.w.Int(n)
@@ -404,6 +460,7 @@ func cmdExists(s *Server, cl *client, args [][]byte) {
 func cmdPersist(s *Server, cl *client, args [][]byte) {
 	if s.db(cl).Persist(view(args[1])) {
 		s.modified(cl, view(args[1]))
+		s.notify(notifyGeneric, "persist", cl.db, view(args[1]))
 		cl.w.Int(1)
 	} else {
 		cl.w.Int(0)

@@ -53,14 +53,15 @@ func (s *Server) incrBy(cl *client, key []byte, delta int64) {
 		return
 	}
 	cur += delta
-	s.overwrite(cl, key, strconv.FormatInt(cur, 10), found)
+	s.overwrite(cl, key, strconv.FormatInt(cur, 10), found, "incrby")
 	cl.w.Int(cur)
 }
 
 // overwrite stores val at key, keeping the key's deadline if it existed
-// (found), as Redis's dbOverwrite does.
-func (s *Server) overwrite(cl *client, key []byte, val string, found bool) {
+// (found), as Redis's dbOverwrite does, and notifies the string event.
+func (s *Server) overwrite(cl *client, key []byte, val string, found bool, event string) {
 	db, k := s.db(cl), view(key)
+	defer s.notify(notifyString, event, cl.db, k)
 	if found {
 		if d, ok := db.Deadline(k); ok && !d.IsZero() {
 			db.SetWithDeadline(string(key), val, d)
@@ -194,7 +195,7 @@ func cmdIncrByFloat(s *Server, cl *client, args [][]byte) {
 		return
 	}
 	text := formatLongDouble(sum)
-	s.overwrite(cl, args[1], text, found)
+	s.overwrite(cl, args[1], text, found, "incrbyfloat")
 	cl.w.Bulk(text)
 }
 

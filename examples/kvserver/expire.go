@@ -96,6 +96,11 @@ func expireCommand(unit int64, relative bool) func(*Server, *client, [][]byte) {
 		}
 		if db.ExpireAt(key, time.UnixMilli(when)) {
 			s.modified(cl, key)
+			if when <= s.now().UnixMilli() {
+				s.notify(notifyGeneric, "del", cl.db, key)
+			} else {
+				s.notify(notifyGeneric, "expire", cl.db, key)
+			}
 			cl.w.Int(1)
 		} else {
 			cl.w.Int(0)

@@ -147,3 +147,19 @@ func TestMockClock(t *testing.T) {
 	mock.Add(time.Millisecond)
 	require.Equal(t, ":0", p.do("EXISTS at"))
 }
+
+// TestConfigSetHz checks that CONFIG SET hz changes the expiry cycle's
+// rate at once: at the default 1 s interval a key is not expired actively
+// within 400 ms; at hz 50 it is.
+func TestConfigSetHz(t *testing.T) {
+	ctx := testContext(t)
+	_, addr := startServer(t, Config{})
+	c := newClient(t, addr)
+	require.Equal(t, "1", c.ConfigGet(ctx, "hz").Val()["hz"])
+	require.NoError(t, c.ConfigSet(ctx, "hz", "50").Err())
+	require.NoError(t, c.Set(ctx, "k", "v", 20*time.Millisecond).Err())
+	require.Eventually(t, func() bool {
+		return strings.Contains(c.Info(ctx, "expiry").Val(), "expired_active:1\r\n")
+	}, 400*time.Millisecond, 10*time.Millisecond)
+	require.Contains(t, c.Info(ctx, "server").Val(), "hz:50\r\n")
+}

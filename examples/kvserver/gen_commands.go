@@ -27,17 +27,21 @@ import (
 // commands are kvserver's commands; subs its subcommands.
 var (
 	commands = []string{
-		"append", "auth", "client", "command", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
-		"echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "get",
+		"append", "auth", "client", "command", "config", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
+		"echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "function", "get",
 		"getdel", "getex", "getrange", "getset", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
-		"mget", "move", "mset", "msetnx", "multi", "persist", "pexpire", "pexpireat", "pexpiretime",
-		"ping", "psetex", "pttl", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
-		"setex", "setnx", "setrange", "strlen", "substr", "time", "touch", "ttl", "type", "unlink",
-		"unwatch", "watch",
+		"memory", "mget", "move", "mset", "msetnx", "multi", "persist", "pexpire", "pexpireat", "pexpiretime",
+		"ping", "psetex", "psubscribe", "pttl", "publish", "pubsub", "punsubscribe", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
+		"setex", "setnx", "setrange", "strlen", "subscribe", "substr", "time", "touch", "ttl", "type", "unlink",
+		"unsubscribe", "unwatch", "watch",
 	}
 	subs = map[string][]string{
-		"client":  {"getname", "help", "id", "setinfo", "setname"},
-		"command": {"count", "docs", "help", "info", "list"},
+		"client":   {"getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo", "setname"},
+		"command":  {"count", "docs", "help", "info", "list"},
+		"config":   {"get", "help", "set"},
+		"pubsub":   {"channels", "help", "numpat", "numsub"},
+		"memory":   {"help", "usage"},
+		"function": {"flush", "help"},
 	}
 )
 

@@ -52,6 +52,8 @@ func renameCommand(nx bool) func(*Server, *client, [][]byte) {
 		s.modified(cl, src)
 		setDeadline(db, string(args[2]), v, d)
 		s.modified(cl, dst)
+		s.notify(notifyGeneric, "rename_from", cl.db, src)
+		s.notify(notifyGeneric, "rename_to", cl.db, dst)
 		if nx {
 			cl.w.Int(1)
 		} else {
@@ -102,6 +104,7 @@ func cmdCopy(s *Server, cl *client, args [][]byte) {
 	}
 	setDeadline(to, string(args[2]), v, d)
 	s.modifiedIn(dstDB, dst)
+	s.notify(notifyGeneric, "copy_to", dstDB, dst)
 	cl.w.Int(1)
 }
 
@@ -136,6 +139,8 @@ func cmdMove(s *Server, cl *client, args [][]byte) {
 	s.modified(cl, k)
 	setDeadline(to, string(args[1]), v, d)
 	s.modifiedIn(int(n), k)
+	s.notify(notifyGeneric, "move_from", cl.db, k)
+	s.notify(notifyGeneric, "move_to", int(n), k)
 	cl.w.Int(1)
 }
 

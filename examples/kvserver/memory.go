@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"os"
 	"runtime/debug"
@@ -9,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ttlkit/ttlkit/expiry"
 )
 
 // bigValue is the size from which a deleted value counts toward giving
@@ -58,13 +55,15 @@ func (s *Server) activeExpire() {
 	defer s.wg.Done()
 	// A cycle is bounded by its budget, so Close waits at most that long.
 	ctx := context.Background()
-	interval := cmp.Or(s.cfg.Expiry.Interval, expiry.DefaultInterval)
-	t := time.NewTicker(interval)
+	t := time.NewTicker(time.Duration(s.interval.Load()))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-s.intervalChanged:
+			t.Reset(time.Duration(s.interval.Load()))
+			continue
 		case <-t.C:
 		}
 		for _, db := range s.dbs {

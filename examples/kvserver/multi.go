@@ -176,7 +176,7 @@ func cmdExec(s *Server, cl *client, args [][]byte) {
 	defer func() { cl.txn.execing = false }()
 	cl.w.Array(len(cl.txn.queue))
 	for _, q := range cl.txn.queue {
-		q.cmd.handler(s, cl, q.args)
+		s.call(q.cmd, cl, q.args)
 	}
 	s.commands.Add(int64(len(cl.txn.queue)))
 }

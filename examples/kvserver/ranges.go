@@ -17,7 +17,7 @@ func cmdAppend(s *Server, cl *client, args [][]byte) {
 		return
 	}
 	nv := v + string(args[2])
-	s.overwrite(cl, args[1], nv, found)
+	s.overwrite(cl, args[1], nv, found, "append")
 	cl.w.Int(int64(len(nv)))
 }
 
@@ -47,7 +47,7 @@ func cmdSetRange(s *Server, cl *client, args [][]byte) {
 	b := make([]byte, n)
 	copy(b, v)
 	copy(b[off:], val)
-	s.overwrite(cl, args[1], string(b), found)
+	s.overwrite(cl, args[1], string(b), found, "setrange")
 	cl.w.Int(n)
 }
 

@@ -214,3 +214,58 @@ func TestDifferentialKeyMoves(t *testing.T) {
 		p.same(args...)
 	}
 }
+
+// TestDifferentialConfig compares CONFIG GET and CONFIG SET of the
+// parameters kvserver has, and its answers to unknown ones, with Redis's.
+func TestDifferentialConfig(t *testing.T) {
+	p := newRawPair(t)
+	for _, proto := range []string{"2", "3"} {
+		p.same("HELLO", proto)
+		for _, args := range [][]string{
+			{"CONFIG", "GET", "save"},
+			{"CONFIG", "GET", "appendonly"},
+			{"CONFIG", "GET", "databases"},
+			{"CONFIG", "GET", "maxmemory"},
+			{"CONFIG", "GET", "proto-max-bulk-len"},
+			{"CONFIG", "GET", "protected-mode"},
+			{"CONFIG", "GET", "no-such-parameter"},
+			{"CONFIG", "GET", "no-such-*"},
+			{"CONFIG", "GET", "NOTIFY-keyspace-events"},
+			{"CONFIG", "GET"},
+			{"CONFIG", "SET", "hz", "20"},
+			{"CONFIG", "GET", "hz"},
+			{"CONFIG", "SET", "hz", "0"},
+			{"CONFIG", "GET", "hz"},
+			{"CONFIG", "SET", "hz", "100000"},
+			{"CONFIG", "GET", "hz"},
+			{"CONFIG", "SET", "hz", "-1"},
+			{"CONFIG", "SET", "hz", "ten"},
+			{"CONFIG", "SET", "hz", "10"},
+			{"CONFIG", "SET", "maxclients", "500"},
+			{"CONFIG", "GET", "maxclients"},
+			{"CONFIG", "SET", "maxclients", "0"},
+			{"CONFIG", "SET", "maxclients", "10000"},
+			{"CONFIG", "SET", "databases", "4"},
+			{"CONFIG", "SET", "no-such-parameter", "1"},
+			{"CONFIG", "SET", "hz", "10", "notify-keyspace-events", "Q"},
+			{"CONFIG", "GET", "hz"},
+			{"CONFIG", "SET", "hz", "11", "HZ", "12"},
+			{"CONFIG", "SET", "hz", "12", "notify-keyspace-events", "Ex"},
+			{"CONFIG", "GET", "hz"},
+			{"CONFIG", "GET", "notify-keyspace-events"},
+			{"CONFIG", "SET", "notify-keyspace-events", ""},
+			{"CONFIG", "SET", "hz"},
+			{"CONFIG", "SET", "hz", "10", "maxclients"},
+			{"CONFIG", "NOPE"},
+		} {
+			p.same(args...)
+		}
+	}
+	// CONFIG GET * lists every parameter kvserver has, and Redis has each
+	// with the same name.
+	all := p.kv.do("CONFIG", "GET", "*")
+	for _, param := range parameters {
+		require.Contains(t, all, "\r\n"+param.name+"\r\n")
+		require.NotEqual(t, "%0\r\n", p.real.do("CONFIG", "GET", param.name), param.name)
+	}
+}

@@ -572,6 +572,8 @@ type Writer struct {
 	// sets, doubles, verbatim strings and pushes. RESP2 writes each as
 	// Redis does for a RESP2 client.
 	resp3 bool
+	// errs counts the error replies written, for INFO commandstats.
+	errs int
 }
 
 // NewWriter returns a Writer that buffers replies for w.
@@ -612,6 +614,7 @@ func (w *Writer) Simple(s string) {
 // Error writes an error reply. Newlines in msg become spaces, as in Redis,
 // so that a client's input quoted back cannot break the framing.
 func (w *Writer) Error(msg string) {
+	w.errs++
 	w.buf = append(w.buf, '-')
 	for i := 0; i < len(msg); i++ {
 		c := msg[i]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,11 +49,24 @@ type Server struct {
 	locks [8]paddedRWMutex
 	// watch indexes the keys that clients WATCH.
 	watch watchers
+	// ps indexes pub/sub subscriptions.
+	ps pubsub
+	// notifyFlags is notify-keyspace-events, parsed.
+	notifyFlags atomic.Int32
+	// interval is the expiry cycle's interval (CONFIG SET hz changes
+	// it), in nanoseconds; intervalChanged tells the cycle.
+	interval        atomic.Int64
+	intervalChanged chan struct{}
+	// stats counts each command's calls, by command.idx.
+	stats []cmdStats
+	// maxClients is Config.MaxClients, or what CONFIG SET made it.
+	maxClients atomic.Int64
 
 	connMu    sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	clients   map[*client]struct{} // under connMu
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -97,6 +111,8 @@ func New(cfg Config) (*Server, error) {
 		start:     time.Now(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
+		clients:   make(map[*client]struct{}),
+		stats:     make([]cmdStats, numCommands),
 		stop:      make(chan struct{}),
 	}
 	// One goroutine of the server runs active expiry over all databases
@@ -105,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	opts := cfg.Expiry
 	opts.Manual = true
 	for i := range s.dbs {
-		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts})
+		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts, OnEvent: s.onExpired(i)})
 		if err != nil {
 			for _, d := range s.dbs[:i] {
 				_ = d.Close(context.Background())
@@ -123,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cfg = cfg
+	s.maxClients.Store(int64(cfg.MaxClients))
+	s.interval.Store(int64(cmp.Or(cfg.Expiry.Interval, expiry.DefaultInterval)))
+	s.intervalChanged = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.returnMemory()
 	if !cfg.Expiry.Manual {
@@ -240,7 +259,7 @@ func (s *Server) track(c net.Conn) trackResult {
 	switch {
 	case s.closed:
 		return trackClosed
-	case len(s.conns) >= s.cfg.MaxClients:
+	case int64(len(s.conns)) >= s.maxClients.Load():
 		return trackFull
 	}
 	s.conns[c] = struct{}{}
@@ -294,6 +313,16 @@ type client struct {
 	authed bool
 	quit   bool
 	txn    txn
+
+	// out is held while the connection's goroutine writes replies and
+	// while its pusher writes messages, so that neither splits the other.
+	out sync.Mutex
+	// box, subs and psubs exist once the client has subscribed.
+	box   *outbox
+	subs  map[string]struct{}
+	psubs map[string]struct{}
+
+	clientState
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -329,15 +358,20 @@ func (s *Server) serveConn(c net.Conn) {
 		return cl.w.Flush()
 	}
 	defer func() { s.commands.Add(pending) }()
+	s.register(cl)
+	defer s.deregister(cl)
 	defer s.unwatch(cl)
+	defer s.stopPushes(cl)
 	for !cl.quit {
 		args, err := cl.r.ReadCommand()
 		if err != nil {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
 				s.log.Debug("kvserver: closing connection", "remote", c.RemoteAddr(), "err", err)
+				cl.out.Lock() // a subscriber's pusher writes too
 				cl.w.Error("ERR " + pe.Error())
 				_ = flush()
+				cl.out.Unlock()
 			}
 			return
 		}
@@ -350,15 +384,24 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		pending++
+		cl.out.Lock()
+		undo := cl.silence()
 		s.dispatch(cl, args)
+		if undo != nil {
+			undo()
+		}
+		cl.publishInfo()
 		// Flush once the pipeline is drained, so that a batch of commands
 		// gets its replies in one write, or once enough replies are
 		// waiting. dispatch has released the keyspace lock by now, so a
 		// client that does not read stalls only its own connection.
+		err = nil
 		if cl.quit || cl.r.Buffered() == 0 || cl.w.Buffered() >= flushAt {
-			if err := flush(); err != nil {
-				return
-			}
+			err = flush()
+		}
+		cl.out.Unlock()
+		if err != nil {
+			return
 		}
 	}
 }

@@ -99,7 +99,7 @@ func TestHello(t *testing.T) {
 	assert.EqualError(t, c.Do(ctx, "CLIENT", "SETINFO", "lib-colour", "red").Err(), "ERR Unrecognized option 'lib-colour'")
 	assert.EqualError(t, c.Do(ctx, "CLIENT", "SETNAME", "a b").Err(),
 		"ERR Client names cannot contain spaces, newlines or special characters.")
-	assert.EqualError(t, c.Do(ctx, "CLIENT", "KILL").Err(), "ERR unknown subcommand 'KILL'. Try CLIENT HELP.")
+	assert.EqualError(t, c.Do(ctx, "CLIENT", "PAUSE").Err(), "ERR unknown subcommand 'PAUSE'. Try CLIENT HELP.")
 	assert.EqualError(t, c.Do(ctx, "CLIENT").Err(), "ERR wrong number of arguments for 'client' command")
 	assert.EqualError(t, c.Do(ctx, "CLIENT", "ID", "x").Err(), "ERR wrong number of arguments for 'client|id' command")
 	help, err := c.Do(ctx, "CLIENT", "HELP").StringSlice()

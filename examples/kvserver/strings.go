@@ -146,6 +146,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 				key, val := own(cl, args[1], 2, args[2])
 				db.SetWithDeadline(key, val, d)
 				s.modified(cl, key)
+				s.notify(notifyString, "set", cl.db, key)
 				if flags&setGet == 0 {
 					cl.w.Simple("OK")
 				}
@@ -154,7 +155,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 		}
 	}
 	key, val := own(cl, args[1], 2, args[2])
-	s.store(db, key, val, at)
+	s.store(cl, key, val, at)
 	s.modified(cl, key)
 	if flags&setGet == 0 {
 		cl.w.Simple("OK")
@@ -164,16 +165,21 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 // store sets key to val with the deadline at (Unix ms, 0 for none). A
 // deadline already past leaves the key absent and counts as an expired
 // key, as in Redis, where the key is stored and then found expired.
-func (s *Server) store(db keyspace, key, val string, at int64) {
+func (s *Server) store(cl *client, key, val string, at int64) {
+	db := s.db(cl)
 	if at == 0 {
 		db.Set(key, val)
+		s.notify(notifyString, "set", cl.db, key)
 		return
 	}
 	deadline := time.UnixMilli(at)
+	db.SetWithDeadline(key, val, deadline)
+	s.notify(notifyString, "set", cl.db, key)
+	s.notify(notifyGeneric, "expire", cl.db, key)
 	if !deadline.After(s.now()) {
 		s.expiredOnSet.Add(1)
+		s.notify(notifyExpired, "expired", cl.db, key)
 	}
-	db.SetWithDeadline(key, val, deadline)
 }
 
 // setexCommand returns SETEX (seconds) and PSETEX (milliseconds).
@@ -184,7 +190,7 @@ func setexCommand(name string, unit int64) func(*Server, *client, [][]byte) {
 			return
 		}
 		key, val := own(cl, args[1], 3, args[3])
-		s.store(s.db(cl), key, val, at)
+		s.store(cl, key, val, at)
 		s.modified(cl, key)
 		cl.w.Simple("OK")
 	}
@@ -226,9 +232,15 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 	case at != 0:
 		db.ExpireAt(k, time.UnixMilli(at))
 		s.modified(cl, k)
+		if at <= s.now().UnixMilli() {
+			s.notify(notifyGeneric, "del", cl.db, k)
+		} else {
+			s.notify(notifyGeneric, "expire", cl.db, k)
+		}
 	case flags&setPersist != 0:
 		if db.Persist(k) {
 			s.modified(cl, k)
+			s.notify(notifyGeneric, "persist", cl.db, k)
 		}
 	}
 }
@@ -244,6 +256,7 @@ func cmdSetNX(s *Server, cl *client, args [][]byte) {
 	key, val := own(cl, args[1], 2, args[2])
 	db.Set(key, val)
 	s.modified(cl, key)
+	s.notify(notifyString, "set", cl.db, key)
 	cl.w.Int(1)
 }
 
@@ -259,6 +272,7 @@ func cmdGetSet(s *Server, cl *client, args [][]byte) {
 	key, val := own(cl, args[1], 2, args[2])
 	db.Set(key, val)
 	s.modified(cl, key)
+	s.notify(notifyString, "set", cl.db, key)
 }
 
 // cmdMSetNX answers MSETNX key value ...: all the keys are set, and 1
@@ -279,6 +293,7 @@ func cmdMSetNX(s *Server, cl *client, args [][]byte) {
 		k, v := own(cl, args[i], i+1, args[i+1])
 		db.Set(k, v)
 		s.modified(cl, k)
+		s.notify(notifyString, "set", cl.db, k)
 	}
 	cl.w.Int(1)
 }
