@@ -469,7 +469,9 @@ func (c *ClusterServer) MigrateSlot(ctx context.Context, slot int, to string, op
 	}
 	for _, n := range ns {
 		if n.isMaster && n.addr != to && n.addr != from && !n.failed {
-			if _, err := c.Do(ctx, n.addr, "cluster", "setslot", slot, "node", toID); err != nil {
+			// A node the view still calls a master may have become a
+			// replica; it learns the slot's owner from the others.
+			if _, err := c.Do(ctx, n.addr, "cluster", "setslot", slot, "node", toID); err != nil && !notMaster(err) {
 				return moved, err
 			}
 		}
@@ -477,11 +479,17 @@ func (c *ClusterServer) MigrateSlot(ctx context.Context, slot int, to string, op
 	return moved, nil
 }
 
+// notMaster reports whether err is a node's refusal of a SETSLOT because it
+// is not a master (any more, or not yet as the view said).
+func notMaster(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "only with masters")
+}
+
 // MigrateUntil moves slot from its master to another one, and on, again
 // and again (waiting for the cluster to agree after each move) until stop
 // is closed, and returns how many moves it completed.
 func (c *ClusterServer) MigrateUntil(ctx context.Context, slot int, opts MigrateOptions, stop <-chan struct{}) (int, error) {
-	moves := 0
+	moves, retries := 0, 0
 	for {
 		select {
 		case <-stop:
@@ -504,6 +512,13 @@ func (c *ClusterServer) MigrateUntil(ctx context.Context, slot int, opts Migrate
 			return moves, fmt.Errorf("slot %d: master %s is not among %v", slot, from, masters)
 		}
 		if _, err := c.MigrateSlot(ctx, slot, masters[(i+1)%len(masters)], opts); err != nil {
+			// The view that named the masters was behind a node's role:
+			// look again (a new move takes up a half-done one).
+			if notMaster(err) && retries < 50 {
+				retries++
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
 			return moves, err
 		}
 		moves++
