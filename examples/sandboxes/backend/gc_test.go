@@ -49,6 +49,11 @@ func newTestBackends(t *testing.T, n int) ([]*Backend, *counting) {
 		b, err := New(Config{
 			Provisioner: prov, Assignments: assignments, Entities: entities, Archive: arch, Shared: true,
 			Grace: 2 * time.Second, GCInterval: time.Hour, HealthInterval: time.Hour, MinWarm: 1,
+			// Above what a create takes on a loaded machine (an agent
+			// under the race detector), as OrphanGrace must be: else one
+			// instance's start-up cleanup takes the other's warm sandbox,
+			// still starting, for an orphan.
+			OrphanGrace: time.Minute,
 		})
 		require.NoError(t, err)
 		bs = append(bs, b)
