@@ -61,7 +61,13 @@ func TestClusterSlotMigration(t *testing.T) {
 		recovering atomic.Int64
 	)
 	for range 3 {
-		stores = append(stores, recoveringStore{clusterStore(t, c, redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Minute}), &recovering})
+		// Writes through the cluster client, which follows ASK: a write
+		// that waits for a replica goes to the slot's master itself and
+		// cannot follow ASK while the slot migrates (it is sent again for
+		// up to redisrun.RetryFor, which a slot that never stops moving,
+		// as here, can outlast).
+		o := redislease.Options{Prefix: "cams", MaxGrace: 10 * time.Minute, WaitReplicas: -1}
+		stores = append(stores, recoveringStore{clusterStore(t, c, o), &recovering})
 	}
 	keys := stores[0].(recoveringStore).Store.(*redislease.Store).Keys()
 	slot, err := c.Slot(ctx, keys[0])
