@@ -60,9 +60,16 @@ type Options struct {
 	// TokenTTL is how long a workspace link opens it. 0 means
 	// DefaultTokenTTL.
 	TokenTTL time.Duration
+	// DeleteWait is how long a DELETE waits for the controller to stop
+	// the workspace's server before it answers 202 instead of 200. 0
+	// means DefaultDeleteWait.
+	DeleteWait time.Duration
 	// Logger receives the handler's logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultDeleteWait is the DeleteWait when none is given.
+const DefaultDeleteWait = 10 * time.Second
 
 // Handler serves /admin/.
 type Handler struct {
@@ -79,6 +86,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = DefaultTokenTTL
+	}
+	if opts.DeleteWait <= 0 {
+		opts.DeleteWait = DefaultDeleteWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -354,7 +364,48 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("admin: workspace deleted", "workspace", e.ID)
+	// The proxies serve a running workspace from its route alone: it is
+	// gone for its owner once the controller has stopped its server. The
+	// answer waits for that, so that after a 200 no request reaches it; a
+	// 202 says the deletion stands but the server still runs (no
+	// controller took it within DeleteWait).
+	e, stopped := h.waitStopped(r.Context(), e)
+	if !stopped {
+		writeJSON(w, http.StatusAccepted, h.view(e))
+		return
+	}
 	writeJSON(w, http.StatusOK, h.view(e))
+}
+
+// waitStopped waits, up to DeleteWait or until ctx ends, until workspace
+// e's server no longer runs, and returns its row as last read.
+func (h *Handler) waitStopped(ctx context.Context, e ttl.Entity) (ttl.Entity, bool) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.DeleteWait)
+	defer cancel()
+	tick := time.NewTicker(deletePoll)
+	defer tick.Stop()
+	for {
+		if !serving(e) {
+			return e, true
+		}
+		select {
+		case <-ctx.Done():
+			return e, false
+		case <-tick.C:
+		}
+		if got, err := h.opts.Catalog.Get(ctx, e.ID); err == nil {
+			e = got
+		}
+	}
+}
+
+// deletePoll is how often a DELETE reads the row while it waits.
+const deletePoll = 20 * time.Millisecond
+
+// serving reports whether workspace e's server may run: it is running,
+// starting or being stopped.
+func serving(e ttl.Entity) bool {
+	return e.Phase == catalog.Running || e.Operation == catalog.OpStarting || e.Operation == catalog.OpStopping
 }
 
 func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error) {
