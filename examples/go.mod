@@ -41,6 +41,7 @@ require (
 	github.com/ttlkit/ttlkit/pool/redispool v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/ttl/pgttl v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/ttl/redisttl v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.78.0
@@ -79,7 +80,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.38.0 // indirect
 	go.opentelemetry.io/otel/trace v1.38.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
