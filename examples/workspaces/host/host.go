@@ -17,6 +17,8 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,6 +91,11 @@ func New(opts Options) (*Host, error) {
 	if opts.Dir == "" || len(opts.Command) == 0 {
 		return nil, errors.New("host: Dir and Command are required")
 	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	opts.Dir = dir // the processes' label derives from it
 	if opts.StopGrace == 0 {
 		opts.StopGrace = 5 * time.Second
 	}
@@ -116,9 +123,13 @@ func (h *Host) ArchivePath(id string) string {
 
 func (h *Host) routePath(id string) string { return filepath.Join(h.opts.Dir, "run", id+".json") }
 
-// label names the processes of workspace id, so that List and Destroy of
-// pool/process find exactly them.
-func label(id string) string { return "workspace-" + id }
+// label names the processes of workspace id in this host's directory, so
+// that List and Destroy of pool/process find exactly them (and not those
+// of a workspace of the same name under another directory).
+func (h *Host) label(id string) string {
+	sum := sha256.Sum256([]byte(h.opts.Dir))
+	return "workspace-" + id + "-" + hex.EncodeToString(sum[:6])
+}
 
 func (h *Host) provisioner(id string) (*process.Provisioner, error) {
 	h.mu.Lock()
@@ -142,7 +153,7 @@ func (h *Host) provisioner(id string) (*process.Provisioner, error) {
 	p, err := process.New(process.Options{
 		Command:      cmd,
 		Env:          env,
-		Label:        label(id),
+		Label:        h.label(id),
 		StopGrace:    h.opts.StopGrace,
 		ReadyOptions: probe.Options{Timeout: h.opts.StartTimeout},
 		Stdout:       h.opts.Output,
@@ -198,6 +209,9 @@ func (h *Host) Start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := h.reap(ctx, p, id); err != nil {
+		return fmt.Errorf("host: start %s: %w", id, err)
+	}
 	w, err := p.Create(ctx)
 	if err != nil {
 		return fmt.Errorf("host: start %s: %w", id, err)
@@ -216,7 +230,13 @@ func (h *Host) Start(ctx context.Context, id string) error {
 func (h *Host) Stop(ctx context.Context, id string) error {
 	r, err := h.readRoute(id)
 	if errors.Is(err, ErrNoRoute) {
-		return nil
+		// A stop or start cut short (its controller killed) may have
+		// left a server that no route leads to.
+		p, perr := h.provisioner(id)
+		if perr != nil {
+			return perr
+		}
+		return h.reap(ctx, p, id)
 	}
 	// The route goes first: a proxy that reads it now finds none and asks
 	// for the workspace to run, rather than reaching a dying server.
@@ -238,6 +258,22 @@ func (h *Host) Stop(ctx context.Context, id string) error {
 	h.mu.Unlock()
 	h.log.Debug("workspace server stopped", "workspace", id, "pid", r.Worker.PID)
 	return nil
+}
+
+// reap stops the servers of workspace id that no route leads to: left by
+// a start or a stop whose controller was killed between the process and
+// the route.
+func (h *Host) reap(ctx context.Context, p *process.Provisioner, id string) error {
+	ws, err := p.List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range ws {
+		h.log.Warn("host: stopping a workspace server no route leads to", "workspace", id, "pid", w.Value.PID)
+		errs = append(errs, p.Destroy(ctx, w.Value))
+	}
+	return errors.Join(errs...)
 }
 
 // Alive reports whether workspace id's server runs and answers.
