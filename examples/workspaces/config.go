@@ -37,6 +37,7 @@ type Config struct {
 	TickInterval  time.Duration // COORDINATOR_TTL_INTERVAL (60)
 
 	ReconcileInterval time.Duration // RECONCILE_INTERVAL_SECONDS: the controllers' full reconcile
+	ClaimGrace        time.Duration // CLAIM_GRACE_SECONDS: how soon another controller takes over a dead one's operation
 	StartTimeout      time.Duration // START_TIMEOUT_SECONDS: how long a request waits for its workspace
 	TokenTTL          time.Duration // TOKEN_TTL_SECONDS: how long a workspace link opens it
 	AllowedOrigins    []string      // ALLOWED_ORIGINS: other sites whose pages may use the workspaces
@@ -63,6 +64,7 @@ func DefaultConfig() Config {
 		FlushInterval:     30 * time.Second,
 		TickInterval:      60 * time.Second,
 		ReconcileInterval: 30 * time.Second,
+		ClaimGrace:        10 * time.Second,
 		StartTimeout:      60 * time.Second,
 		TokenTTL:          24 * time.Hour,
 		LogLevel:          slog.LevelInfo,
@@ -96,6 +98,7 @@ var settings = []setting{
 	{"flush-interval", "ACTIVITY_FLUSH_INTERVAL", "every how many `seconds` each proxy flushes its activity to the buffer", dur(func(c *Config) *time.Duration { return &c.FlushInterval })},
 	{"tick-interval", "COORDINATOR_TTL_INTERVAL", "every how many `seconds` the TTL runner syncs activity to the table and applies the TTLs", dur(func(c *Config) *time.Duration { return &c.TickInterval })},
 	{"reconcile-interval", "RECONCILE_INTERVAL_SECONDS", "every how many `seconds` each controller reconciles every workspace", dur(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
+	{"claim-grace", "CLAIM_GRACE_SECONDS", "how many `seconds` after a controller stops renewing its claim on an operation (it died) another takes the operation over", dur(func(c *Config) *time.Duration { return &c.ClaimGrace })},
 	{"start-timeout", "START_TIMEOUT_SECONDS", "how many `seconds` a request waits for its workspace to start", dur(func(c *Config) *time.Duration { return &c.StartTimeout })},
 	{"token-ttl", "TOKEN_TTL_SECONDS", "how many `seconds` a workspace link opens the workspace", dur(func(c *Config) *time.Duration { return &c.TokenTTL })},
 	{"allowed-origins", "ALLOWED_ORIGINS", "comma-separated other `origins` whose pages may use the workspaces (host patterns, or scheme://host)", strs(func(c *Config) *[]string { return &c.AllowedOrigins })},
@@ -261,7 +264,7 @@ func (c Config) check() error {
 	}{
 		{"TTL_STANDBY_SECONDS", c.Standby}, {"TTL_ARCHIVE_SECONDS", c.Archive},
 		{"ACTIVITY_FLUSH_INTERVAL", c.FlushInterval}, {"COORDINATOR_TTL_INTERVAL", c.TickInterval},
-		{"RECONCILE_INTERVAL_SECONDS", c.ReconcileInterval}, {"START_TIMEOUT_SECONDS", c.StartTimeout},
+		{"RECONCILE_INTERVAL_SECONDS", c.ReconcileInterval}, {"CLAIM_GRACE_SECONDS", c.ClaimGrace}, {"START_TIMEOUT_SECONDS", c.StartTimeout},
 		{"TOKEN_TTL_SECONDS", c.TokenTTL},
 	} {
 		if v.d <= 0 {

@@ -31,7 +31,21 @@ import (
 // ("proxy ..."), the program itself.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && slices.Contains([]string{"workspace", "proxy", "runner", "controller"}, os.Args[1]) {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+		if os.Args[1] == "workspace" {
+			// Workspace servers that make a controller's operation last,
+			// for a test to kill the controller in the middle of it.
+			if os.Getenv(envTestIgnoreTerm) != "" {
+				signal.Ignore(syscall.SIGTERM)
+				sigs = sigs[:1]
+			}
+			if os.Getenv(envTestHangStart) != "" {
+				signal.Ignore(syscall.SIGTERM)
+				time.Sleep(time.Hour) // never listens
+				os.Exit(1)
+			}
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 		stop()
 		if err != nil {

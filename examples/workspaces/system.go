@@ -22,6 +22,8 @@ import (
 	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
 	"github.com/ttlkit/ttlkit/examples/workspaces/host"
 	"github.com/ttlkit/ttlkit/examples/workspaces/proxy"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/sqllease"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
@@ -64,6 +66,7 @@ type System struct {
 	proxy      *proxy.Proxy
 	runner     *ttl.Runner
 	controller *controller.Controller
+	claims     *lease.Manager // the controllers' claims on operations (PostgreSQL)
 	listener   *pgttl.Listener
 
 	registry *prometheus.Registry
@@ -110,8 +113,12 @@ func Start(ctx context.Context, cfg Config, deps Deps, log *slog.Logger) (s *Sys
 		if deps.Runtime != nil {
 			rt = deps.Runtime
 		}
+		if err = s.openClaims(ctx); err != nil {
+			return nil, err
+		}
 		s.controller, err = controller.New(s.store, rt, controller.Options{
 			Standby: cfg.Standby, Interval: cfg.ReconcileInterval, Logger: log,
+			Claims: s.claims, ClaimGrace: cfg.ClaimGrace, Name: instanceName(),
 		})
 		if err != nil {
 			return nil, err
@@ -200,6 +207,32 @@ func (s *System) openBackends(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// openClaims opens the lease store where the controllers sharing the
+// table claim their operations: a table beside it ("<table>_claims"), so
+// that a controller that dies mid-operation leaves a claim that lapses,
+// and another takes the operation over. In memory, the controller makes
+// its own.
+func (s *System) openClaims(ctx context.Context) error {
+	if s.pool == nil {
+		return nil
+	}
+	st, err := sqllease.NewPostgres(s.pool, sqllease.Options{Table: s.cfg.Table + "_claims"})
+	if err != nil {
+		return fmt.Errorf("WORKSPACES_TABLE: %w", err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	s.claims, err = lease.New(controller.ClaimBudget, lease.Options{Store: st, Logger: s.log})
+	return err
+}
+
+// instanceName names this process in its claims: host and pid.
+func instanceName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", h, os.Getpid())
 }
 
 // openHost opens the workspace host in the data directory.
@@ -377,6 +410,9 @@ func (s *System) Shutdown(ctx context.Context) error {
 	}
 	if s.controller != nil {
 		errs = append(errs, s.controller.Close(ctx))
+	}
+	if s.claims != nil {
+		errs = append(errs, s.claims.Close(ctx))
 	}
 	if s.host != nil && s.pool == nil {
 		errs = append(errs, s.host.StopAll(ctx))

@@ -5,11 +5,16 @@
 // and removes them.
 //
 // It owns phase, phase_changed_at (the store moves it only when the phase
-// really changes: the design's CASE WHEN) and operation. Every step is a
-// compare-and-set on the row: an operation is claimed by writing it where
-// there was none (UPDATE ... WHERE operation = 'NONE'), so of two
-// controllers that reach a workspace at once exactly one acts, and the
-// other sees the operation and leaves the workspace alone. A STANDBY
+// really changes: the design's CASE WHEN) and operation. An operation is
+// claimed twice: as a lease (package lease; the holder is the workspace, so
+// at most one lives per workspace), kept alive while the operation runs,
+// then on the row by a compare-and-set that writes it where there was none
+// (UPDATE ... WHERE operation = 'NONE'). Of two controllers that reach a
+// workspace at once exactly one acts. A workspace whose row shows an
+// operation but whose lease is gone was left by a controller that died
+// (kill -9, a lost machine): the next controller to look at it takes the
+// lease and runs the operation again from its start (each is idempotent)
+// within the lease's grace, so nothing stays stuck. A STANDBY
 // decision is carried out only if no activity arrived since it was made:
 // otherwise the controller clears it and the workspace stays RUNNING.
 //
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -54,6 +60,7 @@ const (
 	DefaultInterval         = 30 * time.Second
 	DefaultWorkers          = 8
 	DefaultOperationTimeout = 2 * time.Minute
+	DefaultClaimGrace       = 10 * time.Second
 )
 
 // Options configure a Controller. Standby is required.
@@ -71,6 +78,20 @@ type Options struct {
 	// OperationTimeout bounds one operation (a start, a stop, an archive).
 	// 0 means DefaultOperationTimeout.
 	OperationTimeout time.Duration
+	// Claims holds the claims on operations, a lease per workspace in
+	// operation. Controllers that share a table must share its store (a
+	// lease/sqllease store beside the table). Nil means a Manager on a
+	// new MemoryStore: one controller, whose table lives in its process.
+	// The Manager's budget bounds the operations in progress at once
+	// across every controller; a claim refused for the budget waits for
+	// the next round.
+	Claims *lease.Manager
+	// ClaimGrace is how long a claim outlives its controller's last
+	// heartbeat: how soon after a controller dies another takes its
+	// operations over. 0 means DefaultClaimGrace.
+	ClaimGrace time.Duration
+	// Name names this controller in its claims (the leases' Resource).
+	Name string
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -82,8 +103,15 @@ type Stats struct {
 	// Kept counts STANDBY decisions cleared because activity arrived
 	// after them.
 	Kept uint64
-	// Conflicts counts compare-and-sets another writer won.
+	// Conflicts counts compare-and-sets another writer won, and claims
+	// another controller held.
 	Conflicts uint64
+	// TakenOver counts operations taken over from a controller that
+	// stopped holding their claim (it died, or lost its store).
+	TakenOver uint64
+	// Abandoned counts operations this controller stopped because it lost
+	// their claim: another may have taken them over.
+	Abandoned uint64
 	// Errors counts failed operations and store calls.
 	Errors uint64
 	// Reconciles counts full reconciles; Woken, workspaces woken.
@@ -107,8 +135,11 @@ type Controller struct {
 	closed  bool
 	signal  chan struct{}
 
-	started, stopped, archived, restored, kept, conflicts, errs, reconciles, woken atomic.Uint64
-	busy                                                                           atomic.Int64
+	claims    *lease.Manager
+	ownClaims bool // claims was made here, and is closed by Close
+
+	started, stopped, archived, restored, kept, conflicts, errs, reconciles, woken, takenOver, abandoned atomic.Uint64
+	busy                                                                                                atomic.Int64
 
 	ctx    context.Context // ends the loops; operations in progress finish
 	cancel context.CancelFunc
@@ -125,14 +156,25 @@ func New(store ttl.Store, rt Runtime, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("controller: Standby (%v) must be positive", opts.Standby)
 	case opts.Workers < 0:
 		return nil, fmt.Errorf("controller: Workers (%d) is negative", opts.Workers)
+	case opts.ClaimGrace < 0:
+		return nil, fmt.Errorf("controller: ClaimGrace (%v) is negative", opts.ClaimGrace)
 	}
 	opts.Interval = cmp.Or(opts.Interval, DefaultInterval)
 	opts.Workers = cmp.Or(opts.Workers, DefaultWorkers)
 	opts.OperationTimeout = cmp.Or(max(opts.OperationTimeout, 0), DefaultOperationTimeout)
+	opts.ClaimGrace = cmp.Or(opts.ClaimGrace, DefaultClaimGrace)
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	claims, own := opts.Claims, false
+	if claims == nil {
+		var err error
+		if claims, err = lease.New(ClaimBudget, lease.Options{}); err != nil {
+			return nil, err
+		}
+		own = true
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Controller{
-		store: store, rt: rt, opts: opts, log: opts.Logger,
+		store: store, rt: rt, opts: opts, log: opts.Logger, claims: claims, ownClaims: own,
 		pending: map[string]ttl.Expiry{}, active: map[string]bool{}, signal: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel,
 	}
@@ -341,7 +383,7 @@ func (c *Controller) Reconcile(ctx context.Context, id string, x *ttl.Expiry) er
 // nothing more.
 func (c *Controller) step(ctx context.Context, e ttl.Entity, x *ttl.Expiry) (bool, error) {
 	if e.Operation != "" {
-		return true, nil
+		return c.takeOver(ctx, e)
 	}
 	switch want := e.DesiredState; {
 	case want == "":
@@ -395,29 +437,125 @@ func (c *Controller) settle(err error) error {
 	return err
 }
 
-// claim sets operation op on e, where there was none and the row is as
-// read. It reports whether this controller now owns the workspace.
-func (c *Controller) claim(ctx context.Context, e ttl.Entity, op string, expectLast time.Time) (bool, error) {
-	_, err := c.store.Update(ctx, e.ID, ttl.Update{
+// ClaimBudget is the budget of the Manager a Controller makes when
+// Options.Claims is nil: more operations than one controller runs.
+const ClaimBudget = 1 << 20
+
+// claimed is an operation this controller holds: its lease, kept alive
+// until the operation ends.
+type claimed struct {
+	op string
+	ka *lease.KeepAlive
+}
+
+// lease claims workspace id's operation as a lease. It returns nil, nil if
+// another controller holds it (or the budget is spent): it is not this
+// one's to run now.
+func (c *Controller) lease(ctx context.Context, id string) (*lease.KeepAlive, error) {
+	grace := c.opts.ClaimGrace
+	l, err := c.claims.Grant(ctx, lease.Request{
+		Holder: id, Resource: c.opts.Name, Cost: 1,
+		TTL: c.opts.OperationTimeout + time.Minute, Grace: grace,
+	})
+	var rej *lease.RejectedError
+	if errors.As(err, &rej) {
+		c.conflicts.Add(1)
+		return nil, nil
+	}
+	if err != nil {
+		c.errs.Add(1)
+		return nil, fmt.Errorf("controller: claim %s: %w", id, err)
+	}
+	return c.claims.KeepAlive(context.WithoutCancel(ctx), l, grace/4), nil
+}
+
+// unclaim releases a claim; a lost release is harmless (the lease
+// lapses after its grace, and the row no longer shows the operation).
+func (c *Controller) unclaim(ctx context.Context, ka *lease.KeepAlive) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = ka.Close(ctx)
+	if _, err := c.claims.Release(ctx, ka.ID()); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
+		c.log.Debug("controller: releasing a claim failed; it lapses", "lease", ka.ID(), "err", err)
+	}
+}
+
+// claim takes the workspace's lease, then sets operation op on e where
+// there was none and the row is as read. It returns the claim, or nil if
+// another writer or controller came first.
+func (c *Controller) claim(ctx context.Context, e ttl.Entity, op string, expectLast time.Time) (*claimed, error) {
+	ka, err := c.lease(ctx, e.ID)
+	if ka == nil {
+		return nil, err
+	}
+	_, err = c.store.Update(ctx, e.ID, ttl.Update{
 		ExpectOperation: "", ExpectPhase: e.Phase, ExpectDesiredState: e.DesiredState,
 		ExpectLastActivityAt: expectLast, Operation: op,
 	})
 	if err != nil {
-		return false, c.settle(err)
+		c.unclaim(ctx, ka)
+		return nil, c.settle(err)
 	}
-	return true, nil
+	return &claimed{op: op, ka: ka}, nil
 }
 
-// finish ends op with phase, clearing the desired state if it is still
-// done (else a newer wish waits for the next round). If the operation
-// failed, the phase is left as it was.
-func (c *Controller) finish(ctx context.Context, id, op, phase, done string, opErr error) error {
+// takeOver handles a workspace whose row shows an operation in progress.
+// If another controller holds its claim, the workspace is left to it. If
+// nobody does, the controller that set it died: this one takes the claim
+// and runs the operation again from its start.
+func (c *Controller) takeOver(ctx context.Context, e ttl.Entity) (bool, error) {
+	ka, err := c.lease(ctx, e.ID)
+	if ka == nil {
+		return true, err
+	}
+	// Read again under the claim: the operation may have ended between
+	// the read and the grant.
+	if e, err = c.store.Get(ctx, e.ID); err != nil || e.Operation == "" {
+		c.unclaim(ctx, ka)
+		if errors.Is(err, ttl.ErrNotFound) {
+			return true, nil
+		}
+		return false, c.settle(err)
+	}
+	c.takenOver.Add(1)
+	c.log.Warn("controller: taking over an operation whose controller is gone", "workspace", e.ID, "operation", e.Operation, "phase", e.Phase)
+	cl := &claimed{op: e.Operation, ka: ka}
+	switch e.Operation {
+	case catalog.OpStarting:
+		return false, c.runStart(ctx, e, cl)
+	case catalog.OpStopping:
+		return false, c.runStop(ctx, e, cl)
+	case catalog.OpArchiving:
+		return false, c.runArchive(ctx, e, cl)
+	}
+	c.log.Warn("controller: unknown operation; clearing it", "workspace", e.ID, "operation", e.Operation)
+	return false, c.finish(ctx, e.ID, cl, "", "", nil)
+}
+
+// finish ends the claimed operation with phase, clearing the desired
+// state if it is still done (else a newer wish waits for the next round),
+// and releases the claim. If the operation failed, the phase is left as
+// it was. If the claim was lost meanwhile, the row is left to the
+// controller that may have taken it over.
+func (c *Controller) finish(ctx context.Context, id string, cl *claimed, phase, done string, opErr error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if err := cl.ka.Err(); err != nil {
+		c.abandoned.Add(1)
+		c.errs.Add(1)
+		c.log.Warn("controller: lost the claim on an operation; leaving it to whoever took it", "workspace", id, "operation", cl.op, "err", err)
+		return errors.Join(opErr, fmt.Errorf("controller: claim on %s lost: %w", id, err))
+	}
+	defer c.unclaim(ctx, cl.ka)
+	op := cl.op
 	if opErr != nil {
 		c.errs.Add(1)
 		_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, Operation: ""})
 		return errors.Join(opErr, err)
+	}
+	if done == "" { // an operation nobody knows: end it, change nothing else
+		_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, Operation: ""})
+		return c.settle(err)
 	}
 	_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, ExpectDesiredState: done, Operation: "", Phase: phase, ClearDesiredState: true})
 	if errors.Is(err, ttl.ErrConflict) {
@@ -430,18 +568,32 @@ func (c *Controller) finish(ctx context.Context, id, op, phase, done string, opE
 }
 
 // opContext bounds one operation; it ignores the caller's cancellation, so
-// that a controller shutting down finishes what it started.
-func (c *Controller) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), c.opts.OperationTimeout)
+// that a controller shutting down finishes what it started, but ends when
+// the claim is lost.
+func (c *Controller) opContext(ctx context.Context, cl *claimed) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.OperationTimeout)
+	go func() {
+		select {
+		case <-cl.ka.Done():
+			cancel()
+		case <-octx.Done():
+		}
+	}()
+	return octx, cancel
 }
 
 func (c *Controller) start(ctx context.Context, e ttl.Entity) error {
-	if ok, err := c.claim(ctx, e, catalog.OpStarting, time.Time{}); !ok {
+	cl, err := c.claim(ctx, e, catalog.OpStarting, time.Time{})
+	if cl == nil {
 		return err
 	}
+	return c.runStart(ctx, e, cl)
+}
+
+func (c *Controller) runStart(ctx context.Context, e ttl.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
-	octx, cancel := c.opContext(ctx)
+	octx, cancel := c.opContext(ctx, cl)
 	defer cancel()
 	var err error
 	if e.Phase == catalog.Archived {
@@ -456,7 +608,7 @@ func (c *Controller) start(ctx context.Context, e ttl.Entity) error {
 		c.started.Add(1)
 		c.log.Info("workspace started", "workspace", e.ID, "from", e.Phase)
 	}
-	return c.finish(ctx, e.ID, catalog.OpStarting, catalog.Running, catalog.Running, err)
+	return c.finish(ctx, e.ID, cl, catalog.Running, catalog.Running, err)
 }
 
 // stop stops a RUNNING workspace for a STANDBY decision (or on the way to
@@ -479,35 +631,45 @@ func (c *Controller) stop(ctx context.Context, e ttl.Entity, x *ttl.Expiry) erro
 			return c.clear(ctx, e)
 		}
 	}
-	if ok, err := c.claim(ctx, e, catalog.OpStopping, expectLast); !ok {
+	cl, err := c.claim(ctx, e, catalog.OpStopping, expectLast)
+	if cl == nil {
 		return err
 	}
+	return c.runStop(ctx, e, cl)
+}
+
+func (c *Controller) runStop(ctx context.Context, e ttl.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
-	octx, cancel := c.opContext(ctx)
+	octx, cancel := c.opContext(ctx, cl)
 	defer cancel()
 	err := c.rt.Stop(octx, e.ID)
 	if err == nil {
 		c.stopped.Add(1)
 		c.log.Info("workspace stopped", "workspace", e.ID, "last_access_at", e.LastActivityAt)
 	}
-	return c.finish(ctx, e.ID, catalog.OpStopping, catalog.Standby, catalog.Standby, err)
+	return c.finish(ctx, e.ID, cl, catalog.Standby, catalog.Standby, err)
 }
 
 func (c *Controller) archive(ctx context.Context, e ttl.Entity) error {
-	if ok, err := c.claim(ctx, e, catalog.OpArchiving, time.Time{}); !ok {
+	cl, err := c.claim(ctx, e, catalog.OpArchiving, time.Time{})
+	if cl == nil {
 		return err
 	}
+	return c.runArchive(ctx, e, cl)
+}
+
+func (c *Controller) runArchive(ctx context.Context, e ttl.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
-	octx, cancel := c.opContext(ctx)
+	octx, cancel := c.opContext(ctx, cl)
 	defer cancel()
 	err := c.rt.Archive(octx, e.ID)
 	if err == nil {
 		c.archived.Add(1)
 		c.log.Info("workspace archived", "workspace", e.ID)
 	}
-	return c.finish(ctx, e.ID, catalog.OpArchiving, catalog.Archived, catalog.Archived, err)
+	return c.finish(ctx, e.ID, cl, catalog.Archived, catalog.Archived, err)
 }
 
 // Stats returns a snapshot of the controller's counters.
@@ -518,6 +680,7 @@ func (c *Controller) Stats() Stats {
 	return Stats{
 		Started: c.started.Load(), Stopped: c.stopped.Load(), Archived: c.archived.Load(), Restored: c.restored.Load(),
 		Kept: c.kept.Load(), Conflicts: c.conflicts.Load(), Errors: c.errs.Load(),
+		TakenOver: c.takenOver.Load(), Abandoned: c.abandoned.Load(),
 		Reconciles: c.reconciles.Load(), Woken: c.woken.Load(),
 		Busy: int(c.busy.Load()), Queued: queued,
 	}
@@ -535,8 +698,11 @@ func (c *Controller) Close(ctx context.Context) error {
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("controller: %d operations still running: %w", c.busy.Load(), context.Cause(ctx))
 	}
+	if c.ownClaims {
+		return c.claims.Close(ctx)
+	}
+	return nil
 }
