@@ -139,7 +139,7 @@ type Controller struct {
 	ownClaims bool // claims was made here, and is closed by Close
 
 	started, stopped, archived, restored, kept, conflicts, errs, reconciles, woken, takenOver, abandoned atomic.Uint64
-	busy                                                                                                atomic.Int64
+	busy                                                                                                 atomic.Int64
 
 	ctx    context.Context // ends the loops; operations in progress finish
 	cancel context.CancelFunc
