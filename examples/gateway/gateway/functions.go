@@ -19,8 +19,8 @@ import (
 const maxListItems = 50
 
 // FunctionConfiguration is a function's configuration as the Lambda API
-// answers it: what the template says of it, and the state of a function
-// that is ready to run.
+// answers it: what the template says of it, and its state: Pending while
+// its code builds, Active, or Failed, with the reason of the other two.
 type FunctionConfiguration struct {
 	FunctionName     string
 	FunctionArn      string
@@ -34,8 +34,10 @@ type FunctionConfiguration struct {
 	Environment      *Environment `json:",omitempty"`
 	PackageType      string
 	Architectures    []string
-	State            string
-	LastUpdateStatus string
+	State            State
+	StateReason      string `json:",omitempty"`
+	StateReasonCode  string `json:",omitempty"`
+	LastUpdateStatus string `json:",omitempty"`
 	EphemeralStorage struct{ Size int }
 	TracingConfig    struct{ Mode string }
 }
@@ -52,7 +54,11 @@ func (g *Gateway) configuration(region string, f template.Function, version, qua
 		Timeout: f.Timeout, MemorySize: f.MemorySize,
 		LastModified: g.fns.Load().loaded.UTC().Format("2006-01-02T15:04:05.000-0700"),
 		Version:      version, PackageType: "Zip", Architectures: f.Architectures,
-		State: "Active", LastUpdateStatus: "Successful",
+	}
+	st := g.status(f.Name)
+	c.State, c.StateReason, c.StateReasonCode = st.State, st.Reason, st.ReasonCode
+	if st.State == StateActive {
+		c.LastUpdateStatus = "Successful"
 	}
 	if f.ImageURI != "" {
 		// As Lambda: an image function has neither runtime nor handler.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,6 +41,14 @@ type Config struct {
 	// Commands maps a function with CodeUri to the command that runs it;
 	// Apply replaces it.
 	Commands map[string][]string
+	// Build, when set, makes the command that runs a function that
+	// Commands leaves out (an image function needs none): Start begins the
+	// builds in the background, and each such function is Pending until
+	// its build returns, then Active, or Failed with its error.
+	Build func(ctx context.Context, f template.Function) ([]string, error)
+	// MaxBuilds bounds the builds that run at once. Zero means
+	// runtime.GOMAXPROCS(0).
+	MaxBuilds int
 	// IdleTimeout prunes idle workers (GATEWAY_IDLE_TIMEOUT_SECONDS),
 	// Heartbeat is the janitor's period (HEARTBEAT_INTERVAL), OrphanGrace
 	// spares new workers from reconciliation (ORPHAN_GRACE_PERIOD_SECONDS).
@@ -96,6 +105,19 @@ type Gateway struct {
 	log      *slog.Logger
 	verifier *sigv4.Verifier
 
+	// The builds (build.go): mu orders their results with Apply; toBuild
+	// waits for Start; Close cancels buildCtx and waits for builds; built
+	// is closed once the builds Start began (firstBuilds of them) ended.
+	mu          sync.Mutex
+	started     bool
+	toBuild     []pendingBuild
+	builds      sync.WaitGroup
+	buildSlots  chan struct{}
+	buildCtx    context.Context
+	stopBuilds  context.CancelFunc
+	firstBuilds atomic.Int64
+	built       chan struct{}
+
 	// The asynchronous invocations: their goroutines, the context that
 	// Close cancels to drop them, and how many are held. eventsClosed,
 	// set by Close under eventsMu, keeps a late one from starting.
@@ -107,11 +129,12 @@ type Gateway struct {
 	eventsClosed bool
 }
 
-// functions is one configuration: the template's functions by name and the
-// commands that run them, replaced together by Apply.
+// functions is one configuration: the template's functions by name and
+// their states, with the commands that run them, replaced together by
+// Apply.
 type functions struct {
 	byName map[string]template.Function
-	cmds   map[string][]string
+	status map[string]*cell
 	// loaded is when the configuration was loaded: the functions'
 	// LastModified.
 	loaded time.Time
@@ -127,6 +150,11 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: EventRetryDelay (%v) is negative", cfg.EventRetryDelay)
 	case cfg.MaxQueuedEvents < 0:
 		return nil, fmt.Errorf("gateway: MaxQueuedEvents (%d) is negative", cfg.MaxQueuedEvents)
+	case cfg.MaxBuilds < 0:
+		return nil, fmt.Errorf("gateway: MaxBuilds (%d) is negative", cfg.MaxBuilds)
+	}
+	if cfg.MaxBuilds == 0 {
+		cfg.MaxBuilds = runtime.GOMAXPROCS(0)
 	}
 	if cfg.EventRetryDelay == 0 {
 		cfg.EventRetryDelay = DefaultEventRetryDelay
@@ -138,9 +166,10 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: the Invoke API's credentials: %w", err)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v, buildSlots: make(chan struct{}, cfg.MaxBuilds), built: make(chan struct{})}
 	g.eventsCtx, g.stopEvents = context.WithCancel(context.Background())
-	g.setFunctions(fns, cfg.Commands)
+	g.buildCtx, g.stopBuilds = context.WithCancel(context.Background())
+	g.toBuild = g.setFunctions(fns, cfg.Commands)
 	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
 	if err != nil {
 		return nil, err
@@ -150,12 +179,33 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	return g, nil
 }
 
-func (g *Gateway) setFunctions(fns []template.Function, cmds map[string][]string) {
+// setFunctions makes fns the configuration and returns the functions to
+// build. A function is Active with its command in cmds, or with none as
+// an image function; else one the configuration had keeps its state (a
+// build under way goes on); else, with Config.Build, it is Pending and to
+// build, and without, Active with no command (its workers fail to start).
+func (g *Gateway) setFunctions(fns []template.Function, cmds map[string][]string) []pendingBuild {
+	old := g.fns.Load()
 	m := make(map[string]template.Function, len(fns))
+	st := make(map[string]*cell, len(fns))
+	var build []pendingBuild
 	for _, f := range fns {
 		m[f.Name] = f
+		cmd, ok := cmds[f.Name]
+		switch {
+		case f.ImageURI != "" || ok:
+			st[f.Name] = newCell(&status{FunctionState: FunctionState{State: StateActive}, cmd: slices.Clone(cmd)})
+		case old != nil && old.status[f.Name] != nil:
+			st[f.Name] = old.status[f.Name]
+		case g.cfg.Build != nil:
+			st[f.Name] = newCell(&status{FunctionState: FunctionState{State: StatePending, Reason: reasonCreating, ReasonCode: ReasonCreating}})
+			build = append(build, pendingBuild{f: f, cell: st[f.Name]})
+		default:
+			st[f.Name] = newCell(active)
+		}
 	}
-	g.fns.Store(&functions{byName: m, cmds: maps.Clone(cmds), loaded: time.Now()})
+	g.fns.Store(&functions{byName: m, status: st, loaded: time.Now()})
+	return build
 }
 
 // Function returns the configuration of the function called name.
@@ -169,25 +219,59 @@ func (g *Gateway) Function(name string) (template.Function, bool) {
 func (g *Gateway) command(name string) (template.Function, []string, bool) {
 	fs := g.fns.Load()
 	f, ok := fs.byName[name]
-	return f, fs.cmds[name], ok
+	if !ok {
+		return f, nil, false
+	}
+	return f, fs.status[name].Load().cmd, true
 }
 
 // Start creates every function's pool and waits for their start-up
-// cleanup: the workers an earlier run left are deleted.
+// cleanup: the workers an earlier run left are deleted. Then it begins the
+// builds (Config.Build) in the background, and returns: Built waits for
+// them.
 func (g *Gateway) Start(ctx context.Context) error {
-	return g.group.Start(ctx, slices.Sorted(maps.Keys(g.fns.Load().byName))...)
+	if err := g.group.Start(ctx, slices.Sorted(maps.Keys(g.fns.Load().byName))...); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started {
+		return nil
+	}
+	g.started = true
+	bs := g.toBuild
+	g.toBuild = nil
+	g.firstBuilds.Store(int64(len(bs)))
+	if len(bs) == 0 {
+		close(g.built)
+	}
+	g.startBuilds(bs, true)
+	return nil
 }
 
 // Apply replaces the functions and the commands that run them (a live
 // reload of the template): new capacities and warm minimums apply at once,
 // new code and environment to the workers created from now on. A function
 // no longer in the template answers 404 and keeps no warm minimum, so its
-// idle workers go at the idle timeout.
+// idle workers go at the idle timeout. A function cmds leaves out keeps its
+// state and command (a build under way goes on), or, new, is built as at
+// Start; it gets its warm minimum once Active.
 func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error {
-	g.setFunctions(fns, cmds)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	bs := g.setFunctions(fns, cmds)
+	if g.started {
+		g.startBuilds(bs, false)
+	} else {
+		g.toBuild = append(g.toBuild, bs...)
+	}
 	var errs []error
 	for _, f := range fns {
-		if err := g.group.SetLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
+		warm := f.Provisioned
+		if g.status(f.Name).State != StateActive {
+			warm = 0
+		}
+		if err := g.group.SetLimits(f.Name, f.Reserved, warm); err != nil {
 			errs = append(errs, fmt.Errorf("function %s: %w", f.Name, err))
 		}
 	}
@@ -227,6 +311,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 	g.eventsMu.Unlock()
 	g.stopEvents()
 	g.events.Wait()
+	g.stopBuilds()
+	g.builds.Wait()
 	return g.group.Close(ctx)
 }
 
@@ -238,9 +324,13 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 	if !ok {
 		return nil, pool.Options{}, fmt.Errorf("gateway: unknown function %q", fn)
 	}
+	warm := f.Provisioned
+	if g.status(fn).State != StateActive {
+		warm = 0 // until it is built
+	}
 	return &provisioner{g: g, fn: fn}, pool.Options{
 		MaxSize:           f.Reserved,
-		MinIdle:           f.Provisioned,
+		MinIdle:           warm,
 		IdleTimeout:       atLeastNS(g.cfg.IdleTimeout),
 		JanitorInterval:   g.cfg.Heartbeat,
 		OrphanGracePeriod: atLeastNS(g.cfg.OrphanGrace),

@@ -15,7 +15,8 @@ import (
 // handleInvoke answers Invoke: RequestResponse runs the function and
 // answers its result, Event queues it (events.go), DryRun only checks that
 // the function and its qualifier exist; LogType Tail adds the tail of the
-// invocation's log (logs.go).
+// invocation's log (logs.go). A function that is not Active (build.go) is
+// not invoked: ResourceConflictException.
 func handleInvoke(g *Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := request(r)
@@ -26,6 +27,11 @@ func handleInvoke(g *Gateway) http.Handler {
 		}
 		if g.draining.Load() {
 			lambdaError(w, http.StatusServiceUnavailable, "ServiceException", "the gateway is shutting down")
+			return
+		}
+		if st := g.status(f.Name); st.State != StateActive {
+			// As Lambda: a function runs, and is dry-run, only once Active.
+			conflict(st.State).write(w)
 			return
 		}
 		typ := r.Header.Get("X-Amz-Invocation-Type")
