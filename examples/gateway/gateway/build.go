@@ -11,9 +11,10 @@ import (
 
 // A function's state, as Lambda's: a function whose code is being built
 // (Config.Build) is Pending, and Lambda invokes no function before it is
-// Active. The builds run in the background, at most Config.MaxBuilds at
-// once, so the gateway serves the functions already built while the
-// others build, and a build that fails leaves the others serving.
+// Active. The builds run in the background, the first function's alone
+// and then at most Config.MaxBuilds at once, so the gateway serves the functions
+// already built while the others build, and a build that fails leaves the
+// others serving.
 
 // State is a function's State in the Lambda API.
 type State string
@@ -91,10 +92,12 @@ func conflict(s State) *apiError {
 		"The operation cannot be performed at this time. The function is currently in the following state: " + string(s)}
 }
 
-// pendingBuild is a function to build into a cell.
+// pendingBuild is a function to build into a cell; the first that Start
+// begins leads: the others wait for it to end.
 type pendingBuild struct {
 	f    template.Function
 	cell *cell
+	lead bool
 }
 
 // startBuilds starts the builds of bs; each ends before Close returns.
@@ -117,6 +120,15 @@ func (g *Gateway) build(b pendingBuild, first bool) {
 				close(g.built)
 			}
 		}()
+	}
+	if b.lead {
+		defer close(g.firstBuilt)
+	} else {
+		select {
+		case <-g.firstBuilt:
+		case <-g.buildCtx.Done():
+			return
+		}
 	}
 	select {
 	case g.buildSlots <- struct{}{}:

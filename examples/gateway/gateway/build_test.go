@@ -38,6 +38,7 @@ func (e *env) configuration(t *testing.T, fn string) map[string]any {
 // Failed and the others serving; the held build's end makes its function
 // Active, with its warm minimum.
 func TestBuildsInBackground(t *testing.T) {
+	// ready first: the first function's build runs alone.
 	ready, held, broken := function("ready", 3, 1), function("held", 3, 1), function("broken", 3, 1)
 	held.Provisioned = 1
 	release := make(chan struct{})
@@ -186,8 +187,9 @@ func (noAgent) List(context.Context, agent.ListRequest) ([]agent.Worker, error) 
 	return nil, nil
 }
 
-// Builds run MaxBuilds at a time, each function Active as soon as its own
-// build ends, and each logged with how long it took.
+// The first build runs alone, then MaxBuilds at a time, each function
+// Active as soon as its own build ends, and each logged with how long it
+// took.
 func TestBuildsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var running, most atomic.Int64
@@ -223,11 +225,18 @@ func TestBuildsBounded(t *testing.T) {
 		}
 		synctest.Wait()
 		assert.Equal(t, 4, count(gateway.StatePending))
+		assert.Equal(t, int64(1), running.Load(), "the first alone")
 		time.Sleep(15 * time.Second)
 		synctest.Wait()
-		assert.Equal(t, 2, count(gateway.StateActive), "the first two, each Active at the end of its own build")
+		assert.Equal(t, 1, count(gateway.StateActive), "the first, Active at the end of its build")
+		st, _ := g.State("a")
+		assert.Equal(t, gateway.StateActive, st.State, "the template's first function builds first")
+		assert.Equal(t, int64(2), running.Load(), "then two at once")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, 3, count(gateway.StateActive), "each Active at the end of its own build")
 		require.NoError(t, g.Built(t.Context()))
-		assert.Equal(t, 20*time.Second, time.Since(start), "two at a time")
+		assert.Equal(t, 30*time.Second, time.Since(start), "the first alone, then two at a time")
 		assert.Equal(t, int64(2), most.Load())
 		assert.Equal(t, 4, count(gateway.StateActive))
 		for _, n := range names {

@@ -47,7 +47,11 @@ type Config struct {
 	// its build returns, then Active, or Failed with its error.
 	Build func(ctx context.Context, f template.Function) ([]string, error)
 	// MaxBuilds bounds the builds that run at once. Zero means
-	// runtime.GOMAXPROCS(0).
+	// runtime.GOMAXPROCS(0). The build of the first function (in the
+	// order of New's) runs alone, the others wait for it: the builds of
+	// one template share most of their work (the dependencies a
+	// toolchain's cache holds once built), which builds run at once on a
+	// cold cache would each do anew.
 	MaxBuilds int
 	// IdleTimeout prunes idle workers (GATEWAY_IDLE_TIMEOUT_SECONDS),
 	// Heartbeat is the janitor's period (HEARTBEAT_INTERVAL), OrphanGrace
@@ -117,6 +121,7 @@ type Gateway struct {
 	stopBuilds  context.CancelFunc
 	firstBuilds atomic.Int64
 	built       chan struct{}
+	firstBuilt  chan struct{}
 
 	// The asynchronous invocations: their goroutines, the context that
 	// Close cancels to drop them, and how many are held. eventsClosed,
@@ -166,7 +171,7 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: the Invoke API's credentials: %w", err)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v, buildSlots: make(chan struct{}, cfg.MaxBuilds), built: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, verifier: v, buildSlots: make(chan struct{}, cfg.MaxBuilds), built: make(chan struct{}), firstBuilt: make(chan struct{})}
 	g.eventsCtx, g.stopEvents = context.WithCancel(context.Background())
 	g.buildCtx, g.stopBuilds = context.WithCancel(context.Background())
 	g.toBuild = g.setFunctions(fns, cfg.Commands)
@@ -228,7 +233,7 @@ func (g *Gateway) command(name string) (template.Function, []string, bool) {
 // Start creates every function's pool and waits for their start-up
 // cleanup: the workers an earlier run left are deleted. Then it begins the
 // builds (Config.Build) in the background, and returns: Built waits for
-// them.
+// them. Apply's builds wait for Start.
 func (g *Gateway) Start(ctx context.Context) error {
 	if err := g.group.Start(ctx, slices.Sorted(maps.Keys(g.fns.Load().byName))...); err != nil {
 		return err
@@ -244,6 +249,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.firstBuilds.Store(int64(len(bs)))
 	if len(bs) == 0 {
 		close(g.built)
+		close(g.firstBuilt)
+	} else {
+		bs[0].lead = true
 	}
 	g.startBuilds(bs, true)
 	return nil
