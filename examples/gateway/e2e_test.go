@@ -43,21 +43,36 @@ func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 // once for all tests.
 var buildDir = filepath.Join(os.TempDir(), "ttlkit-gateway-test-build")
 
-var listenRE = regexp.MustCompile(`listening on (\S+)`)
+var (
+	listenRE = regexp.MustCompile(`listening on (\S+)`)
+	builtRE  = regexp.MustCompile(`functions built in \S+: (\d+) active, (\d+) failed`)
+)
 
 // waitAddr waits for "listening on ADDR" in out.
 func waitAddr(t *testing.T, out *testenv.Buffer, errc <-chan error) string {
 	t.Helper()
-	deadline := time.After(3 * time.Minute) // the first run builds the functions
+	return waitLine(t, out, errc, listenRE, "listening", time.Minute)[1]
+}
+
+// waitBuilt waits for the gateway's "functions built" line in out.
+func waitBuilt(t *testing.T, out *testenv.Buffer, errc <-chan error) {
+	t.Helper()
+	waitLine(t, out, errc, builtRE, "functions built", 3*time.Minute) // the first run builds the functions
+}
+
+// waitLine waits for a match of re in out, what, within limit.
+func waitLine(t *testing.T, out *testenv.Buffer, errc <-chan error, re *regexp.Regexp, what string, limit time.Duration) []string {
+	t.Helper()
+	deadline := time.After(limit)
 	for {
-		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m
 		}
 		select {
 		case err := <-errc:
-			t.Fatalf("exited before listening: %v", err)
+			t.Fatalf("exited before %q: %v", what, err)
 		case <-deadline:
-			t.Fatal("not listening after 3 minutes")
+			t.Fatalf("no %q after %v", what, limit)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -67,12 +82,23 @@ type gw struct {
 	addr   string
 	cancel context.CancelFunc
 	errc   chan error
+	out    *testenv.Buffer
 	logs   *testenv.Buffer
 }
 
-// start runs the whole program in this process with args and env; it is
-// stopped (drained) when the test ends.
+// start runs the whole program in this process with args and env, and
+// waits until it has built its functions; it is stopped (drained) when the
+// test ends.
 func start(t *testing.T, env map[string]string, args ...string) *gw {
+	t.Helper()
+	g := launch(t, env, args...)
+	waitBuilt(t, g.out, g.errc)
+	return g
+}
+
+// launch is start without the wait for the builds: it returns once the
+// program listens.
+func launch(t *testing.T, env map[string]string, args ...string) *gw {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, logs := &testenv.Buffer{}, &testenv.Buffer{}
@@ -80,7 +106,7 @@ func start(t *testing.T, env map[string]string, args ...string) *gw {
 	go func() {
 		errc <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), out, logs)
 	}()
-	g := &gw{cancel: cancel, errc: errc, logs: logs}
+	g := &gw{cancel: cancel, errc: errc, out: out, logs: logs}
 	g.addr = waitAddr(t, out, errc)
 	t.Cleanup(func() {
 		if g.cancel != nil {
@@ -170,8 +196,8 @@ func gatewayBinary(t *testing.T) string {
 	return bin
 }
 
-// startBinary runs the built program with args; it is killed when the
-// test ends if it still runs.
+// startBinary runs the built program with args, and waits until it has
+// built its functions; it is killed when the test ends if it still runs.
 func startBinary(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	return startBinaryEnv(t, nil, args...)
@@ -193,10 +219,14 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, stri
 			_ = cmd.Wait()
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadString('\n')
 	require.NoError(t, err)
 	m := listenRE.FindStringSubmatch(line)
 	require.NotNil(t, m, line)
+	built, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Regexp(t, builtRE, built)
 	return cmd, m[1]
 }
 

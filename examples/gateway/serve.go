@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ import (
 )
 
 func runGateway(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	began := time.Now()
 	c, err := parseGateway(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -41,10 +43,6 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		defer os.RemoveAll(c.buildDir)
-	}
-	cmds, err := build(ctx, c.buildDir, fns)
-	if err != nil {
-		return err
 	}
 
 	// The workers' output, for the tail of an invocation's log: only an
@@ -82,7 +80,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 
 	metrics := gateway.NewMetrics()
 	gw, err := gateway.New(gateway.Config{
-		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Commands: cmds,
+		Agent: ag, Runtime: rt, RuntimeAddr: rtAddr, Build: builder(c.buildDir),
 		IdleTimeout: c.idleTimeout, Heartbeat: c.heartbeat, OrphanGrace: c.orphanGrace,
 		Metrics: metrics, Logger: log, Credentials: []sigv4.Credentials{c.creds}, Hosts: c.allowedHosts,
 		EventRetryDelay: c.eventRetry, Logs: logs,
@@ -97,24 +95,28 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	closeCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), c.drain+30*time.Second)
 	}
-	if err := gw.Start(ctx); err != nil {
-		cctx, cancel := closeCtx()
-		defer cancel()
-		return errors.Join(fmt.Errorf("start-up cleanup: %w", err), gw.Close(cctx))
-	}
-
+	// Listening before the start-up cleanup, which deletes the workers of
+	// an earlier run, is over would let a client meet them: the listener
+	// only holds connections until then. The functions are built after:
+	// each is served once built (Pending until then).
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		cctx, cancel := closeCtx()
 		defer cancel()
 		return errors.Join(err, gw.Close(cctx))
 	}
+	if err := gw.Start(ctx); err != nil {
+		ln.Close()
+		cctx, cancel := closeCtx()
+		defer cancel()
+		return errors.Join(fmt.Errorf("start-up cleanup: %w", err), gw.Close(cctx))
+	}
 	if !loopback(ln.Addr()) {
 		log.Warn("the Invoke API listens beyond loopback without TLS: payloads travel in clear, and a signed request seen on the way can be replayed for 15 minutes", "addr", ln.Addr().String())
 	}
 	srv := &http.Server{Handler: gateway.NewServer(gw, reg), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		_ = srv.Serve(ln)
@@ -129,6 +131,20 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	if c.madeCreds {
 		printCredentials(stderr, c.creds, ln.Addr())
 	}
+	go func() {
+		defer wg.Done()
+		if gw.Built(reloadCtx) != nil {
+			return
+		}
+		counts := map[gateway.State]int{}
+		for _, f := range fns {
+			st, _ := gw.State(f.Name)
+			counts[st.State]++
+		}
+		took := time.Since(began).Round(time.Millisecond)
+		log.Info("functions built", "active", counts[gateway.StateActive], "failed", counts[gateway.StateFailed], "since_start", took)
+		fmt.Fprintf(stdout, "functions built in %v: %d active, %d failed\n", took, counts[gateway.StateActive], counts[gateway.StateFailed])
+	}()
 
 	<-ctx.Done()
 	// Drain: new invocations get 503, in-flight ones finish, then every
@@ -178,34 +194,78 @@ func newLocalAgent(label, dockerHost string, out io.Writer, workerOutput func(st
 	return a, closeFn, err
 }
 
-// build compiles every Go function (CodeUri a directory of Go code) into
-// dir and returns the command that runs each; a CodeUri that is a file is
-// run as it is.
-func build(ctx context.Context, dir string, fns []template.Function) (map[string][]string, error) {
-	cmds := map[string][]string{}
-	for _, f := range fns {
-		if f.CodeDir == "" {
-			continue
-		}
-		st, err := os.Stat(f.CodeDir)
-		if err != nil {
-			return nil, fmt.Errorf("function %s: CodeUri: %w", f.Name, err)
-		}
-		if !st.IsDir() {
-			cmds[f.Name] = []string{f.CodeDir}
-			continue
-		}
-		sum := sha256.Sum256([]byte(f.CodeDir))
-		bin := filepath.Join(dir, f.Name+"-"+hex.EncodeToString(sum[:4]))
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		cmd.Dir = f.CodeDir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("function %s: go build %s: %v\n%s", f.Name, f.CodeDir, err, out)
-		}
-		cmds[f.Name] = []string{bin}
+// builder returns the gateway's Config.Build: it compiles a Go function
+// (CodeUri a directory of Go code) into dir and returns the command that
+// runs it; a CodeUri that is a file is run as it is.
+func builder(dir string) func(context.Context, template.Function) ([]string, error) {
+	return func(ctx context.Context, f template.Function) ([]string, error) {
+		return build(ctx, dir, f)
 	}
-	return cmds, nil
+}
+
+// build compiles f into dir (see builder).
+func build(ctx context.Context, dir string, f template.Function) ([]string, error) {
+	if f.CodeDir == "" {
+		return nil, nil
+	}
+	st, err := os.Stat(f.CodeDir)
+	if err != nil {
+		return nil, fmt.Errorf("function %s: CodeUri: %w", f.Name, err)
+	}
+	if !st.IsDir() {
+		return []string{f.CodeDir}, nil
+	}
+	sum := sha256.Sum256([]byte(f.CodeDir))
+	bin := filepath.Join(dir, f.Name+"-"+hex.EncodeToString(sum[:4]))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = f.CodeDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("function %s: go build %s: %v\n%s", f.Name, f.CodeDir, err, out)
+	}
+	return []string{bin}, nil
+}
+
+// buildAll builds the functions of fns as the gateway does at start (the
+// first alone, then GOMAXPROCS at once: see gateway.Config.MaxBuilds), and
+// returns the commands that run them; any error fails it whole. The first
+// build alone matters on a cold cache: measured, the demo's three
+// functions built at once took twice as long as one after the other.
+func buildAll(ctx context.Context, dir string, fns []template.Function) (map[string][]string, error) {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+		cmds = map[string][]string{}
+		sem  = make(chan struct{}, runtime.GOMAXPROCS(0))
+	)
+	one := func(f template.Function) {
+		cmd, err := build(ctx, dir, f)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		cmds[f.Name] = cmd
+	}
+	first := true
+	for _, f := range fns {
+		switch {
+		case f.ImageURI != "":
+		case first:
+			first = false
+			one(f)
+		default:
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				one(f)
+			})
+		}
+	}
+	wg.Wait()
+	return cmds, errors.Join(errs...)
 }
 
 // watch reloads the template when it changes; a bad template is logged
@@ -228,7 +288,7 @@ func watch(ctx context.Context, c config, gw *gateway.Gateway) {
 		fns, err := template.Load(c.template)
 		var cmds map[string][]string
 		if err == nil {
-			cmds, err = build(ctx, c.buildDir, fns)
+			cmds, err = buildAll(ctx, c.buildDir, fns)
 		}
 		if err != nil {
 			c.log.Error("template reload failed: keeping the running configuration", "err", err)
