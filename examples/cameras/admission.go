@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -13,41 +14,6 @@ import (
 	"github.com/ttlkit/ttlkit/lease/leasehttp"
 )
 
-// The design's rejection codes and messages (§6.2, §8.1), and the codes of
-// the other refusals.
-const (
-	CodeSystemOverload      = "SYSTEM_OVERLOAD"
-	CodeUserAlreadyHasModal = "USER_ALREADY_HAS_MODAL"
-	CodeOverCapacity        = "OVER_CAPACITY"
-	CodeCrossOrigin         = "CROSS_ORIGIN"
-	CodeUnknownHost         = "UNKNOWN_HOST"
-
-	MsgSystemOverload      = "サーバーが高負荷のためしばらく経ってからお試しください"
-	MsgUserAlreadyHasModal = "既に別のカメラを表示中です"
-	MsgOverCapacity        = "現在多数のアクセスがありストリーム数が上限に達しています。しばらく経ってからアクセスしてください"
-	MsgCrossOrigin         = "他のサイトからのリクエストは受け付けません"
-	MsgUnknownHost         = "このホスト名では受け付けません（ALLOWED_HOSTS を確認してください）"
-)
-
-// codes maps leasehttp's codes to this API's, with the message a user sees.
-var codes = map[string]struct{ code, msg string }{
-	leasehttp.CodeOverloaded:           {CodeSystemOverload, MsgSystemOverload},
-	leasehttp.CodeHolderHasLease:       {CodeUserAlreadyHasModal, MsgUserAlreadyHasModal},
-	leasehttp.CodeOverCapacity:         {CodeOverCapacity, MsgOverCapacity},
-	leasehttp.CodeBadJSON:              {"BAD_JSON", "リクエストのJSONが不正です"},
-	leasehttp.CodeInvalidArgument:      {"INVALID_ARGUMENT", "リクエストの値が不正です"},
-	leasehttp.CodeBodyTooLarge:         {"BODY_TOO_LARGE", "リクエストが大きすぎます"},
-	leasehttp.CodeUnsupportedMediaType: {"UNSUPPORTED_MEDIA_TYPE", "Content-Type は application/json にしてください"},
-	leasehttp.CodeNoHolder:             {"NO_SESSION", "セッションがありません"},
-	leasehttp.CodeNotHolder:            {"NOT_YOUR_LEASE", "このLeaseは別のセッションのものです"},
-	leasehttp.CodeNotFound:             {"LEASE_NOT_FOUND", "Leaseが見つかりません（解放済みか期限切れです）"},
-	leasehttp.CodeExpired:              {"LEASE_EXPIRED", "Leaseの期限が切れています"},
-	leasehttp.CodeUnavailable:          {"UNAVAILABLE", "サーバーが停止中です。しばらく経ってからお試しください"},
-	leasehttp.CodeInternal:             {"INTERNAL", "サーバー内部のエラーです"},
-	leasehttp.CodeCrossSite:            {CodeCrossOrigin, MsgCrossOrigin},
-	leasehttp.CodeUnknownHost:          {CodeUnknownHost, MsgUnknownHost},
-}
-
 // Admission is the admission control of the design: the budget model,
 // modal leases through the lease package, the overload gate, and the
 // shapes of the API's bodies.
@@ -56,8 +22,10 @@ type Admission struct {
 	leases   *lease.Manager
 	gate     *hysteresis.Gate // nil when the load cannot be measured
 	monitor  *sysload.Monitor // nil likewise
+	seats    *Seats           // nil when suggest streams are off
 	sessions *Sessions
 	streams  *Streams
+	log      *slog.Logger
 }
 
 // leaseRequest is the body of POST /api/modal/lease (§8.1).
@@ -98,19 +66,26 @@ type statusResponse struct {
 	ActiveUIUsers    int     `json:"active_ui_users"`
 	CurrentUsage     int     `json:"current_usage"` // baseline + suggest + modal units (§2.3)
 	TotalStreamUnits int     `json:"total_stream_units"`
+
+	// With suggest streams on: MaxUIUsers is how many UI users can have one
+	// at once; UISeat is the caller's seat, the lease_id its suggest stream
+	// and the page's next polls name, or UISeatRefused says why it has none.
+	MaxUIUsers    int                `json:"max_ui_users,omitempty"`
+	UISeat        string             `json:"ui_seat,omitempty"`
+	UISeatRefused *leasehttp.Problem `json:"ui_seat_refused,omitempty"`
 }
 
 // Decode turns a lease request into a lease.Request: the camera is the
 // resource, sub costs SUB_STREAM_COST, main costs MAIN_STREAM_COST and
 // falls back to sub when only that fits (§2, the reply's allowed_quality
 // says which it got).
-func (a *Admission) Decode(_ *http.Request, body []byte) (lease.Request, error) {
+func (a *Admission) Decode(r *http.Request, body []byte) (lease.Request, error) {
 	var req leaseRequest
 	if err := leasehttp.DecodeJSON(body, &req); err != nil {
 		return lease.Request{}, err
 	}
 	if !a.streams.Camera(req.CameraID) {
-		return lease.Request{}, unknownCamera(req.CameraID)
+		return lease.Request{}, unknownCamera(r, req.CameraID)
 	}
 	switch req.Quality {
 	case Sub:
@@ -118,12 +93,16 @@ func (a *Admission) Decode(_ *http.Request, body []byte) (lease.Request, error) 
 	case Main:
 		return lease.Request{Resource: req.CameraID, Cost: a.cfg.MainStreamCost, Fallback: []int{a.cfg.SubStreamCost}}, nil
 	}
-	return lease.Request{}, &leasehttp.Problem{Status: http.StatusBadRequest, Code: "INVALID_QUALITY",
-		Message: fmt.Sprintf("quality %q は sub か main にしてください", req.Quality)}
+	return lease.Request{}, problem(r, http.StatusBadRequest, "INVALID_QUALITY", req.Quality)
 }
 
-func unknownCamera(id string) error {
-	return &leasehttp.Problem{Status: http.StatusNotFound, Code: "UNKNOWN_CAMERA", Message: fmt.Sprintf("カメラ %q はありません", id)}
+// problem returns the refusal code, in r's language.
+func problem(r *http.Request, status int, code string, args ...any) *leasehttp.Problem {
+	return &leasehttp.Problem{Status: status, Code: code, Message: message(langOf(r), code, args...)}
+}
+
+func unknownCamera(r *http.Request, id string) error {
+	return problem(r, http.StatusNotFound, "UNKNOWN_CAMERA", id)
 }
 
 // Granted answers a grant, and ends the streams of the session's earlier
@@ -143,15 +122,17 @@ func (a *Admission) Heartbeated(_ *http.Request, hb leasehttp.Heartbeat) any {
 	return heartbeatResponse{OK: true, RemainingSec: leasehttp.Seconds(hb.Remaining)}
 }
 
-// Problem gives every refusal this API's code and message.
-func (a *Admission) Problem(_ *http.Request, p *leasehttp.Problem) {
+// Problem gives every refusal of leasehttp this API's code, and its
+// message in the request's language.
+func (a *Admission) Problem(r *http.Request, p *leasehttp.Problem) {
 	if c, ok := codes[p.Code]; ok {
-		p.Code, p.Message = c.code, c.msg
+		p.Code, p.Message = c, message(langOf(r), c)
 	}
 }
 
 // Status answers GET /api/system/status, and counts the page that asked as
-// an active UI user.
+// an active UI user: it heartbeats the page's seat (?seat=, the ui_seat of
+// its previous poll), or seats it when a seat is free.
 func (a *Admission) Status(r *http.Request, u lease.Usage) any {
 	a.sessions.Touch(r)
 	s := statusResponse{
@@ -173,9 +154,41 @@ func (a *Admission) Status(r *http.Request, u lease.Usage) any {
 		s.SwapMB = round1(float64(last.Swap) / sysload.MiB)
 	}
 	s.ActiveUIUsers = a.sessions.Active()
+	if a.seats != nil {
+		s.MaxUIUsers = a.seats.Max()
+		s.UISeat, s.UISeatRefused = a.seat(r)
+		users, err := a.seats.Users(r.Context())
+		if err != nil {
+			a.log.Warn("cameras: counting UI users", "err", err)
+		}
+		s.ActiveUIUsers = users
+	}
 	s.SuggestActive = a.suggestActive(s.ActiveUIUsers)
 	s.CurrentUsage = a.currentUsage(s.ActiveUIUsers, u.Units)
 	return s
+}
+
+// seat seats the request's session, or keeps its seat, and returns the
+// seat's id; else why it has none.
+func (a *Admission) seat(r *http.Request) (string, *leasehttp.Problem) {
+	holder, err := Holder(r)
+	if err != nil {
+		return "", problem(r, http.StatusUnauthorized, "NO_SESSION")
+	}
+	l, err := a.seats.Take(r.Context(), holder, r.URL.Query().Get("seat"))
+	switch {
+	case err == nil:
+		return l.ID, nil
+	case errors.Is(err, errSeatsFull):
+		return "", a.seatsFull(r)
+	}
+	a.log.Warn("cameras: seating a UI user", "err", err)
+	return "", problem(r, http.StatusInternalServerError, "INTERNAL")
+}
+
+// seatsFull is the refusal of a UI user beyond MAX_UI_USERS.
+func (a *Admission) seatsFull(r *http.Request) *leasehttp.Problem {
+	return problem(r, http.StatusTooManyRequests, CodeUIUsersFull, a.seats.Max())
 }
 
 // suggestActive is the design's suggest_active: suggest streams are on and

@@ -35,8 +35,8 @@ type storeCase struct {
 // internal/testenv).
 var stores = []storeCase{
 	{"memory", func(t *testing.T) (Backend, Backend) {
-		store, h := lease.NewMemoryStore(nil), &memoryHistory{}
-		return Backend{Leases: store, History: h}, Backend{Leases: store, History: h}
+		store, seats, h := lease.NewMemoryStore(nil), lease.NewMemoryStore(nil), &memoryHistory{}
+		return Backend{Leases: store, Seats: seats, History: h}, Backend{Leases: store, Seats: seats, History: h}
 	}},
 	{"mysql", func(t *testing.T) (Backend, Backend) {
 		m := mysqltest.OpenMySQL(t)

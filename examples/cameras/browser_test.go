@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,8 +26,28 @@ import (
 var updateScreenshot = flag.Bool("screenshot", false, "write screenshot.png from a real browser")
 
 // newBrowser starts a fresh headless Chromium for the test (see
-// internal/browsertest).
-func newBrowser(t *testing.T) context.Context { return browsertest.New(t) }
+// internal/browsertest) whose tab prefers Japanese, the language of the
+// design's texts these tests check.
+func newBrowser(t *testing.T) context.Context {
+	ctx := browsertest.New(t)
+	setLanguage(t, ctx, "ja")
+	return ctx
+}
+
+// setLanguage makes the tab of ctx prefer acceptLanguage (an
+// Accept-Language value), as a browser set up for it would: in its
+// requests and in navigator.languages.
+func setLanguage(t *testing.T, ctx context.Context, acceptLanguage string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Func(func(c context.Context, _ *chromedp.Target) error {
+		v, err := chromedp.CallBrowser(c, browser.GetVersion, cdp.Empty{})
+		if err != nil {
+			return err
+		}
+		_, err = chromedp.Call(c, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: v.UserAgent, AcceptLanguage: acceptLanguage})
+		return err
+	})))
+}
 
 // browserServer starts an instance for a browser, with real pictures.
 func browserServer(t *testing.T, cfg Config) (*Server, *fakeLoad, string) {

@@ -100,6 +100,12 @@ func DefaultConfig() Config {
 // sub stream per user (design §2.2).
 func (c Config) ReservedSuggestUnits() int { return c.MaxUIUsers * 1 }
 
+// MaxSeats is how many UI users can have a suggest stream at once: as many
+// sub streams as the suggest reserve holds, which is MAX_UI_USERS when a sub
+// stream costs 1 unit (with SUB_STREAM_COST 2 the design's reserve of
+// MAX_UI_USERS × 1 units seats half as many).
+func (c Config) MaxSeats() int { return c.ReservedSuggestUnits() / c.SubStreamCost }
+
 // ModalBudget is TOTAL_STREAM_UNITS − RESERVED_BASELINE_UNITS −
 // RESERVED_SUGGEST_UNITS: the units camera modals share (35 by default).
 func (c Config) ModalBudget() int {

@@ -134,8 +134,14 @@ func (r *Recorder) Record(ctx context.Context) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
+	users := r.adm.sessions.Active()
+	if r.adm.seats != nil {
+		if users, err = r.adm.seats.Users(ctx); err != nil {
+			return Row{}, err
+		}
+	}
 	row := Row{RecordedAt: time.Now().UTC().Truncate(time.Millisecond), ActiveModals: u.Leases,
-		ActiveSuggest: r.adm.suggestActive(r.adm.sessions.Active())}
+		ActiveSuggest: r.adm.suggestActive(users)}
 	if r.monitor != nil {
 		last := r.monitor.Stats().Last
 		row.CPUPercent, row.MemoryPercent = round2(last.CPU), round2(last.Memory)

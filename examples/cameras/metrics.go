@@ -33,7 +33,7 @@ func newMetricsCollector(adm *Admission, streams *Streams) *metricsCollector {
 		available:        d("modal_budget_remaining_units", "MODAL_BUDGET minus the units in use."),
 		currentUsage:     d("current_usage_units", "Baseline + suggest + modal units (design §2.3), this instance's view."),
 		totalUnits:       d("total_stream_units", "TOTAL_STREAM_UNITS."),
-		activeUsers:      d("active_ui_users", "Pages of this instance that asked for the status recently."),
+		activeUsers:      d("active_ui_users", "UI users holding a seat (a suggest stream), on every instance; without suggest streams, the pages of this instance that asked for the status recently."),
 		suggestActive:    d("suggest_active", "1 when suggest streams are on and a page is open."),
 		requests:         d("lease_requests_total", "Lease requests decided by this instance."),
 		grants:           d("lease_grants_total", "Modal leases granted by this instance."),
@@ -79,6 +79,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.adm
 	s := a.leases.Stats()
 	users := a.sessions.Active()
+	if a.seats != nil {
+		users = a.seats.Stats().ActiveLeases
+	}
 	gauge(c.budget, float64(s.Budget))
 	gauge(c.unitsInUse, float64(s.UnitsInUse))
 	gauge(c.activeModals, float64(s.ActiveLeases))

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"path"
@@ -27,7 +29,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 
 	// The page.
-	mux.Handle("GET /{$}", fileHandler(static, "index.html"))
+	mux.Handle("GET /{$}", s.page())
 	mux.Handle("GET /static/", http.StripPrefix("/static/", noCache(validName(http.FileServerFS(static)))))
 	mux.Handle("GET /static/leasehttp.js", leasehttp.ClientScript())
 	mux.Handle("GET /api/config", s.pageConfig())
@@ -38,6 +40,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /api/modal/lease/{lease_id}", s.api.Release())
 	mux.Handle("GET /api/system/status", s.api.Status())
 	mux.Handle("GET /api/system/metrics", s.metricsHistory())
+	mux.Handle("DELETE /api/ui/seat/{seat_id}", s.leaveSeat())
 
 	// The pictures.
 	mux.Handle("GET /api/cameras/{camera_id}/snapshot", s.streams.Snapshot())
@@ -58,11 +61,52 @@ func (s *Server) routes() http.Handler {
 // and a read too, since even the status call counts a UI user and a
 // session. Only a top-level navigation (a link to the page) passes.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	p := &leasehttp.Problem{Status: http.StatusForbidden, Code: CodeCrossOrigin, Message: MsgCrossOrigin, Err: err}
+	p := problem(r, http.StatusForbidden, CodeCrossOrigin)
 	if errors.Is(err, webguard.ErrHost) {
-		p.Code, p.Message = CodeUnknownHost, MsgUnknownHost
+		p = problem(r, http.StatusForbidden, CodeUnknownHost)
 	}
+	p.Err = err
 	s.api.Error(w, r, p)
+}
+
+// page serves the page in the request's language (lang.go), and remembers
+// a language picked with the page's switch (?lang=).
+func (s *Server) page() http.Handler {
+	return noCache(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setLangCookie(w, r)
+		l := langOf(r)
+		var b bytes.Buffer
+		if err := pageTemplate.Execute(&b, pageData{Lang: l, T: textsIn(l), Langs: langs}); err != nil {
+			s.api.Error(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Language", string(l))
+		w.Header().Add("Vary", "Accept-Language, Cookie")
+		_, _ = w.Write(b.Bytes())
+	}))
+}
+
+// leaveSeat serves DELETE /api/ui/seat/{seat_id}: the page gives its UI
+// user seat back when it goes away or to the background. Only the seat's
+// session can; any other answer changes nothing, so it is always 200.
+func (s *Server) leaveSeat() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		holder, err := Holder(r)
+		if err != nil || s.seats == nil {
+			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+			return
+		}
+		// The streams first, so that none plays on once another user
+		// can have the seat.
+		id := r.PathValue("seat_id")
+		s.streams.EndSuggest(id, holder)
+		if err := s.seats.Leave(r.Context(), holder, id); err != nil {
+			s.api.Error(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
 }
 
 // pageConfig serves GET /api/config: what the page needs to know.
@@ -76,6 +120,8 @@ func (s *Server) pageConfig() http.Handler {
 			"modal_budget":           s.cfg.ModalBudget(),
 			"suggest":                s.cfg.Suggest,
 			"metrics_interval_sec":   s.cfg.MetricsInterval.Seconds(),
+			"max_ui_users":           s.cfg.MaxSeats(),
+			"lang":                   langOf(r),
 		})
 	})
 }
@@ -89,8 +135,9 @@ func (s *Server) metricsHistory() http.Handler {
 		if v := r.URL.Query().Get("minutes"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || time.Duration(n)*time.Minute > s.cfg.MetricsRetention {
-				s.api.Error(w, r, &leasehttp.Problem{Status: http.StatusBadRequest, Code: "INVALID_ARGUMENT",
-					Message: "minutes は 1 から保持期間までの整数にしてください"})
+				p := problem(r, http.StatusBadRequest, "INVALID_ARGUMENT")
+				p.Message = message(langOf(r), "INVALID_MINUTES")
+				s.api.Error(w, r, p)
 				return
 			}
 			minutes = n
@@ -123,20 +170,25 @@ func (s *Server) healthz() http.Handler {
 	})
 }
 
-func fileHandler(fsys fs.FS, name string) http.Handler {
-	return noCache(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, fsys, name)
-	}))
+// pageTemplate is index.html, whose texts are in the request's language.
+var pageTemplate = template.Must(template.ParseFS(webFS, "web/index.html"))
+
+// pageData is what index.html is rendered with.
+type pageData struct {
+	Lang  Lang
+	T     map[string]string
+	Langs []Lang
 }
 
 // noCache makes browsers revalidate the page's files, so a restarted server's
 // page is never mixed with an old script.
 // validName answers 404 for a path that no file of an fs.FS can have (not
-// UTF-8, say), which http.FileServerFS would answer with a 500.
+// UTF-8, say), which http.FileServerFS would answer with a 500, and for
+// index.html, the page's template, which only / serves (rendered).
 func validName(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
-		if name != "" && !fs.ValidPath(name) {
+		if name == "" || name == "." || name == "index.html" || !fs.ValidPath(name) {
 			http.NotFound(w, r)
 			return
 		}

@@ -32,6 +32,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	leases   *lease.Manager
+	seats    *Seats
 	gate     *hysteresis.Gate
 	monitor  *sysload.Monitor
 	adm      *Admission
@@ -103,8 +104,13 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 	if s.leases, err = lease.New(cfg.ModalBudget(), opts); err != nil {
 		return nil, err
 	}
+	if cfg.Suggest {
+		if s.seats, err = NewSeats(cfg, deps.Backend.Seats, s.onSeatEvent, log); err != nil {
+			return nil, err
+		}
+	}
 	s.sessions = NewSessions(cfg.SessionKey, cfg.SessionTTL, time.Now)
-	s.adm = &Admission{cfg: cfg, leases: s.leases, gate: s.gate, monitor: s.monitor, sessions: s.sessions}
+	s.adm = &Admission{cfg: cfg, leases: s.leases, seats: s.seats, gate: s.gate, monitor: s.monitor, sessions: s.sessions, log: log}
 	s.api, err = leasehttp.New(s.leases, Holder, leasehttp.Options{
 		Decode:      s.adm.Decode,
 		Granted:     s.adm.Granted,
@@ -120,6 +126,7 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 		return nil, err
 	}
 	s.streams = NewStreams(cfg, s.leases, s.api, log)
+	s.streams.seats = s.seats
 	s.adm.streams = s.streams
 	s.recorder = NewRecorder(cfg, s.history, s.adm, log)
 	s.handler = s.routes()
@@ -153,6 +160,17 @@ func (s *Server) onLeaseEvent(ev lease.Event) {
 	}
 }
 
+// onSeatEvent ends the suggest streams of seats that end, and logs.
+func (s *Server) onSeatEvent(ev lease.Event) {
+	switch ev.Kind {
+	case lease.EventReleased, lease.EventExpired:
+		s.streams.EndSuggest(ev.Lease.ID)
+		s.log.Debug("cameras: UI user seat "+ev.Kind.String(), "seat", ev.Lease.ID)
+	case lease.EventGranted:
+		s.log.Debug("cameras: UI user seated", "seat", ev.Lease.ID)
+	}
+}
+
 // StopStreams ends every stream: the first step of a graceful shutdown, as
 // streams never go idle by themselves.
 func (s *Server) StopStreams() {
@@ -181,6 +199,9 @@ func (s *Server) Close(ctx context.Context) error {
 		if err := s.leases.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("closing leases: %w", err))
 		}
+	}
+	if err := s.seats.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing UI user seats: %w", err))
 	}
 	return errors.Join(errs...)
 }

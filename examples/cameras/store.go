@@ -28,11 +28,17 @@ const (
 	leaseTable        = "modal_leases"
 	mysqlRecordsTable = "modal_lease_records"
 	metricsTable      = "admission_metrics"
+	// seatTable holds the UI users' seats (seats.go), sqllease's table
+	// on both databases.
+	seatTable = "ui_user_seats"
+	// seatPrefix names the seats in Redis, under REDIS_PREFIX.
+	seatPrefix = "ui_user_seats"
 )
 
-// Backend is where leases and admission_metrics live.
+// Backend is where leases, UI user seats and admission_metrics live.
 type Backend struct {
 	Leases  lease.Store // nil means a lease.MemoryStore of the Manager's
+	Seats   lease.Store // likewise, for the seats
 	History History
 	Close   func() error
 }
@@ -122,7 +128,14 @@ FROM %s`, leaseTable, subCost, mysqlRecordsTable)); err != nil {
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
 		return Backend{}, fmt.Errorf("creating %s: %w", metricsTable, err)
 	}
-	return Backend{Leases: st, History: &sqlHistory{db: mysqlDB{db}}, Close: db.Close}, nil
+	seats, err := sqllease.NewMySQL(db, sqllease.Options{Table: seatTable})
+	if err != nil {
+		return Backend{}, err
+	}
+	if err := seats.Migrate(ctx); err != nil {
+		return Backend{}, fmt.Errorf("migrating %s: %w", seatTable, err)
+	}
+	return Backend{Leases: st, Seats: seats, History: &sqlHistory{db: mysqlDB{db}}, Close: db.Close}, nil
 }
 
 func postgresBackend(ctx context.Context, pool *pgxpool.Pool) (Backend, error) {
@@ -132,6 +145,13 @@ func postgresBackend(ctx context.Context, pool *pgxpool.Pool) (Backend, error) {
 	}
 	if err := st.Migrate(ctx); err != nil {
 		return Backend{}, fmt.Errorf("migrating %s: %w", leaseTable, err)
+	}
+	seats, err := sqllease.NewPostgres(pool, sqllease.Options{Table: seatTable})
+	if err != nil {
+		return Backend{}, err
+	}
+	if err := seats.Migrate(ctx); err != nil {
+		return Backend{}, fmt.Errorf("migrating %s: %w", seatTable, err)
 	}
 	// admission_metrics in PostgreSQL's types.
 	for _, q := range []string{`CREATE TABLE IF NOT EXISTS ` + metricsTable + ` (
@@ -148,7 +168,7 @@ func postgresBackend(ctx context.Context, pool *pgxpool.Pool) (Backend, error) {
 			return Backend{}, fmt.Errorf("creating %s: %w", metricsTable, err)
 		}
 	}
-	return Backend{Leases: st, History: &sqlHistory{db: pgDB{pool}}, Close: func() error { pool.Close(); return nil }}, nil
+	return Backend{Leases: st, Seats: seats, History: &sqlHistory{db: pgDB{pool}}, Close: func() error { pool.Close(); return nil }}, nil
 }
 
 func redisBackend(ctx context.Context, c *redis.Client, prefix string) (Backend, error) {
@@ -159,11 +179,19 @@ func redisBackend(ctx context.Context, c *redis.Client, prefix string) (Backend,
 	if err != nil {
 		return Backend{}, err
 	}
-	key := prefix + ":" + metricsTable
-	if strings.HasSuffix(prefix, ":") {
-		key = prefix + metricsTable
+	name := func(n string) string {
+		if strings.HasSuffix(prefix, ":") {
+			return prefix + n
+		}
+		return prefix + ":" + n
 	}
-	return Backend{Leases: st, History: &redisHistory{c: c, key: key}, Close: c.Close}, nil
+	// The seats' keys: {cameras:ui_user_seats:}:leases, ... (a prefix with
+	// a hash tag keeps it: {cams}:ui_user_seats:leases).
+	seats, err := redislease.New(c, redislease.Options{Prefix: name(seatPrefix) + ":"})
+	if err != nil {
+		return Backend{}, err
+	}
+	return Backend{Leases: st, Seats: seats, History: &redisHistory{c: c, key: name(metricsTable)}, Close: c.Close}, nil
 }
 
 // sqlHistory is admission_metrics in a SQL table, through one of two

@@ -43,11 +43,15 @@ type Streams struct {
 	mu       sync.Mutex
 	byLease  map[string]map[*modalStream]struct{}
 	byHolder map[string]map[*modalStream]struct{}
+	bySeat   map[string]map[*modalStream]struct{} // suggest streams by UI user seat
+	seats    *Seats                               // nil when suggest streams are off
 
 	activeMain, activeSub, activeSuggest atomic.Int64
 	framesSent                           atomic.Uint64
 }
 
+// modalStream is a stream guarded by a lease: a modal's, or a suggest
+// stream's UI user seat.
 type modalStream struct {
 	lease, holder string
 	cancel        context.CancelCauseFunc
@@ -58,6 +62,7 @@ var (
 	errLeaseEnded      = errors.New("lease ended")
 	errLeaseSuperseded = errors.New("lease superseded by the holder's next one")
 	errShutdown        = errors.New("server shutting down")
+	errSeatLost        = errors.New("UI user seat ended")
 )
 
 // NewStreams returns Streams over the leases of m, checked through api.
@@ -67,6 +72,7 @@ func NewStreams(cfg Config, m *lease.Manager, api *leasehttp.Handler, log *slog.
 		leases: m, api: api, cameras: cfg.Cameras, cfg: cfg, log: log,
 		base: base, stop: stop, frames: frameCache{draw: drawFrame},
 		byLease: map[string]map[*modalStream]struct{}{}, byHolder: map[string]map[*modalStream]struct{}{},
+		bySeat: map[string]map[*modalStream]struct{}{},
 	}
 }
 
@@ -138,7 +144,7 @@ func (s *Streams) Modal() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cam, id := r.PathValue("camera_id"), r.URL.Query().Get("lease_id")
 		if !s.Camera(cam) {
-			s.api.Error(w, r, unknownCamera(cam))
+			s.api.Error(w, r, unknownCamera(r, cam))
 			return
 		}
 		l, err := s.api.Held(r, id)
@@ -147,8 +153,7 @@ func (s *Streams) Modal() http.Handler {
 			return
 		}
 		if l.Resource != cam {
-			s.api.Error(w, r, &leasehttp.Problem{Status: http.StatusForbidden, Code: "LEASE_CAMERA_MISMATCH",
-				Message: fmt.Sprintf("このLeaseはカメラ %s のものではありません", cam)})
+			s.api.Error(w, r, problem(r, http.StatusForbidden, "LEASE_CAMERA_MISMATCH", cam))
 			return
 		}
 		q := qualityOf(s.cfg, l.Cost)
@@ -194,30 +199,83 @@ func (s *Streams) Modal() http.Handler {
 				}
 			}
 			return s.frames.get(cam, q, now), nil
-		}, check.C, recheck)
+		}, check.C, recheck, nil)
 		s.log.Debug("cameras: modal stream ended", "camera", cam, "quality", q, "lease", id,
 			"why", errors.Join(err, context.Cause(ctx)))
 	})
 }
 
-// Suggest serves GET /stream/suggest: the suggest stream, a sub stream that
-// moves to the next camera every suggestEvery. It needs no lease: the
-// design reserves one sub stream per UI user for it.
+// Suggest serves GET /stream/suggest?seat=...: the suggest stream, a sub
+// stream that moves to the next camera every suggestEvery. The design
+// reserves one sub stream per UI user for it, so it is served only to a
+// session that holds a UI user seat (seats.go): the one ?seat= names, or the
+// one it holds or can take now; with every seat taken it is refused with
+// UI_USERS_FULL. It heartbeats its seat while it plays and ends with it.
 func (s *Streams) Suggest() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.cfg.Suggest {
-			s.api.Error(w, r, &leasehttp.Problem{Status: http.StatusNotFound, Code: "SUGGEST_DISABLED", Message: "サジェストは無効です"})
+		if !s.cfg.Suggest || s.seats == nil {
+			s.api.Error(w, r, problem(r, http.StatusNotFound, "SUGGEST_DISABLED"))
 			return
 		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		defer context.AfterFunc(s.base, cancel)()
+		holder, err := Holder(r)
+		if err != nil {
+			s.api.Error(w, r, problem(r, http.StatusUnauthorized, "NO_SESSION"))
+			return
+		}
+		seat, err := s.seats.Take(r.Context(), holder, r.URL.Query().Get("seat"))
+		if errors.Is(err, errSeatsFull) {
+			s.api.Error(w, r, problem(r, http.StatusTooManyRequests, CodeUIUsersFull, s.seats.Max()))
+			return
+		}
+		if err != nil {
+			s.api.Error(w, r, err)
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		defer context.AfterFunc(s.base, func() { cancel(errShutdown) })()
+		st := &modalStream{lease: seat.ID, holder: holder, cancel: cancel}
+		s.registerSuggest(st, true)
+		defer s.registerSuggest(st, false)
+		ka := s.seats.KeepAlive(ctx, seat)
+		defer func() { _ = ka.Close(context.Background()) }()
 		s.activeSuggest.Add(1)
 		defer s.activeSuggest.Add(-1)
-		_ = s.serveMJPEG(ctx, w, 2, func(now time.Time) ([]byte, error) {
+		// The stream ends the moment its KeepAlive stops trusting the
+		// seat, which is before the store would give the seat to another.
+		err = s.serveMJPEG(ctx, w, 2, func(now time.Time) ([]byte, error) {
 			return s.frames.get(s.cameras[int(now.Unix()/int64(suggestEvery/time.Second))%len(s.cameras)], Sub, now), nil
-		}, nil, nil)
+		}, nil, nil, ka.Done())
+		s.log.Debug("cameras: suggest stream ended", "seat", seat.ID, "why", errors.Join(err, context.Cause(ctx)))
 	})
+}
+
+// EndSuggest ends the suggest streams of seat id at once; with a holder,
+// only the streams of that holder.
+func (s *Streams) EndSuggest(id string, holder ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st := range s.bySeat[id] {
+		if len(holder) == 0 || st.holder == holder[0] {
+			st.cancel(errSeatLost)
+		}
+	}
+}
+
+func (s *Streams) registerSuggest(st *modalStream, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.bySeat[st.lease] == nil {
+			s.bySeat[st.lease] = map[*modalStream]struct{}{}
+		}
+		s.bySeat[st.lease][st] = struct{}{}
+		return
+	}
+	delete(s.bySeat[st.lease], st)
+	if len(s.bySeat[st.lease]) == 0 {
+		delete(s.bySeat, st.lease)
+	}
 }
 
 // Snapshot serves GET /api/cameras/{camera_id}/snapshot: a thumbnail of
@@ -227,7 +285,7 @@ func (s *Streams) Snapshot() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cam := r.PathValue("camera_id")
 		if !s.Camera(cam) {
-			s.api.Error(w, r, unknownCamera(cam))
+			s.api.Error(w, r, unknownCamera(r, cam))
 			return
 		}
 		w.Header().Set("Content-Type", "image/jpeg")
@@ -245,9 +303,9 @@ func untilCheck(l lease.Lease) time.Duration {
 }
 
 // serveMJPEG writes frames as multipart/x-mixed-replace, fps a second,
-// until ctx ends, the client goes, or frame or onWake (called whenever wake
-// fires) returns an error.
-func (s *Streams) serveMJPEG(ctx context.Context, w http.ResponseWriter, fps int, frame func(time.Time) ([]byte, error), wake <-chan time.Time, onWake func() error) error {
+// until ctx ends, the client goes, stop is closed, or frame or onWake
+// (called whenever wake fires) returns an error.
+func (s *Streams) serveMJPEG(ctx context.Context, w http.ResponseWriter, fps int, frame func(time.Time) ([]byte, error), wake <-chan time.Time, onWake func() error, stop <-chan struct{}) error {
 	h := w.Header()
 	h.Set("Content-Type", "multipart/x-mixed-replace; boundary=frame")
 	h.Set("Cache-Control", "no-store")
@@ -273,6 +331,8 @@ func (s *Streams) serveMJPEG(ctx context.Context, w http.ResponseWriter, fps int
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
+			case <-stop:
+				return errSeatLost
 			case <-tick.C:
 				break wait
 			case <-wake:

@@ -2,19 +2,33 @@
 // whose stream is leased from the server's budget through LeaseClient
 // (leasehttp.js): heartbeats while the modal is open, release on close and
 // when the tab goes to the background, a dialog when the TTL is reached.
+// Its texts are the page's language's, which the server chose (index.html
+// carries them); the API answers in the same language.
 import { LeaseClient } from '/static/leasehttp.js';
 
 const $ = id => document.getElementById(id);
+const T = JSON.parse($('texts').textContent);
+const fill = (s, vars) => s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? vars[k] : m));
 const cfg = await (await fetch('/api/config')).json();
 
 // --- the grid -------------------------------------------------------------
 const grid = $('grid');
+let suggestTile = null;
 if (cfg.suggest) {
-  const t = document.createElement('div');
-  t.className = 'tile suggest';
-  t.innerHTML = '<img alt="サジェスト"><span>suggest</span>';
-  t.querySelector('img').src = '/stream/suggest';
-  grid.append(t);
+  suggestTile = document.createElement('div');
+  suggestTile.className = 'tile suggest';
+  suggestTile.id = 'suggest';
+  const img = document.createElement('img');
+  img.alt = T.suggest;
+  const note = document.createElement('p');
+  note.className = 'note';
+  note.id = 'suggest-note';
+  note.hidden = true;
+  const label = document.createElement('span');
+  label.innerHTML = 'suggest <small></small>';
+  label.querySelector('small').textContent = '· ' + T.suggest;
+  suggestTile.append(img, note, label);
+  grid.append(suggestTile);
 }
 const thumbs = [];
 for (const cam of cfg.cameras) {
@@ -54,10 +68,10 @@ const lc = new LeaseClient({
     modal.dataset.heartbeats = String(hbCount);
     setRemaining(body.remaining_sec);
   },
-  onExpired: () => showDialog('ttl', '表示時間が終了しました', '続けて表示しますか？'),
-  onLost: why => showDialog('lost', '接続が切れました', `Leaseが失われました (${why.code})。再接続しますか？`),
+  onExpired: () => showDialog('ttl', T.ttl_title, T.ttl_message),
+  onLost: why => showDialog('lost', T.lost_title, fill(T.lost_message, { code: why.code })),
   onReleased: why => {
-    if (why.code === 'hidden') showDialog('hidden', '表示を停止しました', 'タブがバックグラウンドに移ったため、ストリームを解放しました。');
+    if (why.code === 'hidden') showDialog('hidden', T.hidden_title, T.hidden_message);
   },
 });
 
@@ -88,9 +102,9 @@ async function connect() {
   modal.dataset.state = 'streaming';
   modal.dataset.leaseId = body.lease_id;
   $('lease-id').textContent = body.lease_id.slice(0, 8) + '…';
-  $('modal-quality').textContent = body.allowed_quality === 'main' ? 'メイン' : 'サブ';
+  $('modal-quality').textContent = body.allowed_quality === 'main' ? T.main : T.sub;
   $('modal-quality').dataset.quality = body.allowed_quality;
-  if (body.allowed_quality !== quality) $('modal-quality').textContent += '（予算不足のためサブに切替）';
+  if (body.allowed_quality !== quality) $('modal-quality').textContent += T.fallback;
   setRemaining((Date.parse(body.expires_at) - Date.now()) / 1000);
   const img = $('modal-stream');
   img.src = body.stream_url;
@@ -101,7 +115,7 @@ function setRemaining(sec) {
   let end = Date.now() + Math.max(0, sec) * 1000;
   const show = () => {
     const s = Math.max(0, Math.round((end - Date.now()) / 1000));
-    $('modal-remaining').textContent = `残り ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+    $('modal-remaining').textContent = fill(T.remaining, { m: Math.floor(s / 60), ss: String(s % 60).padStart(2, '0') });
   };
   show();
   remainingTimer = setInterval(show, 1000);
@@ -136,7 +150,8 @@ function showMessage(code, text) {
   m.hidden = false;
 }
 
-// showDialog stops the stream and offers 再接続 (a new lease) or 閉じる.
+// showDialog stops the stream and offers to reconnect (a new lease) or to
+// close.
 function showDialog(kind, title, text) {
   if (modal.hidden) return;
   stopStream();
@@ -163,11 +178,18 @@ document.addEventListener('keydown', e => { if (e.key === 'Escape' && !modal.hid
 
 // --- the status panel -----------------------------------------------------
 const fmt = v => (v == null ? '–' : v.toFixed(1) + '%');
+// Each poll also keeps this page's UI user seat (the ui_seat it was given),
+// which its suggest stream needs: a page in the background does not poll,
+// and gives its seat back.
+let seat = '';
 async function refreshStatus() {
+  if (document.hidden) return;
   try {
-    const s = await (await fetch('/api/system/status')).json();
+    const s = await (await fetch('/api/system/status' + (seat ? '?seat=' + encodeURIComponent(seat) : ''))).json();
+    if (document.hidden) { leaveSeat(); return; }
+    updateSuggest(s);
     const h = $('health');
-    h.textContent = s.healthy ? (s.state === 'warning' ? '注意' : '正常') : '高負荷';
+    h.textContent = s.healthy ? (s.state === 'warning' ? T.warning : T.normal) : T.overloaded;
     h.className = 'badge ' + (s.healthy ? s.state : 'overloaded');
     $('cpu').textContent = fmt(s.cpu_percent);
     $('memory').textContent = fmt(s.memory_percent);
@@ -193,6 +215,56 @@ async function refreshSpark() {
     $('spark').dataset.points = String(pts.length);
   } catch (e) { /* next time */ }
 }
+
+// --- the suggest stream -----------------------------------------------------
+// It plays on the page's seat: the first MAX_UI_USERS users get one, the
+// others are told why they have none, and get it as soon as a seat is free.
+let playing = '';     // the seat the suggest stream plays on
+function stopSuggest() {
+  if (!suggestTile) return;
+  const old = suggestTile.querySelector('img');
+  const img = document.createElement('img');
+  img.alt = T.suggest;
+  old.replaceWith(img);
+  playing = '';
+}
+function updateSuggest(s) {
+  if (!suggestTile) return;
+  const note = $('suggest-note');
+  if (s.ui_seat) {
+    seat = s.ui_seat;
+    note.hidden = true;
+    if (playing !== seat) {
+      stopSuggest();
+      const img = suggestTile.querySelector('img');
+      // A stream that fails or ends is started again at the next poll.
+      img.addEventListener('error', () => { if (playing === seat) playing = ''; }, { once: true });
+      img.src = '/stream/suggest?seat=' + encodeURIComponent(seat);
+      playing = seat;
+    }
+    suggestTile.dataset.state = 'playing';
+    return;
+  }
+  seat = '';
+  stopSuggest();
+  const refused = s.ui_seat_refused || {};
+  note.textContent = refused.message || '';
+  note.hidden = !refused.message;
+  suggestTile.dataset.state = refused.error_code === 'UI_USERS_FULL' ? 'full' : 'none';
+  suggestTile.dataset.code = refused.error_code || '';
+}
+// leaveSeat gives the seat back at once (so another user gets it), with a
+// request that outlives the page.
+function leaveSeat() {
+  stopSuggest();
+  if (suggestTile) suggestTile.dataset.state = 'left';
+  if (!seat) return;
+  fetch('/api/ui/seat/' + encodeURIComponent(seat), { method: 'DELETE', keepalive: true }).catch(() => {});
+  seat = '';
+}
+document.addEventListener('visibilitychange', () => (document.hidden ? leaveSeat() : refreshStatus()));
+window.addEventListener('pagehide', leaveSeat);
+
 refreshStatus();
 refreshSpark();
 setInterval(refreshStatus, 5000);
