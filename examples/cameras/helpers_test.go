@@ -81,6 +81,8 @@ type user struct {
 	client *http.Client
 	mu     sync.Mutex
 	cookie *http.Cookie
+	// lang is the user's Accept-Language; empty sends none.
+	lang string
 }
 
 // inProcess returns a user that calls h directly: no network, so it works
@@ -123,6 +125,9 @@ func (u *user) do(method, path, ctype, body string) answer {
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
+		if u.lang != "" {
+			req.Header.Set("Accept-Language", u.lang)
+		}
 		u.mu.Lock()
 		if u.cookie != nil {
 			req.AddCookie(u.cookie)
@@ -143,6 +148,9 @@ func (u *user) do(method, path, ctype, body string) answer {
 		require.NoError(u.t, err)
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
+		}
+		if u.lang != "" {
+			req.Header.Set("Accept-Language", u.lang)
 		}
 		res, err = u.client.Do(req)
 		require.NoError(u.t, err)
@@ -246,7 +254,13 @@ func (w *streamWriter) snapshot() (status, frames int, last time.Time) {
 // openStream serves the modal stream of lease id to u in process, on a
 // goroutine; done is closed when the handler returns.
 func (u *user) openStream(ctx context.Context, camera, id string) (w *streamWriter, done chan struct{}) {
-	req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8080/stream/"+camera+"?lease_id="+id, nil)
+	return u.openPath(ctx, "/stream/"+camera+"?lease_id="+id)
+}
+
+// openPath serves path (a stream) to u in process, on a goroutine; done is
+// closed when the handler returns.
+func (u *user) openPath(ctx context.Context, path string) (w *streamWriter, done chan struct{}) {
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8080"+path, nil)
 	u.mu.Lock()
 	if u.cookie != nil {
 		req.AddCookie(u.cookie)
