@@ -39,14 +39,19 @@ func newBrowser(t *testing.T) context.Context {
 // requests and in navigator.languages.
 func setLanguage(t *testing.T, ctx context.Context, acceptLanguage string) {
 	t.Helper()
-	require.NoError(t, chromedp.Do(ctx, chromedp.Func(func(c context.Context, _ *chromedp.Target) error {
+	require.NoError(t, chromedp.Do(ctx, preferLanguage(acceptLanguage)))
+}
+
+// preferLanguage is the action of setLanguage.
+func preferLanguage(acceptLanguage string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(c context.Context, _ *chromedp.Target) error {
 		v, err := chromedp.CallBrowser(c, browser.GetVersion, cdp.Empty{})
 		if err != nil {
 			return err
 		}
 		_, err = chromedp.Call(c, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: v.UserAgent, AcceptLanguage: acceptLanguage})
 		return err
-	})))
+	})
 }
 
 // browserServer starts an instance for a browser, with real pictures.
