@@ -217,7 +217,7 @@ func TestBrowserUIUserCap(t *testing.T) {
 		assert.Equal(t, string(l), s.Lang, "page %d", i)
 		assert.Equal(t, pageTexts["title"].in(l), s.Title, "page %d", i)
 		assert.Equal(t, pageTexts["close_x"].in(l), s.ModalTitle, "page %d", i)
-		assert.Equal(t, "10", s.UIUsers, "page %d: the UI users of both instances", i)
+		assert.Equal(t, "10 / 10", s.UIUsers, "page %d: the UI users of both instances", i)
 		if s.Suggest == "full" {
 			byLang[l]++
 			assert.Equal(t, message(l, CodeUIUsersFull, 10), s.Note, "page %d", i)

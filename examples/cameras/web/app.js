@@ -195,7 +195,7 @@ async function refreshStatus() {
     $('memory').textContent = fmt(s.memory_percent);
     $('active-modals').textContent = s.active_modals;
     $('budget-remaining').textContent = `${s.modal_budget_remaining} / ${s.modal_budget}`;
-    $('ui-users').textContent = s.active_ui_users;
+    $('ui-users').textContent = s.max_ui_users ? `${s.active_ui_users} / ${s.max_ui_users}` : String(s.active_ui_users);
     $('current-usage').textContent = `${s.current_usage} / ${s.total_stream_units}`;
     $('budget-bar').style.width = `${100 * s.modal_units_in_use / Math.max(1, s.modal_budget)}%`;
   } catch (e) { /* the next poll tries again */ }
