@@ -73,31 +73,6 @@ func (d *decisions) of(id string) []ttl.Expiry {
 	return append([]ttl.Expiry(nil), d.m[id]...)
 }
 
-// schedDelay measures how late this process's goroutines run: it sleeps
-// 10 ms again and again until the test ends, and the func it returns gives
-// the most any sleep overran so far.
-func schedDelay(t *testing.T) func() time.Duration {
-	var worst atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		const period = 10 * time.Millisecond
-		for {
-			start := time.Now()
-			select {
-			case <-stop:
-				return
-			case <-time.After(period):
-			}
-			if d := int64(time.Since(start) - period); d > worst.Load() {
-				worst.Store(d)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
-	return func() time.Duration { return time.Duration(worst.Load()) }
-}
-
 // slowestTick watches r's ticks until the test ends; the func it returns
 // gives the longest tick seen so far.
 func slowestTick(t *testing.T, r *ttl.Runner) func() time.Duration {
@@ -199,7 +174,7 @@ func ownersOf(t testing.TB, sys *System, base string, ids []string) []*owner {
 // sync of Redis answering, and idle workspaces still go to STANDBY, never
 // before their TTL.
 func TestRedisRestart(t *testing.T) {
-	delay := schedDelay(t)
+	delay := testenv.SchedDelay(t)
 	rs := redistest.StartRedis(t, redistest.RedisServerOptions{})
 	pg := pgtest.OpenPostgres(t)
 	store := seedStore(t, pg)
@@ -280,7 +255,7 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 workspaces")
 	}
-	delay := schedDelay(t)
+	delay := testenv.SchedDelay(t)
 	pg := pgtest.OpenPostgres(t)
 	rd := redistest.OpenRedis(t)
 	redisURL := os.Getenv(testenv.EnvRedis)

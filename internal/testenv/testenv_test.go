@@ -8,10 +8,14 @@ import (
 
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -293,4 +297,16 @@ func checkStartPolicy(t *testing.T, env, value string, start func(testing.TB)) {
 	t.Setenv(testenv.EnvRequire, "")
 	r = run(t, start)
 	assert.True(t, r.skipped, "want skip, got %q", r.msg)
+}
+
+// TestSchedDelay: a process stopped for 200 ms (SIGSTOP, then SIGCONT)
+// shows a delay at least that long.
+func TestSchedDelay(t *testing.T) {
+	delay := testenv.SchedDelay(t)
+	time.Sleep(50 * time.Millisecond) // a few measurements
+	before := delay()
+	pid := strconv.Itoa(os.Getpid())
+	require.NoError(t, exec.Command("sh", "-c", "kill -STOP "+pid+"; sleep 0.2; kill -CONT "+pid).Run())
+	assert.Eventually(t, func() bool { return delay() >= 150*time.Millisecond }, 5*time.Second, 5*time.Millisecond,
+		"measured %v (before the stop: %v)", delay(), before)
 }
