@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/pgttl"
 )
 
 // Environment of a controller process a test kills, inherited by the
@@ -145,4 +149,169 @@ func servers(t *testing.T, dir, id string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// TestPostgresRestart: PostgreSQL crashes (immediate shutdown) and comes
+// back a second later, under traffic. Running workspaces keep serving
+// meanwhile (a proxy needs the table only to wake a sleeping one); the
+// runner's ticks fail and resume, the activity buffered in Redis reaches
+// the table once it answers; no workspace in use goes to STANDBY, no
+// operation is left stuck, and the idle ones are decided late by the
+// outage at most.
+func TestPostgresRestart(t *testing.T) {
+	delay := testenv.SchedDelay(t)
+	srv := pgtest.StartPostgres(t)
+	rd := redistest.OpenRedis(t)
+	store, err := pgttl.New(srv.Pool(t), pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+	require.NoError(t, err)
+	require.NoError(t, store.Migrate(context.Background()))
+	fake := newFakeHost(t, backend(t), 0)
+	var dec decisions
+	cfg := fastConfig(t)
+	cfg.PostgresURL, cfg.RedisURL, cfg.RedisKey = srv.URL(), os.Getenv(testenv.EnvRedis), rd.Prefix+"codehub:activity"
+	cfg.Standby = 3 * time.Second
+	cfg.Archive = time.Hour
+	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake, Wake: dec.wake})
+	base := "http://" + sys.Addr()
+
+	now := time.Now()
+	var active, idle []string
+	var es []ttl.Entity
+	for i := range 20 {
+		id := fmt.Sprintf("active-%02d", i)
+		active = append(active, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		fake.setRunning(id)
+	}
+	for i := range 5 {
+		id := fmt.Sprintf("idle-%02d", i)
+		idle = append(idle, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * 200 * time.Millisecond)})
+		fake.setRunning(id)
+	}
+	_, err = store.CreateMany(context.Background(), es)
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	wg := traffic(t, ownersOf(t, sys, base, active), []string{base}, 200*time.Millisecond, stop)
+	time.Sleep(time.Second)
+	failedBefore := sys.runner.Stats().SyncErrors
+	const down = time.Second
+	srv.Restart(down)
+	up := time.Now()
+	var caughtUp time.Duration
+	require.Eventually(t, func() bool {
+		for _, id := range active {
+			e, err := store.Get(context.Background(), id)
+			if err != nil || e.LastActivityAt.Before(up) {
+				return false
+			}
+		}
+		caughtUp = time.Since(up)
+		return true
+	}, 15*time.Second, 20*time.Millisecond)
+	t.Logf("activity of every active workspace in the table %v after PostgreSQL answered", caughtUp)
+	time.Sleep(cfg.Standby + time.Second)
+	close(stop)
+	wg.Wait()
+
+	assert.Greater(t, sys.runner.Stats().SyncErrors, failedBefore, "the runner's ticks failed during the outage")
+	for _, id := range active {
+		assert.Empty(t, dec.of(id), "%s was in use: never decided idle", id)
+		assert.Empty(t, fake.opsOf(id), "%s was never stopped", id)
+	}
+	idleOnTime(t, store, &dec, idle, cfg.Standby, down+3*time.Second, func() (time.Duration, string) {
+		return 3 * delay(), fmt.Sprintf("3 × the worst scheduling delay, %v", delay())
+	})
+	stuck, err := store.List(context.Background(), ttl.Filter{Limit: 100})
+	require.NoError(t, err)
+	for _, e := range stuck {
+		assert.Empty(t, e.Operation, "%s: no operation left", e.ID)
+	}
+	assert.Empty(t, fake.overlapping())
+}
+
+// TestRunnerProcessKilled: the TTL runner, a process of its own, is killed
+// with SIGKILL again and again while a proxy records activity on 300
+// workspaces in use and 10 go idle, each time a little later in its tick
+// cycle, and started again. A runner keeps nothing of its own: what it
+// drained from Redis but had not yet written stays in Redis until a
+// runner writes it. No workspace in use goes to STANDBY, each idle one
+// goes no earlier than its TTL, and nothing is left half done.
+func TestRunnerProcessKilled(t *testing.T) {
+	pg := pgtest.OpenPostgres(t)
+	rd := redistest.OpenRedis(t)
+	redisURL := os.Getenv(testenv.EnvRedis)
+	key := rd.Prefix + "codehub:activity"
+	store := seedStore(t, pg)
+	fake := newFakeHost(t, backend(t), 0)
+	cfg := backendConfig(t, "proxy", pg, redisURL, key)
+	cfg.Standby = 3 * time.Second
+	cfg.Archive = time.Hour
+	px := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake})
+	ctrlCfg := cfg
+	ctrlCfg.Component = "controller"
+	startSystem(t, ctrlCfg, Deps{Runtime: fake, Routes: fake})
+	base := "http://" + px.Addr()
+
+	now := time.Now()
+	var active, idle []string
+	var es []ttl.Entity
+	for i := range 300 {
+		id := fmt.Sprintf("active-%03d", i)
+		active = append(active, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		fake.setRunning(id)
+	}
+	for i := range 10 {
+		id := fmt.Sprintf("idle-%02d", i)
+		idle = append(idle, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		fake.setRunning(id)
+	}
+	_, err := store.CreateMany(context.Background(), es)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	wg := traffic(t, ownersOf(t, px, base, active), []string{base}, 300*time.Millisecond, stop)
+
+	runner := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "runner", "-addr", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.PostgresURL, "REDIS_URL="+redisURL, "ACTIVITY_KEY="+key,
+			"WORKSPACES_DIR="+cfg.DataDir, "WORKSPACES_SECRET="+testSecret, "ADMIN_TOKEN="+testAdmin,
+			"TTL_STANDBY_SECONDS="+secs(cfg.Standby), "TTL_ARCHIVE_SECONDS=3600",
+			"ACTIVITY_FLUSH_INTERVAL="+secs(cfg.FlushInterval), "COORDINATOR_TTL_INTERVAL="+secs(cfg.TickInterval))
+		cmd.Stderr = testWriter{t}
+		cmd.WaitDelay = time.Second
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	// Kill it 8 times, each life 37 ms longer than the one before: the
+	// kills fall at every point of a 100 ms tick cycle.
+	for i := range 8 {
+		r := runner()
+		time.Sleep(400*time.Millisecond + time.Duration(i)*37*time.Millisecond)
+		require.NoError(t, r.Process.Signal(syscall.SIGKILL))
+		_ = r.Wait()
+	}
+	runner() // the last one lives
+	for _, id := range idle {
+		waitPhase(t, store, id, catalog.Standby, 30*time.Second)
+	}
+	time.Sleep(cfg.Standby)
+	close(stop)
+	wg.Wait()
+
+	for _, id := range active {
+		e := entity(t, store, id)
+		assert.Equal(t, catalog.Running, e.Phase, "%s was in use", id)
+		assert.Empty(t, e.DesiredState, "%s was in use: never decided idle", id)
+		assert.Empty(t, fake.opsOf(id), "%s was never stopped", id)
+	}
+	for _, id := range idle {
+		e := entity(t, store, id)
+		assert.Greater(t, e.PhaseChangedAt.Sub(e.LastActivityAt), cfg.Standby, "%s: never before the TTL", id)
+		assert.Empty(t, e.Operation, id)
+	}
+	assert.Empty(t, fake.overlapping())
 }

@@ -310,3 +310,17 @@ func TestSchedDelay(t *testing.T) {
 	assert.Eventually(t, func() bool { return delay() >= 150*time.Millisecond }, 5*time.Second, 5*time.Millisecond,
 		"measured %v (before the stop: %v)", delay(), before)
 }
+
+// TestPrivatePostgresRestarts: a private server keeps its committed rows
+// across a crash and a restart, and its clients reconnect.
+func TestPrivatePostgresRestarts(t *testing.T) {
+	srv := pgtest.StartPostgres(t)
+	pool := srv.Pool(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+	require.NoError(t, err)
+	srv.Restart(100 * time.Millisecond)
+	var v int
+	require.Eventually(t, func() bool { return pool.QueryRow(ctx, "SELECT v FROM kept").Scan(&v) == nil }, 30*time.Second, 50*time.Millisecond)
+	assert.Equal(t, 42, v)
+}
