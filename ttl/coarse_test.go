@@ -25,7 +25,7 @@ func TestCoarseTimeNeverExpiresEarly(t *testing.T) {
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		buf := ttl.NewMemoryBuffer()
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second})
-		r := newRunner(t, st, ttl.WorkspaceRules(8*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
+		r := newRunner(t, st, workspaceRules(8*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		t0 := time.Now()
@@ -88,7 +88,7 @@ func TestCoarseTimeStarvedRefresh(t *testing.T) {
 		const late = 5 * time.Second
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second,
 			Clock: starvedClock{Clock: clock.New(), every: late}})
-		r := newRunner(t, st, ttl.WorkspaceRules(4*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
+		r := newRunner(t, st, workspaceRules(4*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		t0 := time.Now()

@@ -31,7 +31,7 @@ func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 			mu    sync.Mutex
 			woken []ttl.Expiry
 		)
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 			Buffer: buf, Interval: time.Hour,
 			Wake: func(_ context.Context, exps []ttl.Expiry) error {
 				mu.Lock()

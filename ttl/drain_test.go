@@ -26,7 +26,7 @@ func TestRunnerDrainsPastRefreshedBatch(t *testing.T) {
 		ctx := context.Background()
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
-		r := newRunner(t, st, ttl.WorkspaceRules(5*time.Second, time.Hour),
+		r := newRunner(t, st, workspaceRules(5*time.Second, time.Hour),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour, BatchSize: 100})
 		defer r.Close(context.Background())
 		now := time.Now()
@@ -80,7 +80,7 @@ func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
 	mock.Set(t0)
 	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
 	buf := slowBuffer{ttl.NewMemoryBuffer(), mock, 4 * time.Second}
-	r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour),
+	r := newRunner(t, st, workspaceRules(time.Minute, time.Hour),
 		ttl.RunnerOptions{Buffer: buf, Interval: 10 * time.Second, BatchSize: 10, Clock: mock})
 	defer r.Close(context.Background())
 	var acts []ttl.Activity
@@ -144,7 +144,7 @@ func TestRunnerDrainCutShortByContext(t *testing.T) {
 		} {
 			require.NoError(t, lossy.Add(context.Background(), []ttl.Activity{{ID: "other", At: time.Now()}}))
 			var log eventLog
-			r := newRunner(t, c.store, ttl.WorkspaceRules(time.Minute, time.Hour),
+			r := newRunner(t, c.store, workspaceRules(time.Minute, time.Hour),
 				ttl.RunnerOptions{Buffer: c.buf, Interval: time.Hour, OnEvent: log.add})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			res, err := r.Tick(ctx)

@@ -40,7 +40,7 @@ func TestRunnerEventsDoNotBlockTick(t *testing.T) {
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		release := make(chan struct{})
 		var log eventLog
-		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
+		r := newRunner(t, st, containerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
 			Interval: time.Hour, EventQueue: 2,
 			OnEvent: func(e ttl.Event) {
 				r := e // the callback may block; Tick must not wait for it
@@ -128,7 +128,7 @@ func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
 		release := make(chan struct{})
 		var log eventLog
-		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{
+		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{
 			Buffer: buf, Interval: time.Hour,
 			OnEvent: func(e ttl.Event) {
 				<-release

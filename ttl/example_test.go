@@ -23,7 +23,11 @@ func Example() {
 		panic(err)
 	}
 	defer tracker.Close(ctx)
-	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+	rules := []ttl.Rule{
+		{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"},
+		{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"},
+	}
+	runner, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{
 		Buffer: buffer,
 		Wake: func(_ context.Context, expired []ttl.Expiry) error {
 			var ids []string
@@ -70,10 +74,15 @@ func Example() {
 // ExampleRule prints the rules of a cloud-IDE workspace system and of an AI
 // sandbox system.
 func ExampleRule() {
-	for _, r := range ttl.WorkspaceRules(10*time.Minute, 30*time.Minute) {
-		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)
+	workspaces := []ttl.Rule{
+		{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"},
+		{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"},
 	}
-	for _, r := range ttl.ContainerRules(time.Hour, 8*time.Hour) {
+	containers := []ttl.Rule{
+		{Name: "inactive", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: time.Hour, Then: "DESTROYED"},
+		{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"},
+	}
+	for _, r := range append(workspaces, containers...) {
 		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)
 	}
 	// Output:

@@ -55,7 +55,7 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
 		var log eventLog
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1, Retain: 10 * time.Minute, OnEvent: log.add})
-		r := newRunner(t, st, ttl.WorkspaceRules(5*time.Minute, time.Hour),
+		r := newRunner(t, st, workspaceRules(5*time.Minute, time.Hour),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour, Hold: 90 * time.Second, OnEvent: log.add})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
@@ -148,7 +148,7 @@ func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
 		ctx := context.Background()
 		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		st := &failingStore{Store: mem, failRule: "standby"}
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Hold: time.Minute})
+		r := newRunner(t, st, workspaceRules(10*time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Hold: time.Minute})
 		defer r.Close(context.Background())
 		create(t, mem, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)})
 		_, err := r.Tick(ctx)
@@ -209,7 +209,7 @@ func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
 		buf := newPacedBuffer()
 		fast := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Second, Resolution: -1, Retain: time.Minute})
 		w := &wakes{}
-		rules := ttl.WorkspaceRules(time.Minute, time.Hour)
+		rules := workspaceRules(time.Minute, time.Hour)
 		r := newRunner(t, st, rules, ttl.RunnerOptions{Buffer: buf, Interval: 2 * time.Second, Wake: w.Wake})
 		longer := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, Interval: 2 * time.Second, Hold: 10 * time.Second})
 		defer longer.Close(context.Background())

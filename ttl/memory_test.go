@@ -46,7 +46,7 @@ func TestMemoryStoreUsesItsClock(t *testing.T) {
 	e, err := st.Create(ctx, ttl.Entity{ID: "ws", Phase: "RUNNING"})
 	require.NoError(t, err)
 	assert.Equal(t, start, e.CreatedAt)
-	rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
+	rules := workspaceRules(10*time.Minute, 30*time.Minute)
 
 	mock.Add(10 * time.Minute) // exactly After: not expired yet (strictly greater)
 	ids, err := st.Apply(ctx, rules[0])

@@ -118,25 +118,3 @@ func (r Rule) Matches(e Entity, now time.Time) bool {
 	since := r.Since.Of(e)
 	return !since.IsZero() && now.Sub(since) > r.After
 }
-
-// WorkspaceRules returns a cloud-IDE workspace system's rules: RUNNING entities idle for longer
-// than standby get desired state STANDBY ("standby"), and STANDBY entities
-// that entered STANDBY longer than archive ago get ARCHIVED ("archive").
-// That system uses 10 and 30 minutes.
-func WorkspaceRules(standby, archive time.Duration) []Rule {
-	return []Rule{
-		{Name: "standby", Phase: "RUNNING", Since: SinceLastActivity, After: standby, Then: "STANDBY"},
-		{Name: "archive", Phase: "STANDBY", Since: SincePhaseChanged, After: archive, Then: "ARCHIVED"},
-	}
-}
-
-// ContainerRules returns an AI sandbox system's rules for RUNNING
-// containers: desired state DESTROYED after inactive without activity
-// ("inactive", typically 60 minutes) or lifetime after creation
-// ("lifetime", typically 8 hours), whichever comes first.
-func ContainerRules(inactive, lifetime time.Duration) []Rule {
-	return []Rule{
-		{Name: "inactive", Phase: "RUNNING", Since: SinceLastActivity, After: inactive, Then: "DESTROYED"},
-		{Name: "lifetime", Phase: "RUNNING", Since: SinceCreated, After: lifetime, Then: "DESTROYED"},
-	}
-}

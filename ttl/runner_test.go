@@ -76,7 +76,7 @@ func TestRunnerWorkspaces(t *testing.T) {
 		buf := ttl.NewMemoryBuffer()
 		w := &wakes{}
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
+		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute),
 			ttl.RunnerOptions{Buffer: buf, Wake: w.Wake})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
@@ -137,7 +137,7 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		buf := ttl.NewMemoryBuffer()
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
+		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-11 * time.Minute)
@@ -217,7 +217,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
 		// Loops slower than the test: every step is taken by hand.
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
+		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
@@ -327,7 +327,7 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		st := &failingStore{Store: mem, failRule: "inactive"}
 		w := &wakes{err: errors.New("controller away")}
 		var log eventLog
-		r := newRunner(t, st, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
+		r := newRunner(t, st, containerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
 			Wake: w.Wake, OnEvent: log.add})
 		defer r.Close(context.Background())
 		created := time.Now().Add(-9 * time.Hour)
@@ -360,7 +360,7 @@ func TestRunnerMockClock(t *testing.T) {
 	mock.Set(time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC))
 	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
 	woken := make(chan []string, 10)
-	r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+	r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Clock: mock,
 		Wake: func(_ context.Context, exps []ttl.Expiry) error {
 			ids := make([]string, len(exps))
@@ -396,7 +396,7 @@ func TestRunnersShareStore(t *testing.T) {
 	ctx := context.Background()
 	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 	w := &wakes{}
-	rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
+	rules := workspaceRules(10*time.Minute, 30*time.Minute)
 	r1 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
 	r2 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
 	defer r1.Close(context.Background())
@@ -425,7 +425,7 @@ func TestRunnersShareStore(t *testing.T) {
 
 func TestNewRunnerValidates(t *testing.T) {
 	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-	ok := ttl.WorkspaceRules(time.Minute, time.Minute)
+	ok := workspaceRules(time.Minute, time.Minute)
 	for _, c := range []struct {
 		store ttl.Store
 		rules []ttl.Rule
@@ -461,7 +461,7 @@ func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]ttl.Expiry, error)
 func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := stuckStore{ttl.NewMemoryStore(ttl.MemoryStoreOptions{})}
-		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Minute), ttl.RunnerOptions{})
+		r := newRunner(t, st, workspaceRules(time.Minute, time.Minute), ttl.RunnerOptions{})
 		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
 		synctest.Wait()
 		require.NoError(t, r.Close(context.Background()))
@@ -500,7 +500,7 @@ func TestRunnerCloseDuringTickIsNoError(t *testing.T) {
 		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
 		st := &gatedStore{Store: mem}
 		var log eventLog
-		r := newRunner(t, st, ttl.WorkspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Minute, OnEvent: log.add})
+		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Minute, OnEvent: log.add})
 		create(t, mem, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 		st.stuck.Store(true)
 		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
@@ -558,7 +558,7 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		st := &mergeFailStore{Store: mem}
 		buf := ttl.NewMemoryBuffer()
 		var log eventLog
-		r := newRunner(t, st, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 			Buffer: buf, Interval: time.Hour, OnEvent: log.add})
 		defer r.Close(context.Background())
 		old := time.Now().Add(-11 * time.Minute)

@@ -61,7 +61,7 @@ FROM generate_series(0, $1 - 1) i`, n); err != nil {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rules := ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)
+			rules := workspaceRules(10*time.Minute, 30*time.Minute)
 			r, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
 			if err != nil {
 				b.Fatal(err)

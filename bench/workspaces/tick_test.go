@@ -141,7 +141,7 @@ FROM generate_series(0, $1 - 1) i`, n); err != nil {
 				if err != nil {
 					b.Fatal(err)
 				}
-				r, err := ttl.NewRunner(store, ttl.WorkspaceRules(600*time.Second, 1800*time.Second),
+				r, err := ttl.NewRunner(store, workspaceRules(600*time.Second, 1800*time.Second),
 					ttl.RunnerOptions{Interval: time.Hour, Buffer: buf, Wake: wake.WakeExpired})
 				if err != nil {
 					b.Fatal(err)

@@ -289,7 +289,7 @@ func (s *System) startRunner(deps Deps) error {
 		return notify(ctx, exps)
 	}
 	var err error
-	s.runner, err = ttl.NewRunner(s.store, ttl.WorkspaceRules(s.cfg.Standby, s.cfg.Archive), ttl.RunnerOptions{
+	s.runner, err = ttl.NewRunner(s.store, Rules(s.cfg.Standby, s.cfg.Archive), ttl.RunnerOptions{
 		Interval: s.cfg.TickInterval,
 		Buffer:   s.buffer,
 		Hold:     s.cfg.FlushInterval + s.cfg.TickInterval,
@@ -427,4 +427,14 @@ func (s *System) Shutdown(ctx context.Context) error {
 		s.pool.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// Rules are the design's two TTLs as ttl rules: a RUNNING workspace idle
+// (by last_access_at) for longer than standby is to go to STANDBY, and one
+// in STANDBY (by phase_changed_at) for longer than archive to ARCHIVED.
+func Rules(standby, archive time.Duration) []ttl.Rule {
+	return []ttl.Rule{
+		{Name: "standby", Phase: catalog.Running, Since: ttl.SinceLastActivity, After: standby, Then: catalog.Standby},
+		{Name: "archive", Phase: catalog.Standby, Since: ttl.SincePhaseChanged, After: archive, Then: catalog.Archived},
+	}
 }

@@ -78,7 +78,7 @@ func newBubble(t *testing.T, proxies int) *bubble {
 	b.ctrl, err = controller.New(b.store, b.host, controller.Options{Standby: standbyTTL, Interval: time.Hour})
 	require.NoError(t, err)
 	b.catalog = catalog.New(b.store, b.ctrl.WakeIDs)
-	b.runner, err = ttl.NewRunner(b.store, ttl.WorkspaceRules(standbyTTL, archiveTTL), ttl.RunnerOptions{
+	b.runner, err = ttl.NewRunner(b.store, Rules(standbyTTL, archiveTTL), ttl.RunnerOptions{
 		Interval: tickEvery, Buffer: b.buffer, Wake: b.wake,
 	})
 	require.NoError(t, err)

@@ -68,7 +68,7 @@ WHERE table_schema = $1 AND table_name = 'workspaces' ORDER BY ordinal_position`
 	e, err := s.Update(ctx, "ws-busy", ttl.Update{Operation: "STOPPING"})
 	require.NoError(t, err)
 	assert.Equal(t, "STOPPING", e.Operation)
-	exps, err := s.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)[0])
+	exps, err := s.Apply(ctx, workspaceRules(10*time.Minute, 30*time.Minute)[0])
 	require.NoError(t, err)
 	require.Len(t, exps, 1, "only the idle workspace without an operation: %v", exps)
 	assert.Equal(t, "ws-idle", exps[0].ID)

@@ -71,7 +71,7 @@ SELECT format('ws-%s', lpad(i::text, 4, '0')), 'RUNNING', $1, $1, $1 FROM genera
 		_, err := proxy.Flush(ctx)
 		require.NoError(t, err)
 	}}
-	r, err := ttl.NewRunner(st, ttl.WorkspaceRules(10*time.Second, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
+	r, err := ttl.NewRunner(st, workspaceRules(10*time.Second, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
 	require.NoError(t, err)
 	defer r.Close(ctx)
 

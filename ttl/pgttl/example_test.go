@@ -50,7 +50,11 @@ func ExampleNotifier() {
 	if err != nil {
 		panic(err)
 	}
-	runner, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute),
+	rules := []ttl.Rule{
+		{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"},
+		{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"},
+	}
+	runner, err := ttl.NewRunner(store, rules,
 		ttl.RunnerOptions{Interval: time.Minute, Wake: wake.WakeExpired})
 	if err != nil {
 		panic(err)

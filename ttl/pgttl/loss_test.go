@@ -37,7 +37,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	defer proxy.Close(ctx)
 	mock := clock.NewMock() // the runner's clock, which times the hold
 	mock.Set(time.Now())
-	r, err := ttl.NewRunner(store, ttl.WorkspaceRules(10*time.Minute, time.Hour),
+	r, err := ttl.NewRunner(store, workspaceRules(10*time.Minute, time.Hour),
 		ttl.RunnerOptions{Interval: time.Hour, Buffer: runnerBuf, Clock: mock, Hold: time.Minute})
 	require.NoError(t, err)
 	defer r.Close(ctx)

@@ -107,7 +107,7 @@ func TestProofRedisRestarts(t *testing.T) {
 	)
 	runnerBuf, err := redisttl.New(srv.Client(t), redisttl.Options{Prefix: "codehub"})
 	require.NoError(t, err)
-	r, err := ttl.NewRunner(store, ttl.WorkspaceRules(ttlStandby, time.Hour), ttl.RunnerOptions{
+	r, err := ttl.NewRunner(store, workspaceRules(ttlStandby, time.Hour), ttl.RunnerOptions{
 		Interval: tick, Buffer: runnerBuf, Hold: hold,
 		Wake: func(_ context.Context, exps []ttl.Expiry) error {
 			mu.Lock()

@@ -54,7 +54,7 @@ func newPipeline(t *testing.T, storePool func(pg *pgtest.Postgres) ttlPool) *pip
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	notifier, err := pgttl.NewNotifier(pool, "workspace_wake")
 	require.NoError(t, err)
-	p.runner, err = ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
+	p.runner, err = ttl.NewRunner(p.store, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Interval: time.Hour, // ticked by hand
 		Buffer:   p.buf,
 		Wake:     notifier.WakeExpired,
@@ -185,7 +185,7 @@ func TestPipelineRedisDown(t *testing.T) {
 	defer down.Close()
 	buf, err := redisttl.New(down, redisttl.Options{Prefix: p.rd.Prefix})
 	require.NoError(t, err)
-	r, err := ttl.NewRunner(p.store, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
+	r, err := ttl.NewRunner(p.store, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Interval: time.Hour, Buffer: buf})
 	require.NoError(t, err)
 	defer r.Close(context.Background())
 	res, err := r.Tick(ctx)

@@ -56,7 +56,11 @@ func ExampleStore() {
 	if _, err := store.Create(ctx, ttl.Entity{ID: "conv-1", Phase: "RUNNING"}); err != nil {
 		panic(err)
 	}
-	runner, err := ttl.NewRunner(store, ttl.ContainerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
+	rules := []ttl.Rule{
+		{Name: "inactive", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: time.Hour, Then: "DESTROYED"},
+		{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"},
+	}
+	runner, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{
 		Interval: time.Minute,
 		Wake: func(ctx context.Context, expired []ttl.Expiry) error {
 			for _, x := range expired {

@@ -30,7 +30,8 @@ func Example() {
 			panic(err)
 		}
 	}
-	expired, err := store.Apply(ctx, ttl.WorkspaceRules(10*time.Minute, 30*time.Minute)[0])
+	standby := ttl.Rule{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
+	expired, err := store.Apply(ctx, standby)
 	if err != nil {
 		panic(err)
 	}

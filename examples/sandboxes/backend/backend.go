@@ -254,10 +254,13 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b.pool = p
-	rules := append(ttl.ContainerRules(cfg.InactivityTTL, cfg.AbsoluteTTL), ttl.Rule{
-		Name: ReasonAssignLate, Phase: PhaseAssigning, Since: ttl.SincePhaseChanged,
-		After: cfg.AssignTimeout, Then: desiredDestroy,
-	})
+	rules := []ttl.Rule{
+		// The design's two TTLs, whichever comes first.
+		{Name: ReasonInactive, Phase: PhaseRunning, Since: ttl.SinceLastActivity, After: cfg.InactivityTTL, Then: desiredDestroy},
+		{Name: ReasonLifetime, Phase: PhaseRunning, Since: ttl.SinceCreated, After: cfg.AbsoluteTTL, Then: desiredDestroy},
+		// A sandbox whose assignment never finished.
+		{Name: ReasonAssignLate, Phase: PhaseAssigning, Since: ttl.SincePhaseChanged, After: cfg.AssignTimeout, Then: desiredDestroy},
+	}
 	b.runner, err = ttl.NewRunner(cfg.Entities, rules, ttl.RunnerOptions{
 		Interval: cfg.GCInterval, Wake: b.wake, Logger: cfg.Logger,
 	})
