@@ -128,6 +128,7 @@ type Server struct {
 	shims  map[int]*shimProc // by pid, busy or idle
 	idle   []*shimProc
 	closed bool
+	owner  string         // set once (owner.go)
 	wg     sync.WaitGroup // the shims' serve
 
 	closeOnce sync.Once
@@ -188,6 +189,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /files/{path...}", s.writeFile)
 	mux.HandleFunc("GET /archive", s.exportArchive)
 	mux.HandleFunc("PUT /archive", s.importArchive)
+	mux.HandleFunc("GET /owner", s.getOwner)
+	mux.HandleFunc("PUT /owner", s.setOwner)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set(HeaderDir, filepath.Base(s.opts.Dir))
 		_, _ = w.Write([]byte("ok\n"))

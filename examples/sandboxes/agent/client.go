@@ -120,6 +120,35 @@ func (c *Client) Import(ctx context.Context, r io.Reader) error {
 	return resp.Body.Close()
 }
 
+// SetOwner makes owner the sandbox's owner. It fails with an *Error of
+// status 409 if the sandbox already has another.
+func (c *Client) SetOwner(ctx context.Context, owner string) error {
+	body, err := json.Marshal(OwnerBody{Owner: owner})
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPut, "/owner", bytes.NewReader(body), "application/json")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// Owner returns the sandbox's owner, "" when it has none.
+func (c *Client) Owner(ctx context.Context) (string, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/owner", nil, "")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body OwnerBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 2*MaxOwner+64)).Decode(&body); err != nil {
+		return "", fmt.Errorf("%w: owner reply: %v", ErrUnreachable, err)
+	}
+	return body.Owner, nil
+}
+
 func (c *Client) request(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {

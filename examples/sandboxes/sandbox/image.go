@@ -26,10 +26,10 @@ const DefaultBusybox = "/bin/busybox"
 
 // AgentRevision names what the image's agent does that the backend counts
 // on. An image labelled with another (or none: built before the agent ran
-// its commands under shims and checked Host names) is rebuilt, so that
-// an engine's old image does not keep serving the old agent. Bump it with
-// such a change of the agent.
-const AgentRevision = "2"
+// its commands under shims, checked Host names and kept its owner) is
+// rebuilt, so that an engine's old image does not keep serving the old
+// agent. Bump it with such a change of the agent.
+const AgentRevision = "3"
 
 // labelRevision is the image's label holding its AgentRevision.
 const labelRevision = "io.ttlkit.sandboxes.agent-revision"
