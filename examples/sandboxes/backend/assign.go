@@ -62,7 +62,7 @@ func (b *Backend) begin(ctx context.Context, conv string, dur time.Duration, cre
 			return Record{}, nil, err
 		}
 		if !create {
-			if ok, err := b.archived(ctx, conv); err != nil {
+			if ok, err := b.known(ctx, conv); err != nil {
 				return Record{}, nil, err
 			} else if !ok {
 				return Record{}, nil, fmt.Errorf("%w %s: it has no sandbox and no archived files", ErrNotFound, conv)
@@ -95,6 +95,24 @@ func (b *Backend) activity(ctx context.Context, id string) {
 	}
 }
 
+// known reports whether conv, which has no record, has archived files or
+// a live sandbox the shared state lost.
+func (b *Backend) known(ctx context.Context, conv string) (bool, error) {
+	if ok, err := b.archived(ctx, conv); err != nil || ok {
+		return ok, err
+	}
+	found, err := b.owners(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	for _, o := range found {
+		if o.conv == conv {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (b *Backend) archived(ctx context.Context, conv string) (bool, error) {
 	r, err := b.cfg.Archive.Get(ctx, conv)
 	if errors.Is(err, archive.ErrNotFound) {
@@ -108,10 +126,12 @@ func (b *Backend) archived(ctx context.Context, conv string) (bool, error) {
 }
 
 // assign gives conv a sandbox, holding the conversation's assignment lock:
-// a warm one from the pool (or a new one), recorded as the conversation's
+// the live one of conv that the shared state lost, if any (adopt), else a
+// warm one from the pool (or a new one), recorded as the conversation's
 // (a ttl entity, so that no pool instance takes it for an orphan) before
-// it leaves the pool, with the conversation's archived files restored,
-// then published in the assignment record. It returns ErrBusy when
+// it leaves the pool, made the conversation's (its agent's owner), with
+// the conversation's archived files restored, then published in the
+// assignment record. It returns ErrBusy when
 // another instance is assigning the conversation, or when an earlier
 // sandbox of it is still being destroyed (a DrainingError).
 //
@@ -139,6 +159,11 @@ func (b *Backend) assign(rctx context.Context, conv string) error {
 	if err := b.clearEarlier(ctx, conv); err != nil {
 		return err
 	}
+	// A sandbox of conv that the shared state lost (adopt.go) serves it
+	// again, files and all.
+	if ok, err := b.adopt(ctx, conv); err != nil || ok {
+		return err
+	}
 
 	start := time.Now()
 	h, err := b.pool.Acquire(ctx)
@@ -155,7 +180,12 @@ func (b *Backend) assign(rctx context.Context, conv string) error {
 		h.Release() // untouched: back to the warm pool
 		return fmt.Errorf("conversation %s: recording the assignment: %w", conv, err)
 	}
-	restored, err := b.restore(ctx, conv, sb)
+	// The sandbox is conv's from now on, whatever the shared state loses.
+	restored, err := false, b.agent(sb).SetOwner(ctx, conv)
+	if err == nil {
+		b.ownerOf.set(sb.ID, conv)
+		restored, err = b.restore(ctx, conv, sb)
+	}
 	if err != nil {
 		// Half restored: neither the conversation's nor fit for another.
 		sbv := h.Detach()

@@ -211,6 +211,7 @@ type Backend struct {
 	assigned  atomic.Int64    // live assignments, as of the last health pass
 	waitMu    sync.Mutex      // serializes Reconcile
 	waiting   map[string]bool // decided destroys not taken, as of the last Reconcile
+	ownerOf   ownerCache      // the sandboxes' owners learned (adopt.go)
 }
 
 // New starts a backend: the warm pool (with its start-up cleanup of what an
@@ -446,7 +447,9 @@ func (b *Backend) conversationEntities(ctx context.Context, conv string) ([]ttl.
 }
 
 // owned is the pool's Options.Owned: the listed sandboxes assigned to a
-// conversation (an entity that is not deleted) are never orphans.
+// conversation (an entity that is not deleted) are never orphans, nor are
+// those whose agent names a conversation although the shared state lost
+// their assignment: they are adopted again (adopt.go).
 func (b *Backend) owned(ctx context.Context, ids []string) ([]string, error) {
 	ents, err := b.entities(ctx, ttl.Filter{})
 	if err != nil {
@@ -459,9 +462,25 @@ func (b *Backend) owned(ctx context.Context, ids []string) ([]string, error) {
 		}
 	}
 	var out []string
+	lost := map[string]bool{}
 	for _, id := range ids {
 		if live[id] {
 			out = append(out, id)
+		} else {
+			lost[id] = true
+		}
+	}
+	if len(lost) == 0 {
+		return out, nil
+	}
+	found, err := b.owners(ctx, lost)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range found {
+		out = append(out, o.sb.ID)
+		if !b.closed.Load() {
+			b.adoptOrphan(o)
 		}
 	}
 	return out, nil

@@ -23,6 +23,7 @@ type Metrics struct {
 	checks     *prometheus.CounterVec
 	refusals   prometheus.Counter
 	destroyErr prometheus.Counter
+	adopted    prometheus.Counter
 
 	warm, warmFleet, creating, live, created *prometheus.Desc
 }
@@ -50,6 +51,7 @@ func NewMetrics() *Metrics {
 		checks:     counter("health_checks_total", "Health checks of assigned sandboxes by this instance, by result (ok, failed).", "result"),
 		refusals:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_draining_refusals_total", Help: "Requests refused because their sandbox was draining."}),
 		destroyErr: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_destroy_failures_total", Help: "Destroys that failed (retried by a later GC pass)."}),
+		adopted:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_adopted_total", Help: "Live sandboxes this instance recorded again for their conversations after the shared state lost their assignments."}),
 		warm:       prometheus.NewDesc("sandboxes_warm", "Warm sandboxes held by this instance's pool.", nil, nil),
 		warmFleet:  prometheus.NewDesc("sandboxes_warm_shared", "Warm sandboxes in the shared pool, all instances.", nil, nil),
 		creating:   prometheus.NewDesc("sandboxes_creating", "Sandboxes this instance is creating.", nil, nil),
@@ -61,7 +63,7 @@ func NewMetrics() *Metrics {
 // Register registers the collectors with r for backend b.
 func (m *Metrics) Register(r prometheus.Registerer, b *Backend) error {
 	m.b = b
-	for _, c := range []prometheus.Collector{m.execs, m.assigned, m.destroyed, m.poolGone, m.archives, m.archBytes, m.restores, m.checks, m.refusals, m.destroyErr, m} {
+	for _, c := range []prometheus.Collector{m.execs, m.assigned, m.destroyed, m.poolGone, m.archives, m.archBytes, m.restores, m.checks, m.refusals, m.destroyErr, m.adopted, m} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -151,6 +153,12 @@ func (m *Metrics) refused() {
 func (m *Metrics) destroyFailed() {
 	if m != nil {
 		m.destroyErr.Inc()
+	}
+}
+
+func (m *Metrics) adoptedOne() {
+	if m != nil {
+		m.adopted.Inc()
 	}
 }
 
