@@ -28,12 +28,12 @@ import (
 var (
 	commands = []string{
 		"append", "auth", "client", "command", "config", "copy", "dbsize", "debug", "decr", "decrby", "del", "discard",
-		"echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "function", "get",
+		"dump", "echo", "exec", "exists", "expire", "expireat", "expiretime", "flushall", "flushdb", "function", "get",
 		"getdel", "getex", "getrange", "getset", "hello", "incr", "incrby", "incrbyfloat", "info", "keys",
-		"memory", "mget", "move", "mset", "msetnx", "multi", "persist", "pexpire", "pexpireat", "pexpiretime",
-		"ping", "psetex", "psubscribe", "pttl", "publish", "pubsub", "punsubscribe", "quit", "randomkey", "rename", "renamenx", "scan", "select", "set",
-		"setex", "setnx", "setrange", "strlen", "subscribe", "substr", "time", "touch", "ttl", "type", "unlink",
-		"unsubscribe", "unwatch", "watch",
+		"lcs", "memory", "mget", "migrate", "move", "mset", "msetnx", "multi", "object", "persist", "pexpire", "pexpireat", "pexpiretime",
+		"ping", "psetex", "psubscribe", "pttl", "publish", "pubsub", "punsubscribe", "quit", "randomkey", "rename", "renamenx", "restore", "scan", "select", "set",
+		"setex", "setnx", "setrange", "sort", "sort_ro", "strlen", "subscribe", "substr", "time", "touch", "ttl", "type", "unlink",
+		"unsubscribe", "unwatch", "wait", "watch",
 	}
 	subs = map[string][]string{
 		"client":   {"getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo", "setname"},
@@ -42,6 +42,7 @@ var (
 		"pubsub":   {"channels", "help", "numpat", "numsub"},
 		"memory":   {"help", "usage"},
 		"function": {"flush", "help"},
+		"object":   {"encoding", "freq", "help", "idletime", "refcount"},
 	}
 )
 
