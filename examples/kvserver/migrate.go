@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -125,7 +127,13 @@ func cmdMigrate(s *Server, cl *client, args [][]byte) {
 	addr := net.JoinHostPort(string(args[1]), string(args[2]))
 	conn, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
-		cl.w.Error("IOERR error or timeout connecting to the client")
+		// Redis connects without blocking, so a refused connection shows
+		// only when it writes.
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			cl.w.Error("IOERR error or timeout writing to target instance")
+		} else {
+			cl.w.Error("IOERR error or timeout connecting to the client")
+		}
 		return
 	}
 	defer conn.Close()
