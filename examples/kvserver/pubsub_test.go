@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -184,6 +185,8 @@ func TestDifferentialKeyEvents(t *testing.T) {
 	cmd.same("FLUSHALL")
 	cmd.same("CONFIG", "SET", "notify-keyspace-events", "KEA")
 	sub.same("PSUBSCRIBE", "__key*__:*")
+	// Both servers MIGRATE to a third.
+	mHost, mPort, _ := net.SplitHostPort(redistest.StartRedis(t, redistest.RedisServerOptions{}).Addr)
 	for _, args := range [][]string{
 		{"SET", "a", "1"},
 		{"SET", "a", "2", "EX", "100"},
@@ -228,6 +231,19 @@ func TestDifferentialKeyEvents(t *testing.T) {
 		{"GET", "past"},
 		{"SET", "past", "v", "EXAT", "1", "GET"},
 		{"EXISTS", "past"}, // Redis sends expired on access; kvserver at once
+		{"RESTORE", "r", "0", string(dumpPayload("v"))},
+		{"RESTORE", "r", "100000", string(dumpPayload("w")), "REPLACE"},
+		{"RESTORE", "r", "1", string(dumpPayload("w")), "REPLACE", "ABSTTL"},
+		{"RESTORE", "r2", "1", string(dumpPayload("w")), "ABSTTL"},
+		{"SET", "s", "v"},
+		{"SORT", "missing", "STORE", "s"},
+		{"SORT", "missing", "STORE", "s"},
+		{"LCS", "x", "y"},
+		{"DUMP", "x"},
+		{"OBJECT", "ENCODING", "x"},
+		{"SET", "m", "v"},
+		{"MIGRATE", mHost, mPort, "m", "0", "1000", "REPLACE"},
+		{"MIGRATE", mHost, mPort, "m", "0", "1000", "REPLACE"},
 		{"FLUSHDB"},
 		{"PUBLISH", "__keyevent@0__:end", "end"},
 	} {
