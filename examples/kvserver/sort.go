@@ -86,9 +86,33 @@ func cmdWait(s *Server, cl *client, args [][]byte) {
 			defer t.Stop()
 			timeout = t.C
 		}
+		// A client that hangs up (or is killed) ends its wait: its
+		// goroutine and socket go at once, not at shutdown.
+		var gone <-chan struct{}
+		if watch := hangupWatcher(cl.conn); watch != nil {
+			stop, done, exited := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			gone = done
+			go func() {
+				defer close(exited)
+				if watch(stop) {
+					close(done)
+				}
+			}()
+			defer func() {
+				close(stop)
+				// Wake the watcher's wait in the poller, then let the
+				// connection's reads wait again without a deadline.
+				_ = cl.conn.SetReadDeadline(time.Now())
+				<-exited
+				_ = cl.conn.SetReadDeadline(time.Time{})
+			}()
+		}
 		select {
 		case <-timeout:
 		case <-s.stop:
+		case <-gone:
+			cl.quit = true
+			return
 		}
 	}
 	cl.w.Int(0)
