@@ -60,6 +60,10 @@
 //     unnest/GREATEST sync, rules on now(), LISTEN/NOTIFY wake).
 //   - [github.com/ttlkit/ttlkit/ttl/ttltest]: conformance suites for ttl Stores
 //     and Buffers.
+//   - [github.com/ttlkit/ttlkit/metrics]: Prometheus collectors over the
+//     Stats of pools, pool groups, lease Managers, ttl Trackers and Runners,
+//     expiry Maps and Expirers and hysteresis Gates; a module of its own, so
+//     that only programs that export to Prometheus require its client.
 //
 // # Conventions
 //
