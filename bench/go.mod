@@ -10,6 +10,7 @@ replace (
 	github.com/ttlkit/ttlkit/lease/internal/leasecheck => ../lease/internal/leasecheck
 	github.com/ttlkit/ttlkit/lease/redislease => ../lease/redislease
 	github.com/ttlkit/ttlkit/lease/sqllease => ../lease/sqllease
+	github.com/ttlkit/ttlkit/metrics => ../metrics
 	github.com/ttlkit/ttlkit/pool/docker => ../pool/docker
 	github.com/ttlkit/ttlkit/pool/redispool => ../pool/redispool
 	github.com/ttlkit/ttlkit/ttl/pgttl => ../ttl/pgttl
@@ -66,6 +67,7 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/ttlkit/ttlkit/internal/redisrun v0.0.0-00010101000000-000000000000 // indirect
+	github.com/ttlkit/ttlkit/metrics v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.60.0 // indirect
 	go.opentelemetry.io/otel v1.38.0 // indirect

@@ -9,6 +9,7 @@ replace (
 	github.com/ttlkit/ttlkit/lease/internal/leasecheck => ../lease/internal/leasecheck
 	github.com/ttlkit/ttlkit/lease/redislease => ../lease/redislease
 	github.com/ttlkit/ttlkit/lease/sqllease => ../lease/sqllease
+	github.com/ttlkit/ttlkit/metrics => ../metrics
 	github.com/ttlkit/ttlkit/pool/docker => ../pool/docker
 	github.com/ttlkit/ttlkit/pool/redispool => ../pool/redispool
 	github.com/ttlkit/ttlkit/ttl/pgttl => ../ttl/pgttl
@@ -37,6 +38,7 @@ require (
 	github.com/ttlkit/ttlkit/internal/testenv v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/lease/redislease v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/lease/sqllease v0.0.0-00010101000000-000000000000
+	github.com/ttlkit/ttlkit/metrics v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/pool/docker v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/pool/redispool v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/ttl/pgttl v0.0.0-00010101000000-000000000000

@@ -425,11 +425,11 @@ func TestEventAndDryRunThroughSDK(t *testing.T) {
 	assert.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_event_retries_total{function="echo"}`))
 	assert.Equal(t, 3.0, gwtest.Metric(t, g.metrics(t), `gateway_invocation_duration_seconds_count{function="echo",outcome="function_error"}`))
 
-	cold := gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`)
+	cold := gwtest.Metric(t, g.metrics(t), `gateway_pool_created_total{function="slow"}`)
 	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("slow"), InvocationType: types.InvocationTypeDryRun})
 	require.NoError(t, err)
 	assert.Equal(t, int32(http.StatusNoContent), out.StatusCode)
-	assert.Equal(t, cold, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="slow"}`), "a dry run starts nothing")
+	assert.Equal(t, cold, gwtest.Metric(t, g.metrics(t), `gateway_pool_created_total{function="slow"}`), "a dry run starts nothing")
 
 	out, err = c.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("echo"), LogType: types.LogTypeTail, Payload: []byte(`{"log":"logged by echo"}`)})
 	require.NoError(t, err)
@@ -491,7 +491,7 @@ func capacityUnderLoad(t *testing.T, tpl string, agentArgs ...string) {
 	assert.Equal(t, int64(50), ok.Load())
 	assert.LessOrEqual(t, most.Load(), int64(3))
 	assert.Positive(t, most.Load())
-	assert.Positive(t, gwtest.Metric(t, g.metrics(t), `gateway_capacity_waits_total{function="slow"}`), "calls waited at capacity")
+	assert.Positive(t, gwtest.Metric(t, g.metrics(t), `gateway_pool_waits_total{function="slow"}`), "calls waited at capacity")
 	require.NoError(t, g.stop())
 	assert.Empty(t, listed(t, cl, "slow"))
 }
@@ -525,9 +525,9 @@ func TestScaleToZeroAndReload(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the idle destroy is counted")
 
 	// Capacity 2 -> 1: concurrent calls now run one after the other.
-	require.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_capacity{function="echo"}`))
+	require.Equal(t, 2.0, gwtest.Metric(t, g.metrics(t), `gateway_pool_max_size{function="echo"}`))
 	writeTemplate(t, tpl, strings.Replace(fixed, "ReservedConcurrentExecutions: 2", "ReservedConcurrentExecutions: 1", 1))
-	require.Eventually(t, func() bool { return gwtest.Metric(t, g.metrics(t), `gateway_capacity{function="echo"}`) == 1 }, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return gwtest.Metric(t, g.metrics(t), `gateway_pool_max_size{function="echo"}`) == 1 }, time.Minute, 50*time.Millisecond)
 	var most atomic.Int64
 	var wg sync.WaitGroup
 	for range 3 {
@@ -588,7 +588,7 @@ func killAndRestart(t *testing.T, a agent.Agent, args ...string) []agent.Worker 
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return gwtest.Metric(t, string(b), `gateway_workers_in_use{function="slow"}`)
+		return gwtest.Metric(t, string(b), `gateway_pool_in_use{function="slow"}`)
 	}
 	require.Eventually(t, func() bool { return inUse() == 3 }, time.Minute, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // the invocations reach their workers

@@ -77,7 +77,7 @@ func TestSigV4ThroughSDK(t *testing.T) {
 		assert.Regexp(t, `^Signature (expired: \d{8}T\d{6}Z is now earlier than|not yet current: \d{8}T\d{6}Z is still later than) \d{8}T\d{6}Z \(\d{8}T\d{6}Z [-+] 15 min\.\)$`, api.ErrorMessage())
 	}
 	assert.Empty(t, listed(t, localAgent(t, lbl), "echo"), "a refused call starts no worker")
-	assert.Zero(t, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="echo"}`))
+	assert.Zero(t, gwtest.Metric(t, g.metrics(t), `gateway_pool_created_total{function="echo"}`))
 
 	out := invoke(t, sdk(g.addr), "echo", `{"k":1}`)
 	assert.Nil(t, out.FunctionError)
@@ -211,7 +211,7 @@ func TestBrowserCannotInvoke(t *testing.T) {
 	m := g.metrics(t)
 	assert.Equal(t, 6.0, gwtest.Metric(t, m, `gateway_requests_refused_total{reason="cross_site"}`), "refused as cross-site:\n%s", m)
 	assert.Zero(t, gwtest.Metric(t, m, `gateway_requests_refused_total{reason="unsigned"}`), "none reached the signature check")
-	assert.Zero(t, gwtest.Metric(t, m, `gateway_cold_starts_total{function="echo"}`))
+	assert.Zero(t, gwtest.Metric(t, m, `gateway_pool_created_total{function="echo"}`))
 	assert.Zero(t, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="echo",outcome="ok"}`))
 	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="hello",outcome="ok"}`), "the test's own call only")
 	assert.NotContains(t, m, `gateway_workers_destroyed_total{function="hello"`, "no hello worker was destroyed")

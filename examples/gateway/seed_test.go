@@ -46,12 +46,12 @@ const seedTemplate = `Resources:
 func TestFIFOAtCapacity(t *testing.T) {
 	g := startGateway(t, label(t), nil, "-template", writeTemplate(t, "", seedTemplate))
 	c := sdk(g.addr)
-	waiting := func() float64 { return gwtest.Metric(t, g.metrics(t), `gateway_invocations_waiting{function="queue"}`) }
+	waiting := func() float64 { return gwtest.Metric(t, g.metrics(t), `gateway_pool_waiting{function="queue"}`) }
 
 	var wg sync.WaitGroup
 	wg.Go(func() { invoke(t, c, "queue", `{"ms":1000}`) }) // holds the only worker
 	require.Eventually(t, func() bool {
-		return gwtest.Metric(t, g.metrics(t), `gateway_workers_in_use{function="queue"}`) == 1
+		return gwtest.Metric(t, g.metrics(t), `gateway_pool_in_use{function="queue"}`) == 1
 	}, 30*time.Second, 5*time.Millisecond)
 
 	const n = 5
@@ -72,8 +72,8 @@ func TestFIFOAtCapacity(t *testing.T) {
 	// One worker serves them 100 ms apart, so they finish in the order
 	// they were served.
 	assert.Equal(t, []int{0, 1, 2, 3, 4}, served)
-	assert.Equal(t, float64(n), gwtest.Metric(t, g.metrics(t), `gateway_capacity_waits_total{function="queue"}`))
-	assert.Equal(t, 1.0, gwtest.Metric(t, g.metrics(t), `gateway_cold_starts_total{function="queue"}`))
+	assert.Equal(t, float64(n), gwtest.Metric(t, g.metrics(t), `gateway_pool_waits_total{function="queue"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, g.metrics(t), `gateway_pool_created_total{function="queue"}`))
 }
 
 // An invocation past the function's Timeout gets Lambda's timeout error,

@@ -394,7 +394,7 @@ func TestReadOperations(t *testing.T) {
 		"/2015-03-31/functions/fn?Qualifier=1", "/2015-03-31/functions/fn:live/configuration"} {
 		lambdaError(t, e.request(t, "GET", p, nil), http.StatusNotFound, "ResourceNotFoundException", "Function not found: arn:aws:lambda:us-east-1:000000000000:function:")
 	}
-	assert.Zero(t, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "reading starts no worker")
+	assert.Zero(t, gwtest.Metric(t, e.metrics(), `gateway_pool_created_total{function="fn"}`), "reading starts no worker")
 }
 
 // An Event invocation is answered 202 at once and run; a failed run (the
@@ -619,10 +619,10 @@ func TestInvokeAPI(t *testing.T) {
 	for _, bad := range []string{"not json", `{"a":`, "  ", "{}{}"} {
 		lambdaError(t, e.post(t, "fn", []byte(bad)), http.StatusBadRequest, "InvalidRequestContentException", "Could not parse request body into json")
 	}
-	creates := gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`)
+	creates := gwtest.Metric(t, e.metrics(), `gateway_pool_created_total{function="fn"}`)
 	r = e.post(t, "fn", nil, "X-Amz-Invocation-Type", "DryRun")
 	assert.Equal(t, http.StatusNoContent, r.status)
-	assert.Equal(t, creates, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "a dry run starts no worker")
+	assert.Equal(t, creates, gwtest.Metric(t, e.metrics(), `gateway_pool_created_total{function="fn"}`), "a dry run starts no worker")
 
 	// 6 MB, as Lambda: one byte more is refused, exactly 6 MB is served.
 	payload := make([]byte, gateway.MaxPayload+1)
@@ -649,10 +649,10 @@ func TestInvokeAPI(t *testing.T) {
 		return gwtest.Metric(t, e.metrics(), `gateway_invocation_duration_seconds_count{function="fn",outcome="ok"}`) == 4
 	}, 10*time.Second, 10*time.Millisecond)
 	m := e.metrics()
-	assert.Equal(t, 2.0, gwtest.Metric(t, m, `gateway_capacity{function="fn"}`))
-	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_workers_idle{function="fn"}`))
-	assert.Equal(t, 0.0, gwtest.Metric(t, m, `gateway_workers_in_use{function="fn"}`))
-	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_cold_starts_total{function="fn"}`))
+	assert.Equal(t, 2.0, gwtest.Metric(t, m, `gateway_pool_max_size{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_pool_idle{function="fn"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, m, `gateway_pool_in_use{function="fn"}`))
+	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_pool_created_total{function="fn"}`))
 	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="fn",outcome="function_error"}`))
 
 	// Draining: every invocation gets a clear 503, /healthz too.
@@ -752,7 +752,7 @@ func TestIdleDeathRemovedAtOnce(t *testing.T) {
 		require.NotEqual(t, p, pid(t, r), "request %d went to the dead worker", i)
 	}
 	assert.Equal(t, 1.0, crashed(), "no request met the dead worker")
-	assert.Equal(t, 2.0, gwtest.Metric(t, e.metrics(), `gateway_cold_starts_total{function="fn"}`), "one worker replaced the dead one")
+	assert.Equal(t, 2.0, gwtest.Metric(t, e.metrics(), `gateway_pool_created_total{function="fn"}`), "one worker replaced the dead one")
 }
 
 // A worker that cannot start gives a 502 naming the cause; the capacity
@@ -767,7 +767,7 @@ func TestCreateFailure(t *testing.T) {
 	lambdaError(t, r, http.StatusBadGateway, "ServiceException", "could not start a worker")
 	assert.Contains(t, string(r.body), "its program ended before its runtime asked for an invocation")
 	assert.Less(t, time.Since(startAt), 10*time.Second, "not the create timeout")
-	assert.Equal(t, 0.0, gwtest.Metric(t, e.metrics(), `gateway_workers_in_use{function="bad"}`))
+	assert.Equal(t, 0.0, gwtest.Metric(t, e.metrics(), `gateway_pool_in_use{function="bad"}`))
 	r = e.post(t, "bad", []byte(`{}`))
 	assert.Equal(t, http.StatusBadGateway, r.status, "and again, not stuck at capacity")
 }

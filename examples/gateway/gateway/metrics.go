@@ -5,12 +5,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ttlkit/ttlkit/metrics"
 	"github.com/ttlkit/ttlkit/pool"
 )
 
-// Metrics are the gateway's Prometheus collectors: per function, workers in
-// use and idle, waits for capacity, cold starts, destroys by reason and
-// invocation latency; and the requests refused, by reason.
+// Metrics are the gateway's Prometheus collectors: the function pools'
+// Stats (library metrics gateway_pool_*, labelled by function: workers in
+// use and idle, capacity, waits, workers created), workers destroyed by
+// the gateway's reasons, invocation latency, asynchronous events, and the
+// requests refused, by reason.
 type Metrics struct {
 	g         *Gateway
 	refused   *prometheus.CounterVec
@@ -19,12 +22,6 @@ type Metrics struct {
 	events    *prometheus.CounterVec
 	retries   *prometheus.CounterVec
 	queued    *prometheus.Desc
-	inUse     *prometheus.Desc
-	idle      *prometheus.Desc
-	waiting   *prometheus.Desc
-	waits     *prometheus.Desc
-	cold      *prometheus.Desc
-	capacity  *prometheus.Desc
 }
 
 // NewMetrics returns the collectors; Register them once the gateway exists.
@@ -35,7 +32,7 @@ func NewMetrics() *Metrics {
 			Name: "gateway_requests_refused_total", Help: "Requests refused before they reached the API, by reason.",
 		}, []string{"reason"}),
 		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gateway_workers_destroyed_total", Help: "Workers destroyed, by function and reason.",
+			Name: "gateway_workers_destroyed_total", Help: "Workers destroyed, by function and reason (the gateway's reasons: crashed and timeout among them).",
 		}, []string{"function", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gateway_invocation_duration_seconds", Help: "Invocation latency, including the wait for a worker.",
@@ -47,20 +44,15 @@ func NewMetrics() *Metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_event_retries_total", Help: "Retries of failed asynchronous invocations.",
 		}, fn),
-		queued:   prometheus.NewDesc("gateway_events_queued", "Asynchronous invocations held in memory: waiting, running or waiting for a retry.", nil, nil),
-		inUse:    prometheus.NewDesc("gateway_workers_in_use", "Workers running an invocation.", fn, nil),
-		idle:     prometheus.NewDesc("gateway_workers_idle", "Idle workers.", fn, nil),
-		waiting:  prometheus.NewDesc("gateway_invocations_waiting", "Invocations waiting for a worker now.", fn, nil),
-		waits:    prometheus.NewDesc("gateway_capacity_waits_total", "Invocations that waited because the function was at capacity.", fn, nil),
-		cold:     prometheus.NewDesc("gateway_cold_starts_total", "Workers created.", fn, nil),
-		capacity: prometheus.NewDesc("gateway_capacity", "The function's capacity (ReservedConcurrentExecutions).", fn, nil),
+		queued: prometheus.NewDesc("gateway_events_queued", "Asynchronous invocations held in memory: waiting, running or waiting for a retry.", nil, nil),
 	}
 }
 
 // Register registers the collectors with r for gateway g.
 func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 	m.g = g
-	for _, c := range []prometheus.Collector{m.refused, m.destroyed, m.latency, m.events, m.retries, m} {
+	pools := metrics.Group(g, metrics.Options{Namespace: "gateway", KeyLabel: "function"})
+	for _, c := range []prometheus.Collector{m.refused, m.destroyed, m.latency, m.events, m.retries, m, pools} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -69,26 +61,14 @@ func (m *Metrics) Register(r prometheus.Registerer, g *Gateway) error {
 }
 
 // Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.inUse, m.idle, m.waiting, m.waits, m.cold, m.capacity, m.queued} {
-		ch <- d
-	}
-}
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.queued }
 
-// Collect implements prometheus.Collector over the pools' Stats.
+// Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.g == nil {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(m.g.QueuedEvents()))
-	for fn, s := range m.g.Stats() {
-		ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(s.InUse), fn)
-		ch <- prometheus.MustNewConstMetric(m.idle, prometheus.GaugeValue, float64(s.Idle), fn)
-		ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(s.Waiting), fn)
-		ch <- prometheus.MustNewConstMetric(m.waits, prometheus.CounterValue, float64(s.WaitCount), fn)
-		ch <- prometheus.MustNewConstMetric(m.cold, prometheus.CounterValue, float64(s.Creates), fn)
-		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(s.MaxSize), fn)
-	}
 }
 
 func (m *Metrics) onEvent(fn string, log *slog.Logger) func(pool.Event) {
