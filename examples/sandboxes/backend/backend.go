@@ -492,7 +492,6 @@ func (b *Backend) poolEvent(e pool.Event) {
 		b.log.Debug("warm sandbox created", "sandbox", short(e.ID))
 	case pool.EventDestroyed:
 		b.log.Info("pool sandbox destroyed", "sandbox", short(e.ID), "reason", string(e.Reason))
-		b.m.poolDestroyed(string(e.Reason))
 	case pool.EventCreateFailed, pool.EventDestroyFailed:
 		b.log.Warn("pool "+e.Kind.String(), "sandbox", short(e.ID), "err", e.Err)
 	}

@@ -5,18 +5,22 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ttlkit/ttlkit/metrics"
 )
 
 // Metrics are the backend's Prometheus collectors. Counters are this
-// instance's; the warm gauges read the pool (and, when shared, the whole
-// fleet's warm set) at every scrape. A nil *Metrics counts nothing.
+// instance's. The warm pool's Stats (sandboxes_warm_*: idle, creating,
+// created_total, destroyed_total by reason, ...) and the TTL runner's
+// (sandboxes_runner_*) come from ttlkit's metrics package; the fleet's warm
+// set and the assigned sandboxes are read at every scrape. A nil *Metrics
+// counts nothing.
 type Metrics struct {
 	b *Backend
 
 	execs      *prometheus.HistogramVec
 	assigned   *prometheus.HistogramVec
 	destroyed  *prometheus.CounterVec
-	poolGone   *prometheus.CounterVec
 	archives   *prometheus.CounterVec
 	archBytes  prometheus.Counter
 	restores   *prometheus.CounterVec
@@ -25,7 +29,7 @@ type Metrics struct {
 	destroyErr prometheus.Counter
 	adopted    prometheus.Counter
 
-	warm, warmFleet, creating, live, created *prometheus.Desc
+	warmFleet, live *prometheus.Desc
 }
 
 // NewMetrics returns the collectors; Register them once the backend
@@ -44,7 +48,6 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"source"}),
 		destroyed:  counter("destroyed_total", "Assigned sandboxes destroyed by this instance, by reason (inactive, lifetime, unhealthy, deleted, shutdown, stale, superseded, assign_timeout, recovered).", "reason"),
-		poolGone:   counter("warm_destroyed_total", "Warm (unassigned) sandboxes the pool destroyed, by reason (warm_ttl, unhealthy, orphan, idle, shutdown, ...).", "reason"),
 		archives:   counter("archives_total", "Syncs of a destroyed sandbox's files to the archive, by result (ok, failed: the previous archive stays).", "result"),
 		archBytes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_archived_bytes_total", Help: "Bytes written to the archive."}),
 		restores:   counter("restores_total", "Restores of a conversation's archived files into its new sandbox, by result.", "result"),
@@ -52,18 +55,17 @@ func NewMetrics() *Metrics {
 		refusals:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_draining_refusals_total", Help: "Requests refused because their sandbox was draining."}),
 		destroyErr: prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_destroy_failures_total", Help: "Destroys that failed (retried by a later GC pass)."}),
 		adopted:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxes_adopted_total", Help: "Live sandboxes this instance recorded again for their conversations after the shared state lost their assignments."}),
-		warm:       prometheus.NewDesc("sandboxes_warm", "Warm sandboxes held by this instance's pool.", nil, nil),
 		warmFleet:  prometheus.NewDesc("sandboxes_warm_shared", "Warm sandboxes in the shared pool, all instances.", nil, nil),
-		creating:   prometheus.NewDesc("sandboxes_creating", "Sandboxes this instance is creating.", nil, nil),
 		live:       prometheus.NewDesc("sandboxes_assigned", "Sandboxes assigned to conversations (all instances), as of the last health pass.", nil, nil),
-		created:    prometheus.NewDesc("sandboxes_created_total", "Sandboxes this instance created.", nil, nil),
 	}
 }
 
 // Register registers the collectors with r for backend b.
 func (m *Metrics) Register(r prometheus.Registerer, b *Backend) error {
 	m.b = b
-	for _, c := range []prometheus.Collector{m.execs, m.assigned, m.destroyed, m.poolGone, m.archives, m.archBytes, m.restores, m.checks, m.refusals, m.destroyErr, m.adopted, m} {
+	warm := metrics.Pool(b.pool, metrics.Options{Namespace: "sandboxes", Subsystem: "warm"})
+	runner := metrics.Runner(b.runner, metrics.Options{Namespace: "sandboxes"})
+	for _, c := range []prometheus.Collector{m.execs, m.assigned, m.destroyed, m.archives, m.archBytes, m.restores, m.checks, m.refusals, m.destroyErr, m.adopted, m, warm, runner} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -73,9 +75,8 @@ func (m *Metrics) Register(r prometheus.Registerer, b *Backend) error {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.warm, m.warmFleet, m.creating, m.live, m.created} {
-		ch <- d
-	}
+	ch <- m.warmFleet
+	ch <- m.live
 }
 
 // Collect implements prometheus.Collector.
@@ -83,10 +84,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.b == nil {
 		return
 	}
-	s := m.b.pool.Stats()
-	ch <- prometheus.MustNewConstMetric(m.warm, prometheus.GaugeValue, float64(s.Idle))
-	ch <- prometheus.MustNewConstMetric(m.creating, prometheus.GaugeValue, float64(s.Creating))
-	ch <- prometheus.MustNewConstMetric(m.created, prometheus.CounterValue, float64(s.Creates))
 	ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(m.b.assigned.Load()))
 	if inv := m.b.cfg.Inventory; inv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -116,12 +113,6 @@ func (m *Metrics) assignedOne(warm bool, d time.Duration) {
 func (m *Metrics) destroyedOne(reason string) {
 	if m != nil {
 		m.destroyed.WithLabelValues(reason).Inc()
-	}
-}
-
-func (m *Metrics) poolDestroyed(reason string) {
-	if m != nil {
-		m.poolGone.WithLabelValues(reason).Inc()
 	}
 }
 
