@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
+	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
@@ -468,5 +469,16 @@ func TestComponentsAnswerOnlyTheirHosts(t *testing.T) {
 				assert.Equal(t, http.StatusOK, res.StatusCode, "%s %s for %s", component, path, host)
 			}
 		}
+		// Each exports the library parts it runs, and only those.
+		m := scrapeMetrics(t, base)
+		switch component {
+		case "runner":
+			assert.GreaterOrEqual(t, metricValue(t, m, "workspaces_runner_ticks_total"), 0.0)
+			assert.NotContains(t, m, "workspaces_claims_")
+		case "controller":
+			assert.Equal(t, float64(controller.ClaimBudget), metricValue(t, m, "workspaces_claims_budget_units"))
+			assert.NotContains(t, m, "workspaces_runner_")
+		}
+		assert.NotContains(t, m, "workspaces_activity_", "no proxy, no tracker")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,44 @@ func TestLifecycleKeepsFiles(t *testing.T) {
 	st := sys.controller.Stats()
 	assert.EqualValues(t, 3, st.Started)
 	assert.EqualValues(t, 1, st.Restored)
+
+	// /metrics says the same: the proxy's own counters, and the tracker's
+	// and the runner's from the metrics package.
+	m := scrapeMetrics(t, base)
+	assert.Equal(t, 2.0, metricValue(t, m, "workspaces_proxy_held_requests_total"))
+	assert.Equal(t, 1.0, metricValue(t, m, `workspaces_runner_expired_total{rule="archive"}`))
+	assert.GreaterOrEqual(t, metricValue(t, m, `workspaces_runner_expired_total{rule="standby"}`), 2.0)
+	assert.Positive(t, metricValue(t, m, "workspaces_runner_ticks_total"))
+	assert.GreaterOrEqual(t, metricValue(t, m, "workspaces_runner_last_tick_duration_seconds"), 0.0)
+	assert.Positive(t, metricValue(t, m, "workspaces_activity_records_total"))
+	assert.Positive(t, metricValue(t, m, "workspaces_activity_flushes_total"))
+}
+
+// scrapeMetrics returns the text of the /metrics of the system at base.
+func scrapeMetrics(t *testing.T, base string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// metricValue returns the value of series (`name{label="value"}`) in the
+// text of a /metrics page; the series must be there.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, series)
+			return f
+		}
+	}
+	t.Fatalf("no series %s in /metrics:\n%s", series, text)
+	return 0
 }
 
 // TestWebSocketMessagesAreActivity opens two terminals through the proxy

@@ -3,10 +3,14 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ttlkit/ttlkit/metrics"
 )
 
-// collector exports the components' Stats() at every scrape, so the hot
-// paths carry no metric code.
+// collector exports the proxy's and the controller's Stats() at every
+// scrape, so the hot paths carry no metric code. The library parts (the
+// proxy's activity tracker, the TTL runner, the controllers' claims) are
+// exported by ttlkit's metrics package (see registerMetrics).
 type collector struct {
 	s *System
 	d map[string]*prometheus.Desc
@@ -22,17 +26,6 @@ var metricDescs = map[string][2]string{
 	"proxy_hold_timeouts_total":       {"Requests whose workspace did not start within START_TIMEOUT_SECONDS.", ""},
 	"proxy_refused_total":             {"Requests refused before any activity: no token, a bad or expired one, another site's.", ""},
 	"proxy_errors_total":              {"Requests that failed after being accepted.", ""},
-	"activity_records_total":          {"Activity recorded by this proxy's tracker.", ""},
-	"activity_pending":                {"Workspaces with activity not yet flushed.", ""},
-	"activity_flushes_total":          {"Flushes of the tracker that sent something.", ""},
-	"activity_flush_errors_total":     {"Flushes that failed (kept for the next one).", ""},
-	"activity_buffer_losses_total":    {"Times the tracker found the buffer lost (Redis restarted empty) and sent its recent activity again.", ""},
-	"runner_ticks_total":              {"TTL runner ticks.", ""},
-	"runner_synced_total":             {"Activities moved from the buffer into the table.", ""},
-	"runner_expired_total":            {"Workspaces whose TTL expired, by rule.", "rule"},
-	"runner_skipped_ticks_total":      {"Ticks that skipped a rule because the table's last activity could be stale, by rule.", "rule"},
-	"runner_errors_total":             {"Failed syncs, rules and wakes.", ""},
-	"runner_last_tick_seconds":        {"How long the last tick took.", ""},
 	"controller_operations_total":     {"Completed operations, by kind.", "operation"},
 	"controller_kept_total":           {"STANDBY decisions cleared because activity arrived after them.", ""},
 	"controller_conflicts_total":      {"Compare-and-sets another writer won.", ""},
@@ -76,23 +69,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter("proxy_hold_timeouts_total", p.HoldTimeouts)
 		counter("proxy_refused_total", p.Refused)
 		counter("proxy_errors_total", p.Errors)
-		t := s.tracker.Stats()
-		counter("activity_records_total", t.Records)
-		gauge("activity_pending", float64(t.Pending))
-		counter("activity_flushes_total", t.Flushes)
-		counter("activity_flush_errors_total", t.FlushErrors)
-		counter("activity_buffer_losses_total", t.SinkLosses)
-	}
-	if s.runner != nil {
-		r := s.runner.Stats()
-		counter("runner_ticks_total", r.Ticks)
-		counter("runner_synced_total", r.Synced)
-		for _, rule := range r.Rules {
-			counter("runner_expired_total", rule.Expired, rule.Name)
-			counter("runner_skipped_ticks_total", rule.Skipped, rule.Name)
-		}
-		counter("runner_errors_total", r.SyncErrors+r.RuleErrors+r.WakeErrors)
-		gauge("runner_last_tick_seconds", r.LastTickDuration.Seconds())
 	}
 	if s.controller != nil {
 		w := s.controller.Stats()
@@ -108,10 +84,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// registerMetrics registers the system's metrics, and the Go runtime's and
-// the process's.
+// registerMetrics registers the system's metrics: the components' own, the
+// library parts' of the components this process runs (workspaces_activity_*
+// for the proxy's tracker, workspaces_runner_*, workspaces_claims_* for the
+// controllers' claims on PostgreSQL), and the Go runtime's and the
+// process's.
 func (s *System) registerMetrics() error {
-	for _, c := range []prometheus.Collector{newCollector(s), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	cs := []prometheus.Collector{newCollector(s), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	if s.tracker != nil {
+		cs = append(cs, metrics.Tracker(s.tracker, metrics.Options{Namespace: "workspaces", Subsystem: "activity"}))
+	}
+	if s.runner != nil {
+		cs = append(cs, metrics.Runner(s.runner, metrics.Options{Namespace: "workspaces"}))
+	}
+	if s.claims != nil {
+		cs = append(cs, metrics.Lease(s.claims, metrics.Options{Namespace: "workspaces", Subsystem: "claims"}))
+	}
+	for _, c := range cs {
 		if err := s.registry.Register(c); err != nil {
 			return err
 		}
