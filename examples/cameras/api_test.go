@@ -231,8 +231,13 @@ func TestAPI(t *testing.T) {
 			require.NoError(t, err)
 			body, _ := io.ReadAll(res2.Body)
 			res2.Body.Close()
-			assert.Contains(t, string(body), `cameras_lease_rejections_total{error_code="OVER_CAPACITY"} 1`)
-			assert.Contains(t, string(body), "cameras_modal_budget_units 35")
+			assert.Contains(t, string(body), `cameras_lease_rejections_total{reason="over_capacity"} 1`)
+			assert.Contains(t, string(body), "cameras_lease_budget_units 35")
+			assert.Contains(t, string(body), `cameras_lease_rejections_total{reason="overloaded"} 1`)
+			assert.Contains(t, string(body), `cameras_overload_state{state="overloaded"} 1`)
+			assert.Contains(t, string(body), `cameras_overload_state{state="normal"} 0`)
+			assert.Contains(t, string(body), "cameras_overload_trips_total 1")
+			assert.Contains(t, string(body), "cameras_healthy 0")
 		})
 	}
 }
