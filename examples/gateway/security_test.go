@@ -214,7 +214,13 @@ func TestBrowserCannotInvoke(t *testing.T) {
 	assert.Zero(t, gwtest.Metric(t, m, `gateway_pool_created_total{function="echo"}`))
 	assert.Zero(t, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="echo",outcome="ok"}`))
 	assert.Equal(t, 1.0, gwtest.Metric(t, m, `gateway_invocation_duration_seconds_count{function="hello",outcome="ok"}`), "the test's own call only")
-	assert.NotContains(t, m, `gateway_workers_destroyed_total{function="hello"`, "no hello worker was destroyed")
+	assert.NotContains(t, m, `gateway_workers_destroyed_total{function="hello"`, "no hello worker was destroyed by the gateway")
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, `gateway_pool_destroyed_total{function="hello"`) {
+			assert.True(t, strings.HasSuffix(line, " 0"), "no hello worker was destroyed by its pool: %s", line)
+		}
+	}
+	assert.Contains(t, m, `gateway_pool_destroyed_total{function="hello",reason="died"} 0`)
 	assert.Empty(t, listed(t, localAgent(t, lbl), "echo"))
 	// hello's worker still runs: no page ended it. (It need not serve the
 	// next call: hello's provisioned worker may be idle beside it.)
