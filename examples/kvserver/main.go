@@ -19,7 +19,8 @@
 // Redis's) refuses clients from other hosts.
 //
 // Flags tune active expiry (-interval, -sample, -threshold, -budget, or the
-// -redis7 preset) and the protocol limits. SIGINT or SIGTERM stops it
+// -redis7 preset) and the protocol limits. /healthz and /metrics are
+// served on -http (127.0.0.1:9380). SIGINT or SIGTERM stops it
 // gracefully: it stops accepting, closes the connections and stops expiry.
 package main
 
@@ -35,6 +36,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/expiry"
 )
 
@@ -79,11 +81,20 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 	requirePass := fs.String("requirepass", os.Getenv("KVSERVER_REQUIREPASS"), "password clients must AUTH with (Redis requirepass; default $KVSERVER_REQUIREPASS)")
 	protected := fs.Bool("protected-mode", true, "without a password, refuse clients that are not on the loopback interface (Redis protected-mode)")
 	verbose := fs.Bool("v", false, "log protocol errors of clients")
+	httpAddr := fs.String("http", "127.0.0.1:9380", "HTTP address of /healthz and /metrics (Prometheus); empty: none")
+	hosts := fs.String("allowed-hosts", os.Getenv("KVSERVER_ALLOWED_HOSTS"), "comma-separated host names the HTTP server answers to besides loopback names and IP addresses (default $KVSERVER_ALLOWED_HOSTS)")
 	if err := fs.Parse(args); err != nil {
 		return "", Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return "", Config{}, fmt.Errorf("kvserver: unexpected argument %q", fs.Arg(0))
+	}
+	var allowed []string
+	if *hosts != "" {
+		var err error
+		if allowed, err = webguard.ParseHosts(*hosts); err != nil {
+			return "", Config{}, fmt.Errorf("kvserver: -allowed-hosts: %w", err)
+		}
 	}
 
 	level := slog.LevelInfo
@@ -117,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 		DisableProtectedMode: !*protected,
 		Expiry:               opts,
 		Logger:               log,
+		HTTPAddr:             *httpAddr,
+		AllowedHosts:         allowed,
 	}, nil
 }
 
@@ -127,6 +140,20 @@ func run(ctx context.Context, ln net.Listener, cfg Config, log *slog.Logger) err
 		_ = ln.Close()
 		return err
 	}
+	httpDone := make(chan error, 1)
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	defer stopHTTP()
+	if cfg.HTTPAddr != "" {
+		hln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			_ = ln.Close()
+			return errors.Join(fmt.Errorf("kvserver: -http: %w", err), srv.Close())
+		}
+		log.Info("kvserver: metrics", "url", "http://"+hln.Addr().String()+"/metrics")
+		go func() { httpDone <- srv.serveHTTP(httpCtx, hln, cfg.AllowedHosts) }()
+	} else {
+		httpDone <- nil
+	}
 	log.Info("kvserver: listening", "addr", ln.Addr().String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -135,8 +162,10 @@ func run(ctx context.Context, ln net.Listener, cfg Config, log *slog.Logger) err
 		log.Info("kvserver: shutting down")
 		err := srv.Close()
 		<-served
-		return err
+		stopHTTP()
+		return errors.Join(err, <-httpDone)
 	case err := <-served:
-		return errors.Join(err, srv.Close())
+		stopHTTP()
+		return errors.Join(err, srv.Close(), <-httpDone)
 	}
 }

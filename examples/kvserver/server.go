@@ -473,6 +473,14 @@ type Config struct {
 	Expiry expiry.Options
 	// Logger receives connection errors at debug level; nil discards them.
 	Logger *slog.Logger
+
+	// HTTPAddr is where the command serves /healthz and /metrics (see
+	// Server.Registry); "" serves neither. New ignores it.
+	HTTPAddr string
+	// AllowedHosts are the names the HTTP server answers to besides
+	// loopback names and addresses (a DNS rebinding page's name is not
+	// one of them).
+	AllowedHosts []string
 }
 
 func (s *Server) now() time.Time {
