@@ -80,10 +80,13 @@
 //   - Time. Options.Clock (github.com/benbjohnson/clock) is the source of
 //     time; nil means real time. Backends shared by several processes take the
 //     time from the server (Redis TIME, SQL now()), never from the client.
-//   - Events. Options.OnEvent receives the package's Event: a Kind
-//     (EventKind, an int whose constants are named Event<Name> and whose
-//     String is a stable lower_snake name for logs and metric labels), the
-//     Time on the owner's clock, and the data of that kind. A Reason, where an
+//   - Events. Options.OnEvent receives the package's Event: the Time on the
+//     owner's clock and the event's data, and, where a package reports
+//     several kinds of event (pool, lease, ttl), a Kind (EventKind, an int
+//     whose constants are named Event<Name> and whose String is a stable
+//     lower_snake name for logs and metric labels); a package with one kind
+//     (expiry: a key expired; hysteresis: the gate changed state) has no
+//     Kind. A Reason, where an
 //     event has one, says why it happened; it is always a string type whose
 //     constants are named Reason<Name> and whose values are stable
 //     lower_snake words. Events are delivered asynchronously, in order, on one

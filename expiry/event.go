@@ -1,9 +1,6 @@
 package expiry
 
-import (
-	"strconv"
-	"time"
-)
+import "time"
 
 // Reason tells how a key was found expired. Its values are stable strings,
 // usable as metric labels.
@@ -18,28 +15,9 @@ const (
 	ReasonActive Reason = "active"
 )
 
-// EventKind says what an Event reports.
-type EventKind int
-
-const (
-	// EventExpired: a key was found expired and deleted.
-	EventExpired EventKind = iota + 1
-)
-
-// String returns the kind's stable lower_snake name ("expired"), or
-// "EventKind(N)" for an unknown kind.
-func (k EventKind) String() string {
-	switch k {
-	case EventExpired:
-		return "expired"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Event describes one expired key, as delivered to MapOptions.OnEvent.
 // Keys removed by Delete, Clear or a past ExpireAt are not expiry events.
 type Event[K comparable, V any] struct {
-	Kind     EventKind // EventExpired
 	Time     time.Time // when the key was found expired, on the Map's clock
 	Key      K         // the expired key
 	Value    V         // its value when it was deleted

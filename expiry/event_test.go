@@ -40,7 +40,7 @@ func TestOnEventReasons(t *testing.T) {
 		got := slices.Clone(events)
 		mu.Unlock()
 		require.Len(t, got, 2)
-		assert.Equal(t, expiry.Event[string, int]{Kind: expiry.EventExpired, Time: found, Key: "p", Value: 1,
+		assert.Equal(t, expiry.Event[string, int]{Time: found, Key: "p", Value: 1,
 			Reason: expiry.ReasonPassive, Deadline: start.Add(time.Second)}, got[0])
 		assert.Equal(t, "a", got[1].Key)
 		assert.Equal(t, 2, got[1].Value)

@@ -312,11 +312,9 @@ type countingKeyspace struct{ calls int }
 
 func (k *countingKeyspace) ExpireSample(time.Time, int) (int, int) { k.calls++; return 0, 0 }
 
-func TestReasonAndKindStrings(t *testing.T) {
+func TestReasonStrings(t *testing.T) {
 	assert.Equal(t, "passive", string(expiry.ReasonPassive))
 	assert.Equal(t, "active", string(expiry.ReasonActive))
-	assert.Equal(t, "expired", expiry.EventExpired.String())
-	assert.Equal(t, "EventKind(7)", expiry.EventKind(7).String())
 }
 
 // TestCycleIsNotStoppedByOneLuckyRound: 50k expired keys among 10k live

@@ -158,7 +158,6 @@ func (m *Map[K, V]) report(n *node[K, V], r Reason) {
 	}
 	if m.ev.Enabled() {
 		m.ev.Send(Event[K, V]{
-			Kind:     EventExpired,
 			Time:     m.base.Add(time.Duration(m.now())),
 			Key:      n.key,
 			Value:    n.val,

@@ -3,7 +3,6 @@ package hysteresis
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/ttlkit/ttlkit/internal/event"
@@ -27,32 +26,12 @@ const (
 	ReasonStale Reason = "stale"
 )
 
-// EventKind says what an Event reports.
-type EventKind int
-
-const (
-	// EventStateChanged: the gate moved from one State to another.
-	EventStateChanged EventKind = iota + 1
-)
-
-// String returns the kind's stable lower_snake name ("state_changed"), or
-// "EventKind(N)" for an unknown kind.
-func (k EventKind) String() string {
-	switch k {
-	case EventStateChanged:
-		return "state_changed"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // DefaultEventQueue is the capacity of the queue that carries events to
 // Options.OnEvent when Options.EventQueue is 0.
 const DefaultEventQueue = 1024
 
 // Event is one state transition of a Gate, as delivered to Options.OnEvent.
 type Event struct {
-	// Kind is EventStateChanged.
-	Kind EventKind
 	// Time is when the gate changed state, on the gate's clock. A
 	// transition that time alone causes (a hold ending, a signal going
 	// stale) happened when it fell due, even if the gate noticed later.

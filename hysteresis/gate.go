@@ -352,7 +352,7 @@ func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalS
 	if !g.events.Enabled() {
 		return
 	}
-	e := Event{Kind: EventStateChanged, Time: now, From: from, To: to, Reason: reason}
+	e := Event{Time: now, From: from, To: to, Reason: reason}
 	if cause != nil {
 		e.Signal = cause.Name
 		if reason != ReasonStale {

@@ -405,8 +405,6 @@ func TestStateStrings(t *testing.T) {
 	assert.Equal(t, "trip", hysteresis.StaleTrip.String())
 	assert.True(t, errors.Is(hysteresis.ErrUnknownSignal, hysteresis.ErrInvalid))
 	assert.True(t, errors.Is(hysteresis.ErrInvalidValue, hysteresis.ErrInvalid))
-	assert.Equal(t, "state_changed", hysteresis.EventStateChanged.String())
-	assert.Equal(t, "EventKind(0)", hysteresis.EventKind(0).String())
 }
 
 func TestConcurrentObserveAndRead(t *testing.T) {
