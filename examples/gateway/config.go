@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
@@ -180,6 +181,14 @@ func listen(addr string) (net.Listener, error) {
 	}
 	path = strings.TrimPrefix(path, "//")
 	ln, err := net.Listen("unix", path)
+	if errors.Is(err, syscall.EADDRINUSE) && staleSocket(path) {
+		// A process killed with SIGKILL leaves its socket file behind:
+		// without this, an agent could not be started again where it was.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		ln, err = net.Listen("unix", path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +197,22 @@ func listen(addr string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// staleSocket reports whether path is a unix socket that no process
+// listens on any more: connecting to it is refused. A socket something
+// still answers on is not stale, and neither is a file of another kind.
+func staleSocket(path string) bool {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // addrString is a listener's address as -agent and -listen take it.

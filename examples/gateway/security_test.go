@@ -331,3 +331,25 @@ func TestAgentUnixSocket(t *testing.T) {
 	require.NoError(t, g.stop())
 	assert.Empty(t, listed(t, cl, "echo"), "the gateway's drain deleted its worker through the socket")
 }
+
+// An agent killed with SIGKILL leaves its unix socket's file behind: the
+// agent started again takes it over. A socket that an agent still listens
+// on is not taken over.
+func TestAgentUnixSocketLeftByKill(t *testing.T) {
+	lbl := label(t)
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // as a killed process leaves it
+	require.NoError(t, ln.Close())
+	_, err = os.Lstat(sock)
+	require.NoError(t, err, "the socket's file is left")
+
+	addr, cl := startAgent(t, lbl, nil, "-listen", "unix:"+sock)
+	_, err = cl.List(context.Background(), agent.ListRequest{Function: "echo"})
+	require.NoError(t, err)
+	err = run(context.Background(), []string{"agent", "-listen", addr, "-label", lbl}, func(string) string { return "" }, nil, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "address already in use")
+	_, err = cl.List(context.Background(), agent.ListRequest{Function: "echo"})
+	require.NoError(t, err, "the first agent still serves on its socket")
+}
