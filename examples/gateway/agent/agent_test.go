@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -222,6 +224,46 @@ func TestGRPC(t *testing.T) {
 	cancel()
 	_, err = cl.List(ctx, agent.ListRequest{Function: "fn"})
 	assert.Equal(t, codes.Canceled, status.Code(err))
+}
+
+// A client whose agent went away fails its calls within a moment, and is
+// served by the agent started again at the same address at once: not
+// only once gRPC's growing wait between attempts to reconnect has passed.
+func TestGRPCAgentBack(t *testing.T) {
+	local := newLocal(t, agent.Options{Label: newLabel()}, "fn")
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	serve := func() func() {
+		ln, err := net.Listen("unix", sock)
+		require.NoError(t, err)
+		srv := agent.NewServer(local, "")
+		served := make(chan error, 1)
+		go func() { served <- agent.Serve(srv, ln) }()
+		return func() {
+			srv.Stop()
+			if err := <-served; !errors.Is(err, grpc.ErrServerStopped) { // stopped before it served
+				assert.NoError(t, err)
+			}
+		}
+	}
+	stop := serve()
+	cl, err := agent.Dial("unix:"+sock, "")
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = cl.List(context.Background(), agent.ListRequest{Function: "fn"})
+	require.NoError(t, err)
+
+	stop()
+	for range 3 {
+		start := time.Now()
+		_, err = cl.List(context.Background(), agent.ListRequest{Function: "fn"})
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		assert.Less(t, time.Since(start), 10*time.Second, "a call fails within a moment while the agent is down")
+	}
+
+	stop = serve()
+	defer stop()
+	_, err = cl.List(context.Background(), agent.ListRequest{Function: "fn"})
+	assert.NoError(t, err, "the agent started again serves the next call")
 }
 
 // Containers on a real engine: labels, the memory limit, the security

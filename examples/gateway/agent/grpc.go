@@ -6,9 +6,11 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -140,18 +142,46 @@ func (c *Client) Close() error { return c.cc.Close() }
 // Create calls the agent's Create.
 func (c *Client) Create(ctx context.Context, req CreateRequest) (Worker, error) {
 	var w Worker
-	err := c.cc.Invoke(ctx, "/"+ServiceName+"/Create", &req, &w)
+	err := c.invoke(ctx, "Create", &req, &w)
 	return w, err
 }
 
 // Delete calls the agent's Delete.
 func (c *Client) Delete(ctx context.Context, req DeleteRequest) error {
-	return c.cc.Invoke(ctx, "/"+ServiceName+"/Delete", &req, &empty{})
+	return c.invoke(ctx, "Delete", &req, &empty{})
 }
 
 // List calls the agent's List.
 func (c *Client) List(ctx context.Context, req ListRequest) ([]Worker, error) {
 	var r ListResponse
-	err := c.cc.Invoke(ctx, "/"+ServiceName+"/List", &req, &r)
+	err := c.invoke(ctx, "List", &req, &r)
 	return r.Workers, err
+}
+
+// reconnectWait bounds how long a call waits for an agent that is not
+// connected to become so before it fails.
+const reconnectWait = time.Second
+
+// invoke calls method once the connection is ready, or reconnectWait has
+// passed. Once it has lost its agent, gRPC waits longer and longer between
+// attempts to connect again (up to two minutes) and meanwhile fails every
+// call at once with the last attempt's error: an agent started again would
+// go unused for as long. So a call made while the connection is not ready
+// has gRPC try at once, and waits a moment for it: an agent that is back
+// serves it, and one that is still down fails it within reconnectWait.
+func (c *Client) invoke(ctx context.Context, method string, req, resp any) error {
+	if s := c.cc.GetState(); s != connectivity.Ready {
+		c.cc.ResetConnectBackoff()
+		wctx, cancel := context.WithTimeout(ctx, reconnectWait)
+		for ; s != connectivity.Ready && s != connectivity.Shutdown; s = c.cc.GetState() {
+			if s == connectivity.Idle {
+				c.cc.Connect()
+			}
+			if !c.cc.WaitForStateChange(wctx, s) {
+				break
+			}
+		}
+		cancel()
+	}
+	return c.cc.Invoke(ctx, "/"+ServiceName+"/"+method, req, resp)
 }
