@@ -33,11 +33,12 @@ import (
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
 	"github.com/ttlkit/ttlkit/examples/gateway/sigv4"
-	"github.com/ttlkit/ttlkit/internal/leakcheck"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+// TestMain runs the tests, or, started as a worker of a template that
+// names the test binary (gwtest.Env set), the test function.
+func TestMain(m *testing.M) { gwtest.Main(m) }
 
 // buildDir holds the demo functions' binaries and the gateway's, built
 // once for all tests.
