@@ -181,13 +181,14 @@ func listen(addr string) (net.Listener, error) {
 	}
 	path = strings.TrimPrefix(path, "//")
 	ln, err := net.Listen("unix", path)
-	if errors.Is(err, syscall.EADDRINUSE) && staleSocket(path) {
+	if errors.Is(err, syscall.EADDRINUSE) {
 		// A process killed with SIGKILL leaves its socket file behind:
 		// without this, an agent could not be started again where it was.
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+		if why := inUse(path); why != "" {
+			err = fmt.Errorf("%w: %s", err, why)
+		} else if err = os.Remove(path); err == nil || errors.Is(err, os.ErrNotExist) {
+			ln, err = net.Listen("unix", path)
 		}
-		ln, err = net.Listen("unix", path)
 	}
 	if err != nil {
 		return nil, err
@@ -199,20 +200,28 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// staleSocket reports whether path is a unix socket that no process
-// listens on any more: connecting to it is refused. A socket something
-// still answers on is not stale, and neither is a file of another kind.
-func staleSocket(path string) bool {
+// inUse says why the file at path is not a unix socket that no process
+// listens on any more (one that connecting to is refused), or "" if it is
+// one: a socket something still answers on is in use, and a file of
+// another kind is not to remove.
+func inUse(path string) string {
 	st, err := os.Lstat(path)
-	if err != nil || st.Mode()&os.ModeSocket == 0 {
-		return false
+	if err != nil {
+		return err.Error()
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return "the file is not a socket"
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
+	switch {
+	case err == nil:
 		c.Close()
-		return false
+		return "a process listens on it"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ""
+	default:
+		return err.Error()
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // addrString is a listener's address as -agent and -listen take it.

@@ -349,7 +349,7 @@ func TestAgentUnixSocketLeftByKill(t *testing.T) {
 	_, err = cl.List(context.Background(), agent.ListRequest{Function: "echo"})
 	require.NoError(t, err)
 	err = run(context.Background(), []string{"agent", "-listen", addr, "-label", lbl}, func(string) string { return "" }, nil, io.Discard, io.Discard)
-	require.ErrorContains(t, err, "address already in use")
+	require.ErrorContains(t, err, "address already in use: a process listens on it")
 	_, err = cl.List(context.Background(), agent.ListRequest{Function: "echo"})
 	require.NoError(t, err, "the first agent still serves on its socket")
 }
