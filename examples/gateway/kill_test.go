@@ -2,8 +2,8 @@ package main
 
 // The gateway and a separate agent, each a process of its own, killed with
 // SIGKILL in the middle of a burst of invocations and started again: what
-// a client sees, which invocations run (each records its run in a file of
-// its own), and what is left of the workers.
+// a client sees, which invocations run (each reports its run to the test),
+// and what is left of the workers: processes, or containers on Docker.
 
 import (
 	"context"
@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +35,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
+	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
 )
 
 // killTemplate runs the test binary as a function (gwtest) twice: rec
@@ -59,6 +62,27 @@ const killTemplate = `Resources:
       Environment:
         Variables:
           ` + gwtest.Env + `: "1"
+`
+
+// killDockerTemplate is killTemplate with the function (gwtest/function)
+// as an image.
+const killDockerTemplate = `Resources:
+  Rec:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: rec
+      PackageType: Image
+      ImageUri: {{image}}
+      Timeout: 30
+      ReservedConcurrentExecutions: 4
+  Cold:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: cold
+      PackageType: Image
+      ImageUri: {{image}}
+      Timeout: 30
+      ReservedConcurrentExecutions: 2
 `
 
 // daemon is the built program (gatewayBinary) run as a process of its
@@ -143,20 +167,22 @@ func (d *daemon) stop(t *testing.T) {
 
 var agentListenRE = regexp.MustCompile(`agent listening on (\S+)`)
 
-// startKillAgent runs the agent subcommand on the unix socket sock.
-func startKillAgent(t *testing.T, lbl, sock string) *daemon {
+// startKillAgent runs the agent subcommand on the unix socket sock, with
+// args.
+func startKillAgent(t *testing.T, lbl, sock string, args ...string) *daemon {
 	t.Helper()
-	d := startDaemon(t, nil, "agent", "-listen", "unix:"+sock, "-label", lbl, "-log-level", "info")
+	d := startDaemon(t, nil, append([]string{"agent", "-listen", "unix:" + sock, "-label", lbl, "-log-level", "info"}, args...)...)
 	d.waitFor(t, agentListenRE, time.Minute)
 	return d
 }
 
-// startKillGateway runs the gateway at addr with the agent on sock, and
-// waits for its "functions built" line; it returns the address it
+// startKillGateway runs the gateway at addr with the agent on sock and
+// env, and waits for its "functions built" line; it returns the address it
 // listens on.
-func startKillGateway(t *testing.T, lbl, sock, tpl, addr string) (*daemon, string) {
+func startKillGateway(t *testing.T, env []string, lbl, sock, tpl, addr string) (*daemon, string) {
 	t.Helper()
-	d := startDaemon(t, []string{envAccessKeyID + "=" + testCreds.AccessKeyID, envSecretAccessKey + "=" + testCreds.SecretAccessKey},
+	env = append([]string{envAccessKeyID + "=" + testCreds.AccessKeyID, envSecretAccessKey + "=" + testCreds.SecretAccessKey}, env...)
+	d := startDaemon(t, env,
 		"-addr", addr, "-agent", "unix:"+sock, "-label", lbl, "-template", tpl, "-build-dir", buildDir,
 		"-event-retry-delay", "1s", "-log-level", "info")
 	addr = d.waitFor(t, listenRE, time.Minute)[1]
@@ -194,14 +220,34 @@ type volley struct {
 	wg    sync.WaitGroup
 }
 
-// records is where the invocations record their runs: each one's in a
-// file of its own (gwtest.Request.Record), so that a run is counted even
-// when its client got no answer.
+// records is where the invocations report their runs
+// (gwtest.Request.RecordURL), each under its own name, so that a run is
+// counted even when its client got no answer: a server on the host's
+// loopback, which containers reach too.
 type records struct {
-	dir string
-	mu  sync.Mutex
-	n   int
-	all []*shot
+	url  string
+	mu   sync.Mutex
+	n    int
+	all  []*shot
+	runs map[string][]string // request ids by shot name
+}
+
+func newRecords(t *testing.T) *records {
+	rs := &records{runs: map[string][]string{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rs.mu.Lock()
+		rs.runs[strings.TrimPrefix(r.URL.Path, "/")] = append(rs.runs[strings.TrimPrefix(r.URL.Path, "/")], string(id))
+		rs.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	rs.url = srv.URL
+	return rs
 }
 
 // fire sends rr RequestResponse and events Event invocations of fn,
@@ -219,7 +265,7 @@ func (rs *records) fire(t *testing.T, c *lambda.Client, phase, fn string, rr, ev
 		v.shots = append(v.shots, s)
 	}
 	for _, s := range v.shots {
-		payload, err := json.Marshal(gwtest.Request{Record: filepath.Join(rs.dir, s.name), SleepMS: ms})
+		payload, err := json.Marshal(gwtest.Request{RecordURL: rs.url + "/" + s.name, SleepMS: ms})
 		require.NoError(t, err)
 		in := &lambda.InvokeInput{FunctionName: aws.String(fn), Payload: payload}
 		if s.event {
@@ -247,11 +293,11 @@ func (rs *records) fire(t *testing.T, c *lambda.Client, phase, fn string, rr, ev
 // wait waits for every invocation of v to be answered, or to fail.
 func (v *volley) wait() { v.wg.Wait() }
 
-// runs returns the request ids of the runs of s.
-func (rs *records) runs(t *testing.T, s *shot) []string {
-	t.Helper()
-	ids, _ := gwtest.Recorded(t, filepath.Join(rs.dir, s.name))
-	return ids
+// ran returns the request ids of the runs of s.
+func (rs *records) ran(s *shot) []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.runs[s.name])
 }
 
 // ok says whether s was answered as a client wants: 200 with the
@@ -275,14 +321,31 @@ func (rs *records) requireServed(t *testing.T, v *volley, limit time.Duration) {
 	}
 	require.Eventually(t, func() bool {
 		for _, s := range v.shots {
-			if len(rs.runs(t, s)) == 0 {
+			if len(rs.ran(s)) == 0 {
 				return false
 			}
 		}
 		return true
 	}, limit, 20*time.Millisecond, "every invocation runs")
 	for _, s := range v.shots {
-		assert.Equal(t, []string{s.reqID}, rs.runs(t, s), "%s ran once, under its request id", s.name)
+		assert.Equal(t, []string{s.reqID}, rs.ran(s), "%s ran once, under its request id", s.name)
+	}
+}
+
+// waitBusy waits until the gateway at addr runs 4 invocations of rec
+// (its capacity) and holds the 8 events of a burst: in the middle of it.
+func waitBusy(t *testing.T, gw *daemon, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m := scrape(addr)
+		if gwtest.Metric(t, m, `gateway_workers_in_use{function="rec"}`) == 4 && gwtest.Metric(t, m, "gateway_events_queued") == 8 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never ran 4 invocations of rec and held 8 events at once:\n%s\n%s", m, gw.output(t))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -296,7 +359,7 @@ func (rs *records) requireCut(t *testing.T, v *volley, killed time.Time) (failed
 	t.Helper()
 	v.wait()
 	for _, s := range v.shots {
-		ran := rs.runs(t, s)
+		ran := rs.ran(s)
 		switch {
 		case s.event:
 			require.True(t, s.ok(), "%s was accepted before the kill: %v", s.name, s.err)
@@ -318,12 +381,12 @@ func (rs *records) requireCut(t *testing.T, v *volley, killed time.Time) (failed
 	return failed, lost
 }
 
-// workers returns the ids of the workers the agent labelled lbl runs for
-// fn, as the agent's own List finds them (in /proc, by label).
-func workers(t *testing.T, lbl, fn string) []string {
+// workers returns the ids of the workers of fn that a lists: processes
+// found in /proc by their label, and containers by theirs (in any state).
+func workers(t *testing.T, a agent.Agent, fn string) []string {
 	t.Helper()
 	var ids []string
-	for _, w := range listed(t, localAgent(t, lbl), fn) {
+	for _, w := range listed(t, a, fn) {
 		ids = append(ids, w.ID)
 	}
 	return ids
@@ -342,10 +405,10 @@ func pooled(t *testing.T, addr, fn string) int {
 // requireCleanedUp requires that none of the workers before (of rec) is
 // left once a gateway started again serves: its start-up cleanup has
 // deleted those still running.
-func requireCleanedUp(t *testing.T, lbl string, before []string) {
+func requireCleanedUp(t *testing.T, a agent.Agent, before []string) {
 	t.Helper()
 	require.NotEmpty(t, before)
-	now := workers(t, lbl, "rec")
+	now := workers(t, a, "rec")
 	for _, id := range before {
 		assert.NotContains(t, now, id, "a worker of the killed gateway is left")
 	}
@@ -353,11 +416,11 @@ func requireCleanedUp(t *testing.T, lbl string, before []string) {
 
 // requireOnlyPooled waits until the workers that exist for each function
 // are exactly the ones the gateway at addr holds: nothing left over.
-func requireOnlyPooled(t *testing.T, lbl, addr string) {
+func requireOnlyPooled(t *testing.T, a agent.Agent, addr string) {
 	t.Helper()
 	for _, fn := range []string{"rec", "cold"} {
-		require.Eventually(t, func() bool { return len(workers(t, lbl, fn)) == pooled(t, addr, fn) }, time.Minute, 50*time.Millisecond,
-			"%s: the workers that exist are the pool's: %v, pooled %d", fn, workers(t, lbl, fn), pooled(t, addr, fn))
+		require.Eventually(t, func() bool { return len(workers(t, a, fn)) == pooled(t, addr, fn) }, time.Minute, 50*time.Millisecond,
+			"%s: the workers that exist are the pool's: %v, pooled %d", fn, workers(t, a, fn), pooled(t, addr, fn))
 	}
 }
 
@@ -383,27 +446,56 @@ func TestKillAgentAndGatewayMidBurst(t *testing.T) {
 	bin, err := os.Executable()
 	require.NoError(t, err)
 	tpl := writeTemplate(t, "", strings.ReplaceAll(killTemplate, "{{binary}}", bin))
+	killMidBurst(t, lbl, tpl, nil, localAgent(t, lbl))
+}
+
+// The same with the function as an image, its workers Docker containers
+// (the agent's -docker). A create that the agent's death cuts may leave a
+// container the gateway does not know (the engine made it, the answer was
+// lost): a process in that case ends by itself (its runtime is refused),
+// a container stays, exited, until the reconciliation deletes it, once
+// older than ORPHAN_GRACE_PERIOD_SECONDS, here 3 s (checked every 0.5 s).
+func TestKillAgentAndGatewayMidBurstDocker(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.Image(t, cli, "github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest/function", nil)
+	tpl := writeTemplate(t, "", strings.ReplaceAll(killDockerTemplate, "{{image}}", image))
+	lbl := label(t)
+	a, err := agent.NewLocal(agent.Options{Label: lbl, Docker: cli})
+	require.NoError(t, err)
+	gwEnv := []string{envHeartbeat + "=0.5", envOrphanGrace + "=3"}
+	killMidBurst(t, lbl, tpl, gwEnv, a, "-docker", os.Getenv(dockertest.EnvDocker))
+}
+
+// killMidBurst runs the gateway with the template tpl (and gwEnv) and a
+// separate agent labelled lbl (with agentArgs), kills them as
+// TestKillAgentAndGatewayMidBurst says, and checks with a, an agent of the
+// label in this process, what workers exist.
+func killMidBurst(t *testing.T, lbl, tpl string, gwEnv []string, a agent.Agent, agentArgs ...string) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
-	rs := &records{dir: t.TempDir()}
+	rs := newRecords(t)
 	t.Cleanup(func() {
 		// Whatever a failure left: the agents are killed by now.
 		for _, fn := range []string{"rec", "cold"} {
-			for _, w := range listed(t, localAgent(t, lbl), fn) {
-				_ = localAgent(t, lbl).Delete(context.Background(), agent.DeleteRequest{Function: fn, ID: w.ID})
+			for _, w := range listed(t, a, fn) {
+				_ = a.Delete(context.Background(), agent.DeleteRequest{Function: fn, ID: w.ID})
 			}
 		}
 	})
 	const sleep = 1000 // ms each invocation of a burst runs
 
-	ag := startKillAgent(t, lbl, sock)
-	gw, addr := startKillGateway(t, lbl, sock, tpl, "127.0.0.1:0")
+	ag := startKillAgent(t, lbl, sock, agentArgs...)
+	gw, addr := startKillGateway(t, gwEnv, lbl, sock, tpl, "127.0.0.1:0")
 	c := sdk(addr)
 	metric := func(series string) float64 { return gwtest.Metric(t, scrape(addr), series) }
 
 	// 1. The agent killed mid-burst.
 	v1 := rs.fire(t, c, "agent", "rec", 8, 8, sleep)
-	require.Eventually(t, func() bool { return metric(`gateway_workers_in_use{function="rec"}`) >= 2 }, time.Minute, 5*time.Millisecond)
-	before := workers(t, lbl, "rec")
+	var busy float64
+	require.Eventually(t, func() bool {
+		busy = metric(`gateway_workers_in_use{function="rec"}`)
+		return busy >= 2
+	}, time.Minute, 5*time.Millisecond)
+	before := workers(t, a, "rec")
 	ag.kill(t)
 	killed := time.Now()
 	// A call that needs a new worker fails at once; an event that does is
@@ -419,7 +511,7 @@ func TestKillAgentAndGatewayMidBurst(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(gw.output(t), `msg="asynchronous invocation failed: retrying" function=cold request_id=`+evCold.reqID)
 	}, 30*time.Second, 20*time.Millisecond, "the event's first run failed: no worker")
-	ag = startKillAgent(t, lbl, sock)
+	ag = startKillAgent(t, lbl, sock, agentArgs...)
 	v2 := rs.fire(t, c, "agent-back", "rec", 4, 4, 10)
 	v3 := rs.fire(t, c, "agent-back", "cold", 1, 0, 10)
 	v1.wait()
@@ -430,12 +522,18 @@ func TestKillAgentAndGatewayMidBurst(t *testing.T) {
 		// A call that needed a new worker while the agent was down.
 		require.ErrorAs(t, s.err, &svc, s.name)
 		assert.Contains(t, svc.ErrorMessage(), "could not start a worker", s.name)
-		assert.Empty(t, rs.runs(t, s), "%s failed, and did not run", s.name)
+		assert.Empty(t, rs.ran(s), "%s failed, and did not run", s.name)
 	}
-	after := workers(t, lbl, "rec")
+	// Those in use outlive their agent and serve on; the others listed
+	// may be of creates its death cut, which the gateway never knew.
+	after := workers(t, a, "rec")
+	kept := 0
 	for _, id := range before {
-		assert.Contains(t, after, id, "the workers outlive their agent, and serve on")
+		if slices.Contains(after, id) {
+			kept++
+		}
 	}
+	assert.GreaterOrEqual(t, float64(kept), busy, "the workers in use when the agent died outlive it: %v, then %v", before, after)
 	var served []*shot
 	for _, s := range v1.shots {
 		if s.err == nil {
@@ -448,51 +546,45 @@ func TestKillAgentAndGatewayMidBurst(t *testing.T) {
 	rs.requireServed(t, &volley{shots: []*shot{evCold}}, 30*time.Second)
 	t.Logf("agent killed: %d of %d invocations served, %d failed at once", len(served), len(v1.shots), len(v1.shots)-len(served))
 	require.Eventually(t, func() bool { return metric("gateway_events_queued") == 0 }, time.Minute, 20*time.Millisecond)
-	requireOnlyPooled(t, lbl, addr)
+	requireOnlyPooled(t, a, addr)
 
 	// 2. The gateway killed mid-burst.
 	v4 := rs.fire(t, c, "gateway", "rec", 8, 8, sleep)
-	require.Eventually(t, func() bool {
-		m := scrape(addr)
-		return gwtest.Metric(t, m, `gateway_workers_in_use{function="rec"}`) == 4 && gwtest.Metric(t, m, "gateway_events_queued") == 8
-	}, time.Minute, 5*time.Millisecond)
-	before = workers(t, lbl, "rec")
+	waitBusy(t, gw, addr)
+	before = workers(t, a, "rec")
 	gw.kill(t)
 	killed = time.Now()
 	failed, lost := rs.requireCut(t, v4, killed)
 	assert.Positive(t, failed, "calls in flight when the gateway died")
 	assert.Positive(t, lost, "events the killed gateway held and had not run are lost")
 	t.Logf("gateway killed: %d of 8 calls failed, %d of 8 accepted events lost", failed, lost)
-	gw, _ = startKillGateway(t, lbl, sock, tpl, addr)
-	requireCleanedUp(t, lbl, before)
-	requireOnlyPooled(t, lbl, addr)
+	gw, _ = startKillGateway(t, gwEnv, lbl, sock, tpl, addr)
+	requireCleanedUp(t, a, before)
+	requireOnlyPooled(t, a, addr)
 	rs.requireServed(t, rs.fire(t, c, "gateway-back", "rec", 8, 8, 10), time.Minute)
 
 	// 3. Both killed mid-burst, the agent first.
 	v5 := rs.fire(t, c, "both", "rec", 8, 8, sleep)
-	require.Eventually(t, func() bool {
-		m := scrape(addr)
-		return gwtest.Metric(t, m, `gateway_workers_in_use{function="rec"}`) == 4 && gwtest.Metric(t, m, "gateway_events_queued") == 8
-	}, time.Minute, 5*time.Millisecond)
-	before = workers(t, lbl, "rec")
+	waitBusy(t, gw, addr)
+	before = workers(t, a, "rec")
 	ag.kill(t)
 	gw.kill(t)
 	killed = time.Now()
 	failed, lost = rs.requireCut(t, v5, killed)
 	t.Logf("both killed: %d of 8 calls failed, %d of 8 accepted events lost", failed, lost)
-	ag = startKillAgent(t, lbl, sock)
-	gw, _ = startKillGateway(t, lbl, sock, tpl, addr)
-	requireCleanedUp(t, lbl, before)
-	requireOnlyPooled(t, lbl, addr)
+	ag = startKillAgent(t, lbl, sock, agentArgs...)
+	gw, _ = startKillGateway(t, gwEnv, lbl, sock, tpl, addr)
+	requireCleanedUp(t, a, before)
+	requireOnlyPooled(t, a, addr)
 	rs.requireServed(t, rs.fire(t, c, "both-back", "rec", 8, 8, 10), time.Minute)
 
 	// Stopped: no worker left, and no invocation ran twice.
 	gw.stop(t)
 	ag.stop(t)
 	for _, fn := range []string{"rec", "cold"} {
-		assert.Empty(t, workers(t, lbl, fn), fn)
+		assert.Empty(t, workers(t, a, fn), fn)
 	}
 	for _, s := range rs.all {
-		assert.LessOrEqual(t, len(rs.runs(t, s)), 1, "%s ran twice", s.name)
+		assert.LessOrEqual(t, len(rs.ran(s)), 1, "%s ran twice", s.name)
 	}
 }

@@ -1,7 +1,8 @@
 // Package gwtest holds what the gateway's tests share. Its function makes
 // a test binary a Lambda function: started with Env set, the binary runs an
 // unchanged aws-lambda-go runtime with Handle instead of its tests, so the
-// tests get real worker processes without building anything.
+// tests get real worker processes without building anything. The program
+// in function/ is the same function, for an image.
 package gwtest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -38,17 +40,19 @@ func Main(m *testing.M) {
 
 // Request is what the function does: first write Print on its stdout and
 // "stderr: "+Print on its stderr (each a line), append a line of its
-// request id and the time (RFC 3339, nanoseconds) to the file Record, then
-// return
-// Echo, fail with Fail, sleep SleepMS (past its deadline too), or exit the
-// runtime mid-call.
+// request id and the time (RFC 3339, nanoseconds) to the file Record, and
+// POST its request id to RecordURL (which a function in a container, with
+// the host's network, reaches where it cannot reach the test's files),
+// then return Echo, fail with Fail, sleep SleepMS (past its deadline too),
+// or exit the runtime mid-call.
 type Request struct {
-	Echo    json.RawMessage `json:"echo,omitempty"`
-	Fail    string          `json:"fail,omitempty"`
-	SleepMS int             `json:"sleep_ms,omitempty"`
-	Exit    bool            `json:"exit,omitempty"`
-	Record  string          `json:"record,omitempty"`
-	Print   string          `json:"print,omitempty"`
+	Echo      json.RawMessage `json:"echo,omitempty"`
+	Fail      string          `json:"fail,omitempty"`
+	SleepMS   int             `json:"sleep_ms,omitempty"`
+	Exit      bool            `json:"exit,omitempty"`
+	Record    string          `json:"record,omitempty"`
+	RecordURL string          `json:"record_url,omitempty"`
+	Print     string          `json:"print,omitempty"`
 }
 
 // Response is the function's answer, with what the runtime told it.
@@ -78,6 +82,16 @@ func Handle(ctx context.Context, req Request) (Response, error) {
 		}
 		if err != nil {
 			return Response{}, err
+		}
+	}
+	if req.RecordURL != "" {
+		resp, err := http.Post(req.RecordURL, "text/plain", strings.NewReader(lc.AwsRequestID))
+		if err != nil {
+			return Response{}, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return Response{}, fmt.Errorf("record: %s", resp.Status)
 		}
 	}
 	switch {
