@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
@@ -125,7 +126,7 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // empty). It connects lazily.
 func Dial(addr, token string) (*Client, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{}))}
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{})), grpc.WithConnectParams(reconnect)}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
@@ -158,20 +159,36 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Worker, error) {
 	return r.Workers, err
 }
 
-// reconnectWait bounds how long a call waits for an agent that is not
-// connected to become so before it fails.
-const reconnectWait = time.Second
+// Reconnection. By default gRPC waits longer and longer between attempts to
+// connect again to an agent it lost (1 s, growing to two minutes), and
+// meanwhile fails every call at once with the last attempt's error: an
+// agent started again would go unused for as long. The agent is local (a
+// unix socket, loopback or a private link), so the client tries again at
+// least every reconnectBackoff, and a call made while the connection is
+// not ready waits up to reconnectWait for it: an agent that is back serves
+// it, one that is still down fails it within reconnectWait.
+// (ClientConn.ResetConnectBackoff would try at once, but it reads the
+// connection's map of subchannels unlocked, a data race with gRPC's own
+// goroutines.)
+var reconnect = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   reconnectBackoff,
+	},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+const (
+	reconnectBackoff = time.Second
+	reconnectWait    = 2 * time.Second // past reconnectBackoff and its jitter
+)
 
 // invoke calls method once the connection is ready, or reconnectWait has
-// passed. Once it has lost its agent, gRPC waits longer and longer between
-// attempts to connect again (up to two minutes) and meanwhile fails every
-// call at once with the last attempt's error: an agent started again would
-// go unused for as long. So a call made while the connection is not ready
-// has gRPC try at once, and waits a moment for it: an agent that is back
-// serves it, and one that is still down fails it within reconnectWait.
+// passed (see reconnect).
 func (c *Client) invoke(ctx context.Context, method string, req, resp any) error {
 	if s := c.cc.GetState(); s != connectivity.Ready {
-		c.cc.ResetConnectBackoff()
 		wctx, cancel := context.WithTimeout(ctx, reconnectWait)
 		for ; s != connectivity.Ready && s != connectivity.Shutdown; s = c.cc.GetState() {
 			if s == connectivity.Idle {
