@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/ttlkit/ttlkit/examples/gateway/agent"
 	"github.com/ttlkit/ttlkit/examples/gateway/internal/gwtest"
@@ -38,11 +39,22 @@ import (
 
 // TestMain runs the tests, or, started as a worker of a template that
 // names the test binary (gwtest.Env set), the test function.
-func TestMain(m *testing.M) { gwtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(gwtest.Env) == "" { // not when this binary runs as a function
+		dir, err := os.MkdirTemp("", "ttlkit-gateway-test-build-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		buildDir = dir
+	}
+	gwtest.Main(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(buildDir) }))
+}
 
 // buildDir holds the demo functions' binaries and the gateway's, built
-// once for all tests.
-var buildDir = filepath.Join(os.TempDir(), "ttlkit-gateway-test-build")
+// once for all tests of this run: a directory of its own, which another
+// test run on the same machine, rebuilding its functions, cannot touch.
+var buildDir string
 
 var (
 	listenRE = regexp.MustCompile(`listening on (\S+)`)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.uber.org/goleak"
 
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 )
@@ -30,12 +31,12 @@ const Env = "GATEWAY_TEST_FUNCTION"
 
 // Main is the whole body of the TestMain of a package whose tests use the
 // function: the function when Env is set, else the tests with the
-// goroutine-leak check.
-func Main(m *testing.M) {
+// goroutine-leak check (with opts, such as a goleak.Cleanup).
+func Main(m *testing.M, opts ...goleak.Option) {
 	if os.Getenv(Env) != "" {
 		lambda.Start(Handle) // never returns
 	}
-	leakcheck.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m, opts...)
 }
 
 // Request is what the function does: first write Print on its stdout and
