@@ -339,7 +339,7 @@ func waitBusy(t *testing.T, gw *daemon, addr string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		m := scrape(addr)
-		if gwtest.Metric(t, m, `gateway_workers_in_use{function="rec"}`) == 4 && gwtest.Metric(t, m, "gateway_events_queued") == 8 {
+		if gwtest.Metric(t, m, `gateway_pool_in_use{function="rec"}`) == 4 && gwtest.Metric(t, m, "gateway_events_queued") == 8 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -399,7 +399,7 @@ func pooled(t *testing.T, addr, fn string) int {
 	if m == "" {
 		return -1
 	}
-	return int(gwtest.Metric(t, m, `gateway_workers_idle{function="`+fn+`"}`) + gwtest.Metric(t, m, `gateway_workers_in_use{function="`+fn+`"}`))
+	return int(gwtest.Metric(t, m, `gateway_pool_idle{function="`+fn+`"}`) + gwtest.Metric(t, m, `gateway_pool_in_use{function="`+fn+`"}`))
 }
 
 // requireCleanedUp requires that none of the workers before (of rec) is
@@ -492,7 +492,7 @@ func killMidBurst(t *testing.T, lbl, tpl string, gwEnv []string, a agent.Agent, 
 	v1 := rs.fire(t, c, "agent", "rec", 8, 8, sleep)
 	var busy float64
 	require.Eventually(t, func() bool {
-		busy = metric(`gateway_workers_in_use{function="rec"}`)
+		busy = metric(`gateway_pool_in_use{function="rec"}`)
 		return busy >= 2
 	}, time.Minute, 5*time.Millisecond)
 	before := workers(t, a, "rec")
