@@ -93,7 +93,10 @@ func TestRedisRestartEmpty(t *testing.T) {
 	e := newEnv(t)
 	args := e.args("-redis", srv.URL(), "-prefix", prefix, "-inactivity-ttl", "4s", "-absolute-ttl", "10m",
 		"-exec-timeout", "3s", "-gc-interval", "200ms", "-grace", "1s", "-orphan-grace", "3s",
-		"-health-interval", "500ms", "-assign-timeout", "5s")
+		"-health-interval", "500ms", "-assign-timeout", "5s",
+		// SIGTERM at the end waits for what is in flight: on a loaded
+		// machine longer than the 3 s exec timeout plus the grace.
+		"-drain-timeout", "30s")
 	a := startProc(t, append(args, "-instance", "a")...)
 	b := startProc(t, append(args, "-instance", "b")...)
 	ins := []*instance{a, b}
