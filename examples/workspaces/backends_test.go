@@ -96,6 +96,29 @@ func slowestTick(t *testing.T, r *ttl.Runner) func() time.Duration {
 	return func() time.Duration { return time.Duration(worst.Load()) }
 }
 
+// runningWorkspaces creates nActive workspaces in use ("active-NNN") and
+// nIdle that go idle ("idle-NN", created stagger apart from now), all
+// RUNNING on fake, and returns their ids.
+func runningWorkspaces(t *testing.T, store ttl.Store, fake *fakeHost, now time.Time, nActive, nIdle int, stagger time.Duration) (active, idle []string) {
+	t.Helper()
+	var es []ttl.Entity
+	for i := range nActive {
+		id := fmt.Sprintf("active-%03d", i)
+		active = append(active, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		fake.setRunning(id)
+	}
+	for i := range nIdle {
+		id := fmt.Sprintf("idle-%02d", i)
+		idle = append(idle, id)
+		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * stagger)})
+		fake.setRunning(id)
+	}
+	_, err := store.CreateMany(context.Background(), es)
+	require.NoError(t, err)
+	return active, idle
+}
+
 // idleOnTime checks that every workspace of ids went to STANDBY on one
 // decision, more than ttl after its last activity (whatever the load) and
 // at most late after that, stretched by what the machine's load measured:
@@ -187,23 +210,7 @@ func TestRedisRestart(t *testing.T) {
 	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake, Wake: dec.wake})
 	base := "http://" + sys.Addr()
 
-	now := dbNow(t, pg)
-	var active, idle []string
-	var es []ttl.Entity
-	for i := range 20 {
-		id := fmt.Sprintf("active-%02d", i)
-		active = append(active, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
-		fake.setRunning(id)
-	}
-	for i := range 5 {
-		id := fmt.Sprintf("idle-%02d", i)
-		idle = append(idle, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * 200 * time.Millisecond)})
-		fake.setRunning(id)
-	}
-	_, err := store.CreateMany(context.Background(), es)
-	require.NoError(t, err)
+	active, idle := runningWorkspaces(t, store, fake, dbNow(t, pg), 20, 5, 200*time.Millisecond)
 
 	stop := make(chan struct{})
 	wg := traffic(t, ownersOf(t, sys, base, active), []string{base}, 200*time.Millisecond, stop)

@@ -174,23 +174,7 @@ func TestPostgresRestart(t *testing.T) {
 	sys := startSystem(t, cfg, Deps{Runtime: fake, Routes: fake, Wake: dec.wake})
 	base := "http://" + sys.Addr()
 
-	now := time.Now()
-	var active, idle []string
-	var es []ttl.Entity
-	for i := range 20 {
-		id := fmt.Sprintf("active-%02d", i)
-		active = append(active, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
-		fake.setRunning(id)
-	}
-	for i := range 5 {
-		id := fmt.Sprintf("idle-%02d", i)
-		idle = append(idle, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * 200 * time.Millisecond)})
-		fake.setRunning(id)
-	}
-	_, err = store.CreateMany(context.Background(), es)
-	require.NoError(t, err)
+	active, idle := runningWorkspaces(t, store, fake, time.Now(), 20, 5, 200*time.Millisecond)
 
 	stop := make(chan struct{})
 	wg := traffic(t, ownersOf(t, sys, base, active), []string{base}, 200*time.Millisecond, stop)
@@ -254,23 +238,7 @@ func TestRunnerProcessKilled(t *testing.T) {
 	ctrl := startSystem(t, ctrlCfg, Deps{Runtime: fake, Routes: fake})
 	base := "http://" + px.Addr()
 
-	now := time.Now()
-	var active, idle []string
-	var es []ttl.Entity
-	for i := range 100 {
-		id := fmt.Sprintf("active-%03d", i)
-		active = append(active, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
-		fake.setRunning(id)
-	}
-	for i := range 10 {
-		id := fmt.Sprintf("idle-%02d", i)
-		idle = append(idle, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
-		fake.setRunning(id)
-	}
-	_, err := store.CreateMany(context.Background(), es)
-	require.NoError(t, err)
+	active, idle := runningWorkspaces(t, store, fake, time.Now(), 100, 10, 0)
 	stop := make(chan struct{})
 	wg := traffic(t, ownersOf(t, px, base, active), []string{base}, 300*time.Millisecond, stop)
 
