@@ -353,7 +353,13 @@ func TestKill9(t *testing.T) {
 		r, _ := tryCall("POST", b.url("/conversations/k-01/exec"), execBody(0, "sh", "-c", "sleep 1; echo done"))
 		inflight <- r
 	}()
-	require.Eventually(t, func() bool { _, st := b.state(t, "k-01"); return st["status"] == "running" }, 5*time.Second, 10*time.Millisecond)
+	// The exec is in flight once the record counts it ("running" is the
+	// sandbox's status, which an earlier exec already set).
+	require.Eventually(t, func() bool {
+		_, st := b.state(t, "k-01")
+		n, _ := st["in_flight"].(float64)
+		return st["status"] == "running" && n >= 1
+	}, 5*time.Second, 10*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.stop() }()
 	require.Eventually(t, func() bool {
