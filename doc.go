@@ -71,12 +71,15 @@
 // the shape of the others.
 //
 //   - Options. Required values are arguments; everything else is an Options
-//     struct whose zero value means the defaults. Each default is an exported
-//     constant named Default<Field>. New validates the options and returns an
-//     error that names the field the user set and its value
-//     ("pool: MinIdle (5) > MaxSize (2)") and matches the package's
-//     ErrInvalid with errors.Is; bad arguments to any method get the same
-//     kind of error and change nothing.
+//     struct, and the zero value of every field means the library's default,
+//     which the field's documentation states ("Zero means 1 minute."). A
+//     duration that can be switched off — a background loop's interval, a
+//     grace period, an idle timeout — is switched off by a negative value;
+//     zero never means "off". No default is an exported constant. New
+//     validates the options and returns an error that names the field the
+//     user set and its value ("pool: MinIdle (5) > MaxSize (2)") and matches
+//     the package's ErrInvalid with errors.Is; bad arguments to any method get
+//     the same kind of error and change nothing.
 //   - Time. Options.Clock (github.com/benbjohnson/clock) is the source of
 //     time; nil means real time. Backends shared by several processes take the
 //     time from the server (Redis TIME, SQL now()), never from the client.
@@ -91,7 +94,7 @@
 //     constants are named Reason<Name> and whose values are stable
 //     lower_snake words. Events are delivered asynchronously, in order, on one
 //     goroutine per owner, outside every lock, through a queue of
-//     Options.EventQueue events (DefaultEventQueue, 1024): the hot paths that
+//     Options.EventQueue events (zero means 1024): the hot paths that
 //     emit them (Acquire, Grant, Get, Record, Observe) never wait for user
 //     code, and a callback may call its owner without deadlocking. A full
 //     queue drops the event and counts it in Stats().EventsDropped. A
@@ -99,6 +102,8 @@
 //     next event is delivered as usual.
 //   - Stats. Stats() returns a snapshot struct: counters are uint64 and only
 //     grow, gauges are int.
+//   - Verbs. One method per action: an operation that needs a variant
+//     takes an argument or an option, not a second method.
 //   - Steps. Every background loop has a public synchronous step that the
 //     loop runs on a ticker and that users and tests can run by hand, with one
 //     shape: Step(ctx) (StepResult, error), where the result counts what the
@@ -112,8 +117,9 @@
 //     pool's Acquire, a lease Manager's Grant); what needs no background
 //     work keeps working: Stats, reads of state, an expiry.Map's Get and Set,
 //     a step run by hand. Events are no longer delivered.
-//   - Errors. Sentinel errors for conditions (errors.Is), error types for
-//     data (errors.As); backend errors are wrapped with the operation, and a
+//   - Errors. One sentinel error per condition (errors.Is); an error type
+//     only where the error carries data (errors.As), and it matches its
+//     condition's sentinel, never a second name for it. Backend errors are wrapped with the operation, and a
 //     call ended by its context reports context.Cause(ctx) too.
 //   - Conformance. Each backend interface has an exported suite,
 //     Run(t, Harness) (ttltest: RunStore and RunBuffer), whose Harness.New
