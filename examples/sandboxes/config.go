@@ -52,7 +52,7 @@ type config struct {
 	allowedHosts                                 []string
 	inactivity, absolute, execTimeout            time.Duration
 	health, grace, warmTTL, gc, drain, assign    time.Duration
-	orphanGrace                                  time.Duration
+	orphanGrace, claimGrace                      time.Duration
 	warmMin, warmMax                             int
 	memoryMiB, pids, workMiB, maxOutput          int64
 	cpus                                         float64
@@ -113,6 +113,7 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&c.warmMin, "warm-min", envWarmMin, backend.DefaultMinWarm, "warm sandboxes kept ready, across instances")
 	num(&c.warmMax, "warm-max", envWarmMax, backend.DefaultMaxWarm, "most warm sandboxes, across instances")
 	fs.DurationVar(&c.assign, "assign-timeout", backend.DefaultAssignTimeout, "longest assignment (a sandbox plus the restore of its files); an abandoned one is destroyed after it")
+	fs.DurationVar(&c.claimGrace, "claim-grace", 10*time.Second, "how long the claim of an instance that died in the middle of assigning a conversation outlives it; then another instance takes the conversation over")
 	fs.DurationVar(&c.orphanGrace, "orphan-grace", 0, "a sandbox nobody knows is destroyed this long after its creation (longer than a create takes); 0 means the grace")
 	fs.DurationVar(&c.drain, "drain-timeout", 0, "how long SIGTERM waits for requests in flight; 0 means the exec timeout plus the grace")
 	if err := errors.Join(errs...); err != nil {
@@ -154,6 +155,9 @@ func parseBackend(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	c.apiKey = cmp.Or(c.apiKey, getenv(envAPIKey))
 	c.agentToken = getenv(agent.EnvToken)
+	if c.claimGrace <= 0 {
+		return c, errors.New("-claim-grace must be positive")
+	}
 	if c.orphanGrace < 0 {
 		return c, errors.New("-orphan-grace must not be negative")
 	}

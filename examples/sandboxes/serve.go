@@ -24,6 +24,8 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/redislease"
 	"github.com/ttlkit/ttlkit/pool/docker"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/redispool"
@@ -54,7 +56,7 @@ func setup(ctx context.Context, c config, stderr io.Writer) (_ *system, err erro
 		Instance:      c.instance,
 		InactivityTTL: c.inactivity, AbsoluteTTL: c.absolute, ExecTimeout: c.execTimeout,
 		HealthInterval: c.health, Grace: c.grace, WarmTTL: c.warmTTL, GCInterval: c.gc,
-		AssignTimeout: c.assign, OrphanGrace: c.orphanGrace, MinWarm: c.warmMin, MaxWarm: c.warmMax,
+		AssignTimeout: c.assign, ClaimGrace: c.claimGrace, OrphanGrace: c.orphanGrace, MinWarm: c.warmMin, MaxWarm: c.warmMax,
 		Metrics: backend.NewMetrics(), Logger: log,
 	}}
 	defer func() {
@@ -159,6 +161,19 @@ func (s *system) state(ctx context.Context, c config) error {
 	if cfg.Inventory, err = redispool.New(s.rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {
 		return err
 	}
+	// The conversations' assignment claims: leases every instance shares.
+	claimStore, err := redislease.New(s.rdb, redislease.Options{Prefix: c.prefix + ":claims"})
+	if err != nil {
+		return err
+	}
+	if cfg.Claims, err = lease.New(1<<20, lease.Options{Store: claimStore, Logger: c.log}); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cfg.Claims.Close(ctx)
+	})
 	if cfg.AgentToken == "" {
 		key := c.prefix + ":agent-token"
 		if err := s.rdb.SetNX(ctx, key, rand.Text(), 0).Err(); err != nil {

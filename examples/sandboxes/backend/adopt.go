@@ -148,8 +148,8 @@ func (b *Backend) resolve(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sand
 // of its own that the shared state lost, if there is one: it is recorded
 // again as the conversation's. Should there be several, the newest is
 // adopted and the others are destroyed, their files archived first (so
-// the newest's are archived last). The caller holds conv's assignment
-// lock. It reports whether conv has a sandbox now.
+// the newest's are archived last). The caller holds conv's claim
+// (claim.go). It reports whether conv has a sandbox now.
 func (b *Backend) adopt(ctx context.Context, conv string) (bool, error) {
 	found, err := b.owners(ctx, nil)
 	if err != nil {
@@ -227,9 +227,9 @@ func (b *Backend) destroyUnrecorded(ctx context.Context, conv string, sb sandbox
 }
 
 // adoptOrphan is adopt for a sandbox the pool's reconciliation found
-// without an entity, in the background: under conv's assignment lock, it
+// without an entity, in the background: under conv's claim, it
 // is adopted if conv has neither a record nor another sandbox, and
-// destroyed as stale (its files archived) if conv has another. A busy lock
+// destroyed as stale (its files archived) if conv has another. A busy claim
 // leaves it to the next pass, or to conv's next request.
 func (b *Backend) adoptOrphan(o ownedSandbox) {
 	b.wg.Go(func() {
@@ -248,16 +248,11 @@ func (b *Backend) adoptOrphan(o ownedSandbox) {
 }
 
 func (b *Backend) adoptLocked(ctx context.Context, o ownedSandbox) error {
-	token := newToken()
-	ok, err := b.cfg.Assignments.Lock(ctx, o.conv, token, b.cfg.AssignTimeout)
-	if err != nil || !ok {
+	release, err := b.claimConversation(ctx, o.conv)
+	if err != nil || release == nil {
 		return err
 	}
-	defer func() {
-		if err := b.cfg.Assignments.Unlock(context.WithoutCancel(ctx), o.conv, token); err != nil {
-			b.log.Warn("assignment unlock failed", "conversation", o.conv, "err", err)
-		}
-	}()
+	defer release()
 	if _, err := b.cfg.Entities.Get(ctx, entityID(o.conv, o.sb.ID)); err == nil {
 		return nil // adopted meanwhile
 	} else if !errors.Is(err, ttl.ErrNotFound) {

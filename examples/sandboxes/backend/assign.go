@@ -125,7 +125,7 @@ func (b *Backend) archived(ctx context.Context, conv string) (bool, error) {
 	return true, nil
 }
 
-// assign gives conv a sandbox, holding the conversation's assignment lock:
+// assign gives conv a sandbox, holding the conversation's claim (claim.go):
 // the live one of conv that the shared state lost, if any (adopt), else a
 // warm one from the pool (or a new one), recorded as the conversation's
 // (a ttl entity, so that no pool instance takes it for an orphan) before
@@ -140,19 +140,14 @@ func (b *Backend) archived(ctx context.Context, conv string) (bool, error) {
 func (b *Backend) assign(rctx context.Context, conv string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), b.cfg.AssignTimeout)
 	defer cancel()
-	token := newToken()
-	ok, err := b.cfg.Assignments.Lock(ctx, conv, token, b.cfg.AssignTimeout)
+	release, err := b.claimConversation(ctx, conv)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if release == nil {
 		return ErrBusy
 	}
-	defer func() {
-		if err := b.cfg.Assignments.Unlock(context.WithoutCancel(ctx), conv, token); err != nil {
-			b.log.Warn("assignment unlock failed", "conversation", conv, "err", err)
-		}
-	}()
+	defer release()
 	if _, ok, err := b.cfg.Assignments.Get(ctx, conv); err != nil || ok {
 		return err // assigned meanwhile
 	}
@@ -214,7 +209,7 @@ func (b *Backend) assign(rctx context.Context, conv string) error {
 // the caller wait (DrainingError); one whose record expired before the GC
 // got to it (every GC pass failed for that long) is destroyed now, its
 // files archived; one whose assignment was abandoned is destroyed; one
-// being assigned by an instance whose lock expired means ErrBusy.
+// being assigned by an instance whose claim lapsed means ErrBusy.
 func (b *Backend) clearEarlier(ctx context.Context, conv string) error {
 	ents, err := b.conversationEntities(ctx, conv)
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
+	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/ttl"
 )
@@ -105,7 +106,16 @@ type Config struct {
 	// Inventory shares the warm pool with the other instances; nil keeps
 	// it in this process.
 	Inventory pool.Inventory
-	Archive   archive.Store
+	// Claims holds the conversations' assignment claims, a lease per
+	// conversation being assigned (claim.go), shared with the other
+	// instances (a lease Store in Redis); nil keeps them in this process.
+	// Its budget must exceed the assignments that run at once.
+	Claims *lease.Manager
+	// ClaimGrace is how long the claim of an instance that died in the
+	// middle of an assignment outlives its last heartbeat; then another
+	// instance takes the conversation over. Zero means 10 s.
+	ClaimGrace time.Duration
+	Archive    archive.Store
 	// Shared says the state is shared with other instances: Close then
 	// leaves the assigned sandboxes to them. Otherwise Close destroys
 	// them, archiving their files, since nobody would know them after.
@@ -161,6 +171,7 @@ func (c *Config) defaults() error {
 	set(&c.GCInterval, DefaultGCInterval)
 	set(&c.AssignTimeout, DefaultAssignTimeout)
 	set(&c.HealthTimeout, 5*time.Second)
+	set(&c.ClaimGrace, 10*time.Second)
 	set(&c.OrphanGrace, c.Grace)
 	if c.MaxWarm == 0 {
 		c.MaxWarm = DefaultMaxWarm
@@ -173,7 +184,7 @@ func (c *Config) defaults() error {
 		v    time.Duration
 	}{{"inactivity TTL", c.InactivityTTL}, {"absolute TTL", c.AbsoluteTTL}, {"exec timeout", c.ExecTimeout},
 		{"health interval", c.HealthInterval}, {"grace", c.Grace}, {"warm TTL", c.WarmTTL},
-		{"GC interval", c.GCInterval}, {"assign timeout", c.AssignTimeout}} {
+		{"GC interval", c.GCInterval}, {"assign timeout", c.AssignTimeout}, {"claim grace", c.ClaimGrace}} {
 		if d.v < 0 {
 			return fmt.Errorf("backend: %s (%v) is negative", d.name, d.v)
 		}
@@ -193,9 +204,12 @@ type Backend struct {
 	cfg    Config
 	pool   *pool.Pool[sandbox.Sandbox]
 	runner *ttl.Runner
-	hc     *http.Client
-	log    *slog.Logger
-	m      *Metrics
+	claims *lease.Manager
+	// ownClaims: claims was made by New, and is closed by Close.
+	ownClaims bool
+	hc        *http.Client
+	log       *slog.Logger
+	m         *Metrics
 
 	ctx        context.Context // destroys; ended when Close gives up on them
 	cancel     context.CancelFunc
@@ -229,6 +243,14 @@ func New(cfg Config) (*Backend, error) {
 		hc:  &http.Client{Transport: agent.Transport()},
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, 4),
 	}
+	b.claims = cfg.Claims
+	if b.claims == nil {
+		claims, err := lease.New(claimBudget, lease.Options{Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		b.claims, b.ownClaims = claims, true
+	}
 	p, err := pool.New[sandbox.Sandbox](cfg.Provisioner, pool.Options{
 		MinIdle:             cfg.MinWarm,
 		MaxIdle:             cfg.MaxWarm,
@@ -252,7 +274,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		cancel()
 		loopCancel()
-		return nil, err
+		return nil, errors.Join(err, b.closeClaims())
 	}
 	b.pool = p
 	rules := []ttl.Rule{
@@ -268,7 +290,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		cancel()
 		loopCancel()
-		return nil, errors.Join(err, p.Close(context.Background()))
+		return nil, errors.Join(err, p.Close(context.Background()), b.closeClaims())
 	}
 	b.loops.Add(2)
 	go b.loop(cfg.HealthInterval, b.CheckHealth)
@@ -320,10 +342,21 @@ func (b *Backend) Close(ctx context.Context) error {
 		b.wg.Wait()
 		b.cancel()
 		errs = append(errs, b.pool.Close(ctx))
+		errs = append(errs, b.closeClaims())
 		b.hc.CloseIdleConnections()
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
+}
+
+// closeClaims closes the claims Manager if New made it.
+func (b *Backend) closeClaims() error {
+	if !b.ownClaims {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return b.claims.Close(ctx)
 }
 
 // destroyAll destroys every assigned sandbox, for a backend whose state

@@ -16,8 +16,7 @@ import (
 // draining), whose expiry every request's end resets; beside it the
 // requests in flight, a sorted set <prefix>:inflight:{<conversation>} of
 // request tokens scored by their deadline on the server's clock (so that
-// the requests of an instance that died stop counting), and the
-// assignment lock <prefix>:lock:{<conversation>}. The braces make the
+// the requests of an instance that died stop counting). The braces make the
 // conversation a Redis Cluster hash tag: each script touches one slot.
 //
 // Every method is one Lua script.
@@ -35,7 +34,7 @@ func NewRedisAssignments(client redis.UniversalClient, prefix string) *RedisAssi
 
 func (a *RedisAssignments) keys(conv string) []string {
 	tag := "{" + conv + "}"
-	return []string{a.prefix + ":container:" + tag, a.prefix + ":inflight:" + tag, a.prefix + ":lock:" + tag}
+	return []string{a.prefix + ":container:" + tag, a.prefix + ":inflight:" + tag}
 }
 
 // RecordKey returns the name of conv's hash.
@@ -122,17 +121,6 @@ return reply('ok', ms)`)
 if redis.call('HGET', H, 'container_id') ~= ARGV[1] then return {'missing', 0} end
 redis.call('DEL', H, R)
 return {'ok', 0}`)
-
-	// KEYS[3] is the lock. ARGV: token, ttl ms
-	lockScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[3])
-if cur and cur ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
-return 1`)
-
-	unlockScript = redis.NewScript(`
-if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-return 1`)
 )
 
 func (a *RedisAssignments) run(ctx context.Context, s *redis.Script, conv string, args ...any) (string, Record, error) {
@@ -231,21 +219,4 @@ func (a *RedisAssignments) Undrain(ctx context.Context, conv, sandboxID string) 
 func (a *RedisAssignments) Delete(ctx context.Context, conv, sandboxID string) error {
 	_, _, err := a.run(ctx, deleteScript, conv, sandboxID)
 	return err
-}
-
-// Lock implements Assignments.
-func (a *RedisAssignments) Lock(ctx context.Context, conv, token string, ttl time.Duration) (bool, error) {
-	n, err := lockScript.Run(ctx, a.client, a.keys(conv), token, ms(ttl)).Int()
-	if err != nil {
-		return false, fmt.Errorf("assignments: lock %s: %w", conv, err)
-	}
-	return n == 1, nil
-}
-
-// Unlock implements Assignments.
-func (a *RedisAssignments) Unlock(ctx context.Context, conv, token string) error {
-	if err := unlockScript.Run(ctx, a.client, a.keys(conv), token).Err(); err != nil {
-		return fmt.Errorf("assignments: unlock %s: %w", conv, err)
-	}
-	return nil
 }

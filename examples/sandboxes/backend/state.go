@@ -63,31 +63,20 @@ type Assignments interface {
 	// Delete removes conv's record and its requests if it names
 	// sandboxID.
 	Delete(ctx context.Context, conv, sandboxID string) error
-	// Lock takes conv's assignment lock for token, for ttl: only one
-	// instance assigns a sandbox to a conversation at a time.
-	Lock(ctx context.Context, conv, token string, ttl time.Duration) (bool, error)
-	// Unlock releases the lock if token holds it.
-	Unlock(ctx context.Context, conv, token string) error
 }
 
 // MemoryAssignments is Assignments in this process's memory, for a single
 // instance.
 type MemoryAssignments struct {
-	mu    sync.Mutex
-	now   func() time.Time
-	recs  map[string]*memRecord
-	locks map[string]memLock
+	mu   sync.Mutex
+	now  func() time.Time
+	recs map[string]*memRecord
 }
 
 type memRecord struct {
 	rec      Record
 	expires  time.Time
 	requests map[string]time.Time // token → deadline
-}
-
-type memLock struct {
-	token   string
-	expires time.Time
 }
 
 var _ Assignments = (*MemoryAssignments)(nil)
@@ -98,7 +87,7 @@ func NewMemoryAssignments(now func() time.Time) *MemoryAssignments {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryAssignments{now: now, recs: map[string]*memRecord{}, locks: map[string]memLock{}}
+	return &MemoryAssignments{now: now, recs: map[string]*memRecord{}}
 }
 
 // live returns conv's record, with its expired requests dropped, or nil.
@@ -212,28 +201,6 @@ func (m *MemoryAssignments) Delete(_ context.Context, conv, sandboxID string) er
 	defer m.mu.Unlock()
 	if r := m.recs[conv]; r != nil && r.rec.Sandbox.ID == sandboxID {
 		delete(m.recs, conv)
-	}
-	return nil
-}
-
-// Lock implements Assignments.
-func (m *MemoryAssignments) Lock(_ context.Context, conv, token string, ttl time.Duration) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	if l, ok := m.locks[conv]; ok && now.Before(l.expires) && l.token != token {
-		return false, nil
-	}
-	m.locks[conv] = memLock{token: token, expires: now.Add(ttl)}
-	return true, nil
-}
-
-// Unlock implements Assignments.
-func (m *MemoryAssignments) Unlock(_ context.Context, conv, token string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.locks[conv].token == token {
-		delete(m.locks, conv)
 	}
 	return nil
 }

@@ -90,18 +90,6 @@ func checkAssignments(t *testing.T, a backend.Assignments) {
 	_, ok, _ = a.Get(ctx, "c2")
 	assert.False(t, ok)
 
-	// The assignment lock.
-	ok, err = a.Lock(ctx, "c3", "x", time.Minute)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, _ = a.Lock(ctx, "c3", "y", time.Minute)
-	assert.False(t, ok)
-	require.NoError(t, a.Unlock(ctx, "c3", "y"))
-	ok, _ = a.Lock(ctx, "c3", "y", time.Minute)
-	assert.False(t, ok, "only its holder unlocks it")
-	require.NoError(t, a.Unlock(ctx, "c3", "x"))
-	ok, _ = a.Lock(ctx, "c3", "y", time.Minute)
-	assert.True(t, ok)
 }
 
 func TestMemoryAssignments(t *testing.T) {
