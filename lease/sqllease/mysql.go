@@ -26,9 +26,10 @@ import (
 // default each is a prepare and an execute round trip. interpolateParams=true
 // in the DSN sends each in one, about halving the time of a grant.
 type MySQL struct {
-	db *sql.DB
-	n  names
-	q  myQueries
+	db    *sql.DB
+	n     names
+	q     myQueries
+	stmts stmtCache
 }
 
 var _ lease.Store = (*MySQL)(nil)
@@ -212,7 +213,7 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 	// The units in use, counted from the rows: right for a state row just
 	// made or a table of an earlier version, and a repair for a counter
 	// that rows written by hand made wrong.
-	err := s.inTx(ctx, "migrate", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "migrate", func(tx myTx) error {
 		var one, nowUS, used int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil {
 			return err
@@ -260,7 +261,7 @@ func schemaOf(table string) string {
 // was sent matches lease.ErrNotApplied (the transaction rolls back, on the
 // server if the connection is gone); an error of the COMMIT itself is
 // classified by afterCommit.
-func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx myTx) error) error {
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
 	}
@@ -270,7 +271,7 @@ func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 			return lease.NotApplied(wrap(ctx, "mysql", op, err))
 		}
 		committing := false
-		err = fn(tx)
+		err = fn(myTx{tx: tx, db: s.db, c: &s.stmts})
 		if err == nil {
 			committing = true
 			err = tx.Commit()
@@ -315,7 +316,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 		return lease.Lease{}, err
 	}
 	var l lease.Lease
-	err := s.inTx(ctx, "grant", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "grant", func(tx myTx) error {
 		res, err := tx.ExecContext(ctx, s.q.lock, s.n.key)
 		if err != nil {
 			return err
@@ -380,7 +381,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 //
 // With exclusive set it takes the state row exclusively instead (see
 // settled), for a second look at a lease that looked expired.
-func (s *MySQL) lockLive(ctx context.Context, tx *sql.Tx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
+func (s *MySQL) lockLive(ctx context.Context, tx myTx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
 	lock := s.q.share
 	if exclusive {
@@ -426,7 +427,7 @@ func (s *MySQL) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, 
 
 func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
-	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "heartbeat", func(tx myTx) error {
 		cur, now, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
@@ -453,7 +454,7 @@ func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, er
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var l lease.Lease
-	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "release", func(tx myTx) error {
 		cur, _, err := s.lockLive(ctx, tx, id, holder, true)
 		if err != nil {
 			return err
@@ -490,8 +491,8 @@ func (s *MySQL) wasReleased(ctx context.Context, q interface {
 // and a lease whose deadline falls in that moment must not be seen expired
 // first and live after. Rows are expired for good once a sweep has them,
 // so this path is taken only between a deadline and the next sweep.
-func (s *MySQL) settled(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.inTx(ctx, op, func(tx *sql.Tx) error {
+func (s *MySQL) settled(ctx context.Context, op string, fn func(tx myTx) error) error {
+	return s.inTx(ctx, op, func(tx myTx) error {
 		var one int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -511,9 +512,9 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var nowUS int64
-	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
+	l, dl, err := scanMy(s.stmts.queryRow(ctx, s.db, nil, s.q.get, id), &nowUS)
 	if err == nil && !dl.After(time.UnixMicro(nowUS)) {
-		err = s.settled(ctx, "get", func(tx *sql.Tx) error {
+		err = s.settled(ctx, "get", func(tx myTx) error {
 			var err error
 			l, dl, err = scanMy(tx.QueryRowContext(ctx, s.q.get, id), &nowUS)
 			return err
@@ -549,7 +550,7 @@ func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 		return nil, lease.NotApplied(wrap(ctx, "mysql", "list", err))
 	}
 	if expired {
-		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
+		err = s.settled(ctx, "list", func(tx myTx) error {
 			var err error
 			out, _, err = s.list(ctx, tx)
 			return err
@@ -597,7 +598,7 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, lease.NotApplied(wrap(ctx, "mysql", "usage", err))
 	}
 	if expired > 0 {
-		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {
+		err := s.settled(ctx, "usage", func(tx myTx) error {
 			return tx.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired)
 		})
 		if err != nil {
@@ -616,7 +617,7 @@ func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
 	var out []lease.Lease
-	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "sweep", func(tx myTx) error {
 		var one, nowUS, reclaimed int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
@@ -644,7 +645,7 @@ func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 			args[i] = l.ID
 		}
 		in := "(?" + strings.Repeat(", ?", len(out)-1) + ")"
-		_, err = tx.ExecContext(ctx, s.q.sweepDelete+in, args...)
+		_, err = tx.tx.ExecContext(ctx, s.q.sweepDelete+in, args...) // not cached: one text per batch size
 		return err
 	})
 	if err != nil {
