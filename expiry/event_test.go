@@ -3,6 +3,7 @@ package expiry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,7 @@ func TestOnEventReasons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var events []expiry.Event[string, int]
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond},
 			OnEvent: func(ev expiry.Event[string, int]) { mu.Lock(); events = append(events, ev); mu.Unlock() }})
 
 		start := time.Now()
@@ -41,10 +42,10 @@ func TestOnEventReasons(t *testing.T) {
 		mu.Unlock()
 		require.Len(t, got, 2)
 		assert.Equal(t, expiry.Event[string, int]{Time: found, Key: "p", Value: 1,
-			Reason: expiry.ReasonPassive, Deadline: start.Add(time.Second)}, got[0])
+			Deadline: start.Add(time.Second), Active: false}, got[0])
 		assert.Equal(t, "a", got[1].Key)
 		assert.Equal(t, 2, got[1].Value)
-		assert.Equal(t, expiry.ReasonActive, got[1].Reason)
+		assert.True(t, got[1].Active, "found by active expiry")
 		assert.True(t, got[1].Deadline.Equal(start.Add(2*time.Second)))
 		st := m.Stats()
 		assert.Equal(t, uint64(2), st.EventsDelivered)
@@ -57,7 +58,7 @@ func TestOnEventReasons(t *testing.T) {
 func TestOnEventFullQueueDrops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, EventQueue: 2,
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, EventQueue: 2,
 			OnEvent: func(expiry.Event[string, int]) { <-release }})
 		for i := range 10 {
 			require.NoError(t, m.SetWithTTL(string(rune('a'+i)), i, time.Second))
@@ -75,11 +76,32 @@ func TestOnEventFullQueueDrops(t *testing.T) {
 	})
 }
 
+// TestOnEventDefaultQueue: EventQueue 0 is a queue of 1024 events, as
+// MapOptions.EventQueue documents.
+func TestOnEventDefaultQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1},
+			OnEvent: func(expiry.Event[string, int]) { <-release }})
+		for i := range 1100 {
+			require.NoError(t, m.SetWithTTL(fmt.Sprint(i), i, time.Second))
+		}
+		time.Sleep(time.Second)
+		assert.Equal(t, 1100, cycle(t, m).Expired)
+		synctest.Wait()
+		// One event is in the callback, 1024 in the queue.
+		assert.Equal(t, uint64(1100-1-1024), m.Stats().EventsDropped)
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, uint64(1025), m.Stats().EventsDelivered)
+	})
+}
+
 // TestNoOnEventDeliversNothing: without OnEvent, expiry builds and counts no
 // event.
 func TestNoOnEventDeliversNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		require.NoError(t, m.SetWithTTL("a", 1, time.Second))
 		time.Sleep(time.Second)
 		assert.Equal(t, 1, cycle(t, m).Expired)
@@ -95,7 +117,7 @@ func TestNoOnEventDeliversNothing(t *testing.T) {
 func TestCloseWaitsInEveryCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond},
 			OnEvent: func(expiry.Event[string, int]) { <-release }})
 		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
 		time.Sleep(time.Second)
@@ -121,7 +143,7 @@ func TestCloseWaitsInEveryCaller(t *testing.T) {
 func TestCloseGivesUpWithCtx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true},
+		m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond},
 			OnEvent: func(expiry.Event[string, int]) { <-release }})
 		require.NoError(t, err)
 		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
@@ -142,7 +164,7 @@ func TestCloseGivesUpWithCtx(t *testing.T) {
 // TestCycleHonoursCtx: a cancelled ctx runs no round and says why.
 func TestCycleHonoursCtx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		require.NoError(t, m.SetWithTTL("k", 1, time.Second))
 		time.Sleep(time.Second)
 		ctx, cancel := context.WithCancelCause(context.Background())

@@ -16,20 +16,25 @@ func ExampleMap() {
 	}
 	defer m.Close(context.Background())
 
-	m.Set("config", "v1")
+	m.Set("config", "v1", time.Time{}) // no deadline
 	if err := m.SetWithTTL("session:42", "alice", 30*time.Minute); err != nil {
 		panic(err)
 	}
 	v, ok := m.Get("session:42")
 	fmt.Println(v, ok)
-	fmt.Println(m.TTL("config") == expiry.NoDeadline, m.TTL("missing") == expiry.Missing)
-	fmt.Println(m.TTL("session:42") > 29*time.Minute)
+	d, ok := m.Deadline("config")
+	fmt.Println(d.IsZero(), ok) // exists without a deadline (Redis TTL -1)
+	_, ok = m.Deadline("missing")
+	fmt.Println(ok) // missing (Redis TTL -2)
+	d, _ = m.Deadline("session:42")
+	fmt.Println(time.Until(d) > 29*time.Minute)
 
-	_, err = m.Expire("config", -time.Second)
+	err = m.SetWithTTL("config", "v2", -time.Second)
 	fmt.Println(err)
 	// Output:
 	// alice true
 	// true true
+	// false
 	// true
 	// expiry: invalid ttl: -1s is not positive
 }
@@ -72,13 +77,14 @@ func ExampleExpirer() {
 	}
 	s.users["admin"] = "root" // no deadline
 
-	e, err := expiry.NewExpirer(s, expiry.Options{SampleSize: 4})
+	// A negative Interval runs no cycles in the background: here one
+	// cycle by hand.
+	e, err := expiry.NewExpirer(s, expiry.Options{SampleSize: 4, Interval: -1})
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
 	defer e.Close(ctx)
-	// Start() would run a cycle every Interval; here one cycle by hand.
 	r, err := e.Cycle(ctx)
 	if err != nil {
 		panic(err)

@@ -37,34 +37,21 @@ type CycleResult struct {
 	Expired  int           // keys deleted
 	Duration time.Duration // time spent, as the Expirer's clock measures it
 	// BudgetHit reports that the cycle stopped because it spent its budget
-	// (time or Options.MaxRounds) while the expired share was still above
-	// Threshold; the next cycle resumes the work.
+	// (Options.Budget or Options.MaxRounds) while the expired share was
+	// still above Threshold; the next cycle resumes the work.
 	BudgetHit bool
 }
 
-// ExpirerStats is a snapshot of an Expirer's counters.
-type ExpirerStats struct {
-	Cycles     uint64 // cycles run (by the ticker or by hand)
-	Rounds     uint64 // sample rounds over all cycles
-	Sampled    uint64 // keys examined over all cycles
-	Expired    uint64 // keys deleted by active expiry
-	BudgetHits uint64 // cycles cut short by the time or round budget
-	// StaleEstimate estimates the share of keys with a deadline that are
-	// expired but not yet deleted: the expired share of the last rounds of
-	// each cycle (what the cycle leaves behind), smoothed over cycles.
-	StaleEstimate float64
-	LastCycle     time.Duration // duration of the last cycle
-}
-
-// Expirer runs active expiry over a Keyspace: each cycle samples
-// SampleSize keys, deletes the expired ones and repeats at once while more
-// than Threshold of the recent samples was expired, until the time budget
-// (Budget × Interval) or MaxRounds is spent.
+// Expirer runs active expiry over a [Keyspace]: each cycle samples
+// [Options.SampleSize] keys, deletes the expired ones and repeats at once
+// while more than [Options.Threshold] of the recent samples was expired,
+// until [Options.Budget] or [Options.MaxRounds] is spent.
 //
-// Start runs a cycle every Interval on a goroutine that Close stops; while
-// cycles end on their budget it runs the next one after a pause as long as
-// the cycle, until the backlog is gone (see Options.NoCatchUp). Cycle runs
-// one by hand, also after Close. Cycles never overlap.
+// It runs a cycle every [Options.Interval] on a goroutine that Close stops;
+// while cycles end on their budget it runs the next one after a pause as
+// long as the cycle, until the backlog is gone (see [Options.NoCatchUp]).
+// [Expirer.Cycle] runs one by hand, also after Close or with a negative
+// Interval. Cycles never overlap.
 type Expirer struct {
 	ks     Keyspace
 	opts   Options
@@ -75,7 +62,7 @@ type Expirer struct {
 	cycleMu sync.Mutex // serialises cycles
 
 	lifeMu   sync.Mutex
-	started  bool
+	started  bool // the loop runs (positive Interval)
 	closed   bool
 	stopping atomic.Bool
 	stop     chan struct{} // closed by Close
@@ -87,10 +74,21 @@ type Expirer struct {
 	lastCycle                                    atomic.Int64
 }
 
-// NewExpirer validates opts and returns an Expirer over ks. It does not
-// start the background goroutine: call Start, or call Cycle yourself. Bad
-// options return an error that names the field and matches ErrInvalid.
+// NewExpirer validates opts and returns an Expirer over ks, running a
+// cycle every Interval until Close (none with a negative Interval: then
+// call Cycle yourself). Bad options return an error that names the field
+// and matches ErrInvalid.
 func NewExpirer(ks Keyspace, opts Options) (*Expirer, error) {
+	e, err := newExpirer(ks, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.start()
+	return e, nil
+}
+
+// newExpirer returns an Expirer whose loop is not started yet.
+func newExpirer(ks Keyspace, opts Options) (*Expirer, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -103,31 +101,24 @@ func NewExpirer(ks Keyspace, opts Options) (*Expirer, error) {
 		ks:     ks,
 		opts:   o,
 		clk:    clk,
-		budget: time.Duration(float64(o.Interval) * o.Budget),
+		budget: o.Budget,
 		log:    o.Logger,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}, nil
 }
 
-// Start starts the goroutine that runs a cycle every Interval. It is a
-// no-op if the Expirer runs already or Options.Manual is set, and returns
-// ErrClosed after Close.
-func (e *Expirer) Start() error {
-	e.lifeMu.Lock()
-	defer e.lifeMu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
-	if e.started || e.opts.Manual {
-		return nil
+// start starts the goroutine that runs a cycle every Interval, unless
+// Interval is negative.
+func (e *Expirer) start() {
+	if e.opts.Interval < 0 {
+		return
 	}
 	e.started = true
 	t := e.clk.Ticker(e.opts.Interval)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go e.loop(ctx, t)
-	return nil
 }
 
 func (e *Expirer) loop(ctx context.Context, t *clock.Ticker) {
@@ -159,7 +150,7 @@ func (e *Expirer) loop(ctx context.Context, t *clock.Ticker) {
 // between two rounds, and waits for it until ctx ends; then it returns an
 // error that wraps context.Cause(ctx). Close is idempotent: a later call
 // waits the same way and returns nil once the goroutine has stopped. After
-// Close, Start returns ErrClosed; Cycle still works.
+// Close, Cycle still works.
 func (e *Expirer) Close(ctx context.Context) error {
 	e.lifeMu.Lock()
 	started := e.started
@@ -284,18 +275,17 @@ func (e *Expirer) Cycle(ctx context.Context) (CycleResult, error) {
 	return r, err
 }
 
-// Stats returns a snapshot of the Expirer's counters.
-func (e *Expirer) Stats() ExpirerStats {
-	return ExpirerStats{
+// Stats returns a snapshot of the Expirer's counters: the active-expiry
+// fields of [Stats] (Cycles, Rounds, Sampled, ExpiredActive, BudgetHits,
+// StaleEstimate, LastCycle); the others, which only a Map knows, are zero.
+func (e *Expirer) Stats() Stats {
+	return Stats{
 		Cycles:        e.cycles.Load(),
 		Rounds:        e.rounds.Load(),
 		Sampled:       e.sampled.Load(),
-		Expired:       e.expired.Load(),
+		ExpiredActive: e.expired.Load(),
 		BudgetHits:    e.budgetHits.Load(),
 		StaleEstimate: math.Float64frombits(e.stale.Load()),
 		LastCycle:     time.Duration(e.lastCycle.Load()),
 	}
 }
-
-// Options returns the Expirer's options with the defaults filled in.
-func (e *Expirer) Options() Options { return e.opts }

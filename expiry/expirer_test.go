@@ -22,7 +22,8 @@ import (
 // keyspace before the next tick.
 func TestMiniRedisTimeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[string](t, expiry.Options{})
+		// A mini Redis's tuning: a cycle a second, repeat above 25 %.
+		m := newMap[string](t, expiry.Options{Interval: time.Second, Threshold: 0.25})
 		for i := range 100 {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("key:", i), "v", 10*time.Second))
 		}
@@ -59,7 +60,7 @@ func TestSamplingFindsHiddenExpiredKeys(t *testing.T) {
 	for _, expiredFirst := range []bool{true, false} {
 		t.Run(fmt.Sprint("expiredFirst=", expiredFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
+				m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, Shards: 1})
 				short := func() {
 					for i := range 1000 {
 						require.NoError(t, m.SetWithTTL(fmt.Sprint("short:", i), i, time.Second))
@@ -102,7 +103,7 @@ func TestSamplingIsUnbiased(t *testing.T) {
 		t.Run(fmt.Sprint("shortFirst=", shortFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const long, short, rounds = 100_000, 1_000, 500
-				m := newMap[int](t, expiry.Options{Manual: true})
+				m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 				add := func(prefix string, n int, ttl time.Duration) {
 					for i := range n {
 						require.NoError(t, m.SetWithTTL(fmt.Sprint(prefix, i), i, ttl))
@@ -138,13 +139,13 @@ func TestSamplingIsUnbiased(t *testing.T) {
 func TestMassExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100_000
-		m := newMap[int](t, expiry.Options{Manual: true, MaxRounds: 250}) // ≤ 5000 keys a cycle
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond, MaxRounds: 250}) // ≤ 5000 keys a cycle
 		keys := make([]string, n)
 		for i := range keys {
 			keys[i] = fmt.Sprint("k", i)
 			require.NoError(t, m.SetWithTTL(keys[i], i, 10*time.Second))
 		}
-		m.Set("live", -1)
+		m.Set("live", -1, time.Time{})
 		time.Sleep(10 * time.Second)
 
 		cycles, budgetHits := 0, 0
@@ -205,11 +206,12 @@ func (k *slowKeyspace) ExpireSample(now time.Time, n int) (int, int) {
 }
 
 // TestCycleTimeBudget drives a clock.Mock: a cycle whose rounds keep
-// finding expired keys stops when it has spent Budget × Interval.
+// finding expired keys stops when it has spent its Budget, by default a
+// quarter of Interval.
 func TestCycleTimeBudget(t *testing.T) {
 	mock := clock.NewMock()
 	ks := &slowKeyspace{clk: mock, step: 10 * time.Millisecond}
-	e, err := expiry.NewExpirer(ks, expiry.Options{Clock: mock}) // 1 s × 25 %
+	e, err := expiry.NewExpirer(ks, expiry.Options{Clock: mock, Interval: time.Second}) // 1 s / 4
 	require.NoError(t, err)
 	defer e.Close(context.Background())
 
@@ -247,13 +249,13 @@ func TestMapWithMockClock(t *testing.T) {
 	}
 	step(1)
 	step(2)
-	assert.Equal(t, 3*time.Second, m.TTL("a"))
+	assert.Equal(t, 3*time.Second, ttlOfAt(m, "a", mock.Now()))
 	step(3)
 	step(4)
 	step(5) // the 5 s cycle finds both keys expired
 	require.Eventually(t, func() bool { return m.Len() == 0 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, uint64(2), m.Stats().ExpiredActive)
-	assert.Equal(t, expiry.Missing, m.TTL("a"))
+	assert.Equal(t, missing, ttlOfAt(m, "a", mock.Now()))
 }
 
 func TestCloseStopsEverything(t *testing.T) {
@@ -289,18 +291,19 @@ func TestCloseStopsEverything(t *testing.T) {
 func TestExpirerStartClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ks := &countingKeyspace{}
-		e, err := expiry.NewExpirer(ks, expiry.Redis7Options())
+		// The defaults are Redis's: a cycle every 100 ms, 20 keys, 10 %,
+		// 25 % of the interval.
+		e, err := expiry.NewExpirer(ks, expiry.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, 100*time.Millisecond, e.Options().Interval)
+		assert.Equal(t, 20, e.Options().SampleSize)
 		assert.Equal(t, 0.10, e.Options().Threshold)
-		require.NoError(t, e.Start())
-		require.NoError(t, e.Start(), "second Start is a no-op")
+		assert.Equal(t, 25*time.Millisecond, e.Options().Budget)
 		time.Sleep(time.Second + time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, uint64(10), e.Stats().Cycles)
 		require.NoError(t, e.Close(context.Background()))
 		require.NoError(t, e.Close(context.Background()))
-		require.ErrorIs(t, e.Start(), expiry.ErrClosed)
 		time.Sleep(time.Second)
 		assert.Equal(t, uint64(10), e.Stats().Cycles)
 		e.Cycle(context.Background())
@@ -312,18 +315,13 @@ type countingKeyspace struct{ calls int }
 
 func (k *countingKeyspace) ExpireSample(time.Time, int) (int, int) { k.calls++; return 0, 0 }
 
-func TestReasonStrings(t *testing.T) {
-	assert.Equal(t, "passive", string(expiry.ReasonPassive))
-	assert.Equal(t, "active", string(expiry.ReasonActive))
-}
-
 // TestCycleIsNotStoppedByOneLuckyRound: 50k expired keys among 10k live
 // ones. One cycle (no time budget in a bubble) must bring the expired share
 // close to Threshold; a cycle deciding on single 20-key rounds stops, by
 // chance, at about 55 %.
 func TestCycleIsNotStoppedByOneLuckyRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		for i := range 10_000 {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("live", i), i, time.Hour))
 		}
@@ -346,7 +344,7 @@ func TestCatchUp(t *testing.T) {
 	for _, noCatchUp := range []bool{false, true} {
 		t.Run(fmt.Sprint("NoCatchUp=", noCatchUp), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := newMap[int](t, expiry.Options{MaxRounds: 50, NoCatchUp: noCatchUp}) // ≤ 1000 keys a cycle
+				m := newMap[int](t, expiry.Options{Interval: time.Second, MaxRounds: 50, NoCatchUp: noCatchUp}) // ≤ 1000 keys a cycle
 				for i := range 10_000 {
 					require.NoError(t, m.SetWithTTL(fmt.Sprint(i), i, 500*time.Millisecond))
 				}
@@ -372,7 +370,7 @@ func TestCatchUp(t *testing.T) {
 // run more rounds over the survivors and report their share as stale.
 func TestSmallKeyspaceCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		for i := range 5 {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("short:", i), i, time.Second))
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("long:", i), i, time.Hour))
@@ -397,8 +395,7 @@ func TestExpirerCloseWaitsInEveryCaller(t *testing.T) {
 		ks := blockingKeyspace{make(chan struct{})}
 		e, err := expiry.NewExpirer(ks, expiry.Options{})
 		require.NoError(t, err)
-		require.NoError(t, e.Start())
-		time.Sleep(expiry.DefaultInterval) // a cycle starts and blocks
+		time.Sleep(100 * time.Millisecond) // the default interval: a cycle starts and blocks
 		synctest.Wait()
 
 		var first, second atomic.Bool
@@ -412,5 +409,29 @@ func TestExpirerCloseWaitsInEveryCaller(t *testing.T) {
 		synctest.Wait()
 		assert.True(t, first.Load())
 		assert.True(t, second.Load())
+	})
+}
+
+// TestNegativeIntervalRunsNoLoop: a negative Interval starts no goroutine;
+// cycles run only by hand, with a budget of a quarter of 100 ms unless
+// Budget says otherwise.
+func TestNegativeIntervalRunsNoLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ks := &countingKeyspace{}
+		e, err := expiry.NewExpirer(ks, expiry.Options{Interval: -1})
+		require.NoError(t, err)
+		assert.Equal(t, 25*time.Millisecond, e.Options().Budget)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Zero(t, e.Stats().Cycles)
+		assert.Zero(t, ks.calls)
+		cycle(t, e)
+		assert.Equal(t, uint64(1), e.Stats().Cycles)
+		require.NoError(t, e.Close(context.Background()))
+
+		e, err = expiry.NewExpirer(ks, expiry.Options{Interval: -1, Budget: time.Second})
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, e.Options().Budget, "no Interval to stay below")
+		require.NoError(t, e.Close(context.Background()))
 	})
 }

@@ -1,6 +1,9 @@
 package expiry
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // CheckInvariants verifies, for tests, that every key with a deadline sits
 // at its own position in its shard's slice of keys with a deadline and that
@@ -52,3 +55,11 @@ func (s *shard[K, V]) check(i int) error {
 	}
 	return nil
 }
+
+// ExpireSample is the Map's Keyspace sample, for tests that drive it.
+func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
+	return m.expireSample(now, n)
+}
+
+// Options returns the Expirer's options with the defaults filled in.
+func (e *Expirer) Options() Options { return e.opts }

@@ -19,7 +19,7 @@ import (
 // the Map's answers against the model.
 func TestRandomOpsKeepInvariants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 2})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, Shards: 2})
 		type modelEntry struct {
 			v  int
 			at time.Time // zero: no deadline
@@ -38,26 +38,24 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 			ttl := time.Duration(1+r.IntN(50)) * time.Millisecond
 			switch r.IntN(9) {
 			case 0:
-				m.Set(k, i)
+				m.Set(k, i, time.Time{})
 				model[k] = modelEntry{v: i}
 			case 1, 2:
 				require.NoError(t, m.SetWithTTL(k, i, ttl))
 				model[k] = modelEntry{v: i, at: time.Now().Add(ttl)}
 			case 3:
 				_, want := live(k)
-				require.Equal(t, want, m.Delete(k))
+				require.Equal(t, want, del(m, k))
 				delete(model, k)
 			case 4:
 				e, want := live(k)
-				ok, err := m.Expire(k, ttl)
-				require.NoError(t, err)
-				require.Equal(t, want, ok)
+				require.Equal(t, want, expireIn(m, k, ttl))
 				if want {
 					model[k] = modelEntry{v: e.v, at: time.Now().Add(ttl)}
 				}
 			case 5:
 				e, want := live(k)
-				require.Equal(t, want && !e.at.IsZero(), m.Persist(k))
+				require.Equal(t, want && !e.at.IsZero(), persist(m, k))
 				if want {
 					model[k] = modelEntry{v: e.v}
 				}
@@ -68,13 +66,13 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 				}
 			case 7:
 				e, want := live(k)
-				switch ttl := m.TTL(k); {
+				switch left := ttlOf(m, k); {
 				case !want:
-					require.Equal(t, expiry.Missing, ttl)
+					require.Equal(t, missing, left)
 				case e.at.IsZero():
-					require.Equal(t, expiry.NoDeadline, ttl)
+					require.Equal(t, noDeadline, left)
 				default:
-					require.Equal(t, time.Until(e.at), ttl)
+					require.Equal(t, time.Until(e.at), left)
 				}
 			default:
 				e, want := live(k)
@@ -93,7 +91,7 @@ func TestRandomOpsKeepInvariants(t *testing.T) {
 // slots behind; without any active expiry they must still be cleaned.
 func TestStaleSlotsStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, Shards: 1})
 		for i := range 20000 {
 			k := strconv.Itoa(i % 50)
 			require.NoError(t, m.SetWithTTL(k, i, time.Hour))
@@ -101,9 +99,9 @@ func TestStaleSlotsStayBounded(t *testing.T) {
 			case 0:
 				m.Delete(k)
 			case 1:
-				m.Persist(k)
+				persist(m, k)
 			default:
-				m.Set(k, i)
+				m.Set(k, i, time.Time{})
 			}
 			require.NoError(t, m.CheckInvariants(), "after op %d", i)
 		}
@@ -117,12 +115,12 @@ func TestStaleSlotsStayBounded(t *testing.T) {
 // examined none ended the cycle as if no key had a deadline.
 func TestSampleIsFullDespiteStaleSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 1})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, Shards: 1})
 		for i := range 2000 {
 			require.NoError(t, m.SetWithTTL(strconv.Itoa(i), i, time.Hour))
 		}
 		for i := 0; i < 2000; i += 2 {
-			require.True(t, m.Persist(strconv.Itoa(i)))
+			require.True(t, persist(m, strconv.Itoa(i)))
 		}
 		for r := range 200 {
 			s, x := m.ExpireSample(time.Now(), 20)

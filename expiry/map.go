@@ -17,20 +17,13 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-const (
-	// NoDeadline is the TTL of a key that exists without a deadline (Redis -1).
-	NoDeadline time.Duration = -1
-	// Missing is the TTL of a missing or expired key (Redis -2).
-	Missing time.Duration = -2
-)
-
 // Map is a concurrent map whose keys may carry a deadline, with Redis's
 // expiry semantics: no method ever returns or counts a key it finds
-// expired (passive expiry deletes it on the spot), and an Expirer started
+// expired (passive expiry deletes it on the spot), and an [Expirer] started
 // by NewMap reclaims the expired keys nobody reads (active expiry).
 //
-// Reads take no lock and write no shared memory: Get, TTL, Deadline and
-// Range load the key's immutable record with atomic loads and check its
+// Reads take no lock and write no shared memory: Get, Deadline and Range
+// load the key's immutable record with atomic loads and check its
 // deadline against the clock, which they read only for a key that carries
 // a deadline. Get allocates nothing. Writes lock one shard of the map and
 // replace the key's record. Deadlines may lie any distance in the future
@@ -53,7 +46,7 @@ type Map[K comparable, V any] struct {
 }
 
 // NewMap validates opts and returns an empty Map whose active expirer is
-// running (unless opts.Manual). Close stops it. Bad options return an error
+// running (unless opts.Interval is negative). Close stops it. Bad options return an error
 // that names the field and matches ErrInvalid.
 func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	o, err := opts.withDefaults()
@@ -62,7 +55,7 @@ func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	}
 	n := o.Shards
 	if n == 0 {
-		n = max(DefaultMinShards, 16*runtime.GOMAXPROCS(0))
+		n = max(minShards, 16*runtime.GOMAXPROCS(0))
 	}
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	m := &Map[K, V]{
@@ -79,15 +72,20 @@ func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	} else {
 		m.base = time.Now()
 	}
-	m.exp, err = NewExpirer(m, o.Options)
+	m.exp, err = newExpirer(keyspace[K, V]{m}, o.Options)
 	if err != nil {
 		return nil, err
 	}
 	m.ev = event.New(o.OnEvent, o.EventQueue, o.Logger, "expiry")
-	if err := m.exp.Start(); err != nil {
-		return nil, err
-	}
+	m.exp.start()
 	return m, nil
+}
+
+// keyspace is the Map as its Expirer's Keyspace.
+type keyspace[K comparable, V any] struct{ m *Map[K, V] }
+
+func (ks keyspace[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
+	return ks.m.expireSample(now, n)
 }
 
 // hash returns k's hash and its shard.
@@ -139,30 +137,32 @@ func (m *Map[K, V]) timeOf(d deadline) time.Time {
 	return time.Unix(m.base.Unix()+d.sec, int64(m.base.Nanosecond())+int64(d.nsec))
 }
 
-// deadlineFor returns now+ttl or ErrInvalidTTL. Any positive ttl gives a
-// deadline: a Duration reaches 292 years, a deadline far more.
+// deadlineFor returns now+ttl, or an error matching ErrInvalid for a ttl
+// that is not positive. Any positive ttl gives a deadline: a Duration
+// reaches 292 years, a deadline far more.
 func (m *Map[K, V]) deadlineFor(ttl time.Duration) (deadline, int64, error) {
 	if ttl <= 0 {
-		return deadline{}, 0, errs.Invalid(ErrInvalidTTL, "expiry: invalid ttl: %v is not positive", ttl)
+		return deadline{}, 0, errs.Invalid(ErrInvalid, "expiry: invalid ttl: %v is not positive", ttl)
 	}
 	now := m.now()
 	return fromNanos(now).add(fromNanos(int64(ttl))), now, nil
 }
 
-// report counts the expiry of n's key and sends its event.
-func (m *Map[K, V]) report(n *node[K, V], r Reason) {
-	if r == ReasonPassive {
-		m.expiredPassive.Add(1)
-	} else {
+// report counts the expiry of n's key, found by active expiry or by an
+// access, and sends its event.
+func (m *Map[K, V]) report(n *node[K, V], active bool) {
+	if active {
 		m.expiredActive.Add(1)
+	} else {
+		m.expiredPassive.Add(1)
 	}
 	if m.ev.Enabled() {
 		m.ev.Send(Event[K, V]{
 			Time:     m.base.Add(time.Duration(m.now())),
 			Key:      n.key,
 			Value:    n.val,
-			Reason:   r,
 			Deadline: m.timeOf(n.dl),
+			Active:   active,
 		})
 	}
 }
@@ -193,7 +193,7 @@ func (m *Map[K, V]) expirePassive(s *shard[K, V], h uint64, k K) *node[K, V] {
 	n := b.slots[i].Load()
 	if n.dl.passed(m.now()) {
 		s.remove(b, i, n)
-		m.report(n, ReasonPassive)
+		m.report(n, false)
 		return nil
 	}
 	return n
@@ -229,7 +229,7 @@ func (m *Map[K, V]) acquire(k K, now int64) slot[K, V] {
 		}
 		if sl.n.dl.passed(sl.now) {
 			s.remove(sl.b, sl.i, sl.n)
-			m.report(sl.n, ReasonPassive)
+			m.report(sl.n, false)
 			sl.b, sl.n = nil, nil
 		}
 	}
@@ -257,15 +257,31 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 	return zero, false
 }
 
-// Set stores v under k and clears any deadline (Redis SET).
-func (m *Map[K, V]) Set(k K, v V) {
-	sl := m.acquire(k, -1)
-	sl.store(k, v, none)
+// Set stores v under k with the deadline at, replacing any deadline k had:
+// the zero Time stores k without a deadline (Redis SET), and a deadline
+// not after now leaves k absent, as Redis SET ... PXAT in the past does.
+// A caller that has a TTL rather than a deadline calls SetWithTTL, which
+// reads the clock once.
+func (m *Map[K, V]) Set(k K, v V, at time.Time) {
+	if at.IsZero() {
+		sl := m.acquire(k, -1)
+		sl.store(k, v, none)
+		sl.s.mu.Unlock()
+		return
+	}
+	d, now := m.at(at), m.now()
+	if d.passed(now) {
+		m.Delete(k)
+		return
+	}
+	sl := m.acquire(k, now)
+	sl.store(k, v, d)
 	sl.s.mu.Unlock()
 }
 
-// SetWithTTL stores v under k with a deadline ttl from now. A ttl that is
-// not positive returns ErrInvalidTTL and changes nothing.
+// SetWithTTL stores v under k with a deadline ttl from now, on the Map's
+// clock (Redis SET ... PX). A ttl that is not positive returns an error
+// matching ErrInvalid and changes nothing.
 func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
 	d, now, err := m.deadlineFor(ttl)
 	if err != nil {
@@ -277,21 +293,9 @@ func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
 	return nil
 }
 
-// SetWithDeadline stores v under k with the deadline at. If at is not after
-// now, the key ends up absent, as with Redis SET ... EXAT in the past.
-func (m *Map[K, V]) SetWithDeadline(k K, v V, at time.Time) {
-	d, now := m.at(at), m.now()
-	if d.passed(now) {
-		m.Delete(k)
-		return
-	}
-	sl := m.acquire(k, now)
-	sl.store(k, v, d)
-	sl.s.mu.Unlock()
-}
-
 // Deadline returns k's deadline: the zero Time and true if k exists without
-// one, false if k is missing or expired.
+// one, false if k is missing or expired. Redis TTL's answers follow: -2 for
+// false, -1 for the zero Time, else the time left.
 func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
 	n := m.lookup(k)
 	switch {
@@ -303,42 +307,9 @@ func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
 	return m.timeOf(n.dl), true
 }
 
-// TTL returns the time k has left, NoDeadline if k exists without a
-// deadline, or Missing if k is missing or expired (Redis TTL's -1 and -2).
-// A deadline more than about 292 years away, beyond what a Duration
-// holds, gives math.MaxInt64.
-func (m *Map[K, V]) TTL(k K) time.Duration {
-	n := m.lookup(k)
-	switch {
-	case n == nil:
-		return Missing
-	case n.dl.isNone():
-		return NoDeadline
-	}
-	d, ok := n.dl.nanos()
-	if !ok {
-		return math.MaxInt64
-	}
-	// Never report 0 or less for a live key: that would read as expired
-	// or as one of the sentinels.
-	return max(time.Duration(d-m.now()), 1)
-}
-
-// Delete removes k and reports whether it was present (an expired key
-// counts as absent, as with Redis DEL).
-func (m *Map[K, V]) Delete(k K) bool {
-	sl := m.acquire(k, -1)
-	defer sl.s.mu.Unlock()
-	if sl.b == nil {
-		return false
-	}
-	sl.s.remove(sl.b, sl.i, sl.n)
-	return true
-}
-
-// GetAndDelete removes k and returns the value it had (Redis GETDEL). An
-// expired key counts as absent.
-func (m *Map[K, V]) GetAndDelete(k K) (V, bool) {
+// Delete removes k and returns the value it had and whether it was present
+// (Redis DEL and GETDEL). An expired key counts as absent.
+func (m *Map[K, V]) Delete(k K) (V, bool) {
 	sl := m.acquire(k, -1)
 	defer sl.s.mu.Unlock()
 	if sl.b == nil {
@@ -349,50 +320,36 @@ func (m *Map[K, V]) GetAndDelete(k K) (V, bool) {
 	return sl.n.val, true
 }
 
-// Expire gives an existing key a deadline ttl from now and reports whether
-// the key exists. A ttl that is not positive returns ErrInvalidTTL and
-// changes nothing.
-func (m *Map[K, V]) Expire(k K, ttl time.Duration) (bool, error) {
-	d, now, err := m.deadlineFor(ttl)
-	if err != nil {
-		return false, err
+// Expire gives an existing key the deadline at and returns the deadline it
+// had (the zero Time if none) and whether the key exists. The zero Time
+// removes the deadline (Redis PERSIST); a deadline not after now deletes
+// the key, as Redis EXPIREAT in the past does. A missing key is left
+// absent.
+func (m *Map[K, V]) Expire(k K, at time.Time) (time.Time, bool) {
+	d, now := none, int64(-1)
+	if !at.IsZero() {
+		d, now = m.at(at), m.now()
 	}
 	sl := m.acquire(k, now)
 	defer sl.s.mu.Unlock()
 	if sl.b == nil {
-		return false, nil
+		return time.Time{}, false
 	}
-	sl.store(k, sl.n.val, d)
-	return true, nil
-}
-
-// ExpireAt gives an existing key the deadline at and reports whether the
-// key exists. A deadline not after now deletes the key (and returns true),
-// as Redis EXPIREAT in the past does.
-func (m *Map[K, V]) ExpireAt(k K, at time.Time) bool {
-	d := m.at(at)
-	sl := m.acquire(k, m.now())
-	defer sl.s.mu.Unlock()
+	var old time.Time
+	if !sl.n.dl.isNone() {
+		old = m.timeOf(sl.n.dl)
+	}
 	switch {
-	case sl.b == nil:
-		return false
+	case d.isNone():
+		if !sl.n.dl.isNone() {
+			sl.store(k, sl.n.val, none)
+		}
 	case d.passed(sl.now):
 		sl.s.remove(sl.b, sl.i, sl.n)
 	default:
 		sl.store(k, sl.n.val, d)
 	}
-	return true
-}
-
-// Persist removes k's deadline and reports whether there was one.
-func (m *Map[K, V]) Persist(k K) bool {
-	sl := m.acquire(k, -1)
-	defer sl.s.mu.Unlock()
-	if sl.b == nil || sl.n.dl.isNone() {
-		return false
-	}
-	sl.store(k, sl.n.val, none)
-	return true
+	return old, true
 }
 
 // Len returns the number of keys, not counting keys known to be expired
@@ -493,22 +450,22 @@ func (m *Map[K, V]) Clear() {
 	}
 }
 
-// ExpireSample implements Keyspace: it examines up to n random keys that
-// carry a deadline and deletes the expired ones, each counted as active
+// expireSample is the Map's Keyspace.ExpireSample: it examines up to n
+// random keys that carry a deadline and deletes the expired ones, each counted as active
 // expiry. Each sampled key comes from the next non-empty shard in a random
 // permutation of the shards, at a random position in that shard's slice of
 // keys with a deadline, so a round is a sample of the whole map, not of one
 // shard, and it locks one shard for one key at a time; readers never wait
 // for it. When no more than n keys carry a deadline it examines them all.
 // The remaining time of the live keys it examines feeds Stats.AvgTTL.
-func (m *Map[K, V]) ExpireSample(now time.Time, n int) (sampled, expired int) {
+func (m *Map[K, V]) expireSample(now time.Time, n int) (sampled, expired int) {
 	t := m.at(now)
 	tn, ok := t.nanos()
 	if !ok {
 		tn = math.MaxInt64
 	}
 	var ttlSum, live int64
-	onExpired := func(nd *node[K, V]) { m.report(nd, ReasonActive) }
+	onExpired := func(nd *node[K, V]) { m.report(nd, true) }
 	total := int64(0)
 	for i := range m.shards {
 		total += m.shards[i].withDL.Load()
@@ -582,7 +539,8 @@ func (m *Map[K, V]) noteTTL(sum, live int64) {
 	m.avgTTL.Store(old/50*49 + avg/50)
 }
 
-// Cycle runs one active-expiry cycle now; see Expirer.Cycle.
+// Cycle runs one active-expiry cycle now; see [Expirer.Cycle]. With a
+// negative Options.Interval it is the only active expiry.
 func (m *Map[K, V]) Cycle(ctx context.Context) (CycleResult, error) { return m.exp.Cycle(ctx) }
 
 // Close stops the active expirer and the OnEvent worker, after it has

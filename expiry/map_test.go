@@ -48,12 +48,13 @@ func TestNewMapValidatesOptions(t *testing.T) {
 		opts  opts
 		field string
 	}{
-		{opts{Options: expiry.Options{Interval: -time.Second}}, "Interval"},
+		{opts{Options: expiry.Options{Budget: -time.Second}}, "Budget"},
 		{opts{Options: expiry.Options{SampleSize: -1}}, "SampleSize"},
 		{opts{Options: expiry.Options{Threshold: 1}}, "Threshold"},
 		{opts{Options: expiry.Options{Threshold: -0.1}}, "Threshold"},
 		{opts{Options: expiry.Options{Threshold: math.NaN()}}, "Threshold"},
-		{opts{Options: expiry.Options{Budget: 1.5}}, "Budget"},
+		{opts{Options: expiry.Options{Interval: time.Second, Budget: 1500 * time.Millisecond}}, "Budget"},
+		{opts{Options: expiry.Options{Budget: 150 * time.Millisecond}}, "Budget"}, // above the default 100 ms
 		{opts{Options: expiry.Options{MaxRounds: -1}}, "MaxRounds"},
 		{opts{EventQueue: -1}, "EventQueue"},
 		{opts{EventQueue: 1 << 40}, "EventQueue"},
@@ -70,9 +71,9 @@ func TestNewMapValidatesOptions(t *testing.T) {
 
 func TestReadAfterExpiryIsGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[string](t, expiry.Options{Manual: true})
+		m := newMap[string](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		require.NoError(t, m.SetWithTTL("a", "1", time.Second))
-		m.Set("b", "2")
+		m.Set("b", "2", time.Time{})
 
 		time.Sleep(time.Second - time.Nanosecond)
 		v, ok := m.Get("a")
@@ -96,95 +97,89 @@ func TestReadAfterExpiryIsGone(t *testing.T) {
 
 func TestRedisSemantics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 
 		// TTL: -2 missing, -1 no deadline, remaining otherwise.
-		assert.Equal(t, expiry.Missing, m.TTL("k"))
-		m.Set("k", 1)
-		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+		assert.Equal(t, missing, ttlOf(m, "k"))
+		m.Set("k", 1, time.Time{})
+		assert.Equal(t, noDeadline, ttlOf(m, "k"))
 		at, ok := m.Deadline("k")
 		assert.True(t, ok)
 		assert.True(t, at.IsZero())
 
 		// EXPIRE on an existing key; on a missing one returns false.
-		ok, err := m.Expire("k", 10*time.Second)
-		require.NoError(t, err)
-		assert.True(t, ok)
-		assert.Equal(t, 10*time.Second, m.TTL("k"))
+		assert.True(t, expireIn(m, "k", 10*time.Second))
+		assert.Equal(t, 10*time.Second, ttlOf(m, "k"))
 		at, ok = m.Deadline("k")
 		assert.True(t, ok)
 		assert.Equal(t, time.Now().Add(10*time.Second), at)
-		ok, err = m.Expire("nope", time.Second)
-		require.NoError(t, err)
-		assert.False(t, ok)
+		assert.False(t, expireIn(m, "nope", time.Second))
 		assert.Equal(t, 0, m.Len()-1)
 
 		time.Sleep(4 * time.Second)
-		assert.Equal(t, 6*time.Second, m.TTL("k"))
+		assert.Equal(t, 6*time.Second, ttlOf(m, "k"))
 
 		// SET clears the deadline (Redis SET without KEEPTTL).
-		m.Set("k", 2)
-		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
+		m.Set("k", 2, time.Time{})
+		assert.Equal(t, noDeadline, ttlOf(m, "k"))
 
 		// PERSIST: true only when a deadline was removed.
-		assert.False(t, m.Persist("k"))
+		assert.False(t, persist(m, "k"))
 		require.NoError(t, m.SetWithTTL("k", 3, 5*time.Second))
-		assert.True(t, m.Persist("k"))
-		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
-		assert.False(t, m.Persist("k"))
-		assert.False(t, m.Persist("missing"))
+		assert.True(t, persist(m, "k"))
+		assert.Equal(t, noDeadline, ttlOf(m, "k"))
+		assert.False(t, persist(m, "k"))
+		assert.False(t, persist(m, "missing"))
 
 		// EXPIREAT in the future sets the deadline; in the past deletes.
-		assert.True(t, m.ExpireAt("k", time.Now().Add(time.Minute)))
-		assert.Equal(t, time.Minute, m.TTL("k"))
-		assert.True(t, m.ExpireAt("k", time.Now()))
-		assert.Equal(t, expiry.Missing, m.TTL("k"))
+		assert.True(t, expireAt(m, "k", time.Now().Add(time.Minute)))
+		assert.Equal(t, time.Minute, ttlOf(m, "k"))
+		assert.True(t, expireAt(m, "k", time.Now()))
+		assert.Equal(t, missing, ttlOf(m, "k"))
 		_, ok = m.Get("k")
 		assert.False(t, ok)
-		assert.False(t, m.ExpireAt("k", time.Now().Add(time.Minute)), "missing key")
+		assert.False(t, expireAt(m, "k", time.Now().Add(time.Minute)), "missing key")
 
 		// SET with a deadline in the past leaves the key absent.
-		m.Set("p", 1)
-		m.SetWithDeadline("p", 2, time.Now().Add(-time.Second))
+		m.Set("p", 1, time.Time{})
+		m.Set("p", 2, time.Now().Add(-time.Second))
 		_, ok = m.Get("p")
 		assert.False(t, ok)
-		m.SetWithDeadline("p", 3, time.Now().Add(time.Second))
-		assert.Equal(t, time.Second, m.TTL("p"))
+		m.Set("p", 3, time.Now().Add(time.Second))
+		assert.Equal(t, time.Second, ttlOf(m, "p"))
 
 		// An expired key is absent for every accessor.
 		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
 		time.Sleep(time.Second)
-		assert.Equal(t, expiry.Missing, m.TTL("e"))
+		assert.Equal(t, missing, ttlOf(m, "e"))
 		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
 		time.Sleep(time.Second)
-		assert.False(t, m.Delete("e"), "DEL of an expired key returns 0")
+		assert.False(t, del(m, "e"), "DEL of an expired key returns 0")
 		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
 		time.Sleep(time.Second)
-		ok, err = m.Expire("e", time.Second)
-		require.NoError(t, err)
-		assert.False(t, ok, "EXPIRE of an expired key returns 0")
+		assert.False(t, expireIn(m, "e", time.Second), "EXPIRE of an expired key returns 0")
 		require.NoError(t, m.SetWithTTL("e", 1, time.Second))
 		time.Sleep(time.Second)
-		assert.False(t, m.Persist("e"))
+		assert.False(t, persist(m, "e"))
 		_, ok = m.Deadline("e")
 		assert.False(t, ok)
 		assert.Equal(t, uint64(4), m.Stats().ExpiredPassive)
 
 		// DEL.
-		m.Set("d", 1)
-		assert.True(t, m.Delete("d"))
-		assert.False(t, m.Delete("d"))
+		m.Set("d", 1, time.Time{})
+		assert.True(t, del(m, "d"))
+		assert.False(t, del(m, "d"))
 
 		// GETDEL.
 		require.NoError(t, m.SetWithTTL("g", 7, time.Second))
-		v, ok := m.GetAndDelete("g")
+		v, ok := m.Delete("g")
 		assert.True(t, ok)
 		assert.Equal(t, 7, v)
-		_, ok = m.GetAndDelete("g")
+		_, ok = m.Delete("g")
 		assert.False(t, ok)
 		require.NoError(t, m.SetWithTTL("g", 8, time.Second))
 		time.Sleep(time.Second)
-		_, ok = m.GetAndDelete("g")
+		_, ok = m.Delete("g")
 		assert.False(t, ok, "an expired key is absent")
 		assert.Equal(t, uint64(5), m.Stats().ExpiredPassive)
 	})
@@ -192,29 +187,27 @@ func TestRedisSemantics(t *testing.T) {
 
 func TestBadInputChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
-		m.Set("k", 1)
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
+		m.Set("k", 1, time.Time{})
 		require.NoError(t, m.SetWithTTL("t", 1, time.Minute))
 
 		for _, ttl := range []time.Duration{0, -time.Second, math.MinInt64} {
 			err := m.SetWithTTL("k", 2, ttl)
-			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
 			assert.ErrorIs(t, err, expiry.ErrInvalid, "%v", ttl)
+			assert.Contains(t, err.Error(), "invalid ttl")
 			err = m.SetWithTTL("new", 2, ttl)
-			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
-			ok, err := m.Expire("t", ttl)
-			assert.ErrorIs(t, err, expiry.ErrInvalidTTL, "%v", ttl)
-			assert.False(t, ok)
+			assert.ErrorIs(t, err, expiry.ErrInvalid, "%v", ttl)
+			assert.Contains(t, err.Error(), "invalid ttl")
 		}
-		var err error = func() error { _, e := m.Expire("k", -1); return e }()
-		assert.True(t, errors.Is(err, expiry.ErrInvalidTTL))
+		var err error = m.SetWithTTL("t", 2, -1)
+		assert.True(t, errors.Is(err, expiry.ErrInvalid))
 		assert.Contains(t, err.Error(), "-1ns")
 
 		v, ok := m.Get("k")
 		assert.True(t, ok)
 		assert.Equal(t, 1, v)
-		assert.Equal(t, expiry.NoDeadline, m.TTL("k"))
-		assert.Equal(t, time.Minute, m.TTL("t"))
+		assert.Equal(t, noDeadline, ttlOf(m, "k"))
+		assert.Equal(t, time.Minute, ttlOf(m, "t"))
 		_, ok = m.Get("new")
 		assert.False(t, ok)
 		assert.Equal(t, 2, m.Len())
@@ -226,22 +219,22 @@ func TestBadInputChangesNothing(t *testing.T) {
 // up to 2^63-1 ms) are neither clamped nor confused with each other.
 func TestFarDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
 		require.NoError(t, m.SetWithTTL("max", 1, math.MaxInt64))
-		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("max"))
+		assert.Equal(t, time.Duration(math.MaxInt64), ttlOf(m, "max"))
 		at, ok := m.Deadline("max")
 		require.True(t, ok)
 		assert.Equal(t, time.Now().Add(math.MaxInt64).UnixNano(), at.UnixNano())
 
 		far := time.UnixMilli(math.MaxInt64)
 		farther := time.UnixMilli(9_000_000_000_000_000_000)
-		m.Set("k", 1)
-		require.True(t, m.ExpireAt("k", far))
+		m.Set("k", 1, time.Time{})
+		require.True(t, expireAt(m, "k", far))
 		at, ok = m.Deadline("k")
 		require.True(t, ok)
 		assert.Equal(t, int64(math.MaxInt64), at.UnixMilli(), "not clamped")
-		assert.Equal(t, time.Duration(math.MaxInt64), m.TTL("k"), "beyond a Duration")
-		require.True(t, m.ExpireAt("k", farther))
+		assert.Equal(t, time.Duration(math.MaxInt64), ttlOf(m, "k"), "beyond a Duration")
+		require.True(t, expireAt(m, "k", farther))
 		at, _ = m.Deadline("k")
 		assert.Equal(t, farther.UnixMilli(), at.UnixMilli())
 		assert.True(t, at.Before(far))
@@ -257,8 +250,8 @@ func TestFarDeadlines(t *testing.T) {
 
 func TestRangeAndClear(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
-		m.Set("a", 1)
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
+		m.Set("a", 1, time.Time{})
 		require.NoError(t, m.SetWithTTL("b", 2, time.Second))
 		require.NoError(t, m.SetWithTTL("c", 3, time.Minute))
 		time.Sleep(time.Second)
@@ -267,7 +260,7 @@ func TestRangeAndClear(t *testing.T) {
 		m.Range(func(k string, v int) bool {
 			if len(k) == 1 {
 				got[k] = v
-				m.Set("x"+k, v) // f runs without locks
+				m.Set("x"+k, v, time.Time{}) // f runs without locks
 			}
 			return true
 		})
@@ -289,8 +282,8 @@ func TestRangeAndClear(t *testing.T) {
 // reported as passive expiry), so Len stops counting them.
 func TestRangeDeletesExpiredKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMap[int](t, expiry.Options{Manual: true})
-		m.Set("a", 1)
+		m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond})
+		m.Set("a", 1, time.Time{})
 		for i := range 3 {
 			require.NoError(t, m.SetWithTTL(fmt.Sprint("t", i), i, time.Second))
 		}
@@ -329,22 +322,22 @@ func (c *hookClock) Now() time.Time {
 func TestReadRacingAnExtension(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		extend func(m *expiry.Map[string, int]) bool
+		extend func(m *expiry.Map[string, int], now time.Time) bool
 		ttl    time.Duration
 	}{
-		{"Persist", func(m *expiry.Map[string, int]) bool { return m.Persist("k") }, expiry.NoDeadline},
-		{"Expire", func(m *expiry.Map[string, int]) bool {
-			ok, err := m.Expire("k", time.Minute)
-			return ok && err == nil
+		{"Persist", func(m *expiry.Map[string, int], _ time.Time) bool { return persist(m, "k") }, noDeadline},
+		{"Expire", func(m *expiry.Map[string, int], now time.Time) bool {
+			_, ok := m.Expire("k", now.Add(time.Minute))
+			return ok
 		}, time.Minute - time.Second},
 	} {
-		for _, read := range []string{"Get", "TTL"} {
+		for _, read := range []string{"Get", "Deadline"} {
 			t.Run(tc.name+"/"+read, func(t *testing.T) {
 				clk := &hookClock{Mock: clock.NewMock()}
-				m := newMap[int](t, expiry.Options{Manual: true, Clock: clk})
+				m := newMap[int](t, expiry.Options{Interval: -1, Budget: 250 * time.Millisecond, Clock: clk})
 				require.NoError(t, m.SetWithTTL("k", 1, time.Second))
 				clk.hook = func() {
-					require.True(t, tc.extend(m), "the key was live")
+					require.True(t, tc.extend(m, clk.Mock.Now()), "the key was live")
 					clk.Add(time.Second) // the old deadline passes
 				}
 				if read == "Get" {
@@ -352,7 +345,15 @@ func TestReadRacingAnExtension(t *testing.T) {
 					assert.True(t, ok)
 					assert.Equal(t, 1, v)
 				} else {
-					assert.Equal(t, tc.ttl, m.TTL("k"))
+					// Deadline's clock reading runs the hook; the time
+					// left is then measured after the old deadline.
+					d, ok := m.Deadline("k")
+					require.True(t, ok)
+					if tc.ttl == noDeadline {
+						assert.True(t, d.IsZero())
+					} else {
+						assert.Equal(t, tc.ttl, d.Sub(clk.Mock.Now()))
+					}
 				}
 				assert.Zero(t, m.Stats().ExpiredPassive)
 				assert.Equal(t, 1, m.Len())
@@ -367,10 +368,10 @@ func TestReadRacingAnExtension(t *testing.T) {
 // and skips expired keys.
 func TestScanSeesEveryStableKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Manual: true}, Shards: 4})
+		m := newMapWith(t, expiry.MapOptions[string, int]{Options: expiry.Options{Interval: -1, Budget: 250 * time.Millisecond}, Shards: 4})
 		for i := range 2000 {
-			m.Set(fmt.Sprint("stable:", i), i)
-			m.Set(fmt.Sprint("churn:", i), i)
+			m.Set(fmt.Sprint("stable:", i), i, time.Time{})
+			m.Set(fmt.Sprint("churn:", i), i, time.Time{})
 		}
 		require.NoError(t, m.SetWithTTL("gone", 1, time.Second))
 		time.Sleep(time.Second)
@@ -381,7 +382,7 @@ func TestScanSeesEveryStableKey(t *testing.T) {
 			calls++
 			// Grow: many new keys; shrink: the churn keys go.
 			for j := range 40 {
-				m.Set(fmt.Sprint("new:", calls, ":", j), j)
+				m.Set(fmt.Sprint("new:", calls, ":", j), j, time.Time{})
 			}
 			if calls < 200 {
 				for j := range 10 {

@@ -71,27 +71,27 @@ func TestConcurrentUse(t *testing.T) {
 					}
 				case 11:
 					if r.IntN(2) == 0 {
-						m.Persist(pk)
-					} else if _, err := m.Expire(pk, ms); err != nil {
-						t.Error(err)
+						persist(m, pk)
+					} else {
+						expireIn(m, pk, ms)
 					}
 					if v, ok := m.Get(pk); ok {
 						check(pk, v, time.Now())
 					}
 				case 0:
-					m.Set(k, val{key: k})
+					m.Set(k, val{key: k}, time.Time{})
 				case 1, 2:
 					at := time.Now().Add(time.Duration(r.IntN(3000)) * time.Microsecond)
-					m.SetWithDeadline(k, val{key: k, deadline: at}, at)
+					m.Set(k, val{key: k, deadline: at}, at)
 				case 3:
 					m.Delete(k)
 				case 4:
-					if m.TTL(k) < expiry.Missing {
+					if ttlOf(m, k) < missing {
 						t.Errorf("TTL below -2")
 					}
 				case 5:
 					// A deadline in the past deletes; values stay checkable.
-					m.ExpireAt(k, time.Now())
+					expireAt(m, k, time.Now())
 				case 6:
 					if r.IntN(100) == 0 {
 						m.Cycle(context.Background())

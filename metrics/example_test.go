@@ -172,7 +172,7 @@ func ExampleMap() {
 		panic(err)
 	}
 	defer m.Close(ctx)
-	m.Set("config", "v1")
+	m.Set("config", "v1", time.Time{})
 	_ = m.SetWithTTL("session:42", "alice", time.Hour)
 
 	c := metrics.Map(m, metrics.Options{Namespace: "kv"})

@@ -21,8 +21,8 @@ var mapSpecs = []spec[expiry.Stats]{
 	gauge("keys_with_deadline", "Keys stored that carry a deadline.", func(s expiry.Stats) int { return s.KeysWithDeadline }),
 	labeled(prometheus.CounterValue, "expired_total", "Keys deleted because they expired, by reason: passive (found by an access) or active (found by sampling).", "reason",
 		func(s expiry.Stats, put func(float64, ...string)) {
-			put(float64(s.ExpiredPassive), string(expiry.ReasonPassive))
-			put(float64(s.ExpiredActive), string(expiry.ReasonActive))
+			put(float64(s.ExpiredPassive), "passive")
+			put(float64(s.ExpiredActive), "active")
 		}),
 	counter("cycles_total", "Active-expiry cycles run.", func(s expiry.Stats) uint64 { return s.Cycles }),
 	counter("rounds_total", "Active-expiry sample rounds.", func(s expiry.Stats) uint64 { return s.Rounds }),
@@ -40,19 +40,19 @@ var mapSpecs = []spec[expiry.Stats]{
 // stale share and the last cycle's duration. Its metrics are named like
 // Map's, <namespace>_expiry_<name> unless o.Subsystem says otherwise.
 // e is usually an *expiry.Expirer.
-func Expirer(e interface{ Stats() expiry.ExpirerStats }, o Options) prometheus.Collector {
+func Expirer(e interface{ Stats() expiry.Stats }, o Options) prometheus.Collector {
 	return newCollector(o, "expiry", false, expirerSpecs, one(e.Stats))
 }
 
-var expirerSpecs = []spec[expiry.ExpirerStats]{
+var expirerSpecs = []spec[expiry.Stats]{
 	labeled(prometheus.CounterValue, "expired_total", "Keys deleted because they expired, by reason: active (found by sampling).", "reason",
-		func(s expiry.ExpirerStats, put func(float64, ...string)) {
-			put(float64(s.Expired), string(expiry.ReasonActive))
+		func(s expiry.Stats, put func(float64, ...string)) {
+			put(float64(s.ExpiredActive), "active")
 		}),
-	counter("cycles_total", "Active-expiry cycles run.", func(s expiry.ExpirerStats) uint64 { return s.Cycles }),
-	counter("rounds_total", "Active-expiry sample rounds.", func(s expiry.ExpirerStats) uint64 { return s.Rounds }),
-	counter("sampled_keys_total", "Keys examined by active expiry.", func(s expiry.ExpirerStats) uint64 { return s.Sampled }),
-	counter("budget_hits_total", "Active-expiry cycles cut short by their time or round budget.", func(s expiry.ExpirerStats) uint64 { return s.BudgetHits }),
-	gauge("stale_ratio", "Estimated share of the keys with a deadline that are expired but not yet deleted.", func(s expiry.ExpirerStats) float64 { return s.StaleEstimate }),
-	gauge("last_cycle_duration_seconds", "How long the last active-expiry cycle took.", func(s expiry.ExpirerStats) float64 { return s.LastCycle.Seconds() }),
+	counter("cycles_total", "Active-expiry cycles run.", func(s expiry.Stats) uint64 { return s.Cycles }),
+	counter("rounds_total", "Active-expiry sample rounds.", func(s expiry.Stats) uint64 { return s.Rounds }),
+	counter("sampled_keys_total", "Keys examined by active expiry.", func(s expiry.Stats) uint64 { return s.Sampled }),
+	counter("budget_hits_total", "Active-expiry cycles cut short by their time or round budget.", func(s expiry.Stats) uint64 { return s.BudgetHits }),
+	gauge("stale_ratio", "Estimated share of the keys with a deadline that are expired but not yet deleted.", func(s expiry.Stats) float64 { return s.StaleEstimate }),
+	gauge("last_cycle_duration_seconds", "How long the last active-expiry cycle took.", func(s expiry.Stats) float64 { return s.LastCycle.Seconds() }),
 }

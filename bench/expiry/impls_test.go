@@ -23,8 +23,8 @@ type cache interface {
 }
 
 // interval is the active expiry / cleanup period every implementation that
-// has one is given: ttlkit's default.
-const interval = expiry.DefaultInterval
+// has one is given: a mini Redis's 1 s.
+const interval = time.Second
 
 type impl struct {
 	name string
@@ -42,18 +42,19 @@ var impls = []impl{
 
 type ttlkitCache struct{ m *expiry.Map[string, int] }
 
+// newTTLKit is ttlkit with a mini Redis's tuning (1 s, 20 keys, 25 %).
 func newTTLKit([]time.Duration) cache {
-	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Interval: interval}})
+	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Options{Interval: interval, Threshold: 0.25}})
 	if err != nil {
 		panic(err)
 	}
 	return ttlkitCache{m}
 }
 
-// newTTLKitRedis7 is ttlkit with Redis 7's tuning (100 ms, 20 keys, 10 %):
-// more, shorter cycles and a lower stale bound.
+// newTTLKitRedis7 is ttlkit with its defaults, Redis 7's tuning (100 ms,
+// 20 keys, 10 %): more, shorter cycles and a lower stale bound.
 func newTTLKitRedis7([]time.Duration) cache {
-	m, err := expiry.NewMap(expiry.MapOptions[string, int]{Options: expiry.Redis7Options()})
+	m, err := expiry.NewMap(expiry.MapOptions[string, int]{})
 	if err != nil {
 		panic(err)
 	}

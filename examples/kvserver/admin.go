@@ -474,11 +474,15 @@ func (s *Server) expiryInfo(field func(string, any), sts [numDBs]expiry.Stats) {
 		st.StaleEstimate = max(st.StaleEstimate, x.StaleEstimate)
 		st.LastCycle = max(st.LastCycle, x.LastCycle)
 	}
-	o := s.cfg.Expiry
+	o := s.expiry
+	base := cmp.Or(s.cfg.Expiry.Interval, time.Second) // what Budget is a share of
+	if base < 0 {
+		base = time.Second
+	}
 	field("interval_ms", time.Duration(s.interval.Load()).Milliseconds())
-	field("sample_size", cmp.Or(o.SampleSize, expiry.DefaultSampleSize))
-	field("threshold", cmp.Or(o.Threshold, expiry.DefaultThreshold))
-	field("budget", cmp.Or(o.Budget, expiry.DefaultBudget))
+	field("sample_size", cmp.Or(o.SampleSize, 20))
+	field("threshold", o.Threshold)
+	field("budget", float64(o.Budget)/float64(base))
 	field("keys", st.Keys)
 	field("keys_with_deadline", st.KeysWithDeadline)
 	field("expired_passive", st.ExpiredPassive)

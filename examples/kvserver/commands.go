@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -408,7 +409,7 @@ func cmdType(s *Server, cl *client, args [][]byte) {
 }
 
 func cmdGetDel(s *Server, cl *client, args [][]byte) {
-	v, ok := s.db(cl).GetAndDelete(view(args[1]))
+	v, ok := s.db(cl).Delete(view(args[1]))
 	if !ok {
 		cl.w.Null()
 		return
@@ -439,7 +440,7 @@ func cmdMSet(s *Server, cl *client, args [][]byte) {
 	db := s.db(cl)
 	for i := 1; i < len(args); i += 2 {
 		k, v := own(cl, args[i], i+1, args[i+1])
-		db.Set(k, v)
+		db.Set(k, v, time.Time{})
 		s.modified(cl, k)
 		s.notify(notifyString, "set", cl.db, k)
 	}
@@ -450,7 +451,7 @@ func cmdDel(s *Server, cl *client, args [][]byte) {
 	db := s.db(cl)
 	var n int64
 	for _, k := range args[1:] {
-		if v, ok := db.GetAndDelete(view(k)); ok {
+		if v, ok := db.Delete(view(k)); ok {
 			n++
 			s.freed(len(v))
 			s.modified(cl, view(k))
@@ -472,7 +473,7 @@ func cmdExists(s *Server, cl *client, args [][]byte) {
 }
 
 func cmdPersist(s *Server, cl *client, args [][]byte) {
-	if s.db(cl).Persist(view(args[1])) {
+	if persist(s.db(cl), view(args[1])) {
 		s.modified(cl, view(args[1]))
 		s.notify(notifyGeneric, "persist", cl.db, view(args[1]))
 		cl.w.Int(1)

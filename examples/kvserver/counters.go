@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The integer family: INCR, INCRBY, DECR, DECRBY and INCRBYFLOAT. Each
@@ -64,12 +65,12 @@ func (s *Server) overwrite(cl *client, key []byte, val string, found bool, event
 	defer s.notify(notifyString, event, cl.db, k)
 	if found {
 		if d, ok := db.Deadline(k); ok && !d.IsZero() {
-			db.SetWithDeadline(string(key), val, d)
+			db.Set(string(key), val, d)
 			s.modified(cl, k)
 			return
 		}
 	}
-	db.Set(string(key), val)
+	db.Set(string(key), val, time.Time{})
 	s.modified(cl, k)
 }
 

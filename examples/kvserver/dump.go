@@ -276,7 +276,7 @@ func cmdRestore(s *Server, cl *client, args [][]byte) {
 	}
 	deleted := false
 	if replace {
-		if old, ok := db.GetAndDelete(key); ok {
+		if old, ok := db.Delete(key); ok {
 			s.freed(len(old))
 			deleted = true
 		}
@@ -298,7 +298,7 @@ func cmdRestore(s *Server, cl *client, args [][]byte) {
 	if ttl != 0 {
 		at = time.UnixMilli(ttl)
 	}
-	setDeadline(db, string(args[1]), v, at)
+	db.Set(string(args[1]), v, at)
 	s.modified(cl, key)
 	s.notify(notifyGeneric, "restore", cl.db, key)
 	cl.w.Simple("OK")

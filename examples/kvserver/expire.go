@@ -94,7 +94,7 @@ func expireCommand(unit int64, relative bool) func(*Server, *client, [][]byte) {
 				return
 			}
 		}
-		if db.ExpireAt(key, time.UnixMilli(when)) {
+		if expireAt(db, key, when) {
 			s.modified(cl, key)
 			if when <= s.now().UnixMilli() {
 				s.notify(notifyGeneric, "del", cl.db, key)
@@ -144,4 +144,24 @@ func expireTimeCommand(unit int64) func(*Server, *client, [][]byte) {
 			cl.w.Int(at.UnixMilli())
 		}
 	}
+}
+
+// expireAt gives key the deadline at (Unix ms) and reports whether the key
+// exists; a deadline not in the future deletes the key, as in Redis. The
+// one instant that is the zero time.Time, which the keyspace reads as "no
+// deadline", lies far in the past and deletes too.
+func expireAt(db keyspace, key string, at int64) bool {
+	t := time.UnixMilli(at)
+	if t.IsZero() {
+		_, ok := db.Delete(key)
+		return ok
+	}
+	_, ok := db.Expire(key, t)
+	return ok
+}
+
+// persist removes key's deadline and reports whether it had one (PERSIST).
+func persist(db keyspace, key string) bool {
+	old, ok := db.Expire(key, time.Time{})
+	return ok && !old.IsZero()
 }

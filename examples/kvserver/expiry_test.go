@@ -76,7 +76,7 @@ func TestMiniRedisTimelineThroughServer(t *testing.T) {
 // after its deadline is gone and counted as passive expiry.
 func TestPassiveExpiryThroughServerSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := New(Config{Expiry: expiry.Options{Manual: true}})
+		srv, err := New(Config{Expiry: expiry.Options{Interval: -1}})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, srv.Close()) }()
 		p := servePipe(t, srv)
@@ -127,7 +127,7 @@ func TestActiveExpiryThroughTCP(t *testing.T) {
 func TestMockClock(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	srv, err := New(Config{Expiry: expiry.Options{Clock: mock, Manual: true}})
+	srv, err := New(Config{Expiry: expiry.Options{Clock: mock, Interval: -1}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, srv.Close()) }()
 	p := servePipe(t, srv)

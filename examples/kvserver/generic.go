@@ -3,7 +3,6 @@ package main
 import (
 	"math/rand/v2"
 	"strings"
-	"time"
 )
 
 // The keyspace's generic commands that move, copy or pick keys: RENAME,
@@ -15,16 +14,6 @@ const (
 	errSameObj   = "ERR source and destination objects are the same"
 	errDBRange   = "ERR DB index is out of range"
 )
-
-// setDeadline stores a key with the deadline d, or none when d is zero
-// (what Deadline reports for a key without one).
-func setDeadline(db keyspace, k, v string, d time.Time) {
-	if d.IsZero() {
-		db.Set(k, v)
-		return
-	}
-	db.SetWithDeadline(k, v, d)
-}
 
 // renameCommand returns RENAME (nx false) and RENAMENX.
 func renameCommand(nx bool) func(*Server, *client, [][]byte) {
@@ -50,7 +39,7 @@ func renameCommand(nx bool) func(*Server, *client, [][]byte) {
 		d, _ := db.Deadline(src)
 		db.Delete(src)
 		s.modified(cl, src)
-		setDeadline(db, string(args[2]), v, d)
+		db.Set(string(args[2]), v, d)
 		s.modified(cl, dst)
 		s.notify(notifyGeneric, "rename_from", cl.db, src)
 		s.notify(notifyGeneric, "rename_to", cl.db, dst)
@@ -102,7 +91,7 @@ func cmdCopy(s *Server, cl *client, args [][]byte) {
 		cl.w.Int(0)
 		return
 	}
-	setDeadline(to, string(args[2]), v, d)
+	to.Set(string(args[2]), v, d)
 	s.modifiedIn(dstDB, dst)
 	s.notify(notifyGeneric, "copy_to", dstDB, dst)
 	cl.w.Int(1)
@@ -137,7 +126,7 @@ func cmdMove(s *Server, cl *client, args [][]byte) {
 	d, _ := from.Deadline(k)
 	from.Delete(k)
 	s.modified(cl, k)
-	setDeadline(to, string(args[1]), v, d)
+	to.Set(string(args[1]), v, d)
 	s.modifiedIn(int(n), k)
 	s.notify(notifyGeneric, "move_from", cl.db, k)
 	s.notify(notifyGeneric, "move_to", int(n), k)

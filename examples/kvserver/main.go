@@ -25,6 +25,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/expiry"
@@ -61,6 +63,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// redis7Options is Redis 7's expiry tuning at its default effort: a cycle
+// every 100 ms (hz 10), 20 keys, repeat above 10 %, a quarter of the
+// interval per cycle. It is also expiry's default.
+func redis7Options() expiry.Options {
+	return expiry.Options{Interval: 100 * time.Millisecond, SampleSize: 20, Threshold: 0.10}
 }
 
 // parseFlags turns the command line into the listen address and the
@@ -105,9 +114,10 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 
 	var opts expiry.Options
 	if *redis7 {
-		opts = expiry.Redis7Options()
+		opts = redis7Options()
 	}
 	// Explicit flags override the preset.
+	budgetSet := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "interval":
@@ -117,9 +127,20 @@ func parseFlags(args []string, stderr io.Writer) (string, Config, error) {
 		case "threshold":
 			opts.Threshold = *threshold
 		case "budget":
-			opts.Budget = *budget
+			budgetSet = true
 		}
 	})
+	if budgetSet {
+		// The flag is a share of the interval; Budget is a duration.
+		base := cmp.Or(opts.Interval, time.Second)
+		if base < 0 {
+			base = time.Second
+		}
+		opts.Budget = time.Duration(*budget * float64(base))
+		if opts.Budget == 0 && *budget != 0 {
+			opts.Budget = 1
+		}
+	}
 	opts.Logger = log
 	return *addr, Config{
 		Limits:               Limits{MaxBulkLen: *maxBulk, MaxArgs: *maxArgs},

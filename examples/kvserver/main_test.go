@@ -25,7 +25,7 @@ func TestRunShutsDownOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, ln, Config{Expiry: expiry.Redis7Options()}, slog.New(slog.DiscardHandler))
+		done <- run(ctx, ln, Config{Expiry: redis7Options()}, slog.New(slog.DiscardHandler))
 	}()
 	rc := dialRaw(t, ln.Addr().String())
 	rc.send("SET k v\r\n")
@@ -78,6 +78,6 @@ func TestBadFlagsAreRefused(t *testing.T) {
 	addr, cfg, err := parseFlags([]string{"-addr", ":1", "-redis7", "-sample", "5"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, ":1", addr)
-	require.Equal(t, expiry.Redis7Options().Interval, cfg.Expiry.Interval, "the preset")
+	require.Equal(t, redis7Options().Interval, cfg.Expiry.Interval, "the preset")
 	require.Equal(t, 5, cfg.Expiry.SampleSize, "a flag overrides the preset")
 }

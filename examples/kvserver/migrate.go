@@ -182,7 +182,7 @@ func cmdMigrate(s *Server, cl *client, args [][]byte) {
 			continue
 		}
 		if !copyKeys {
-			if v, ok := db.GetAndDelete(view(it.key)); ok {
+			if v, ok := db.Delete(view(it.key)); ok {
 				s.freed(len(v))
 			}
 			s.modified(cl, view(it.key))

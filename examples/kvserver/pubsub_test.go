@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/expiry"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
@@ -69,7 +68,7 @@ func (p *rawPair) received(what string) {
 // Redis 7's rate, so that expiry events come as soon as Redis's.
 func newRawPairExpiring(t *testing.T) *rawPair {
 	rs := redistest.StartRedis(t, redistest.RedisServerOptions{Args: []string{"--enable-debug-command", "yes"}})
-	_, addr := startServer(t, Config{Expiry: expiry.Redis7Options()})
+	_, addr := startServer(t, Config{Expiry: redis7Options()})
 	p := &rawPair{t: t, kvAddr: addr, rAddr: rs.Addr}
 	p.kv, p.real = dialRaw(t, addr), dialRaw(t, rs.Addr)
 	return p
@@ -272,7 +271,7 @@ func TestExpiredEventGoRedis(t *testing.T) {
 
 func expiredEventGoRedis(t *testing.T, proto int) {
 	ctx := testContext(t)
-	_, addr := startServer(t, Config{Expiry: expiry.Redis7Options()})
+	_, addr := startServer(t, Config{Expiry: redis7Options()})
 	c := newClient(t, addr, func(o *redis.Options) { o.Protocol = proto })
 	require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err())
 	ps := c.Subscribe(ctx, "__keyevent@0__:expired")

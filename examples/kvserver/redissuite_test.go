@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ttlkit/ttlkit/expiry"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
@@ -627,7 +626,7 @@ func TestRedisSuite(t *testing.T) {
 	for name, cases := range map[string][]suiteCase{"expire": expireSuite, "string": stringSuite} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startServer(t, Config{Expiry: expiry.Redis7Options()})
+			_, addr := startServer(t, Config{Expiry: redis7Options()})
 			runSuite(t, suiteClient(t, addr, ""), cases)
 		})
 	}

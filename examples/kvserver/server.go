@@ -77,6 +77,9 @@ type Server struct {
 	connections  atomic.Int64
 	commands     atomic.Int64 // added per flush, not per command
 	expiredOnSet atomic.Uint64
+	// expiry is the keyspaces' active expiry tuning, defaults filled in.
+	expiry expiry.Options
+
 	// activeOff is set by DEBUG SET-ACTIVE-EXPIRE 0.
 	activeOff atomic.Bool
 	// bigFreed counts bytes of large values deleted since the memory
@@ -117,9 +120,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	// One goroutine of the server runs active expiry over all databases
 	// (activeExpire), as Redis's cron does, rather than one per database;
-	// it is also what DEBUG SET-ACTIVE-EXPIRE switches.
-	opts := cfg.Expiry
-	opts.Manual = true
+	// it is also what DEBUG SET-ACTIVE-EXPIRE switches. The keyspaces run
+	// no loop of their own (a negative Interval), and their Budget is a
+	// share of the server's interval.
+	opts, interval, err := expiryOptions(cfg.Expiry)
+	if err != nil {
+		return nil, err
+	}
 	for i := range s.dbs {
 		db, err := expiry.NewMap(expiry.MapOptions[string, string]{Options: opts, OnEvent: s.onExpired(i)})
 		if err != nil {
@@ -139,12 +146,13 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cfg = cfg
+	s.expiry = opts
 	s.maxClients.Store(int64(cfg.MaxClients))
-	s.interval.Store(int64(cmp.Or(cfg.Expiry.Interval, expiry.DefaultInterval)))
+	s.interval.Store(int64(interval))
 	s.intervalChanged = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.returnMemory()
-	if !cfg.Expiry.Manual {
+	if cfg.Expiry.Interval >= 0 {
 		s.wg.Add(1)
 		go s.activeExpire()
 	}
@@ -469,7 +477,11 @@ type Config struct {
 	// with a DENIED error and closes the connection.
 	DisableProtectedMode bool
 	// Expiry tunes the keyspace's active expiry; its Clock, if set, is
-	// also the server's clock for EXPIRE, TTL, SET EX and TIME.
+	// also the server's clock for EXPIRE, TTL, SET EX and TIME. Unset
+	// fields take a mini Redis's tuning: a cycle every second (Interval),
+	// 20 keys a round, repeat above 25 % (Threshold), at most a quarter of
+	// the interval per cycle (Budget). A negative Interval runs no active
+	// expiry.
 	Expiry expiry.Options
 	// Logger receives connection errors at debug level; nil discards them.
 	Logger *slog.Logger
@@ -481,6 +493,27 @@ type Config struct {
 	// loopback names and addresses (a DNS rebinding page's name is not
 	// one of them).
 	AllowedHosts []string
+}
+
+// expiryOptions returns the keyspaces' options for the server's tuning o
+// (see Config.Expiry) and the interval of the server's expiry cycle.
+func expiryOptions(o expiry.Options) (expiry.Options, time.Duration, error) {
+	interval := cmp.Or(o.Interval, time.Second)
+	base := interval // what Budget is a share of
+	if base < 0 {
+		base = time.Second
+	}
+	if o.Threshold == 0 {
+		o.Threshold = 0.25
+	}
+	if o.Budget == 0 {
+		o.Budget = base / 4
+	}
+	if o.Budget > base {
+		return o, 0, fmt.Errorf("kvserver: expiry: Budget (%v) is above Interval (%v): %w", o.Budget, base, expiry.ErrInvalid)
+	}
+	o.Interval = -1
+	return o, base, nil
 }
 
 func (s *Server) now() time.Time {

@@ -52,7 +52,7 @@ func sortCommand(readonly bool) func(*Server, *client, [][]byte) {
 			return
 		}
 		// An empty result deletes the destination, as in Redis.
-		if v, ok := db.GetAndDelete(view(store)); ok {
+		if v, ok := db.Delete(view(store)); ok {
 			s.freed(len(v))
 			s.modified(cl, view(store))
 			s.notify(notifyGeneric, "del", cl.db, view(store))

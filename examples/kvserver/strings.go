@@ -144,7 +144,7 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 		if flags&setKeepTTL != 0 {
 			if d, ok := db.Deadline(view(args[1])); ok && !d.IsZero() {
 				key, val := own(cl, args[1], 2, args[2])
-				db.SetWithDeadline(key, val, d)
+				db.Set(key, val, d)
 				s.modified(cl, key)
 				s.notify(notifyString, "set", cl.db, key)
 				if flags&setGet == 0 {
@@ -168,12 +168,12 @@ func cmdSet(s *Server, cl *client, args [][]byte) {
 func (s *Server) store(cl *client, key, val string, at int64) {
 	db := s.db(cl)
 	if at == 0 {
-		db.Set(key, val)
+		db.Set(key, val, time.Time{})
 		s.notify(notifyString, "set", cl.db, key)
 		return
 	}
 	deadline := time.UnixMilli(at)
-	db.SetWithDeadline(key, val, deadline)
+	db.Set(key, val, deadline)
 	s.notify(notifyString, "set", cl.db, key)
 	s.notify(notifyGeneric, "expire", cl.db, key)
 	if !deadline.After(s.now()) {
@@ -230,7 +230,7 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 	cl.w.Bulk(v)
 	switch {
 	case at != 0:
-		db.ExpireAt(k, time.UnixMilli(at))
+		expireAt(db, k, at)
 		s.modified(cl, k)
 		if at <= s.now().UnixMilli() {
 			s.notify(notifyGeneric, "del", cl.db, k)
@@ -238,7 +238,7 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 			s.notify(notifyGeneric, "expire", cl.db, k)
 		}
 	case flags&setPersist != 0:
-		if db.Persist(k) {
+		if persist(db, k) {
 			s.modified(cl, k)
 			s.notify(notifyGeneric, "persist", cl.db, k)
 		}
@@ -254,7 +254,7 @@ func cmdSetNX(s *Server, cl *client, args [][]byte) {
 		return
 	}
 	key, val := own(cl, args[1], 2, args[2])
-	db.Set(key, val)
+	db.Set(key, val, time.Time{})
 	s.modified(cl, key)
 	s.notify(notifyString, "set", cl.db, key)
 	cl.w.Int(1)
@@ -270,7 +270,7 @@ func cmdGetSet(s *Server, cl *client, args [][]byte) {
 		cl.w.Null()
 	}
 	key, val := own(cl, args[1], 2, args[2])
-	db.Set(key, val)
+	db.Set(key, val, time.Time{})
 	s.modified(cl, key)
 	s.notify(notifyString, "set", cl.db, key)
 }
@@ -291,7 +291,7 @@ func cmdMSetNX(s *Server, cl *client, args [][]byte) {
 	}
 	for i := 1; i < len(args); i += 2 {
 		k, v := own(cl, args[i], i+1, args[i+1])
-		db.Set(k, v)
+		db.Set(k, v, time.Time{})
 		s.modified(cl, k)
 		s.notify(notifyString, "set", cl.db, k)
 	}
