@@ -8,28 +8,6 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Reason says why a Gate changed state. Its values are stable strings,
-// usable as metric labels.
-type Reason string
-
-// Reasons carried by Event.
-const (
-	// ReasonTrip: a signal reached its Trip threshold.
-	ReasonTrip Reason = "trip"
-	// ReasonWarn: a signal reached its Warn threshold.
-	ReasonWarn Reason = "warn"
-	// ReasonCalm: every signal fell back below Warn (Warning to Normal).
-	ReasonCalm Reason = "calm"
-	// ReasonRecovered: every signal stayed below Recover for the whole hold.
-	ReasonRecovered Reason = "recovered"
-	// ReasonStale: a signal went stale (see StalePolicy).
-	ReasonStale Reason = "stale"
-)
-
-// DefaultEventQueue is the capacity of the queue that carries events to
-// Options.OnEvent when Options.EventQueue is 0.
-const DefaultEventQueue = 1024
-
 // Event is one state transition of a Gate, as delivered to Options.OnEvent.
 type Event struct {
 	// Time is when the gate changed state, on the gate's clock. A
@@ -38,14 +16,33 @@ type Event struct {
 	Time time.Time
 	// From and To are the states before and after.
 	From, To State
-	// Reason says why.
-	Reason Reason
-	// Signal names the signal that caused the change; "" for ReasonCalm and
-	// ReasonRecovered, which every signal causes together.
+	// Signal names the signal that caused the change: the one that reached
+	// its Trip (To is Overloaded) or Warn threshold (To is Warning), or
+	// went stale. It is "" when the gate calmed down (To is Normal) or
+	// recovered (From is Overloaded), which every signal causes together.
 	Signal string
+	// Stale reports that Signal went stale (see [StalePolicy]) rather than
+	// crossed a threshold.
+	Stale bool
 	// Value is that signal's last sample and Threshold the threshold it
 	// crossed (Trip or Warn); both 0 when Signal is "" or the signal is stale.
 	Value, Threshold float64
+}
+
+// reason names why the gate changed state, for logs: trip, warn, calm,
+// recovered or stale.
+func (e Event) reason() string {
+	switch {
+	case e.Stale:
+		return "stale"
+	case e.From == Overloaded:
+		return "recovered"
+	case e.To == Overloaded:
+		return "trip"
+	case e.To == Warning:
+		return "warn"
+	}
+	return "calm"
 }
 
 // newQueue returns the queue that delivers opts' events: to the Logger, at
@@ -57,7 +54,7 @@ func newQueue(opts Options) *event.Queue[Event] {
 		fn = func(e Event) {
 			log.LogAttrs(context.Background(), slog.LevelInfo, "hysteresis: state changed",
 				slog.String("from", e.From.String()), slog.String("to", e.To.String()),
-				slog.String("reason", string(e.Reason)), slog.String("signal", e.Signal),
+				slog.String("reason", e.reason()), slog.String("signal", e.Signal),
 				slog.Float64("value", e.Value), slog.Float64("threshold", e.Threshold))
 			if user != nil {
 				user(e)

@@ -25,13 +25,13 @@ func TestOnEventMayCallTheGate(t *testing.T) {
 		)
 		add := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
 		var err error
-		g, err = hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+		g, err = hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
 			OnEvent: func(c hysteresis.Event) {
 				// Every method, from inside the callback: none may deadlock.
 				add(c.To.String() + "/" + g.State().String())
 				_ = g.Stats()
 				_ = g.Last()
-				_ = g.Since()
+				_ = g.Stats().Since
 				if c.To == hysteresis.Overloaded {
 					// A transition caused by the callback is delivered after it returns.
 					assert.NoError(t, g.Observe("cpu", 10))
@@ -57,7 +57,7 @@ func TestOnEventMayCallTheGate(t *testing.T) {
 func TestOnEventPanicDoesNotWedgeDelivery(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
 		OnEvent: func(c hysteresis.Event) {
 			mu.Lock()
 			calls++
@@ -80,7 +80,7 @@ func TestOnEventDoesNotStallObservers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		rec := &recorder{}
-		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
 			OnEvent: func(c hysteresis.Event) {
 				if c.To == hysteresis.Overloaded {
 					<-release // a slow consumer
@@ -116,7 +116,7 @@ func TestOnEventBacklogIsBounded(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var got []hysteresis.Event
-		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
 			EventQueue: 256,
 			OnEvent: func(c hysteresis.Event) {
 				mu.Lock()
@@ -163,23 +163,23 @@ func TestMockClock(t *testing.T) {
 	closeAtEnd(t, g)
 	rec.g = g
 	start := clk.Now()
-	assert.Equal(t, start, g.Since())
+	assert.Equal(t, start, g.Stats().Since)
 
 	clk.Add(time.Second)
 	require.NoError(t, g.ObserveAll(map[string]float64{"cpu": 88, "memory": 40}))
 	assert.True(t, g.Overloaded())
-	assert.Equal(t, start.Add(time.Second), g.Since())
+	assert.Equal(t, start.Add(time.Second), g.Stats().Since)
 
 	clk.Add(time.Second)
 	require.NoError(t, g.ObserveAll(map[string]float64{"cpu": 50, "memory": 40}))
 	clk.Add(time.Minute - time.Millisecond)
 	assert.True(t, g.Overloaded())
 	clk.Add(time.Millisecond)
-	assert.Equal(t, hysteresis.Normal, g.Check())
-	assert.Equal(t, start.Add(2*time.Second+time.Minute), g.Since())
+	assert.Equal(t, hysteresis.Normal, g.State())
+	assert.Equal(t, start.Add(2*time.Second+time.Minute), g.Stats().Since)
 
 	clk.Add(2*time.Minute + time.Second) // both signals stale now
-	assert.Equal(t, hysteresis.Warning, g.Check())
+	assert.Equal(t, hysteresis.Warning, g.State())
 	st := g.Stats()
 	assert.Equal(t, 2, st.Stale)
 	// Normal 0-1 s and 62-122 s, Overloaded 1-62 s, Warning 122-183 s.
@@ -198,7 +198,7 @@ func TestLoggerLogsTransitions(t *testing.T) {
 			return a
 		},
 	}))
-	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Logger: logger})
+	g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Logger: logger, Hold: -1})
 	require.NoError(t, err)
 	observe(t, g, "cpu", 90)
 	require.NoError(t, g.Close(context.Background())) // delivers the queued transition
@@ -210,7 +210,7 @@ func TestLoggerLogsTransitions(t *testing.T) {
 func TestCloseGivesUpWithCtx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{
+		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
 			OnEvent: func(hysteresis.Event) { <-release }})
 		require.NoError(t, err)
 		observe(t, g, "cpu", 90)
@@ -224,5 +224,28 @@ func TestCloseGivesUpWithCtx(t *testing.T) {
 		close(release)
 		require.NoError(t, g.Close(context.Background()))
 		assert.Zero(t, g.Stats().EventsDropped, "a transition after Close is not a drop")
+	})
+}
+
+// TestOnEventDefaultQueue: EventQueue 0 is a queue of 1024 events, as
+// Options.EventQueue documents.
+func TestOnEventDefaultQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		g, err := hysteresis.New([]hysteresis.Signal{cpu}, hysteresis.Options{Hold: -1,
+			OnEvent: func(hysteresis.Event) { <-release }})
+		require.NoError(t, err)
+		closeAtEnd(t, g)
+		observe(t, g, "cpu", 90)
+		synctest.Wait() // the consumer is stuck on the first transition
+		for range 1000 {
+			observe(t, g, "cpu", 10)
+			observe(t, g, "cpu", 90)
+		}
+		close(release)
+		hysteresis.Settle(g)
+		st := g.Stats()
+		assert.EqualValues(t, 2001, st.Transitions)
+		assert.EqualValues(t, 2001-1-1024, st.EventsDropped)
 	})
 }

@@ -22,7 +22,11 @@ func Example() {
 		Hold:  time.Minute,
 		Clock: clk,
 		OnEvent: func(e hysteresis.Event) {
-			changes = append(changes, fmt.Sprintf("at %v: %s -> %s (%s)", e.Time.Sub(start), e.From, e.To, e.Reason))
+			why := "every signal calm for the hold"
+			if e.Signal != "" {
+				why = fmt.Sprintf("%s %g reached %g", e.Signal, e.Value, e.Threshold)
+			}
+			changes = append(changes, fmt.Sprintf("at %v: %s -> %s (%s)", e.Time.Sub(start), e.From, e.To, why))
 		},
 	})
 	if err != nil {
@@ -35,9 +39,9 @@ func Example() {
 		}
 		clk.Add(20 * time.Second)
 	}
-	// 60 s after the first 40 %: the hold has elapsed. Check evaluates the
+	// 60 s after the first 40 %: the hold has elapsed. State evaluates the
 	// gate without a sample.
-	fmt.Println("state:", gate.Check())
+	fmt.Println("state:", gate.State())
 	// OnEvent runs on the gate's own goroutine; Close delivers what is
 	// queued and waits for it.
 	if err := gate.Close(context.Background()); err != nil {
@@ -48,9 +52,9 @@ func Example() {
 	}
 	// Output:
 	// state: normal
-	// at 20s: normal -> warning (warn)
-	// at 40s: warning -> overloaded (trip)
-	// at 3m40s: overloaded -> normal (recovered)
+	// at 20s: normal -> warning (cpu 75 reached 70)
+	// at 40s: warning -> overloaded (cpu 90 reached 85)
+	// at 3m40s: overloaded -> normal (every signal calm for the hold)
 }
 
 // ObserveAll records one sampling round: any signal trips the gate, and all
@@ -59,7 +63,7 @@ func ExampleGate_ObserveAll() {
 	gate, err := hysteresis.New([]hysteresis.Signal{
 		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
 		{Name: "memory", Warn: 75, Trip: 90, Recover: 70},
-	}, hysteresis.Options{})
+	}, hysteresis.Options{Hold: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +71,7 @@ func ExampleGate_ObserveAll() {
 		{"cpu": 30, "memory": 50},
 		{"cpu": 30, "memory": 92}, // memory alone trips
 		{"cpu": 30, "memory": 80}, // below Trip, not below Recover
-		{"cpu": 30, "memory": 60}, // every signal calm (no hold set)
+		{"cpu": 30, "memory": 60}, // every signal calm (a negative Hold: no hold)
 	} {
 		if err := gate.ObserveAll(round); err != nil {
 			panic(err)

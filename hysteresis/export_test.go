@@ -19,3 +19,7 @@ func Settle(g *Gate) {
 		runtime.Gosched()
 	}
 }
+
+// Reason names why e happened, as the Logger writes it: trip, warn, calm,
+// recovered or stale.
+func (e Event) Reason() string { return e.reason() }

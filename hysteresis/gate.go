@@ -2,7 +2,6 @@ package hysteresis
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
@@ -92,9 +92,9 @@ func New(signals []Signal, opts Options) (*Gate, error) {
 }
 
 // Observe records value as the current level of the named signal and
-// re-evaluates the gate. It does not allocate. It returns ErrUnknownSignal or
-// ErrInvalidValue (NaN), wrapped with the signal's name, and then changes
-// nothing but the Rejected counter. A transition it causes is queued for
+// re-evaluates the gate. It does not allocate. A signal the gate does not
+// watch or a NaN value returns an error that names the signal and matches
+// ErrInvalid, and changes nothing but the Rejected counter. A transition it causes is queued for
 // OnEvent; Observe never waits for the callback.
 func (g *Gate) Observe(name string, value float64) error {
 	i, ok := g.index[name]
@@ -130,19 +130,6 @@ func (g *Gate) ObserveAll(values map[string]float64) error {
 	return nil
 }
 
-// Check re-evaluates the gate at the current time without a new sample (a
-// hold that has elapsed, a signal that went stale) and returns the state,
-// as every read does. A program whose samples may stop should call it (or
-// any read) periodically, so that OnEvent hears of stale signals when they
-// fall due.
-func (g *Gate) Check() State {
-	now := g.clock.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.evaluate(now)
-	return g.state
-}
-
 // Close delivers the events already queued to OnEvent and the Logger, stops
 // the gate's event goroutine and waits for it until ctx ends; then it
 // returns an error that wraps context.Cause(ctx). Close is idempotent: a
@@ -156,12 +143,16 @@ func (g *Gate) reject(name string, known bool) error {
 	g.rejected++
 	g.mu.Unlock()
 	if !known {
-		return fmt.Errorf("%w: %q", ErrUnknownSignal, name)
+		return errs.Invalid(ErrInvalid, "hysteresis: unknown signal %q", name)
 	}
-	return fmt.Errorf("%w: signal %q: NaN", ErrInvalidValue, name)
+	return errs.Invalid(ErrInvalid, "hysteresis: invalid value: signal %q: NaN", name)
 }
 
-// State returns the current state, evaluated at the current time.
+// State returns the current state, evaluated at the current time: a hold
+// that has elapsed or a signal that went stale since the last sample
+// counts, as it does for every read. A program whose samples may stop
+// should read the gate periodically, so that OnEvent hears of stale
+// signals when they fall due.
 func (g *Gate) State() State {
 	now := g.clock.Now()
 	// Between samples the state can only change when a hold ends or a signal
@@ -181,16 +172,6 @@ func (g *Gate) State() State {
 // may be called under the caller's own locks.
 func (g *Gate) Overloaded() bool { return g.State() == Overloaded }
 
-// Since returns when the gate entered its current state (the time of New if
-// it never changed).
-func (g *Gate) Since() time.Time {
-	now := g.clock.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.evaluate(now)
-	return g.since
-}
-
 // Last returns the last sample of every signal, in the order given to New.
 func (g *Gate) Last() []Sample {
 	now := g.clock.Now()
@@ -204,15 +185,6 @@ func (g *Gate) Last() []Sample {
 		if s.observed {
 			out[i].Value, out[i].At = s.value, s.at
 		}
-	}
-	return out
-}
-
-// Signals returns the signals the gate watches, in the order given to New.
-func (g *Gate) Signals() []Signal {
-	out := make([]Signal, len(g.signals))
-	for i := range g.signals {
-		out[i] = g.signals[i].Signal
 	}
 	return out
 }
@@ -298,31 +270,31 @@ func (g *Gate) evaluate(now time.Time) {
 	// stale): those happened when they fell due, even if nobody looked at the
 	// gate until later, so that Since and TimeIn do not depend on when the
 	// gate is read.
-	next, reason, cause, at := g.state, Reason(""), (*signalState)(nil), now
+	next, isStale, cause, at := g.state, false, (*signalState)(nil), now
 	switch {
 	case hot != nil:
-		next, reason, cause = Overloaded, ReasonTrip, hot
+		next, cause = Overloaded, hot
 	case stale != nil && g.policy == StaleTrip:
-		next, reason, cause, at = Overloaded, ReasonStale, stale, staleAt
+		next, isStale, cause, at = Overloaded, true, stale, staleAt
 	case g.state == Overloaded:
 		if g.calm && now.Sub(g.calmSince) >= g.hold {
-			next, reason, at = Normal, ReasonRecovered, g.calmSince.Add(g.hold)
+			next, at = Normal, g.calmSince.Add(g.hold)
 			if warm != nil {
 				next = Warning
 			}
 		}
 	case warm != nil:
-		next, reason, cause = Warning, ReasonWarn, warm
+		next, cause = Warning, warm
 	case stale != nil && g.policy == StaleWarn:
-		next, reason, cause, at = Warning, ReasonStale, stale, staleAt
+		next, isStale, cause, at = Warning, true, stale, staleAt
 	default:
-		next, reason = Normal, ReasonCalm
+		next = Normal
 	}
 	if next != g.state {
 		if at.Before(g.since) {
 			at = g.since
 		}
-		g.transition(next, at, reason, cause)
+		g.transition(next, at, isStale, cause)
 	}
 	if g.state == Overloaded && g.calm {
 		due = min(due, g.calmSince.Sub(g.base)+g.hold)
@@ -331,8 +303,10 @@ func (g *Gate) evaluate(now time.Time) {
 	g.due.Store(int64(due))
 }
 
-// transition moves the gate to state to. Called with g.mu held.
-func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalState) {
+// transition moves the gate to state to, because cause reached a threshold
+// or went stale (isStale), or because every signal calmed down (cause nil).
+// Called with g.mu held.
+func (g *Gate) transition(to State, now time.Time, isStale bool, cause *signalState) {
 	from := g.state
 	if d := now.Sub(g.since); d > 0 {
 		g.timeIn[from] += d
@@ -352,13 +326,13 @@ func (g *Gate) transition(to State, now time.Time, reason Reason, cause *signalS
 	if !g.events.Enabled() {
 		return
 	}
-	e := Event{Time: now, From: from, To: to, Reason: reason}
+	e := Event{Time: now, From: from, To: to, Stale: isStale}
 	if cause != nil {
 		e.Signal = cause.Name
-		if reason != ReasonStale {
+		if !isStale {
 			e.Value = cause.value
 			e.Threshold = cause.Trip
-			if reason == ReasonWarn {
+			if to == Warning {
 				e.Threshold = cause.warn
 			}
 		}

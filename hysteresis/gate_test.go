@@ -2,7 +2,6 @@ package hysteresis_test
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -56,7 +55,7 @@ func (r *recorder) peek() []hysteresis.Event {
 func (r *recorder) transitions() []string {
 	var out []string
 	for _, c := range r.get() {
-		out = append(out, c.From.String()+">"+c.To.String()+":"+string(c.Reason))
+		out = append(out, c.From.String()+">"+c.To.String()+":"+c.Reason())
 	}
 	return out
 }
@@ -98,7 +97,7 @@ func TestOscillationAroundTripTripsOnce(t *testing.T) {
 		assert.Equal(t, []string{"normal>warning:warn", "warning>overloaded:trip"}, rec.transitions())
 		assert.Equal(t, hysteresis.Overloaded, g.State())
 		assert.True(t, g.Overloaded())
-		assert.Equal(t, start.Add(time.Second), g.Since(), "tripped by the first sample at Trip")
+		assert.Equal(t, start.Add(time.Second), g.Stats().Since, "tripped by the first sample at Trip")
 		st := g.Stats()
 		assert.EqualValues(t, 1, st.Trips)
 		assert.EqualValues(t, 0, st.Recoveries)
@@ -112,7 +111,7 @@ func TestOscillationAroundTripTripsOnce(t *testing.T) {
 }
 
 func TestTripAtExactlyTrip(t *testing.T) {
-	g, _ := newGate(t, hysteresis.Options{}, cpu)
+	g, _ := newGate(t, hysteresis.Options{Hold: -1}, cpu)
 	observe(t, g, "cpu", 84.999)
 	assert.Equal(t, hysteresis.Warning, g.State())
 	observe(t, g, "cpu", 85)
@@ -133,7 +132,7 @@ func TestRecoveryNeedsHoldOfContinuousCalm(t *testing.T) {
 		// Exactly Hold after the first calm sample.
 		observe(t, g, "cpu", 59.9)
 		assert.Equal(t, hysteresis.Normal, g.State())
-		assert.Equal(t, calmFrom.Add(time.Minute), g.Since())
+		assert.Equal(t, calmFrom.Add(time.Minute), g.Stats().Since)
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
 	})
 }
@@ -150,13 +149,13 @@ func TestHoldElapsesBetweenSamples(t *testing.T) {
 		// The reader only noticed the recovery; the gate's own goroutine
 		// delivers it, so no reader ever runs the callback.
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
-		assert.Equal(t, hysteresis.Normal, g.Check())
+		assert.Equal(t, hysteresis.Normal, g.State())
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
 	})
 }
 
 func TestZeroHoldRecoversAtFirstCalmSample(t *testing.T) {
-	g, _ := newGate(t, hysteresis.Options{}, cpu)
+	g, _ := newGate(t, hysteresis.Options{Hold: -1}, cpu)
 	observe(t, g, "cpu", 90)
 	observe(t, g, "cpu", 70)
 	assert.Equal(t, hysteresis.Overloaded, g.State(), "70 is not below Recover 60")
@@ -184,7 +183,7 @@ func TestBlipAtRecoverRestartsHold(t *testing.T) {
 		}
 		observe(t, g, "cpu", 30)
 		assert.False(t, g.Overloaded())
-		assert.Equal(t, restart.Add(time.Minute), g.Since())
+		assert.Equal(t, restart.Add(time.Minute), g.Stats().Since)
 	})
 }
 
@@ -212,7 +211,7 @@ func TestTwoSignalsTripOnEitherRecoverOnBoth(t *testing.T) {
 			require.NoError(t, g.ObserveAll(map[string]float64{"cpu": 20, "memory": 50}))
 		}
 		assert.False(t, g.Overloaded())
-		assert.Equal(t, calmFrom.Add(time.Minute), g.Since())
+		assert.Equal(t, calmFrom.Add(time.Minute), g.Stats().Since)
 
 		// CPU alone trips too, and a CPU blip during the hold restarts it.
 		observe(t, g, "cpu", 99)
@@ -231,7 +230,7 @@ func TestTwoSignalsTripOnEitherRecoverOnBoth(t *testing.T) {
 }
 
 func TestWarningLevels(t *testing.T) {
-	g, rec := newGate(t, hysteresis.Options{}, cpu, hysteresis.Signal{Name: "queue", Trip: 100, Recover: 50})
+	g, rec := newGate(t, hysteresis.Options{Hold: -1}, cpu, hysteresis.Signal{Name: "queue", Trip: 100, Recover: 50})
 	for _, step := range []struct {
 		name string
 		v    float64
@@ -264,7 +263,7 @@ func TestWarningLevels(t *testing.T) {
 
 func TestRecoverIntoWarning(t *testing.T) {
 	// Warn below Recover: after recovery a signal can still be in the warning band.
-	g, rec := newGate(t, hysteresis.Options{}, hysteresis.Signal{Name: "x", Warn: 10, Trip: 20, Recover: 15})
+	g, rec := newGate(t, hysteresis.Options{Hold: -1}, hysteresis.Signal{Name: "x", Warn: 10, Trip: 20, Recover: 15})
 	observe(t, g, "x", 25)
 	observe(t, g, "x", 12)
 	assert.Equal(t, hysteresis.Warning, g.State())
@@ -297,8 +296,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"empty name", []hysteresis.Signal{cpu, {Trip: 1, Recover: 1}}, hysteresis.Options{}, "Name", "hysteresis: signal #1: Name is empty"},
 		{"duplicate name", []hysteresis.Signal{cpu, mem, cpu}, hysteresis.Options{}, "Name",
 			`hysteresis: signal "cpu": Name is a duplicate of signal #0`},
-		{"negative hold", []hysteresis.Signal{cpu}, hysteresis.Options{Hold: -time.Second}, "Hold", "hysteresis: Hold (-1s) is negative"},
-		{"unknown stale policy", []hysteresis.Signal{cpu}, hysteresis.Options{Stale: 7}, "Stale", "hysteresis: Stale (StalePolicy(7)) is not a known policy"},
+		{"negative event queue", []hysteresis.Signal{cpu}, hysteresis.Options{EventQueue: -1}, "EventQueue", "hysteresis: EventQueue (-1) must be between 0 and 1048576"},
+		{"unknown stale policy", []hysteresis.Signal{cpu}, hysteresis.Options{Stale: 7}, "Stale", "hysteresis: Stale (7) is not a known policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := hysteresis.New(tc.signals, tc.opts)
@@ -317,24 +316,27 @@ func TestNewAcceptsEdgeConfigs(t *testing.T) {
 		{Name: "negative", Warn: -5, Trip: -1, Recover: -10},
 		{Name: "warn below recover", Warn: 1, Trip: 10, Recover: 5},
 	} {
-		_, err := hysteresis.New([]hysteresis.Signal{s}, hysteresis.Options{StaleAfter: -1})
+		_, err := hysteresis.New([]hysteresis.Signal{s}, hysteresis.Options{StaleAfter: -1, Hold: -1})
 		assert.NoError(t, err, s.Name)
 	}
 }
 
 func TestObserveRejectsBadSamples(t *testing.T) {
-	g, rec := newGate(t, hysteresis.Options{}, cpu, mem)
+	g, rec := newGate(t, hysteresis.Options{Hold: -1}, cpu, mem)
 	err := g.Observe("disk", 99)
-	assert.ErrorIs(t, err, hysteresis.ErrUnknownSignal)
-	assert.ErrorContains(t, err, `"disk"`)
+	assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+	assert.EqualError(t, err, `hysteresis: unknown signal "disk"`)
 	err = g.Observe("cpu", math.NaN())
-	assert.ErrorIs(t, err, hysteresis.ErrInvalidValue)
+	assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+	assert.EqualError(t, err, `hysteresis: invalid value: signal "cpu": NaN`)
 
 	// One bad entry: nothing of the round is recorded.
 	err = g.ObserveAll(map[string]float64{"cpu": 99, "memory": 99, "disk": 1})
-	assert.ErrorIs(t, err, hysteresis.ErrUnknownSignal)
+	assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+	assert.EqualError(t, err, `hysteresis: unknown signal "disk"`)
 	err = g.ObserveAll(map[string]float64{"cpu": 99, "memory": math.NaN()})
-	assert.ErrorIs(t, err, hysteresis.ErrInvalidValue)
+	assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+	assert.EqualError(t, err, `hysteresis: invalid value: signal "memory": NaN`)
 
 	assert.Equal(t, hysteresis.Normal, g.State())
 	assert.Empty(t, rec.get())
@@ -346,10 +348,11 @@ func TestObserveRejectsBadSamples(t *testing.T) {
 	}
 }
 
-func TestLastAndSignals(t *testing.T) {
+func TestLast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, _ := newGate(t, hysteresis.Options{StaleAfter: 10 * time.Second}, cpu, mem)
-		assert.Equal(t, []hysteresis.Signal{cpu, mem}, g.Signals())
+		g, _ := newGate(t, hysteresis.Options{StaleAfter: 10 * time.Second, Hold: -1}, cpu, mem)
+		assert.Equal(t, []hysteresis.Sample{{Name: "cpu"}, {Name: "memory"}}, g.Last(),
+			"every signal, in the order given to New, none observed yet")
 		observe(t, g, "cpu", 42)
 		at := time.Now()
 		time.Sleep(11 * time.Second)
@@ -384,7 +387,7 @@ func TestStatsTimeInStates(t *testing.T) {
 }
 
 func TestObserveDoesNotAllocate(t *testing.T) {
-	g, _ := newGate(t, hysteresis.Options{}, cpu, mem)
+	g, _ := newGate(t, hysteresis.Options{Hold: -1}, cpu, mem)
 	v := 10.0
 	allocs := testing.AllocsPerRun(1000, func() {
 		v = 50 - v // 40, 10, 40, ...: calm, no transitions
@@ -399,12 +402,6 @@ func TestStateStrings(t *testing.T) {
 	assert.Equal(t, "warning", hysteresis.Warning.String())
 	assert.Equal(t, "overloaded", hysteresis.Overloaded.String())
 	assert.Equal(t, "State(9)", hysteresis.State(9).String())
-	b, err := hysteresis.Overloaded.MarshalText()
-	require.NoError(t, err)
-	assert.Equal(t, "overloaded", string(b))
-	assert.Equal(t, "trip", hysteresis.StaleTrip.String())
-	assert.True(t, errors.Is(hysteresis.ErrUnknownSignal, hysteresis.ErrInvalid))
-	assert.True(t, errors.Is(hysteresis.ErrInvalidValue, hysteresis.ErrInvalid))
 }
 
 func TestConcurrentObserveAndRead(t *testing.T) {
@@ -426,7 +423,7 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		g.Check()
+		g.State()
 		// The delivered changes form one chain: each starts where the last ended.
 		changes := rec.get()
 		require.NotEmpty(t, changes)
@@ -462,7 +459,26 @@ func TestHoldThatElapsedUnreadStillCounts(t *testing.T) {
 		}
 		assert.Equal(t, hysteresis.Normal, read.State())
 		assert.Equal(t, hysteresis.Normal, unread.State(), "recovered when the hold ended, whether read or not")
-		assert.Equal(t, calmFrom.Add(time.Minute), unread.Since())
+		assert.Equal(t, calmFrom.Add(time.Minute), unread.Stats().Since)
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
+	})
+}
+
+// TestDefaultHold: a zero Hold is a hold of one minute; a negative one
+// recovers at the first calm sample.
+func TestDefaultHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newGate(t, hysteresis.Options{}, cpu)
+		observe(t, g, "cpu", 90)
+		observe(t, g, "cpu", 10)
+		time.Sleep(time.Minute - time.Nanosecond)
+		assert.Equal(t, hysteresis.Overloaded, g.State())
+		time.Sleep(time.Nanosecond)
+		assert.Equal(t, hysteresis.Normal, g.State())
+
+		g, _ = newGate(t, hysteresis.Options{Hold: -1}, cpu)
+		observe(t, g, "cpu", 90)
+		observe(t, g, "cpu", 10)
+		assert.Equal(t, hysteresis.Normal, g.State())
 	})
 }

@@ -2,7 +2,6 @@ package hysteresis
 
 import (
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -10,9 +9,6 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/event"
 )
-
-// DefaultStaleAfter is the StaleAfter used when Options.StaleAfter is zero.
-const DefaultStaleAfter = time.Minute
 
 // StalePolicy says what a stale or missing signal does to a Gate, beyond
 // blocking recovery (which every policy does). See the package doc.
@@ -29,32 +25,21 @@ const (
 	StaleKeep
 )
 
-// String returns "warn", "trip" or "keep".
-func (p StalePolicy) String() string {
-	switch p {
-	case StaleWarn:
-		return "warn"
-	case StaleTrip:
-		return "trip"
-	case StaleKeep:
-		return "keep"
-	}
-	return "StalePolicy(" + strconv.Itoa(int(p)) + ")"
-}
-
-// Options tunes a Gate. The zero value is valid: no hold, signals stale after
-// DefaultStaleAfter, StaleWarn, real time, no callback.
+// Options tunes a Gate. The zero value is valid: a hold of 1 minute,
+// signals stale after 1 minute, StaleWarn, real time, no callback.
 type Options struct {
 	// Hold is how long every signal must stay below its Recover threshold
-	// before an Overloaded gate recovers. 0 recovers at the first moment
-	// every signal is below Recover. Negative is an error.
+	// before an Overloaded gate recovers. Zero means 1 minute; a negative
+	// Hold turns the hold off: the gate recovers at the first moment every
+	// signal is below Recover.
 	Hold time.Duration
 
 	// StaleAfter is how long a signal may go without a sample before it is
-	// stale. 0 means DefaultStaleAfter; negative turns staleness off.
+	// stale. Zero means 1 minute; a negative StaleAfter turns staleness
+	// off.
 	StaleAfter time.Duration
 
-	// Stale is what a stale or missing signal does. Default StaleWarn.
+	// Stale is what a stale or missing signal does. Zero means StaleWarn.
 	Stale StalePolicy
 
 	// OnEvent, when set, receives every state transition, in order, on
@@ -64,8 +49,7 @@ type Options struct {
 
 	// EventQueue is the capacity of the queue that carries events to
 	// OnEvent and Logger; when it is full, events are dropped and counted
-	// in Stats.EventsDropped. 0 means DefaultEventQueue (1024); negative
-	// is an error.
+	// in Stats.EventsDropped. Zero means 1024; negative is an error.
 	EventQueue int
 
 	// Clock is the source of time. nil means real time.
@@ -78,20 +62,23 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Hold < 0 {
-		return o, errs.Invalid(ErrInvalid, "hysteresis: Hold (%v) is negative", o.Hold)
-	}
 	switch o.Stale {
 	case StaleWarn, StaleTrip, StaleKeep:
 	default:
-		return o, errs.Invalid(ErrInvalid, "hysteresis: Stale (%v) is not a known policy", o.Stale)
+		return o, errs.Invalid(ErrInvalid, "hysteresis: Stale (%d) is not a known policy", o.Stale)
 	}
 	if err := event.CheckSize("hysteresis", "EventQueue", o.EventQueue); err != nil {
 		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	switch {
+	case o.Hold == 0:
+		o.Hold = time.Minute
+	case o.Hold < 0:
+		o.Hold = 0 // off
+	}
+	switch {
 	case o.StaleAfter == 0:
-		o.StaleAfter = DefaultStaleAfter
+		o.StaleAfter = time.Minute
 	case o.StaleAfter < 0:
 		o.StaleAfter = 0 // off
 	}

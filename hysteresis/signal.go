@@ -41,9 +41,6 @@ func (s State) String() string {
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
 
-// MarshalText encodes the state as its String form, for JSON and logs.
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
 // Signal names one measured quantity and its thresholds. Higher values are
 // worse. A threshold of exactly 0 counts as unset: Trip and Recover are
 // required, and an unset Warn means the signal never reports Warning.
@@ -60,18 +57,10 @@ type Signal struct {
 	Recover float64
 }
 
-// Errors returned by the package.
-var (
-	// ErrInvalid is matched by every error about a bad signal, option or
-	// argument; the message names it and its value.
-	ErrInvalid = errors.New("hysteresis: invalid argument")
-	// ErrUnknownSignal is returned when a sample names a signal the gate
-	// does not watch. The sample is dropped. It matches ErrInvalid.
-	ErrUnknownSignal = errs.Invalid(ErrInvalid, "hysteresis: unknown signal")
-	// ErrInvalidValue is returned for a NaN sample. The sample is dropped.
-	// It matches ErrInvalid.
-	ErrInvalidValue = errs.Invalid(ErrInvalid, "hysteresis: invalid value")
-)
+// ErrInvalid is matched by every error about a bad signal, option or
+// argument (a sample of a signal the gate does not watch, a NaN value); the
+// message names it and its value.
+var ErrInvalid = errors.New("hysteresis: invalid argument")
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 

@@ -13,16 +13,16 @@ import (
 
 func TestStaleSignalWarnsByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, rec := newGate(t, hysteresis.Options{}, cpu) // StaleAfter 1 min, StaleWarn
+		g, rec := newGate(t, hysteresis.Options{Hold: -1}, cpu) // StaleAfter 1 min, StaleWarn
 		observe(t, g, "cpu", 10)
 		last := time.Now()
-		time.Sleep(hysteresis.DefaultStaleAfter)
+		time.Sleep(time.Minute)
 		assert.Equal(t, hysteresis.Normal, g.State(), "exactly StaleAfter old is still fresh")
 		time.Sleep(time.Nanosecond)
 		assert.Equal(t, hysteresis.Warning, g.State(), "a stale signal must not keep the gate Normal")
 		time.Sleep(time.Second)
 		assert.False(t, g.Overloaded(), "StaleWarn keeps admission open")
-		assert.Equal(t, last.Add(hysteresis.DefaultStaleAfter), g.Since(), "went stale when it fell due")
+		assert.Equal(t, last.Add(time.Minute), g.Stats().Since, "went stale when it fell due")
 		st := g.Stats()
 		assert.Equal(t, 1, st.Stale)
 		assert.Equal(t, 0, st.Missing)
@@ -40,7 +40,7 @@ func TestStaleSignalWarnsByDefault(t *testing.T) {
 
 func TestMissingSignalIsStaleAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, rec := newGate(t, hysteresis.Options{StaleAfter: 10 * time.Second}, cpu, mem)
+		g, rec := newGate(t, hysteresis.Options{StaleAfter: 10 * time.Second, Hold: -1}, cpu, mem)
 		for range 10 {
 			observe(t, g, "cpu", 10)
 			time.Sleep(time.Second)
@@ -97,7 +97,7 @@ func TestStaleTripFailsClosed(t *testing.T) {
 
 func TestStaleKeepHoldsStateButBlocksRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := hysteresis.Options{StaleAfter: 5 * time.Second, Stale: hysteresis.StaleKeep}
+		opts := hysteresis.Options{StaleAfter: 5 * time.Second, Stale: hysteresis.StaleKeep, Hold: -1}
 		g, rec := newGate(t, opts, cpu)
 		observe(t, g, "cpu", 10)
 		time.Sleep(time.Minute)
@@ -130,7 +130,7 @@ func TestStaleDuringHoldRestartsHold(t *testing.T) {
 		time.Sleep(time.Second)
 		observe(t, g, "cpu", 10)
 		assert.False(t, g.Overloaded())
-		assert.Equal(t, resumed.Add(time.Minute), g.Since())
+		assert.Equal(t, resumed.Add(time.Minute), g.Stats().Since)
 		assert.EqualValues(t, 1, g.Stats().StaleEvents)
 	})
 }
@@ -141,7 +141,7 @@ func TestNegativeStaleAfterDisablesStaleness(t *testing.T) {
 		observe(t, g, "cpu", 90)
 		observe(t, g, "cpu", 10)
 		time.Sleep(24 * time.Hour)
-		assert.Equal(t, hysteresis.Normal, g.Check())
+		assert.Equal(t, hysteresis.Normal, g.State())
 		assert.Equal(t, 0, g.Stats().Stale)
 		assert.Equal(t, []string{"normal>overloaded:trip", "overloaded>normal:recovered"}, rec.transitions())
 	})

@@ -47,7 +47,7 @@ func newNaive(signals []hysteresis.Signal, hold time.Duration) *naive {
 func (n *naive) Observe(name string, v float64) error {
 	i, ok := n.index[name]
 	if !ok {
-		return hysteresis.ErrUnknownSignal
+		return hysteresis.ErrInvalid
 	}
 	now := time.Now()
 	n.mu.Lock()
@@ -90,7 +90,7 @@ func values(kind string) []float64 {
 }
 
 func impls(b *testing.B, signals []hysteresis.Signal) map[string]gate {
-	g, err := hysteresis.New(signals, hysteresis.Options{StaleAfter: -1})
+	g, err := hysteresis.New(signals, hysteresis.Options{StaleAfter: -1, Hold: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func (a *Admission) Status(r *http.Request, u lease.Usage) any {
 	if a.monitor != nil {
 		last := a.monitor.Stats().Last
 		s.CPUPercent, s.MemoryPercent = round1(last.CPU), round1(last.Memory)
-		s.SwapMB = round1(float64(last.Swap) / sysload.MiB)
+		s.SwapMB = round1(float64(last.Swap) / mib)
 	}
 	s.ActiveUIUsers = a.sessions.Active()
 	if a.seats != nil {

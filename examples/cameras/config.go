@@ -88,8 +88,8 @@ func DefaultConfig() Config {
 		CPU:                   Thresholds{70, 85, 60},
 		Memory:                Thresholds{75, 90, 70},
 		SwapMB:                Thresholds{50, 100, 50},
-		OverloadHold:          sysload.DefaultHold,
-		LoadInterval:          sysload.DefaultInterval,
+		OverloadHold:          60 * time.Second,
+		LoadInterval:          time.Second,
 		MetricsInterval:       10 * time.Second,
 		MetricsRetention:      24 * time.Hour,
 		MetricsPurgeInterval:  time.Hour,
@@ -112,12 +112,15 @@ func (c Config) ModalBudget() int {
 	return c.TotalStreamUnits - c.ReservedBaselineUnits - c.ReservedSuggestUnits()
 }
 
+// mib is 2^20 bytes: the swap settings are in MiB, the swap signal in bytes.
+const mib = 1 << 20
+
 // Signals returns the overload gate's signals.
 func (c Config) Signals() []hysteresis.Signal {
 	return []hysteresis.Signal{
 		{Name: sysload.CPU, Warn: c.CPU.Warn, Trip: c.CPU.Trip, Recover: c.CPU.Recover},
 		{Name: sysload.Memory, Warn: c.Memory.Warn, Trip: c.Memory.Trip, Recover: c.Memory.Recover},
-		{Name: sysload.Swap, Warn: c.SwapMB.Warn * sysload.MiB, Trip: c.SwapMB.Trip * sysload.MiB, Recover: c.SwapMB.Recover * sysload.MiB},
+		{Name: sysload.Swap, Warn: c.SwapMB.Warn * mib, Trip: c.SwapMB.Trip * mib, Recover: c.SwapMB.Recover * mib},
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 	}
 	if sampler != nil {
 		s.gate, err = hysteresis.New(cfg.Signals(), hysteresis.Options{
-			Hold: cfg.OverloadHold,
+			Hold: cmp.Or(cfg.OverloadHold, -1), // 0: reopen at the first calm sample
 			// A sampler that stops shows as warning after three misses.
 			StaleAfter: 3 * cfg.LoadInterval,
 			Logger:     log,

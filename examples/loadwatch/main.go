@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -42,6 +43,20 @@ func main() {
 	}
 }
 
+// mib is 2^20 bytes, the unit of the swap flags.
+const mib = 1 << 20
+
+// defaultSignals are the thresholds of a camera server's admission
+// control: CPU warn 70 % / trip 85 % / recover below 60 %, memory 75 / 90 /
+// 70 %, swap 50 / 100 / 50 MiB (in bytes, as sysload feeds swap).
+func defaultSignals() []hysteresis.Signal {
+	return []hysteresis.Signal{
+		{Name: sysload.CPU, Warn: 70, Trip: 85, Recover: 60},
+		{Name: sysload.Memory, Warn: 75, Trip: 90, Recover: 70},
+		{Name: sysload.Swap, Warn: 50 * mib, Trip: 100 * mib, Recover: 50 * mib},
+	}
+}
+
 // config is what the flags set.
 type config struct {
 	interval, duration, hold time.Duration
@@ -55,10 +70,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, "usage: loadwatch [flags]\n\nSamples this machine's CPU, memory and swap and prints the state of a hysteresis gate.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	c := config{signals: sysload.DefaultSignals()}
-	fs.DurationVar(&c.interval, "interval", sysload.DefaultInterval, "time between samples")
+	c := config{signals: defaultSignals()}
+	fs.DurationVar(&c.interval, "interval", time.Second, "time between samples")
 	fs.DurationVar(&c.duration, "for", 0, "how long to run; 0 runs until Ctrl-C")
-	fs.DurationVar(&c.hold, "hold", sysload.DefaultHold, "how long every signal must stay below recover before the gate reopens")
+	fs.DurationVar(&c.hold, "hold", time.Minute, "how long every signal must stay below recover before the gate reopens")
 	cpu, mem, swap := &c.signals[0], &c.signals[1], &c.signals[2]
 	fs.Float64Var(&cpu.Warn, "cpu-warn", cpu.Warn, "CPU % at which the gate warns")
 	fs.Float64Var(&cpu.Trip, "cpu-trip", cpu.Trip, "CPU % at which the gate trips")
@@ -66,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&mem.Warn, "mem-warn", mem.Warn, "memory % at which the gate warns")
 	fs.Float64Var(&mem.Trip, "mem-trip", mem.Trip, "memory % at which the gate trips")
 	fs.Float64Var(&mem.Recover, "mem-recover", mem.Recover, "memory % to stay below before reopening")
-	swapWarn, swapTrip, swapRecover := swap.Warn/sysload.MiB, swap.Trip/sysload.MiB, swap.Recover/sysload.MiB
+	swapWarn, swapTrip, swapRecover := swap.Warn/mib, swap.Trip/mib, swap.Recover/mib
 	fs.Float64Var(&swapWarn, "swap-warn", swapWarn, "swap MiB at which the gate warns")
 	fs.Float64Var(&swapTrip, "swap-trip", swapTrip, "swap MiB at which the gate trips")
 	fs.Float64Var(&swapRecover, "swap-recover", swapRecover, "swap MiB to stay below before reopening")
@@ -82,14 +97,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.duration < 0 {
 		return c, fmt.Errorf("-for (%v) is negative", c.duration)
 	}
+	if c.hold < 0 {
+		return c, fmt.Errorf("-hold (%v) is negative", c.hold)
+	}
 	// Check the thresholds in the flags' units (swap in MiB), so that an
 	// error quotes the values as they were typed, not in bytes.
 	typed := slices.Clone(c.signals)
 	typed[2].Warn, typed[2].Trip, typed[2].Recover = swapWarn, swapTrip, swapRecover
-	if _, err := hysteresis.New(typed, hysteresis.Options{Hold: c.hold}); err != nil {
+	if _, err := hysteresis.New(typed, hysteresis.Options{}); err != nil {
 		return c, err
 	}
-	swap.Warn, swap.Trip, swap.Recover = swapWarn*sysload.MiB, swapTrip*sysload.MiB, swapRecover*sysload.MiB
+	swap.Warn, swap.Trip, swap.Recover = swapWarn*mib, swapTrip*mib, swapRecover*mib
 	return c, nil
 }
 
@@ -111,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, format, a...)
 	}
 	gate, err := hysteresis.New(c.signals, hysteresis.Options{
-		Hold: c.hold,
+		Hold: cmp.Or(c.hold, -1), // -hold 0: reopen at the first calm sample
 		// Three missed samples make the gate say so instead of staying Normal.
 		StaleAfter: 3 * c.interval,
 		// OnEvent runs on the gate's own goroutine, so a change may print
@@ -124,17 +142,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	cpuDir, memDir := sys.CgroupDirs()
+	// A first reading says which limits apply; the Monitor's first sample
+	// then covers the time since it.
+	first, err := sys.Sample(ctx)
+	if err != nil {
+		return err
+	}
 	printf("loadwatch: every %v; trip at cpu %g%% / memory %g%% / swap %g MiB; reopen after %v below %g%% / %g%% / %g MiB\n",
-		c.interval, c.signals[0].Trip, c.signals[1].Trip, c.signals[2].Trip/sysload.MiB,
-		c.hold, c.signals[0].Recover, c.signals[1].Recover, c.signals[2].Recover/sysload.MiB)
-	printf("loadwatch: cpu from %s, memory from %s\n", where(cpuDir), where(memDir))
+		c.interval, c.signals[0].Trip, c.signals[1].Trip, c.signals[2].Trip/mib,
+		c.hold, c.signals[0].Recover, c.signals[1].Recover, c.signals[2].Recover/mib)
+	printf("loadwatch: cpu from %s, memory from %s\n", where(first.CPUCgroup), where(first.MemoryCgroup))
 
 	mon, err := sysload.NewMonitor(sys, gate, sysload.MonitorOptions{
 		Interval: c.interval,
 		OnSample: func(l sysload.Load) {
 			printf("%s  cpu %5.1f%%  mem %5.1f%%  swap %8.1f MiB  %s\n",
-				clock(l.At), l.CPU, l.Memory, float64(l.Swap)/sysload.MiB, gate.State())
+				clock(l.At), l.CPU, l.Memory, float64(l.Swap)/mib, gate.State())
 		},
 		OnError: func(err error) { printf("%s  sample failed: %v\n", clock(time.Now()), err) },
 	})
@@ -172,25 +195,23 @@ func where(cgroupDir string) string {
 
 // explain says in words why the gate changed.
 func explain(c hysteresis.Event, hold time.Duration) string {
-	switch c.Reason {
-	case hysteresis.ReasonTrip:
-		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
-	case hysteresis.ReasonWarn:
-		return fmt.Sprintf("%s %s reached warn %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
-	case hysteresis.ReasonRecovered:
-		return fmt.Sprintf("every signal stayed below recover for %v", hold)
-	case hysteresis.ReasonCalm:
-		return "every signal below warn"
-	case hysteresis.ReasonStale:
+	switch {
+	case c.Stale:
 		return c.Signal + " not sampled recently"
+	case c.From == hysteresis.Overloaded:
+		return fmt.Sprintf("every signal stayed below recover for %v", hold)
+	case c.To == hysteresis.Overloaded:
+		return fmt.Sprintf("%s %s reached trip %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
+	case c.To == hysteresis.Warning:
+		return fmt.Sprintf("%s %s reached warn %s", c.Signal, value(c.Signal, c.Value), threshold(c.Signal, c.Threshold))
 	}
-	return string(c.Reason)
+	return "every signal below warn"
 }
 
 // value formats a sample, to one decimal.
 func value(signal string, v float64) string {
 	if signal == sysload.Swap {
-		return fmt.Sprintf("%.1f MiB", v/sysload.MiB)
+		return fmt.Sprintf("%.1f MiB", v/mib)
 	}
 	return fmt.Sprintf("%.1f%%", v)
 }
@@ -199,7 +220,7 @@ func value(signal string, v float64) string {
 // (a trip at 0.0002 % must not read "0.0%").
 func threshold(signal string, v float64) string {
 	if signal == sysload.Swap {
-		return fmt.Sprintf("%g MiB", v/sysload.MiB)
+		return fmt.Sprintf("%g MiB", v/mib)
 	}
 	return fmt.Sprintf("%g%%", v)
 }

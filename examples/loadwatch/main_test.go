@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/hysteresis"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
 )
 
@@ -103,7 +105,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		"-for -1s":        "-for (-1s) is negative",
 		"extra":           `unexpected argument "extra"`,
 		"-cpu-recover 90": `hysteresis: signal "cpu": Recover (90) above Trip (85)`,
-		"-hold -1s":       "hysteresis: Hold (-1s) is negative",
+		"-hold -1s":       "-hold (-1s) is negative",
 		"-swap-warn 200":  `hysteresis: signal "swap": Warn (200) above Trip (100)`, // MiB, as typed
 		"-swap-recover 0": `hysteresis: signal "swap": Recover is missing (0)`,
 		"-nope":           "flag provided but not defined: -nope",
@@ -116,4 +118,20 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	err := run(context.Background(), []string{"-h"}, &bytes.Buffer{}, &errOut)
 	assert.ErrorIs(t, err, flag.ErrHelp)
 	assert.Contains(t, errOut.String(), "-cpu-trip")
+}
+
+// TestDefaultSignalsAreTheCameraServerPreset: the default thresholds are a
+// camera server's admission control, and a valid gate.
+func TestDefaultSignalsAreTheCameraServerPreset(t *testing.T) {
+	assert.Equal(t, []hysteresis.Signal{
+		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
+		{Name: "memory", Warn: 75, Trip: 90, Recover: 70},
+		{Name: "swap", Warn: 50 << 20, Trip: 100 << 20, Recover: 50 << 20},
+	}, defaultSignals())
+	c, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, c.hold)
+	assert.Equal(t, defaultSignals(), c.signals)
+	_, err = hysteresis.New(defaultSignals(), hysteresis.Options{Hold: c.hold})
+	assert.NoError(t, err)
 }

@@ -3,6 +3,26 @@
 // [hysteresis.Gate], so that a service can refuse optional work while the
 // system is overloaded and accept it again only after a calm period.
 //
+//	gate, err := hysteresis.New([]hysteresis.Signal{
+//		{Name: sysload.CPU, Warn: 70, Trip: 85, Recover: 60},
+//		{Name: sysload.Memory, Warn: 75, Trip: 90, Recover: 70},
+//	}, hysteresis.Options{Hold: time.Minute})
+//	if err != nil {
+//		return err
+//	}
+//	sys, err := sysload.NewSystem(sysload.Options{})
+//	if err != nil {
+//		return err // errors.ErrUnsupported where there is no /proc
+//	}
+//	mon, err := sysload.NewMonitor(sys, gate, sysload.MonitorOptions{}) // every second
+//	if err != nil {
+//		return err
+//	}
+//	defer mon.Close(ctx)
+//	if gate.Overloaded() { // in an admission check
+//		return errBusy
+//	}
+//
 // [System] is the [Sampler] for Linux. CPU % is the busy share of the time
 // between two readings: for the host, from /proc/stat, busy = total − idle −
 // iowait (guest time is already part of user time and is not counted twice);
@@ -17,14 +37,14 @@
 // ancestors, has a limit tighter than the host (memory.max, cpu.max not
 // "max"): a container at 95 % of its 512 MiB limit is overloaded even when the
 // host is idle. Otherwise the host figures apply. cgroup v1 limits are not
-// read. The filesystem is injectable (Options.FS), so every format is tested
-// from fixture files.
+// read. [Load.CPUCgroup] and [Load.MemoryCgroup] name the cgroup whose limit
+// a figure is measured against. The filesystem is injectable ([Options.FS]),
+// so every format is tested from fixture files.
 //
 // [Monitor] samples every interval on its own goroutine and feeds a Gate with
-// the signals named [CPU], [Memory] and [Swap]; [Monitor.Step] does one round
-// by hand. [DefaultSignals] and [DefaultHold] are the thresholds of a camera
-// server's admission control: CPU warn 70 % / trip 85 % / recover below 60 %,
-// memory 75 / 90 / 70 %, swap 50 / 100 / 50 MiB, and a 60 s hold.
+// the signals named [CPU], [Memory] and [Swap] (in bytes); [Monitor.Step]
+// does one round by hand, and a negative [MonitorOptions.Interval] leaves
+// the schedule to the program.
 //
 // # Why not gopsutil
 //

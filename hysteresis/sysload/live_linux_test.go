@@ -17,9 +17,6 @@ import (
 func TestLiveMachine(t *testing.T) {
 	sys, err := sysload.NewSystem(sysload.Options{})
 	require.NoError(t, err)
-	cpuDir, memDir := sys.CgroupDirs()
-	t.Logf("cgroup dirs: cpu %q, memory %q", cpuDir, memDir)
-
 	// Burn a little CPU so that some ticks pass between the two readings.
 	x := 0
 	for i := range 20_000_000 {
@@ -28,6 +25,7 @@ func TestLiveMachine(t *testing.T) {
 	l, err := sys.Sample(context.Background())
 	require.NoError(t, err)
 	t.Logf("load: %+v (%d)", l, x&1)
+	t.Logf("cgroup dirs: cpu %q, memory %q", l.CPUCgroup, l.MemoryCgroup)
 
 	assert.GreaterOrEqual(t, l.CPU, 0.0)
 	assert.LessOrEqual(t, l.CPU, 100.0)
@@ -39,7 +37,7 @@ func TestLiveMachine(t *testing.T) {
 	var si syscall.Sysinfo_t
 	require.NoError(t, syscall.Sysinfo(&si))
 	unit := uint64(si.Unit)
-	if l.MemorySource == sysload.SourceHost {
+	if l.MemoryCgroup == "" {
 		assert.Equal(t, uint64(si.Totalram)*unit, l.MemoryLimit, "MemTotal is sysinfo's totalram")
 		assert.LessOrEqual(t, l.Swap, uint64(si.Totalswap)*unit)
 	} else {
@@ -47,7 +45,7 @@ func TestLiveMachine(t *testing.T) {
 	}
 	// NumCPU counts the CPUs this process may run on, at most the online
 	// CPUs /proc/stat lists.
-	if l.CPUSource == sysload.SourceHost {
+	if l.CPUCgroup == "" {
 		assert.GreaterOrEqual(t, l.CPULimit, float64(runtime.NumCPU()))
 	}
 }

@@ -5,15 +5,14 @@ import (
 	"time"
 )
 
-// Source says where a figure of a Load comes from.
-type Source string
-
-// Sources of the figures in a Load.
+// Names of the signals a Monitor feeds to a Gate.
 const (
-	// SourceHost: /proc/stat and /proc/meminfo, the whole machine.
-	SourceHost Source = "host"
-	// SourceCgroup: the cgroup v2 files of the cgroup whose limit applies.
-	SourceCgroup Source = "cgroup"
+	// CPU is the busy share of the available CPU, in percent (0-100).
+	CPU = "cpu"
+	// Memory is the used share of the available memory, in percent (0-100).
+	Memory = "memory"
+	// Swap is the swap in use, in bytes.
+	Swap = "swap"
 )
 
 // Load is one sample of the system's load.
@@ -27,30 +26,28 @@ type Load struct {
 	// CPULimit is the number of CPUs available: the cgroup quota
 	// (quota/period of cpu.max) or the host's CPU count.
 	CPULimit float64
-	// CPUSource says where CPU was measured.
-	CPUSource Source
+	// CPUCgroup is the cgroup v2 directory (a path in Options.FS, without
+	// a leading slash) whose cpu.max quota CPU is measured against; "" when
+	// the host's /proc/stat applies.
+	CPUCgroup string
 
 	// Memory is MemoryUsed over MemoryLimit, in percent (0-100).
 	Memory float64
 	// MemoryUsed and MemoryLimit are in bytes.
 	MemoryUsed, MemoryLimit uint64
-	// MemorySource says where the memory and swap figures come from.
-	MemorySource Source
+	// MemoryCgroup is the cgroup v2 directory whose memory.max the memory
+	// and swap figures are measured against; "" when the host's
+	// /proc/meminfo applies.
+	MemoryCgroup string
 
 	// Swap is the swap in use, in bytes.
 	Swap uint64
 }
 
-// Sampler measures the system's load. System is the implementation for
-// Linux; tests and other platforms supply their own (see SamplerFunc).
+// Sampler measures the system's load. [System] is the implementation for
+// Linux; tests and other platforms supply their own.
 type Sampler interface {
 	// Sample returns the current load. CPU is measured since the previous
 	// call, so a Sampler is stateful: give each consumer its own.
 	Sample(ctx context.Context) (Load, error)
 }
-
-// SamplerFunc adapts a function to the Sampler interface.
-type SamplerFunc func(ctx context.Context) (Load, error)
-
-// Sample calls f(ctx).
-func (f SamplerFunc) Sample(ctx context.Context) (Load, error) { return f(ctx) }

@@ -13,18 +13,12 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// DefaultInterval is the sampling interval when MonitorOptions.Interval is 0.
-const DefaultInterval = time.Second
-
-// ErrNoSignals is returned by NewMonitor when the gate watches none of the
-// signals CPU, Memory and Swap.
-var ErrNoSignals = errs.Invalid(hysteresis.ErrInvalid, "sysload: gate watches none of cpu, memory, swap")
-
 // MonitorOptions configures a Monitor. The zero value samples every second.
 type MonitorOptions struct {
-	// Interval between samples. 0 means DefaultInterval; negative is an error.
-	// Give the gate a StaleAfter of a few intervals, so that a sampler that
-	// keeps failing shows.
+	// Interval between samples. Zero means 1 second; a negative Interval
+	// runs no sampling loop: the program calls [Monitor.Step] itself. Give
+	// the gate a StaleAfter of a few intervals, so that a sampler that keeps
+	// failing shows.
 	Interval time.Duration
 
 	// Clock drives the sampling ticker. nil means real time.
@@ -44,7 +38,7 @@ type MonitorOptions struct {
 }
 
 // Monitor samples a Sampler every interval on its own goroutine and feeds the
-// gate. Close stops it.
+// gate. Close stops it. [Monitor.Step] takes one sample by hand.
 type Monitor struct {
 	sampler  Sampler
 	gate     *hysteresis.Gate
@@ -74,24 +68,21 @@ type MonitorStats struct {
 }
 
 // NewMonitor starts a Monitor feeding gate from sampler every interval. The
-// gate must watch at least one of the signals CPU, Memory and Swap; the
-// Monitor feeds those it watches. The first sample is taken one interval
-// after NewMonitor returns.
+// gate must watch at least one of the signals [CPU], [Memory] and [Swap]
+// (else the error matches hysteresis.ErrInvalid); the Monitor feeds those it
+// watches. The first sample is taken one interval after NewMonitor returns.
 func NewMonitor(sampler Sampler, gate *hysteresis.Gate, opts MonitorOptions) (*Monitor, error) {
 	if sampler == nil || gate == nil {
 		return nil, errs.Invalid(hysteresis.ErrInvalid, "sysload: NewMonitor needs a sampler and a gate")
 	}
-	switch {
-	case opts.Interval < 0:
-		return nil, errs.Invalid(hysteresis.ErrInvalid, "sysload: Interval (%v) is negative", opts.Interval)
-	case opts.Interval == 0:
-		opts.Interval = DefaultInterval
+	if opts.Interval == 0 {
+		opts.Interval = time.Second
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
 	}
 	m := &Monitor{sampler: sampler, gate: gate, opts: opts, done: make(chan struct{})}
-	for _, s := range gate.Signals() {
+	for _, s := range gate.Last() {
 		switch s.Name {
 		case CPU:
 			m.cpu = true
@@ -102,10 +93,14 @@ func NewMonitor(sampler Sampler, gate *hysteresis.Gate, opts MonitorOptions) (*M
 		}
 	}
 	if !m.cpu && !m.mem && !m.swap {
-		return nil, ErrNoSignals
+		return nil, errs.Invalid(hysteresis.ErrInvalid, "sysload: gate watches none of cpu, memory, swap")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	if opts.Interval < 0 {
+		close(m.done) // no loop
+		return m, nil
+	}
 	ticker := opts.Clock.Ticker(opts.Interval)
 	go m.loop(ctx, ticker)
 	return m, nil
@@ -126,7 +121,7 @@ func (m *Monitor) loop(ctx context.Context, ticker *clock.Ticker) {
 
 // Step takes one sample and feeds it to the gate: the synchronous form of the
 // Monitor's loop, for tests and for programs that drive their own schedule.
-// On a sampling error it feeds nothing, calls the gate's Check (so that
+// On a sampling error it feeds nothing, reads the gate's State (so that
 // the gate's OnEvent hears of signals going stale) and returns the error. A sample cut
 // short because ctx ended (or the Monitor closed) is returned but not counted
 // or reported as a sampling error.
@@ -168,7 +163,7 @@ func (m *Monitor) failed(err error) error {
 	m.errs++
 	m.lastErr = err
 	m.mu.Unlock()
-	m.gate.Check()
+	m.gate.State()
 	if m.opts.Logger != nil {
 		m.opts.Logger.Warn("sysload: sample failed", slog.Any("error", err))
 	}

@@ -59,18 +59,7 @@ func (l *list[T]) get() []T {
 }
 
 func load(cpu, mem float64, swapMiB uint64) step {
-	return step{load: sysload.Load{CPU: cpu, Memory: mem, Swap: swapMiB * sysload.MiB}}
-}
-
-func TestDefaultSignalsAreTheCameraServerPreset(t *testing.T) {
-	assert.Equal(t, []hysteresis.Signal{
-		{Name: "cpu", Warn: 70, Trip: 85, Recover: 60},
-		{Name: "memory", Warn: 75, Trip: 90, Recover: 70},
-		{Name: "swap", Warn: 50 << 20, Trip: 100 << 20, Recover: 50 << 20},
-	}, sysload.DefaultSignals())
-	assert.Equal(t, time.Minute, sysload.DefaultHold)
-	_, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{Hold: sysload.DefaultHold})
-	assert.NoError(t, err)
+	return step{load: sysload.Load{CPU: cpu, Memory: mem, Swap: swapMiB * mib}}
 }
 
 func TestMonitorFeedsGateEveryInterval(t *testing.T) {
@@ -84,8 +73,8 @@ func TestMonitorFeedsGateEveryInterval(t *testing.T) {
 		sampler := &script{steps: steps}
 
 		var changes list[hysteresis.Event]
-		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{
-			Hold: sysload.DefaultHold, StaleAfter: 5 * time.Second,
+		gate, err := hysteresis.New(signals(), hysteresis.Options{
+			Hold: time.Minute, StaleAfter: 5 * time.Second,
 			OnEvent: changes.add,
 		})
 		require.NoError(t, err)
@@ -121,9 +110,12 @@ func TestMonitorFeedsGateEveryInterval(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		assert.False(t, gate.Overloaded())
-		assert.Equal(t, start.Add(123*time.Second), gate.Since())
+		assert.Equal(t, start.Add(123*time.Second), gate.Stats().Since)
 		require.Len(t, changes.get(), 2)
-		assert.Equal(t, hysteresis.ReasonRecovered, changes.get()[1].Reason)
+		recovered := changes.get()[1]
+		assert.Equal(t, hysteresis.Overloaded, recovered.From, "recovered")
+		assert.Empty(t, recovered.Signal)
+		assert.False(t, recovered.Stale)
 
 		st := m.Stats()
 		assert.EqualValues(t, 123, st.Samples)
@@ -142,7 +134,7 @@ func TestMonitorErrorsLetTheGateGoStale(t *testing.T) {
 		boom := errors.New("read /proc/stat: too many open files")
 		sampler := &script{steps: []step{load(10, 10, 0), load(10, 10, 0), {err: boom}}}
 		var changes list[hysteresis.Event]
-		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{
+		gate, err := hysteresis.New(signals(), hysteresis.Options{
 			StaleAfter: 5 * time.Second,
 			OnEvent:    changes.add,
 		})
@@ -161,8 +153,8 @@ func TestMonitorErrorsLetTheGateGoStale(t *testing.T) {
 		time.Sleep(6 * time.Second) // errors at 6, 8, 10 s; stale at 9 s
 		synctest.Wait()
 		assert.Equal(t, hysteresis.Warning, gate.State())
-		require.Len(t, changes.get(), 1, "the Monitor's Check noticed the stale transition")
-		assert.Equal(t, hysteresis.ReasonStale, changes.get()[0].Reason)
+		require.Len(t, changes.get(), 1, "the Monitor's read of the gate noticed the stale transition")
+		assert.True(t, changes.get()[0].Stale)
 		assert.Len(t, errs.get(), 3)
 		st := m.Stats()
 		assert.EqualValues(t, 2, st.Samples)
@@ -172,7 +164,7 @@ func TestMonitorErrorsLetTheGateGoStale(t *testing.T) {
 }
 
 func TestMonitorStepFeedsOnlyTheGatesSignals(t *testing.T) {
-	gate, err := hysteresis.New([]hysteresis.Signal{{Name: sysload.CPU, Trip: 85, Recover: 60}}, hysteresis.Options{})
+	gate, err := hysteresis.New([]hysteresis.Signal{{Name: sysload.CPU, Trip: 85, Recover: 60}}, hysteresis.Options{Hold: -1})
 	require.NoError(t, err)
 	m, err := sysload.NewMonitor(&script{steps: []step{load(90, 99, 500)}}, gate, sysload.MonitorOptions{Interval: time.Hour})
 	require.NoError(t, err)
@@ -186,17 +178,35 @@ func TestMonitorStepFeedsOnlyTheGatesSignals(t *testing.T) {
 }
 
 func TestNewMonitorRejectsBadInput(t *testing.T) {
-	other, err := hysteresis.New([]hysteresis.Signal{{Name: "queue", Trip: 10, Recover: 5}}, hysteresis.Options{})
+	other, err := hysteresis.New([]hysteresis.Signal{{Name: "queue", Trip: 10, Recover: 5}}, hysteresis.Options{Hold: -1})
 	require.NoError(t, err)
 	_, err = sysload.NewMonitor(&script{}, other, sysload.MonitorOptions{})
-	assert.ErrorIs(t, err, sysload.ErrNoSignals)
+	assert.ErrorIs(t, err, hysteresis.ErrInvalid)
+	assert.EqualError(t, err, "sysload: gate watches none of cpu, memory, swap")
 
-	gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{})
+	gate, err := hysteresis.New(signals(), hysteresis.Options{Hold: -1})
 	require.NoError(t, err)
-	_, err = sysload.NewMonitor(&script{}, gate, sysload.MonitorOptions{Interval: -time.Second})
-	assert.ErrorContains(t, err, "sysload: Interval (-1s) is negative")
 	_, err = sysload.NewMonitor(nil, gate, sysload.MonitorOptions{})
 	assert.Error(t, err)
+}
+
+// TestMonitorNegativeIntervalRunsNoLoop: with a negative Interval the
+// Monitor samples only when Step is called.
+func TestMonitorNegativeIntervalRunsNoLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate, err := hysteresis.New(signals(), hysteresis.Options{Hold: -1})
+		require.NoError(t, err)
+		m, err := sysload.NewMonitor(&script{steps: []step{load(90, 10, 0)}}, gate, sysload.MonitorOptions{Interval: -1})
+		require.NoError(t, err)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		assert.Zero(t, m.Stats().Samples)
+		_, err = m.Step(context.Background())
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, m.Stats().Samples)
+		assert.True(t, gate.Overloaded())
+		require.NoError(t, m.Close(context.Background()))
+	})
 }
 
 // TestMonitorCloseIsNotASamplingError: a sample cut short by Close (or by the
@@ -204,10 +214,10 @@ func TestNewMonitorRejectsBadInput(t *testing.T) {
 // counted nor reported.
 func TestMonitorCloseIsNotASamplingError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{})
+		gate, err := hysteresis.New(signals(), hysteresis.Options{Hold: -1})
 		require.NoError(t, err)
 		sampling := make(chan struct{}, 1)
-		blocking := sysload.SamplerFunc(func(ctx context.Context) (sysload.Load, error) {
+		blocking := samplerFunc(func(ctx context.Context) (sysload.Load, error) {
 			sampling <- struct{}{}
 			<-ctx.Done()
 			return sysload.Load{}, context.Cause(ctx)
@@ -234,7 +244,7 @@ func TestMonitorCloseIsNotASamplingError(t *testing.T) {
 // like one that returns an error: nothing is fed, and the failure is counted
 // and reported.
 func TestMonitorNaNSampleIsAnError(t *testing.T) {
-	gate, err := hysteresis.New(sysload.DefaultSignals(), hysteresis.Options{})
+	gate, err := hysteresis.New(signals(), hysteresis.Options{Hold: -1})
 	require.NoError(t, err)
 	var errs list[error]
 	m, err := sysload.NewMonitor(&script{steps: []step{load(math.NaN(), 10, 0)}}, gate,
@@ -242,12 +252,12 @@ func TestMonitorNaNSampleIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close(context.Background())
 	_, err = m.Step(context.Background())
-	require.ErrorIs(t, err, hysteresis.ErrInvalidValue)
+	require.ErrorIs(t, err, hysteresis.ErrInvalid)
 	require.Len(t, errs.get(), 1)
-	assert.ErrorIs(t, errs.get()[0], hysteresis.ErrInvalidValue)
+	assert.ErrorIs(t, errs.get()[0], hysteresis.ErrInvalid)
 	st := m.Stats()
 	assert.EqualValues(t, 1, st.Errors)
 	assert.Zero(t, st.Samples)
-	assert.ErrorIs(t, st.LastError, hysteresis.ErrInvalidValue)
+	assert.ErrorIs(t, st.LastError, hysteresis.ErrInvalid)
 	assert.Zero(t, gate.Stats().Samples)
 }

@@ -14,10 +14,6 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// ErrUnsupported is returned by NewSystem where /proc cannot be read (not
-// Linux); supply your own Sampler there.
-var ErrUnsupported = errors.New("sysload: /proc not readable: unsupported system")
-
 // Options configures a System. The zero value reads the real machine.
 type Options struct {
 	// FS is the root filesystem, holding proc/ and sys/ (paths without a
@@ -53,6 +49,8 @@ type System struct {
 // NewSystem finds which limits apply (host, or a cgroup's memory.max and
 // cpu.max, looking at the process's cgroup and its ancestors) and takes the
 // first CPU reading, so the first Sample reports the CPU used since NewSystem.
+// Where /proc cannot be read (not Linux) the error matches
+// errors.ErrUnsupported; supply your own Sampler there.
 func NewSystem(opts Options) (*System, error) {
 	if opts.FS == nil {
 		opts.FS = os.DirFS("/")
@@ -64,7 +62,7 @@ func NewSystem(opts Options) (*System, error) {
 	st, err := s.readProcStat()
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+			return nil, fmt.Errorf("sysload: /proc not readable: %w: %w", errors.ErrUnsupported, err)
 		}
 		return nil, err
 	}
@@ -82,11 +80,6 @@ func NewSystem(opts Options) (*System, error) {
 	return s, nil
 }
 
-// CgroupDirs returns the cgroup directories (paths in Options.FS, without a
-// leading slash) whose CPU and memory limits the System measures against,
-// "" where the host figures apply.
-func (s *System) CgroupDirs() (cpu, memory string) { return s.cpuDir, s.memDir }
-
 // Sample returns the current load. CPU covers the time since the previous
 // Sample (or NewSystem); when no time has passed it repeats the last figure.
 func (s *System) Sample(ctx context.Context) (Load, error) {
@@ -96,10 +89,7 @@ func (s *System) Sample(ctx context.Context) (Load, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	l := Load{At: now, CPULimit: s.cpuLimit, CPUSource: SourceHost, MemorySource: SourceHost}
-	if s.cpuDir != "" {
-		l.CPUSource = SourceCgroup
-	}
+	l := Load{At: now, CPULimit: s.cpuLimit, CPUCgroup: s.cpuDir}
 	if err := s.readCPU(now, nil); err != nil {
 		return Load{}, err
 	}
@@ -190,7 +180,7 @@ func (s *System) readCgroupMemory(l *Load) error {
 			cur -= min(inactive, cur)
 		}
 	}
-	l.MemoryUsed, l.MemoryLimit, l.MemorySource = min(cur, limit), limit, SourceCgroup
+	l.MemoryUsed, l.MemoryLimit, l.MemoryCgroup = min(cur, limit), limit, s.memDir
 	// Without swap accounting (memory.swap.current absent) the host figure stays.
 	if b, err := read("memory.swap.current"); err == nil {
 		if swap, err := parseUint(b); err == nil {

@@ -51,26 +51,26 @@ func TestSystemFixtures(t *testing.T) {
 		{
 			// This machine's real files: cgroup v1 with cgroup2 at /sys/fs/cgroup/unified, no v2 limits.
 			name: "host",
-			want: sysload.Load{CPU: 40, CPULimit: 2, CPUSource: sysload.SourceHost, Memory: 75,
-				MemoryUsed: 12000000 * 1024, MemoryLimit: 16000000 * 1024, MemorySource: sysload.SourceHost, Swap: hostSwap},
+			want: sysload.Load{CPU: 40, CPULimit: 2, Memory: 75,
+				MemoryUsed: 12000000 * 1024, MemoryLimit: 16000000 * 1024, Swap: hostSwap},
 		},
 		{
 			// cgroup namespace, cpu.max and memory.max both "max".
 			name: "unlimited",
-			want: sysload.Load{CPU: 40, CPULimit: 2, CPUSource: sysload.SourceHost, Memory: 75,
-				MemoryUsed: 12000000 * 1024, MemoryLimit: 16000000 * 1024, MemorySource: sysload.SourceHost, Swap: hostSwap},
+			want: sysload.Load{CPU: 40, CPULimit: 2, Memory: 75,
+				MemoryUsed: 12000000 * 1024, MemoryLimit: 16000000 * 1024, Swap: hostSwap},
 		},
 		{
 			// Docker without a cgroup namespace: 1.5 CPUs, 1 GB, swap accounted.
 			name: "container", cpuDir: "sys/fs/cgroup", memDir: "sys/fs/cgroup",
-			want: sysload.Load{CPU: 60, CPULimit: 1.5, CPUSource: sysload.SourceCgroup, Memory: 80,
-				MemoryUsed: 800000000, MemoryLimit: 1000000000, MemorySource: sysload.SourceCgroup, Swap: 100 * sysload.MiB},
+			want: sysload.Load{CPU: 60, CPULimit: 1.5, Memory: 80,
+				MemoryUsed: 800000000, MemoryLimit: 1000000000, Swap: 100 << 20},
 		},
 		{
 			// systemd: the limits are on the slice, not on the service itself.
 			name: "nested", cpuDir: "sys/fs/cgroup/system.slice", memDir: "sys/fs/cgroup/system.slice",
-			want: sysload.Load{CPU: 90, CPULimit: 0.5, CPUSource: sysload.SourceCgroup, Memory: 75,
-				MemoryUsed: 1610612736, MemoryLimit: 2147483648, MemorySource: sysload.SourceCgroup, Swap: hostSwap},
+			want: sysload.Load{CPU: 90, CPULimit: 0.5, Memory: 75,
+				MemoryUsed: 1610612736, MemoryLimit: 2147483648, Swap: hostSwap},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,9 +78,6 @@ func TestSystemFixtures(t *testing.T) {
 			clk := clock.NewMock()
 			sys, err := sysload.NewSystem(sysload.Options{FS: fsys, Clock: clk})
 			require.NoError(t, err)
-			cpuDir, memDir := sys.CgroupDirs()
-			assert.Equal(t, tc.cpuDir, cpuDir)
-			assert.Equal(t, tc.memDir, memDir)
 
 			overlay(t, fsys, tc.name+".next")
 			clk.Add(time.Second)
@@ -88,6 +85,9 @@ func TestSystemFixtures(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, clk.Now(), got.At)
 			got.At = time.Time{}
+			assert.Equal(t, tc.cpuDir, got.CPUCgroup)
+			assert.Equal(t, tc.memDir, got.MemoryCgroup)
+			got.CPUCgroup, got.MemoryCgroup = "", ""
 			assert.InDelta(t, tc.want.CPU, got.CPU, 1e-9)
 			assert.InDelta(t, tc.want.Memory, got.Memory, 1e-9)
 			cpu := got.CPU
@@ -109,8 +109,8 @@ func TestSystemIgnoreCgroup(t *testing.T) {
 	overlay(t, fsys, "host.next")
 	l, err := sys.Sample(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, sysload.SourceHost, l.CPUSource)
-	assert.Equal(t, sysload.SourceHost, l.MemorySource)
+	assert.Empty(t, l.CPUCgroup, "the host's figures")
+	assert.Empty(t, l.MemoryCgroup, "the host's figures")
 	assert.InDelta(t, 40, l.CPU, 1e-9)
 	assert.InDelta(t, 75, l.Memory, 1e-9)
 }
@@ -122,13 +122,13 @@ func TestSystemLimitLiftedFallsBackToHost(t *testing.T) {
 	fsys["sys/fs/cgroup/memory.max"] = &fstest.MapFile{Data: []byte("max\n")}
 	l, err := sys.Sample(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, sysload.SourceHost, l.MemorySource)
+	assert.Empty(t, l.MemoryCgroup, "the host's figures")
 	assert.InDelta(t, 75, l.Memory, 1e-9)
 }
 
 func TestSystemErrors(t *testing.T) {
 	_, err := sysload.NewSystem(sysload.Options{FS: fstest.MapFS{}})
-	assert.ErrorIs(t, err, sysload.ErrUnsupported)
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
 
 	fsys := fixture(t, "host")
 	fsys["proc/meminfo"] = &fstest.MapFile{Data: []byte("garbage\n")}
@@ -184,11 +184,10 @@ func TestSystemPicksTheTightestLimit(t *testing.T) {
 			}
 			sys, err := sysload.NewSystem(sysload.Options{FS: fsys, Clock: clock.NewMock()})
 			require.NoError(t, err)
-			cpuDir, memDir := sys.CgroupDirs()
-			assert.Equal(t, tc.cpuDir, cpuDir)
-			assert.Equal(t, tc.memDir, memDir)
 			l, err := sys.Sample(context.Background())
 			require.NoError(t, err)
+			assert.Equal(t, tc.cpuDir, l.CPUCgroup)
+			assert.Equal(t, tc.memDir, l.MemoryCgroup)
 			assert.InDelta(t, tc.cpuLimit, l.CPULimit, 1e-12)
 		})
 	}
@@ -201,6 +200,6 @@ func TestSystemLimitRaisedAboveHostFallsBackToHost(t *testing.T) {
 	fsys["sys/fs/cgroup/memory.max"] = &fstest.MapFile{Data: []byte("64000000000\n")}
 	l, err := sys.Sample(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, sysload.SourceHost, l.MemorySource)
+	assert.Empty(t, l.MemoryCgroup, "the host's figures")
 	assert.Equal(t, uint64(hostSwap), l.Swap)
 }

@@ -3,7 +3,6 @@ package event_test
 import (
 	"testing"
 
-	"github.com/ttlkit/ttlkit/hysteresis"
 	"github.com/ttlkit/ttlkit/internal/event"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/pool"
@@ -14,8 +13,7 @@ import (
 // number of its own; it must be the size the queue uses for 0.
 func TestDefaultsAgree(t *testing.T) {
 	for name, n := range map[string]int{
-		"hysteresis": hysteresis.DefaultEventQueue,
-		"lease":      lease.DefaultEventQueue, "pool": pool.DefaultEventQueue, "ttl": ttl.DefaultEventQueue,
+		"lease": lease.DefaultEventQueue, "pool": pool.DefaultEventQueue, "ttl": ttl.DefaultEventQueue,
 	} {
 		if n != event.DefaultSize {
 			t.Errorf("%s.DefaultEventQueue is %d, the queue's default %d", name, n, event.DefaultSize)
