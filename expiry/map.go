@@ -180,7 +180,7 @@ func (m *Map[K, V]) lookup(k K) *node[K, V] {
 
 // expirePassive is the slow path of a read that found k expired: under the
 // shard's mutex it deletes k if k is still expired, and otherwise returns
-// k's node, which a Set, Expire or Persist replaced after the read. The
+// k's node, which a Set or Expire replaced after the read. The
 // clock is read again here: the caller's reading may predate that change,
 // and deciding on it would report a key missing that never was.
 func (m *Map[K, V]) expirePassive(s *shard[K, V], h uint64, k K) *node[K, V] {

@@ -22,10 +22,11 @@ type val struct {
 	deadline time.Time // zero: none
 }
 
-// TestConcurrentUse runs Set/SetWithDeadline/Get/Delete/TTL/ExpireAt/
-// Range/Stats/Clear and active expiry (background and by hand) at once, in
-// real time with TTLs of a few milliseconds; run it under -race. Persist and
-// Expire run on keys of their own, whose values carry no deadline: they
+// TestConcurrentUse runs Set (with and without a deadline)/Get/Delete/
+// Deadline/Expire/Range/Stats/Clear and active expiry (background and by
+// hand) at once, in real time with TTLs of a few milliseconds; run it under
+// -race. Expire that removes a deadline or extends one runs on keys of their
+// own, whose values carry no deadline: they
 // make a value outlive the deadline it was stored with, which is how the
 // test catches an expired value being returned for the other keys.
 func TestConcurrentUse(t *testing.T) {
