@@ -19,7 +19,8 @@
 //     /proc or cgroup v2 limits, and a Monitor that feeds a Gate.
 //   - [github.com/ttlkit/ttlkit/expiry]: Redis-style key expiry: a sharded
 //     Map[K,V] with passive expiry on access and an Expirer that samples keys
-//     with a deadline under a time budget, over the Map or any Keyspace.
+//     with a deadline under a time budget (Redis's algorithm and defaults),
+//     the Map's own or over any Keyspace.
 //   - [github.com/ttlkit/ttlkit/lease]: leases on a weighted budget with an
 //     absolute TTL, heartbeat grace, one lease per holder, typed rejections,
 //     fencing tokens and KeepAlive; an in-memory Store.
