@@ -14,7 +14,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 )
 
-// TestDifferentialKeyCommands runs LCS, OBJECT, DUMP, RESTORE, SORT,
+// TestDifferentialKeyCommands runs EXPIREAT, LCS, OBJECT, DUMP, RESTORE, SORT,
 // SORT_RO and WAIT on kvserver and on a redis-server of the test's own,
 // in RESP2 and RESP3, and requires the same bytes.
 func TestDifferentialKeyCommands(t *testing.T) {
@@ -25,6 +25,14 @@ func TestDifferentialKeyCommands(t *testing.T) {
 		for _, args := range [][]string{
 			{"SET", "a", "ohmytext"},
 			{"SET", "b", "mynewtext"},
+			// The instant of Go's zero time.Time, which the keyspace reads as
+			// "no deadline": a deadline in the past all the same.
+			{"SET", "z", "v"},
+			{"PEXPIREAT", "z", "-62135596800000"},
+			{"EXISTS", "z"},
+			{"SET", "z", "v"},
+			{"EXPIREAT", "z", "-62135596800"},
+			{"EXISTS", "z"},
 			{"LCS", "a", "b"},
 			{"LCS", "a", "b", "LEN"},
 			{"LCS", "a", "b", "IDX"},
