@@ -296,7 +296,7 @@ func cmdRestore(s *Server, cl *client, args [][]byte) {
 	}
 	var at time.Time
 	if ttl != 0 {
-		at = time.UnixMilli(ttl)
+		at = deadlineOf(ttl)
 	}
 	db.Set(string(args[1]), v, at)
 	s.modified(cl, key)

@@ -84,7 +84,7 @@ func expireCommand(unit int64, relative bool) func(*Server, *client, [][]byte) {
 			}
 			curMS := int64(-1)
 			if !cur.IsZero() {
-				curMS = cur.UnixMilli()
+				curMS = expireMillis(cur)
 			}
 			if (flags&expireNX != 0 && curMS != -1) ||
 				(flags&expireXX != 0 && curMS == -1) ||
@@ -94,9 +94,10 @@ func expireCommand(unit int64, relative bool) func(*Server, *client, [][]byte) {
 				return
 			}
 		}
-		if expireAt(db, key, when) {
+		now := s.now().UnixMilli()
+		if expireAt(db, key, when, now) {
 			s.modified(cl, key)
-			if when <= s.now().UnixMilli() {
+			if when <= now {
 				s.notify(notifyGeneric, "del", cl.db, key)
 			} else {
 				s.notify(notifyGeneric, "expire", cl.db, key)
@@ -119,7 +120,7 @@ func ttlCommand(unit int64) func(*Server, *client, [][]byte) {
 		case at.IsZero():
 			cl.w.Int(-1)
 		default:
-			ms := max(at.UnixMilli()-s.now().UnixMilli(), 0)
+			ms := max(expireMillis(at)-s.now().UnixMilli(), 0)
 			if unit == unitSeconds {
 				ms = (ms + 500) / 1000
 			}
@@ -139,24 +140,32 @@ func expireTimeCommand(unit int64) func(*Server, *client, [][]byte) {
 		case at.IsZero():
 			cl.w.Int(-1)
 		case unit == unitSeconds:
-			cl.w.Int((at.UnixMilli() + 500) / 1000)
+			cl.w.Int((expireMillis(at) + 500) / 1000)
 		default:
-			cl.w.Int(at.UnixMilli())
+			cl.w.Int(expireMillis(at))
 		}
 	}
 }
 
-// expireAt gives key the deadline at (Unix ms) and reports whether the key
-// exists; a deadline not in the future deletes the key, as in Redis. The
-// one instant that is the zero time.Time, which the keyspace reads as "no
-// deadline", lies far in the past and deletes too.
-func expireAt(db keyspace, key string, at int64) bool {
-	t := time.UnixMilli(at)
-	if t.IsZero() {
+// deadlineOf returns the keyspace deadline of a key whose Redis expire time
+// is at (Unix ms). Redis expires a key once its clock, in whole
+// milliseconds, is past at: from the first instant of the next millisecond,
+// which is the deadline (a key is absent from its deadline on).
+func deadlineOf(at int64) time.Time { return time.UnixMilli(at).Add(time.Millisecond) }
+
+// expireMillis returns the Redis expire time (Unix ms) of the keyspace
+// deadline d, the inverse of deadlineOf.
+func expireMillis(d time.Time) int64 { return d.Add(-time.Millisecond).UnixMilli() }
+
+// expireAt gives key the expire time at (Unix ms) and reports whether the
+// key exists; an expire time not after now (Unix ms) deletes the key, as
+// in Redis.
+func expireAt(db keyspace, key string, at, now int64) bool {
+	if at <= now {
 		_, ok := db.Delete(key)
 		return ok
 	}
-	_, ok := db.Expire(key, t)
+	_, ok := db.Expire(key, deadlineOf(at))
 	return ok
 }
 

@@ -86,6 +86,12 @@ func TestPassiveExpiryThroughServerSynctest(t *testing.T) {
 		require.Equal(t, "+OK", p.do("SET stays v"))
 		time.Sleep(1499 * time.Millisecond)
 		require.Equal(t, ":1", p.do("PTTL k"))
+		// As in Redis, a key expires once the clock in milliseconds is
+		// past its expire time: it is still there at that millisecond.
+		time.Sleep(time.Millisecond)
+		require.Equal(t, ":0", p.do("PTTL k"))
+		require.Equal(t, ":1", p.do("EXISTS k"), "not expired within its expire time's millisecond")
+		require.Zero(t, srv.dbs[0].Stats().ExpiredPassive)
 		time.Sleep(time.Millisecond)
 		require.Equal(t, ":2", p.do("DBSIZE"), "not found yet, still counted")
 		require.Equal(t, "$-1", p.do("GET k"))
@@ -140,12 +146,22 @@ func TestMockClock(t *testing.T) {
 	require.Equal(t, ":1", p.do("EXPIRE k 2"))
 	require.Equal(t, ":2000", p.do("PTTL k"))
 	mock.Add(2 * time.Second)
+	// As in Redis, a key expires once the clock in milliseconds is past
+	// its expire time.
+	require.Equal(t, ":0", p.do("PTTL k"))
+	require.Equal(t, ":1", p.do("EXISTS k"))
+	mock.Add(time.Millisecond)
 	require.Equal(t, "$-1", p.do("GET k"))
 	require.Equal(t, ":-2", p.do("TTL k"))
 	require.Equal(t, "+OK", p.do(fmt.Sprintf("SET at v PXAT %d", mock.Now().UnixMilli()+1)))
 	require.Equal(t, ":1", p.do("PTTL at"))
 	mock.Add(time.Millisecond)
+	require.Equal(t, ":0", p.do("PTTL at"))
+	require.Equal(t, ":1", p.do("EXISTS at"))
+	mock.Add(time.Millisecond)
 	require.Equal(t, ":0", p.do("EXISTS at"))
+	require.Equal(t, "+OK", p.do(fmt.Sprintf("SET now v PXAT %d", mock.Now().UnixMilli())))
+	require.Equal(t, ":0", p.do("EXISTS now"), "an expire time not after now deletes at once, as in Redis")
 }
 
 // TestConfigSetHz checks that CONFIG SET hz changes the expiry cycle's

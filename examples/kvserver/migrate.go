@@ -111,7 +111,7 @@ func cmdMigrate(s *Server, cl *client, args [][]byte) {
 	for _, it := range items {
 		ttl := int64(0)
 		if !it.at.IsZero() {
-			if ttl = it.at.UnixMilli() - now; ttl < 0 {
+			if ttl = expireMillis(it.at) - now; ttl < 0 {
 				continue
 			}
 			ttl = max(ttl, 1)

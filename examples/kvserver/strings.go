@@ -172,11 +172,15 @@ func (s *Server) store(cl *client, key, val string, at int64) {
 		s.notify(notifyString, "set", cl.db, key)
 		return
 	}
-	deadline := time.UnixMilli(at)
+	past := at <= s.now().UnixMilli()
+	deadline := deadlineOf(at)
+	if past {
+		deadline = time.Unix(0, 0) // past (and not the zero Time, "none"): absent at once
+	}
 	db.Set(key, val, deadline)
 	s.notify(notifyString, "set", cl.db, key)
 	s.notify(notifyGeneric, "expire", cl.db, key)
-	if !deadline.After(s.now()) {
+	if past {
 		s.expiredOnSet.Add(1)
 		s.notify(notifyExpired, "expired", cl.db, key)
 	}
@@ -230,9 +234,10 @@ func cmdGetEx(s *Server, cl *client, args [][]byte) {
 	cl.w.Bulk(v)
 	switch {
 	case at != 0:
-		expireAt(db, k, at)
+		now := s.now().UnixMilli()
+		expireAt(db, k, at, now)
 		s.modified(cl, k)
-		if at <= s.now().UnixMilli() {
+		if at <= now {
 			s.notify(notifyGeneric, "del", cl.db, k)
 		} else {
 			s.notify(notifyGeneric, "expire", cl.db, k)
