@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // A serverless gateway's drain on SIGTERM: Close rejects new acquires, wakes waiters,
@@ -177,10 +178,10 @@ func TestCloseBoundedByContext(t *testing.T) {
 // every handle comes back, and every item is destroyed exactly once.
 func TestCloseUnderLoad(t *testing.T) {
 	t.Run("local", func(t *testing.T) { testCloseUnderLoad(t, nil) })
-	t.Run("shared", func(t *testing.T) { testCloseUnderLoad(t, pool.NewMemoryInventory(nil)) })
+	t.Run("shared", func(t *testing.T) { testCloseUnderLoad(t, shared.NewMemoryInventory(nil)) })
 }
 
-func testCloseUnderLoad(t *testing.T, inv pool.Inventory) {
+func testCloseUnderLoad(t *testing.T, inv shared.Inventory) {
 	f := newFake()
 	p, err := pool.New[box](f, pool.Options{MaxSize: 6, MinIdle: 2, Inventory: inv})
 	require.NoError(t, err)
@@ -219,7 +220,7 @@ func testCloseUnderLoad(t *testing.T, inv pool.Inventory) {
 	} else {
 		n, err := inv.Counts(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, pool.Counts{Idle: c.live}, n, "every item left is in the shared idle set")
+		assert.Equal(t, shared.Counts{Idle: c.live}, n, "every item left is in the shared idle set")
 	}
 	assert.Equal(t, 0, c.bad, "none destroyed twice")
 	s := p.Stats()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // owners is an application's record of the items it detached: the
@@ -53,7 +54,7 @@ func TestDetach(t *testing.T) {
 		ctx := context.Background()
 		f := newFake()
 		own := &owners{ids: map[string]bool{}}
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		var mu sync.Mutex
 		var kinds []pool.EventKind
 		opts := pool.Options{MinIdle: 1, MaxSize: 2, Inventory: inv, Instance: "a", Owned: own.owned,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 var errLostReply = errors.New("connection reset: reply lost")
@@ -24,7 +25,7 @@ var errLostReply = errors.New("connection reset: reply lost")
 // through. While addGate is set, Add waits for it to close before it goes
 // through (a call still in flight).
 type lossyInv struct {
-	pool.Inventory
+	shared.Inventory
 	mu                                            sync.Mutex
 	putLost, putFail, addLost, addFail, touchFail int
 	addGate                                       chan struct{}
@@ -46,7 +47,7 @@ func (l *lossyInv) take(n *int) bool {
 	return false
 }
 
-func (l *lossyInv) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl time.Duration) (bool, error) {
+func (l *lossyInv) Put(ctx context.Context, rec shared.Record, maxIdle int, ttl time.Duration) (bool, error) {
 	if l.take(&l.putFail) {
 		return false, errLostReply
 	}
@@ -64,7 +65,7 @@ func (l *lossyInv) Touch(ctx context.Context, owner string, ids []string, ttl ti
 	return l.Inventory.Touch(ctx, owner, ids, ttl)
 }
 
-func (l *lossyInv) Add(ctx context.Context, rec pool.Record, ttl time.Duration) error {
+func (l *lossyInv) Add(ctx context.Context, rec shared.Record, ttl time.Duration) error {
 	l.mu.Lock()
 	gate := l.addGate
 	l.mu.Unlock()
@@ -86,14 +87,14 @@ func (l *lossyInv) Add(ctx context.Context, rec pool.Record, ttl time.Duration) 
 // tests act in the middle of List and Destroy.
 type guarded struct {
 	*fakeProv
-	inv       pool.Inventory // nil: no check
+	inv       shared.Inventory // nil: no check
 	mu        sync.Mutex
 	problems  []string
 	onList    func()
 	onDestroy func(box)
 }
 
-func guard(f *fakeProv, inv pool.Inventory) *guarded { return &guarded{fakeProv: f, inv: inv} }
+func guard(f *fakeProv, inv shared.Inventory) *guarded { return &guarded{fakeProv: f, inv: inv} }
 
 func (g *guarded) List(ctx context.Context) ([]pool.Listed[box], error) {
 	l, err := g.fakeProv.List(ctx)
@@ -143,7 +144,7 @@ func (g *guarded) problemList() []string {
 }
 
 // recordOf returns the live record id in inv.
-func recordOf(t *testing.T, inv pool.Inventory, id string) (pool.Record, bool) {
+func recordOf(t *testing.T, inv shared.Inventory, id string) (shared.Record, bool) {
 	t.Helper()
 	recs, err := inv.Records(context.Background())
 	require.NoError(t, err)
@@ -152,7 +153,7 @@ func recordOf(t *testing.T, inv pool.Inventory, id string) (pool.Record, bool) {
 			return r, true
 		}
 	}
-	return pool.Record{}, false
+	return shared.Record{}, false
 }
 
 // A release whose Put fails, whether or not the call went through, never
@@ -170,7 +171,7 @@ func TestSharedReleasePutFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				mem := pool.NewMemoryInventory(nil)
+				mem := shared.NewMemoryInventory(nil)
 				lossy := &lossyInv{Inventory: mem}
 				f := newFake()
 				g := guard(f, mem)
@@ -213,7 +214,7 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 		t.Run(fmt.Sprintf("touch_fails=%v", touchFails), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				mem := pool.NewMemoryInventory(nil)
+				mem := shared.NewMemoryInventory(nil)
 				lossy := &lossyInv{Inventory: mem}
 				f := newFake()
 				g := guard(f, mem)
@@ -269,7 +270,7 @@ func TestSharedWarmCreateInventoryFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := pool.NewMemoryInventory(nil)
+				mem := shared.NewMemoryInventory(nil)
 				lossy := &lossyInv{Inventory: mem}
 				tc.fault(lossy)
 				f := newFake()
@@ -279,7 +280,7 @@ func TestSharedWarmCreateInventoryFails(t *testing.T) {
 				assert.Empty(t, g.problemList())
 				c, err := mem.Counts(context.Background())
 				require.NoError(t, err)
-				assert.Equal(t, pool.Counts{Idle: 1}, c)
+				assert.Equal(t, shared.Counts{Idle: 1}, c)
 				assert.Equal(t, counts{live: 1, creates: 1, maxLive: 1}, f.counts(), "one create, nothing destroyed")
 				assert.Equal(t, uint64(1), a.Stats().Creates)
 			})
@@ -291,7 +292,7 @@ func TestSharedWarmCreateInventoryFails(t *testing.T) {
 // leaves the item in use by its caller, not destroyed.
 func TestSharedCreateAddReplyLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := pool.NewMemoryInventory(nil)
+		mem := shared.NewMemoryInventory(nil)
 		lossy := &lossyInv{Inventory: mem, addLost: 1}
 		f := newFake()
 		a := newPool(t, guard(f, mem), pool.Options{MaxSize: 2, JanitorInterval: -1, Inventory: lossy, Instance: "a"})
@@ -311,7 +312,7 @@ func TestSharedCreateAddReplyLost(t *testing.T) {
 func TestSharedCheckHealthPutReplyLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := pool.NewMemoryInventory(nil)
+		mem := shared.NewMemoryInventory(nil)
 		lossy := &lossyInv{Inventory: mem}
 		f := newFake()
 		g := guard(f, mem)
@@ -324,7 +325,7 @@ func TestSharedCheckHealthPutReplyLost(t *testing.T) {
 		assert.Empty(t, g.problemList())
 		c, err := mem.Counts(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, pool.Counts{Idle: 2}, c)
+		assert.Equal(t, shared.Counts{Idle: 2}, c)
 		assert.Len(t, f.liveIDs(), 2)
 	})
 }
@@ -333,14 +334,14 @@ func TestSharedCheckHealthPutReplyLost(t *testing.T) {
 // list and the pool's own records) is not taken for an orphan and
 // destroyed a second time, locally or on another instance.
 func TestReconcileSparesItemDestroyedMeanwhile(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+	for _, isShared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", isShared), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				f := newFake()
-				var inv pool.Inventory
-				if shared {
-					inv = pool.NewMemoryInventory(nil)
+				var inv shared.Inventory
+				if isShared {
+					inv = shared.NewMemoryInventory(nil)
 				}
 				g := guard(f, inv)
 				// In-use records live 90 s without heartbeats (JanitorInterval
@@ -348,7 +349,7 @@ func TestReconcileSparesItemDestroyedMeanwhile(t *testing.T) {
 				opts := pool.Options{MaxSize: 2, JanitorInterval: -1, OrphanGracePeriod: 30 * time.Second, Inventory: inv, Instance: "a"}
 				a := newPool(t, g, opts)
 				r := a
-				if shared {
+				if isShared {
 					opts.Instance = "b"
 					r = newPool(t, g, opts)
 				}
@@ -398,7 +399,7 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 		t.Run(fmt.Sprintf("lands_after_remove=%v", landsAfterRemove), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				mem := pool.NewMemoryInventory(nil)
+				mem := shared.NewMemoryInventory(nil)
 				gate := make(chan struct{})
 				lossy := &lossyInv{Inventory: mem, addGate: gate}
 				f := newFake()
@@ -453,14 +454,14 @@ func TestSharedOrphanClaimedWhileAddInFlight(t *testing.T) {
 // pool; a Reconcile meanwhile (locally, or on another instance) does not
 // take it for an orphan and destroy it a second time.
 func TestLateCreateDestroyedOnce(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+	for _, isShared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", isShared), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				f := newFake()
-				var inv pool.Inventory
-				if shared {
-					inv = pool.NewMemoryInventory(nil)
+				var inv shared.Inventory
+				if isShared {
+					inv = shared.NewMemoryInventory(nil)
 				}
 				g := guard(f, inv)
 				hang := make(chan struct{})
@@ -469,7 +470,7 @@ func TestLateCreateDestroyedOnce(t *testing.T) {
 					OrphanGracePeriod: time.Millisecond, Inventory: inv, Instance: "a"}
 				a := newPool(t, g, opts)
 				r := a
-				if shared {
+				if isShared {
 					opts.Instance = "b"
 					r = newPool(t, g, opts)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // Three instances share a MemoryInventory under real concurrent load while
@@ -18,7 +19,7 @@ import (
 // handed to two holders, none is handed out or destroyed while dead or
 // held. (Real time on purpose: the races are between goroutines.)
 func TestSharedFleetConcurrentReconcile(t *testing.T) {
-	inv := pool.NewMemoryInventory(nil)
+	inv := shared.NewMemoryInventory(nil)
 	f := newFake()
 	var mu sync.Mutex
 	holders := map[string]string{}

@@ -49,7 +49,8 @@ type Handle[T any] struct {
 // Value returns the item.
 func (h *Handle[T]) Value() T { return h.value }
 
-// ID returns the item's ID, or "" when the Provisioner has no Identifier.
+// ID returns the item's ID, or "" when the Provisioner has no ID(T) string
+// method.
 func (h *Handle[T]) ID() string { return h.id }
 
 // CreatedAt returns when the item was created.

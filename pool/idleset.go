@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"time"
 )
 
@@ -43,7 +44,7 @@ type idleSet[T any] interface {
 	remove(ctx context.Context, id string) error
 	// records returns every instance's records, the items Reconcile knows
 	// beyond this instance's own.
-	records(ctx context.Context) ([]Record, error)
+	records(ctx context.Context) ([]shared.Record, error)
 	// claimOrphan makes sure nobody else owns l before Reconcile destroys
 	// it, appending to errs what went wrong.
 	claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) bool
@@ -51,7 +52,7 @@ type idleSet[T any] interface {
 	// of items the provider no longer lists (created before listStart). It
 	// reports whether Replenish must run even when no local item was
 	// dropped.
-	reconcile(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (refill bool, err error)
+	reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (refill bool, err error)
 	// prune is the set's part of Prune, after the local idle items: it
 	// returns how many items it destroyed.
 	prune(ctx context.Context, now time.Time) (int, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 func acquireN(t *testing.T, p *pool.Pool[box], n int) []*pool.Handle[box] {
@@ -247,7 +248,7 @@ func TestCleanupOnStartShared(t *testing.T) {
 		f := newFake()
 		f.startDelay = 3 * time.Second
 		f.adopt("leftover", time.Now().Add(-time.Hour))
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		opts := pool.Options{MinIdle: 1, MaxSize: 2, Inventory: inv, Instance: "a", OrphanGracePeriod: 10 * time.Second, JanitorInterval: time.Minute}
 		newPool(t, f, opts)
 		time.Sleep(time.Second) // a's warm create is under way: its item is listed

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"time"
 )
 
@@ -69,11 +70,11 @@ func (s *localSet[T]) forget(string) {}
 
 func (s *localSet[T]) remove(context.Context, string) error { return nil }
 
-func (s *localSet[T]) records(context.Context) ([]Record, error) { return nil, nil }
+func (s *localSet[T]) records(context.Context) ([]shared.Record, error) { return nil, nil }
 
 func (s *localSet[T]) claimOrphan(context.Context, Listed[T], time.Time, *[]error) bool { return true }
 
-func (s *localSet[T]) reconcile(context.Context, []Record, map[string]bool, time.Time, *ReconcileResult) (bool, error) {
+func (s *localSet[T]) reconcile(context.Context, []shared.Record, map[string]bool, time.Time, *ReconcileResult) (bool, error) {
 	return false, nil
 }
 

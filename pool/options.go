@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"log/slog"
 	"time"
 
@@ -114,7 +115,7 @@ type Options struct {
 	Owned func(ctx context.Context, ids []string) (owned []string, err error)
 	// Inventory shares the idle set and item records with other pool
 	// instances. Nil keeps them in this Pool's memory (the fast path).
-	Inventory Inventory
+	Inventory shared.Inventory
 	// Instance names this pool instance in a shared Inventory. Empty means
 	// a random name.
 	Instance string

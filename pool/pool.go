@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,8 @@ type Pool[T any] struct {
 	checker Checker[T]
 	watcher Watcher[T]
 	lister  Lister[T]
-	ider    Identifier[T]
-	codec   Codec[T]
+	ider    interface{ ID(T) string }
+	codec   shared.Codec[T]
 	set     idleSet[T] // local, or the shared Inventory's
 	opts    Options
 	clock   clock.Clock
@@ -129,14 +130,14 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	p.checker, _ = prov.(Checker[T])
 	p.watcher, _ = prov.(Watcher[T])
 	p.lister, _ = prov.(Lister[T])
-	p.ider, _ = prov.(Identifier[T])
-	if c, ok := prov.(Codec[T]); ok {
+	p.ider, _ = prov.(interface{ ID(T) string })
+	if c, ok := prov.(shared.Codec[T]); ok {
 		p.codec = c
 	} else {
-		p.codec = JSONCodec[T]{}
+		p.codec = jsonCodec[T]{}
 	}
 	if o.Inventory != nil && p.ider == nil {
-		return nil, errs.Invalid(ErrInvalid, "pool: Inventory needs a Provisioner that implements Identifier (ID(T) string)")
+		return nil, errs.Invalid(ErrInvalid, "pool: Inventory needs a Provisioner with an ID(T) string method")
 	}
 	if o.CleanupOnStart && p.lister == nil {
 		return nil, errs.Invalid(ErrInvalid, "pool: CleanupOnStart needs a Provisioner that implements Lister")
@@ -206,9 +207,6 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 	}
 	return p, nil
 }
-
-// Instance returns this pool instance's name in a shared Inventory.
-func (p *Pool[T]) Instance() string { return p.opts.Instance }
 
 func (p *Pool[T]) totalLocked() int { return len(p.items) + p.creating + p.late + p.destroying }
 

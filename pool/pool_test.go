@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 func newPool(t *testing.T, prov pool.Provisioner[box], o pool.Options) *pool.Pool[box] {
@@ -499,8 +500,8 @@ func TestBadOptions(t *testing.T) {
 	}
 	_, err := pool.New[box](plain{newFake()}, pool.Options{CleanupOnStart: true})
 	assert.ErrorContains(t, err, "Lister")
-	_, err = pool.New[box](plain{newFake()}, pool.Options{Inventory: pool.NewMemoryInventory(nil)})
-	assert.ErrorContains(t, err, "Identifier")
+	_, err = pool.New[box](plain{newFake()}, pool.Options{Inventory: shared.NewMemoryInventory(nil)})
+	assert.ErrorContains(t, err, "ID(T) string")
 	_, err = pool.New[box](nil, pool.Options{})
 	assert.Error(t, err)
 }

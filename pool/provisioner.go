@@ -56,13 +56,6 @@ type Lister[T any] interface {
 	ID(item T) string
 }
 
-// Identifier is implemented by a Provisioner whose items have a stable
-// string identity. A Pool with a shared Inventory needs it (Lister includes
-// it); without it items are known only to the Pool that made them.
-type Identifier[T any] interface {
-	ID(item T) string
-}
-
 // Listed is one item as the provider lists it.
 type Listed[T any] struct {
 	// ID is the provider's identity of the item, equal to Lister.ID(Value).
@@ -74,23 +67,12 @@ type Listed[T any] struct {
 	Created time.Time
 }
 
-// Codec turns an item into bytes and back, so that a shared Inventory can
-// hand an item made by one process to another. A Provisioner that
-// implements Codec is used as its own codec; otherwise JSONCodec is used.
-type Codec[T any] interface {
-	Encode(item T) ([]byte, error)
-	Decode(data []byte) (T, error)
-}
+// jsonCodec is the codec of a Provisioner that is no shared.Codec.
+type jsonCodec[T any] struct{}
 
-// JSONCodec is the default Codec: encoding/json. T's exported fields must
-// describe the item completely (a container ID, host and port, say).
-type JSONCodec[T any] struct{}
+func (jsonCodec[T]) Encode(item T) ([]byte, error) { return json.Marshal(item) }
 
-// Encode returns the JSON encoding of item.
-func (JSONCodec[T]) Encode(item T) ([]byte, error) { return json.Marshal(item) }
-
-// Decode parses the JSON in data into a new T.
-func (JSONCodec[T]) Decode(data []byte) (T, error) {
+func (jsonCodec[T]) Decode(data []byte) (T, error) {
 	var v T
 	err := json.Unmarshal(data, &v)
 	return v, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"time"
 )
 
@@ -30,12 +31,12 @@ func (p *Pool[T]) ioContext() (context.Context, context.CancelFunc) {
 	return p.clock.WithTimeout(context.Background(), p.opts.DestroyTimeout)
 }
 
-func (p *Pool[T]) record(h *Handle[T], owner string) (Record, error) {
+func (p *Pool[T]) record(h *Handle[T], owner string) (shared.Record, error) {
 	data, err := p.codec.Encode(h.value)
 	if err != nil {
-		return Record{}, fmt.Errorf("pool: encode: %w", err)
+		return shared.Record{}, fmt.Errorf("pool: encode: %w", err)
 	}
-	r := Record{ID: h.id, Owner: owner, Data: data, Created: time.Unix(0, h.created)}
+	r := shared.Record{ID: h.id, Owner: owner, Data: data, Created: time.Unix(0, h.created)}
 	if h.deadline != 0 {
 		r.Deadline = time.Unix(0, h.deadline)
 	}
@@ -45,7 +46,7 @@ func (p *Pool[T]) record(h *Handle[T], owner string) (Record, error) {
 	return r, nil
 }
 
-func (p *Pool[T]) fromRecord(r Record) (*Handle[T], error) {
+func (p *Pool[T]) fromRecord(r shared.Record) (*Handle[T], error) {
 	v, err := p.codec.Decode(r.Data)
 	if err != nil {
 		return nil, fmt.Errorf("pool: decode %s: %w", r.ID, err)
@@ -83,7 +84,7 @@ const (
 // still lists it.
 //
 // The whole exchange is bounded by one DestroyTimeout.
-func (s *sharedSet[T]) addRecord(rec Record, started time.Time) (addOutcome, error) {
+func (s *sharedSet[T]) addRecord(rec shared.Record, started time.Time) (addOutcome, error) {
 	p := s.p
 	ctx, cancel := p.ioContext()
 	defer cancel()
@@ -102,7 +103,7 @@ func (s *sharedSet[T]) addRecord(rec Record, started time.Time) (addOutcome, err
 		case terr == nil && len(lost) == 0: // it went through
 			p.warn("inventory add went through", errors.Join(errs...), "id", rec.ID)
 			return s.checkLate(rec, started)
-		case terr == nil && errors.Is(err, ErrExists):
+		case terr == nil && errors.Is(err, shared.ErrExists):
 			return addTaken, errors.Join(errs...)
 		case terr != nil:
 			errs = append(errs, fmt.Errorf("pool: inventory touch: %w", terr))
@@ -116,7 +117,7 @@ func (s *sharedSet[T]) addRecord(rec Record, started time.Time) (addOutcome, err
 // checkLate keeps rec, just recorded as this instance's, unless it was
 // recorded too late to be safe from Reconcile and the provider no longer
 // lists it.
-func (s *sharedSet[T]) checkLate(rec Record, started time.Time) (addOutcome, error) {
+func (s *sharedSet[T]) checkLate(rec shared.Record, started time.Time) (addOutcome, error) {
 	p := s.p
 	if p.lister == nil || p.clock.Since(started) < p.opts.OrphanGracePeriod {
 		return addDone, nil
@@ -136,7 +137,7 @@ func (s *sharedSet[T]) checkLate(rec Record, started time.Time) (addOutcome, err
 	if _, err := s.inv.Remove(ctx, rec.ID); err != nil {
 		p.warn("inventory remove", err, "id", rec.ID)
 	}
-	return addTaken, fmt.Errorf("pool: item %s destroyed as an orphan before it was recorded: %w", rec.ID, ErrExists)
+	return addTaken, fmt.Errorf("pool: item %s destroyed as an orphan before it was recorded: %w", rec.ID, shared.ErrExists)
 }
 
 // putOutcome is what became of an item offered to the shared idle set.
@@ -146,7 +147,7 @@ const (
 	putDone    putOutcome = iota // in the shared idle set
 	putFull                      // refused at MaxIdle: still this instance's
 	putHeld                      // Put failed; the record is still this instance's in use
-	putNotHeld                   // ErrNotHeld: the record had expired or was taken
+	putNotHeld                   // shared.ErrNotHeld: the record had expired or was taken
 	putGone                      // the record is no longer this instance's (the Put went through) or nobody knows: never destroy it here
 )
 
@@ -157,7 +158,7 @@ const (
 // it cannot find out, the item is left to its record's ttl and Reconcile.
 //
 // The whole exchange is bounded by one DestroyTimeout (Release waits for it).
-func (s *sharedSet[T]) putRecord(rec Record) (putOutcome, error) {
+func (s *sharedSet[T]) putRecord(rec shared.Record) (putOutcome, error) {
 	p := s.p
 	ctx, cancel := p.ioContext()
 	defer cancel()
@@ -174,7 +175,7 @@ func (s *sharedSet[T]) putRecord(rec Record) (putOutcome, error) {
 			return putDone, nil
 		}
 		errs = append(errs, fmt.Errorf("pool: inventory put: %w", err))
-		if errors.Is(err, ErrNotHeld) {
+		if errors.Is(err, shared.ErrNotHeld) {
 			if attempt == 1 {
 				return putNotHeld, errors.Join(errs...)
 			}
@@ -222,7 +223,7 @@ func (s *sharedSet[T]) createWarm(token string) {
 		// Recorded as ours first, then offered to the idle set with Put, so
 		// that MaxIdle holds even when releases fill the set meanwhile.
 		h = p.newHandle(v, p.clock.Now())
-		var rec Record
+		var rec shared.Record
 		if rec, err = p.record(h, p.opts.Instance); err == nil {
 			if added, err = s.addRecord(rec, started); added == addDone {
 				put, err = s.putRecord(rec)

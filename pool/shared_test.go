@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // A sandbox system: several backend instances share one warm pool. The warm target
@@ -18,7 +19,7 @@ import (
 // idle count settles within MinIdle..MaxIdle.
 func TestSharedWarmPoolAcrossInstances(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		f := newFake()
 		var pools []*pool.Pool[box]
 		for _, name := range []string{"a", "b", "c"} {
@@ -29,7 +30,7 @@ func TestSharedWarmPoolAcrossInstances(t *testing.T) {
 		synctest.Wait()
 		c, err := inv.Counts(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, pool.Counts{Idle: 2}, c, "the warm target is global")
+		assert.Equal(t, shared.Counts{Idle: 2}, c, "the warm target is global")
 
 		var mu sync.Mutex
 		holders := map[string]string{}
@@ -77,7 +78,7 @@ func TestSharedWarmPoolAcrossInstances(t *testing.T) {
 // their records expire and the grace period has passed.
 func TestSharedReconcileRespectsOtherInstances(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		f := newFake()
 		opts := pool.Options{MaxSize: 3, Inventory: inv, JanitorInterval: -1, OrphanGracePeriod: time.Minute}
 		opts.Instance = "a"
@@ -116,7 +117,7 @@ func TestSharedReconcileRespectsOtherInstances(t *testing.T) {
 func TestSharedExpiryAndHealth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		f := newFake()
 		opts := pool.Options{MaxSize: 3, MaxIdle: 4, IdleTimeout: 2 * time.Minute, Inventory: inv,
 			JanitorInterval: 10 * time.Second, HealthCheckInterval: 30 * time.Second}
@@ -129,7 +130,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		synctest.Wait()
 		c, err := inv.Counts(ctx)
 		require.NoError(t, err)
-		require.Equal(t, pool.Counts{Idle: 3}, c)
+		require.Equal(t, shared.Counts{Idle: 3}, c)
 
 		h, err := b.TryAcquire(ctx) // pops from the shared set
 		require.NoError(t, err)
@@ -145,7 +146,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		synctest.Wait()
 		c, err = inv.Counts(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, pool.Counts{}, c, "idle records pruned to zero")
+		assert.Equal(t, shared.Counts{}, c, "idle records pruned to zero")
 		assert.Empty(t, f.liveIDs())
 		assert.Equal(t, uint64(2), a.Stats().Destroyed.Idle+b.Stats().Destroyed.Idle)
 	})
@@ -154,12 +155,12 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 func TestSharedPopSkipsExpired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		f := newFake()
 		// Two items another instance left in the shared idle set: w never
 		// used, u used; both created now, with a lifetime of an hour.
 		now := time.Now()
-		for _, r := range []pool.Record{
+		for _, r := range []shared.Record{
 			{ID: "w", Data: []byte(`{"id":"w"}`), Created: now, Deadline: now.Add(time.Hour)},
 			{ID: "u", Data: []byte(`{"id":"u"}`), Created: now, Deadline: now.Add(time.Hour), LastUsed: now},
 		} {

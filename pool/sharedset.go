@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -17,7 +18,7 @@ import (
 // only carries items to waiters of this instance.
 type sharedSet[T any] struct {
 	p   *Pool[T]
-	inv Inventory
+	inv shared.Inventory
 
 	replenishing   atomic.Bool // one replenish at a time
 	replenishKicks atomic.Int32
@@ -195,8 +196,8 @@ func (s *sharedSet[T]) claimValue(id string, v T) bool {
 	}
 	ctx, cancel := p.ioContext()
 	defer cancel()
-	err = s.inv.Add(ctx, Record{ID: id, Owner: p.opts.Instance, Data: data, Created: p.clock.Now()}, p.heldTTL())
-	if errors.Is(err, ErrExists) {
+	err = s.inv.Add(ctx, shared.Record{ID: id, Owner: p.opts.Instance, Data: data, Created: p.clock.Now()}, p.heldTTL())
+	if errors.Is(err, shared.ErrExists) {
 		return false
 	}
 	if err != nil {
@@ -220,7 +221,9 @@ func (s *sharedSet[T]) remove(ctx context.Context, id string) error {
 	return err
 }
 
-func (s *sharedSet[T]) records(ctx context.Context) ([]Record, error) { return s.inv.Records(ctx) }
+func (s *sharedSet[T]) records(ctx context.Context) ([]shared.Record, error) {
+	return s.inv.Records(ctx)
+}
 
 // claimOrphan records the orphan l as this instance's, atomically: Add
 // fails if its creator got there first, and the creator's Add fails if the
@@ -236,8 +239,8 @@ func (s *sharedSet[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Ti
 	if created.IsZero() {
 		created = now
 	}
-	err = s.inv.Add(ctx, Record{ID: l.ID, Owner: p.opts.Instance, Data: data, Created: created}, p.heldTTL())
-	if errors.Is(err, ErrExists) {
+	err = s.inv.Add(ctx, shared.Record{ID: l.ID, Owner: p.opts.Instance, Data: data, Created: created}, p.heldTTL())
+	if errors.Is(err, shared.ErrExists) {
 		return false // known after all
 	}
 	if err != nil {
@@ -250,7 +253,7 @@ func (s *sharedSet[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Ti
 // reconcile drops the shared idle records of items the provider no longer
 // lists, and asks for a Replenish whatever it dropped: the fleet's warm set
 // is counted anew from the Inventory.
-func (s *sharedSet[T]) reconcile(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (bool, error) {
+func (s *sharedSet[T]) reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (bool, error) {
 	return true, s.dropUnlisted(ctx, recs, listed, listStart, res)
 }
 
@@ -385,7 +388,7 @@ func (s *sharedSet[T]) check(ctx context.Context, res *HealthResult) error {
 
 // dropUnlisted forgets the shared idle records of items the provider
 // no longer lists (created before the list was taken).
-func (s *sharedSet[T]) dropUnlisted(ctx context.Context, recs []Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) error {
+func (s *sharedSet[T]) dropUnlisted(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) error {
 	p := s.p
 	var errs []error
 	for _, r := range recs {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // An idle item whose Provisioner reports it dead is destroyed at once, with
@@ -143,7 +144,7 @@ func TestWatchesEndWithTheItemOrThePool(t *testing.T) {
 // destroyed instead of handed out.
 func TestDeadItemPoppedFromInventoryIsDestroyed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inv := pool.NewMemoryInventory(nil)
+		inv := shared.NewMemoryInventory(nil)
 		f := newFake()
 		a := newPool(t, f, pool.Options{MaxSize: 2, Inventory: inv, Instance: "a", JanitorInterval: -1})
 		b := newPool(t, f, pool.Options{MaxSize: 2, Inventory: inv, Instance: "b", JanitorInterval: -1})

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/pooltest"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // sharedMemory opens n views of one in-memory inventory: the shape of a
 // harness for a shared store, where n pool instances see the same records.
-func sharedMemory(t *testing.T, n int) []pool.Inventory {
-	inv := pool.NewMemoryInventory(nil)
-	views := make([]pool.Inventory, n)
+func sharedMemory(t *testing.T, n int) []shared.Inventory {
+	inv := shared.NewMemoryInventory(nil)
+	views := make([]shared.Inventory, n)
 	for i := range views {
 		views[i] = inv
 	}
@@ -38,7 +38,7 @@ func Example() {
 	invs := sharedMemory(nil, 2)
 	ctx := context.Background()
 	// One instance adds a warm item; another sees it and takes it.
-	if err := invs[0].Add(ctx, pool.Record{ID: "c1"}, time.Minute); err != nil {
+	if err := invs[0].Add(ctx, shared.Record{ID: "c1"}, time.Minute); err != nil {
 		fmt.Println(err)
 	}
 	rec, ok, err := invs[1].Pop(ctx, "instance-2", time.Minute)

@@ -1,12 +1,12 @@
-// Package pooltest is the conformance suite every pool.Inventory must pass:
+// Package pooltest is the conformance suite every shared.Inventory must pass:
 // the in-memory one, pool/redispool, and third-party backends.
 //
-// It imports only the standard library and package pool, so any module can
+// It imports only the standard library and package pool/shared, so any module can
 // run it:
 //
 //	func TestInventory(t *testing.T) {
 //		pooltest.Run(t, pooltest.Harness{
-//			Open: func(t *testing.T, n int) []pool.Inventory { ... },
+//			Open: func(t *testing.T, n int) []shared.Inventory { ... },
 //		})
 //	}
 package pooltest
@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // Harness tells Run how to open the Inventory under test.
@@ -31,7 +31,7 @@ type Harness struct {
 	// must be isolated from every other Open call, so subtests can run in
 	// parallel, and cleaned up with t.Cleanup. An in-process inventory
 	// returns the same value n times.
-	Open func(t *testing.T, n int) []pool.Inventory
+	Open func(t *testing.T, n int) []shared.Inventory
 }
 
 // Run runs the conformance suite against h as subtests of t. The expiry
@@ -64,7 +64,7 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-func open(t *testing.T, h Harness, n int) []pool.Inventory {
+func open(t *testing.T, h Harness, n int) []shared.Inventory {
 	t.Helper()
 	invs := h.Open(t, n)
 	if len(invs) != n {
@@ -76,8 +76,8 @@ func open(t *testing.T, h Harness, n int) []pool.Inventory {
 // base is a whole second, so that millisecond stores keep it exactly.
 var base = time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 
-func rec(id, owner string) pool.Record {
-	return pool.Record{
+func rec(id, owner string) shared.Record {
+	return shared.Record{
 		ID:       id,
 		Owner:    owner,
 		Data:     []byte(`{"id":"` + id + `"}`),
@@ -91,7 +91,7 @@ func sameTime(a, b time.Time) bool {
 	return (a.IsZero() && b.IsZero()) || (!a.IsZero() && !b.IsZero() && d < time.Millisecond && d > -time.Millisecond)
 }
 
-func checkRecord(t *testing.T, what string, got, want pool.Record) {
+func checkRecord(t *testing.T, what string, got, want shared.Record) {
 	t.Helper()
 	if got.ID != want.ID || got.Owner != want.Owner || string(got.Data) != string(want.Data) ||
 		!sameTime(got.Created, want.Created) || !sameTime(got.Deadline, want.Deadline) || !sameTime(got.LastUsed, want.LastUsed) {
@@ -99,14 +99,14 @@ func checkRecord(t *testing.T, what string, got, want pool.Record) {
 	}
 }
 
-func mustAdd(t *testing.T, inv pool.Inventory, r pool.Record, ttl time.Duration) {
+func mustAdd(t *testing.T, inv shared.Inventory, r shared.Record, ttl time.Duration) {
 	t.Helper()
 	if err := inv.Add(context.Background(), r, ttl); err != nil {
 		t.Fatalf("Add(%q): %v", r.ID, err)
 	}
 }
 
-func counts(t *testing.T, inv pool.Inventory) pool.Counts {
+func counts(t *testing.T, inv shared.Inventory) shared.Counts {
 	t.Helper()
 	c, err := inv.Counts(context.Background())
 	if err != nil {
@@ -115,7 +115,7 @@ func counts(t *testing.T, inv pool.Inventory) pool.Counts {
 	return c
 }
 
-func wantCounts(t *testing.T, inv pool.Inventory, want pool.Counts) {
+func wantCounts(t *testing.T, inv shared.Inventory, want shared.Counts) {
 	t.Helper()
 	if got := counts(t, inv); got != want {
 		t.Errorf("Counts = %+v, want %+v", got, want)
@@ -131,7 +131,7 @@ func testAddPop(t *testing.T, h Harness) {
 	for _, id := range []string{"i1", "i2", "i3"} {
 		mustAdd(t, inv, rec(id, ""), 0)
 	}
-	wantCounts(t, inv, pool.Counts{Idle: 3})
+	wantCounts(t, inv, shared.Counts{Idle: 3})
 	seen := map[string]bool{}
 	for i := range 3 {
 		got, ok, err := inv.Pop(ctx, "owner-a", time.Minute)
@@ -148,7 +148,7 @@ func testAddPop(t *testing.T, h Harness) {
 	if _, ok, err := inv.Pop(ctx, "a", time.Minute); err != nil || ok {
 		t.Errorf("Pop after draining = ok %v, err %v; want false, nil", ok, err)
 	}
-	wantCounts(t, inv, pool.Counts{InUse: 3})
+	wantCounts(t, inv, shared.Counts{InUse: 3})
 }
 
 func testAddExisting(t *testing.T, h Harness) {
@@ -157,7 +157,7 @@ func testAddExisting(t *testing.T, h Harness) {
 	mustAdd(t, inv, rec("x", ""), 0)
 	dup := rec("x", "someone")
 	dup.Data = []byte("other")
-	if err := inv.Add(ctx, dup, 0); !errors.Is(err, pool.ErrExists) {
+	if err := inv.Add(ctx, dup, 0); !errors.Is(err, shared.ErrExists) {
 		t.Errorf("Add of an existing ID = %v, want ErrExists", err)
 	}
 	got, ok, err := inv.Pop(ctx, "b", 0)
@@ -171,7 +171,7 @@ func testAddInUse(t *testing.T, h Harness) {
 	ctx := context.Background()
 	inv := open(t, h, 1)[0]
 	mustAdd(t, inv, rec("busy", "inst-1"), time.Minute)
-	wantCounts(t, inv, pool.Counts{InUse: 1})
+	wantCounts(t, inv, shared.Counts{InUse: 1})
 	if _, ok, err := inv.Pop(ctx, "inst-2", time.Minute); err != nil || ok {
 		t.Errorf("Pop took an in-use item: ok %v, err %v", ok, err)
 	}
@@ -225,7 +225,7 @@ func testPopAtomic(t *testing.T, h Harness) {
 	if len(got) != items {
 		t.Errorf("popped %d distinct items, want %d", len(got), items)
 	}
-	wantCounts(t, invs[1], pool.Counts{InUse: items})
+	wantCounts(t, invs[1], shared.Counts{InUse: items})
 }
 
 func testClaim(t *testing.T, h Harness) {
@@ -268,16 +268,16 @@ func testPut(t *testing.T, h Harness) {
 	back := rec("p1", "a")
 	back.Data = []byte(`{"id":"p1","uses":1}`)
 	back.LastUsed = used
-	if _, err := invs[1].Put(ctx, func() pool.Record { r := back; r.Owner = "b"; return r }(), 0, 0); !errors.Is(err, pool.ErrNotHeld) {
+	if _, err := invs[1].Put(ctx, func() shared.Record { r := back; r.Owner = "b"; return r }(), 0, 0); !errors.Is(err, shared.ErrNotHeld) {
 		t.Errorf("Put by a non-owner = %v, want ErrNotHeld", err)
 	}
 	if ok, err := invs[0].Put(ctx, back, 0, 0); err != nil || !ok {
 		t.Fatalf("Put = %v, %v; want true, nil", ok, err)
 	}
-	if _, err := invs[0].Put(ctx, back, 0, 0); !errors.Is(err, pool.ErrNotHeld) {
+	if _, err := invs[0].Put(ctx, back, 0, 0); !errors.Is(err, shared.ErrNotHeld) {
 		t.Errorf("Put of an idle item = %v, want ErrNotHeld", err)
 	}
-	wantCounts(t, invs[1], pool.Counts{Idle: 1})
+	wantCounts(t, invs[1], shared.Counts{Idle: 1})
 	got, ok, err := invs[1].Pop(ctx, "b", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("Pop = %v, %v", ok, err)
@@ -293,11 +293,11 @@ func testPut(t *testing.T, h Harness) {
 	if err != nil || ok {
 		t.Errorf("Put over maxIdle = %v, %v; want false, nil", ok, err)
 	}
-	wantCounts(t, invs[0], pool.Counts{Idle: 1, InUse: 1})
+	wantCounts(t, invs[0], shared.Counts{Idle: 1, InUse: 1})
 	if ok, err := invs[1].Put(ctx, got, 2, 0); err != nil || !ok {
 		t.Errorf("Put under maxIdle = %v, %v; want true, nil", ok, err)
 	}
-	wantCounts(t, invs[0], pool.Counts{Idle: 2})
+	wantCounts(t, invs[0], shared.Counts{Idle: 2})
 }
 
 // testPutMaxIdleAtomic returns many items at once with a global idle limit:
@@ -330,7 +330,7 @@ func testPutMaxIdleAtomic(t *testing.T, h Harness) {
 	if accepted != maxIdle {
 		t.Errorf("Put accepted %d items with maxIdle %d", accepted, maxIdle)
 	}
-	wantCounts(t, invs[0], pool.Counts{Idle: maxIdle, InUse: items - maxIdle})
+	wantCounts(t, invs[0], shared.Counts{Idle: maxIdle, InUse: items - maxIdle})
 }
 
 func testRemove(t *testing.T, h Harness) {
@@ -349,13 +349,13 @@ func testRemove(t *testing.T, h Harness) {
 	if _, ok, err := invs[0].Pop(ctx, "a", 0); err != nil || ok {
 		t.Errorf("Pop after Remove = %v, %v; want false, nil", ok, err)
 	}
-	if _, err := invs[0].Put(ctx, rec("r2", "a"), 0, 0); !errors.Is(err, pool.ErrNotHeld) {
+	if _, err := invs[0].Put(ctx, rec("r2", "a"), 0, 0); !errors.Is(err, shared.ErrNotHeld) {
 		t.Errorf("Put after Remove = %v, want ErrNotHeld", err)
 	}
-	wantCounts(t, invs[1], pool.Counts{})
+	wantCounts(t, invs[1], shared.Counts{})
 	// A removed ID can be added again.
 	mustAdd(t, invs[1], rec("r1", ""), 0)
-	wantCounts(t, invs[0], pool.Counts{Idle: 1})
+	wantCounts(t, invs[0], shared.Counts{Idle: 1})
 }
 
 func testRecordsAndCounts(t *testing.T, h Harness) {
@@ -382,14 +382,14 @@ func testRecordsAndCounts(t *testing.T, h Harness) {
 		t.Fatalf("Reserve = %v, %v", ok, err)
 	}
 	for _, inv := range invs {
-		wantCounts(t, inv, pool.Counts{Idle: 2, InUse: 2, Reserved: 1})
+		wantCounts(t, inv, shared.Counts{Idle: 2, InUse: 2, Reserved: 1})
 	}
 }
 
 func testReserve(t *testing.T, h Harness) {
 	ctx := context.Background()
 	invs := open(t, h, 2)
-	reserve := func(inv pool.Inventory, tok string, target int, want bool) {
+	reserve := func(inv shared.Inventory, tok string, target int, want bool) {
 		t.Helper()
 		ok, err := inv.Reserve(ctx, tok, target, time.Minute)
 		if err != nil || ok != want {
@@ -401,7 +401,7 @@ func testReserve(t *testing.T, h Harness) {
 	reserve(invs[1], "b", 3, true)
 	reserve(invs[1], "c", 3, false) // 1 idle + 2 reserved
 	reserve(invs[0], "a", 3, true)  // refresh of an existing token
-	wantCounts(t, invs[1], pool.Counts{Idle: 1, Reserved: 2})
+	wantCounts(t, invs[1], shared.Counts{Idle: 1, Reserved: 2})
 	if err := invs[0].Unreserve(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func testReserve(t *testing.T, h Harness) {
 	}
 	reserve(invs[1], "d", 3, true) // in-use items do not count towards the warm target
 	reserve(invs[1], "e", 3, false)
-	wantCounts(t, invs[0], pool.Counts{InUse: 1, Reserved: 3})
+	wantCounts(t, invs[0], shared.Counts{InUse: 1, Reserved: 3})
 }
 
 // testReserveAtomic reserves from several instances at once: exactly target
@@ -478,8 +478,8 @@ func testExpiry(t *testing.T, h Harness) {
 	if want := []string{"idle-forever", "kept"}; !slices.Equal(ids, want) {
 		t.Errorf("Records after %v = %v, want %v", 2*ttl, ids, want)
 	}
-	wantCounts(t, invs[0], pool.Counts{Idle: 1, InUse: 1})
-	if _, err := invs[0].Put(ctx, rec("dropped", "a"), 0, 0); !errors.Is(err, pool.ErrNotHeld) {
+	wantCounts(t, invs[0], shared.Counts{Idle: 1, InUse: 1})
+	if _, err := invs[0].Put(ctx, rec("dropped", "a"), 0, 0); !errors.Is(err, shared.ErrNotHeld) {
 		t.Errorf("Put of an expired record = %v, want ErrNotHeld", err)
 	}
 	lost, err := invs[0].Touch(ctx, "a", []string{"kept", "dropped"}, ttl)

@@ -1,4 +1,4 @@
-// Package redispool is a pool.Inventory on Redis: one warm pool shared by
+// Package redispool is a shared.Inventory on Redis: one warm pool shared by
 // several pool.Pool instances in several processes (the backend instances of
 // an AI assistant sharing their pre-started sandbox containers).
 //

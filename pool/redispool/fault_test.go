@@ -17,6 +17,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // killer kills the connections named name every 15 ms until stop is
@@ -46,7 +47,7 @@ func killer(t *testing.T, r *redistest.Redis, name string, stop <-chan struct{})
 // prefix) and matches none of the inventory's conditions.
 func checkWrapped(t *testing.T, op string, err error) {
 	t.Helper()
-	for _, s := range []error{pool.ErrExists, pool.ErrNotHeld, redispool.ErrInvalid} {
+	for _, s := range []error{shared.ErrExists, shared.ErrNotHeld, redispool.ErrInvalid} {
 		if errors.Is(err, s) {
 			t.Errorf("%s: %v matches %v", op, err, s)
 		}
@@ -186,7 +187,7 @@ func TestConnectionKilledNoRetries(t *testing.T) {
 	require.NoError(t, err)
 	check := newInventory(t, r.NewClient(t), poolPrefix(r))
 	for i := range items {
-		require.NoError(t, check.Add(ctx, pool.Record{ID: fmt.Sprintf("i%02d", i), Data: []byte("{}")}, 0))
+		require.NoError(t, check.Add(ctx, shared.Record{ID: fmt.Sprintf("i%02d", i), Data: []byte("{}")}, 0))
 	}
 	var mu sync.Mutex
 	held := map[string]string{}
@@ -245,7 +246,7 @@ func TestConnectionKilledNoRetries(t *testing.T) {
 	assert.Equal(t, items, cnt.Idle+cnt.InUse)
 }
 
-func uniqueIDs(recs []pool.Record) map[string]bool {
+func uniqueIDs(recs []shared.Record) map[string]bool {
 	ids := map[string]bool{}
 	for _, r := range recs {
 		ids[r.ID] = true

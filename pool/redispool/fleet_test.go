@@ -15,6 +15,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/redispool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 const minIdle, maxIdle = 2, 4
@@ -174,7 +175,7 @@ func TestCrashedInstanceRecordsExpire(t *testing.T) {
 	// The crashed instance registered its item, then died: no Touch.
 	prov.add("dead-1", time.Now().Add(-time.Hour))
 	crashed := newInventory(t, r.NewClient(t), poolPrefix(r))
-	require.NoError(t, crashed.Add(ctx, pool.Record{ID: "dead-1", Owner: "gw-dead", Data: []byte(`{"id":"dead-1"}`)}, ttl))
+	require.NoError(t, crashed.Add(ctx, shared.Record{ID: "dead-1", Owner: "gw-dead", Data: []byte(`{"id":"dead-1"}`)}, ttl))
 
 	require.NoError(t, errOf(pools[0].Reconcile(ctx)))
 	assert.True(t, prov.isLive("dead-1"), "destroyed while its record was live")

@@ -17,7 +17,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/internal/redisrun"
-	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // Defaults for zero Options fields.
@@ -90,7 +90,7 @@ const DefaultWaitTimeout = time.Second
 // Options.WaitTimeout: a failover could still undo it.
 var ErrNotReplicated = errors.New("redispool: not acknowledged by the replicas")
 
-// Inventory is a pool.Inventory on Redis: the idle set and item records of
+// Inventory is a shared.Inventory on Redis: the idle set and item records of
 // a warm pool that several pool.Pool instances, in several processes, share.
 //
 // Each method is one Lua script (EVALSHA, falling back to EVAL when the
@@ -123,7 +123,7 @@ type Inventory struct {
 	returned redisrun.Returned
 }
 
-var _ pool.Inventory = (*Inventory)(nil)
+var _ shared.Inventory = (*Inventory)(nil)
 
 // New returns an Inventory that keeps a shared warm pool in Redis through
 // client, under opts.Prefix. It does not contact the server. A nil client
@@ -289,15 +289,15 @@ func parseTime(v any) (time.Time, error) {
 
 // parseRecord reads a record from the six reply fields id, owner, data,
 // created, deadline, lastUsed.
-func parseRecord(op string, f []any) (pool.Record, error) {
-	var r pool.Record
+func parseRecord(op string, f []any) (shared.Record, error) {
+	var r shared.Record
 	var ok [3]bool
 	r.ID, ok[0] = f[0].(string)
 	r.Owner, ok[1] = f[1].(string)
 	data, okData := f[2].(string)
 	ok[2] = okData
 	if ok != [3]bool{true, true, true} {
-		return pool.Record{}, fmt.Errorf("redispool: %s: malformed record %v", op, f)
+		return shared.Record{}, fmt.Errorf("redispool: %s: malformed record %v", op, f)
 	}
 	r.Data = []byte(data)
 	var err [3]error
@@ -305,7 +305,7 @@ func parseRecord(op string, f []any) (pool.Record, error) {
 	r.Deadline, err[1] = parseTime(f[4])
 	r.LastUsed, err[2] = parseTime(f[5])
 	if e := errors.Join(err[:]...); e != nil {
-		return pool.Record{}, fmt.Errorf("redispool: %s: record %s: %w", op, r.ID, e)
+		return shared.Record{}, fmt.Errorf("redispool: %s: record %s: %w", op, r.ID, e)
 	}
 	return r, nil
 }
@@ -314,8 +314,8 @@ func unexpected(op string, v any) error {
 	return fmt.Errorf("redispool: %s: unexpected reply %v", op, v)
 }
 
-// Add implements pool.Inventory.
-func (inv *Inventory) Add(ctx context.Context, rec pool.Record, ttl time.Duration) error {
+// Add implements shared.Inventory.
+func (inv *Inventory) Add(ctx context.Context, rec shared.Record, ttl time.Duration) error {
 	if err := errors.Join(checkID("add", "ID", rec.ID), checkTTL("add", ttl)); err != nil {
 		return err
 	}
@@ -328,37 +328,37 @@ func (inv *Inventory) Add(ctx context.Context, rec pool.Record, ttl time.Duratio
 	case "OK":
 		return nil
 	case "EXISTS":
-		return fmt.Errorf("redispool: add: %w: %q", pool.ErrExists, rec.ID)
+		return fmt.Errorf("redispool: add: %w: %q", shared.ErrExists, rec.ID)
 	}
 	return unexpected("add", v)
 }
 
-// Pop implements pool.Inventory. It pops the oldest idle item first.
-func (inv *Inventory) Pop(ctx context.Context, owner string, ttl time.Duration) (pool.Record, bool, error) {
+// Pop implements shared.Inventory. It pops the oldest idle item first.
+func (inv *Inventory) Pop(ctx context.Context, owner string, ttl time.Duration) (shared.Record, bool, error) {
 	if err := errors.Join(checkID("pop", "owner", owner), checkTTL("pop", ttl)); err != nil {
-		return pool.Record{}, false, err
+		return shared.Record{}, false, err
 	}
 	v, err := inv.run(ctx, "pop", true, popScript, inv.opNonce(), owner, ceilMillis(ttl))
 	if err != nil {
-		return pool.Record{}, false, err
+		return shared.Record{}, false, err
 	}
 	f, ok := v.([]any)
 	switch {
 	case !ok:
-		return pool.Record{}, false, unexpected("pop", v)
+		return shared.Record{}, false, unexpected("pop", v)
 	case len(f) == 0:
-		return pool.Record{}, false, nil
+		return shared.Record{}, false, nil
 	case len(f) != 6:
-		return pool.Record{}, false, unexpected("pop", v)
+		return shared.Record{}, false, unexpected("pop", v)
 	}
 	r, err := parseRecord("pop", f)
 	if err != nil {
-		return pool.Record{}, false, err
+		return shared.Record{}, false, err
 	}
 	return r, true, nil
 }
 
-// Claim implements pool.Inventory.
+// Claim implements shared.Inventory.
 func (inv *Inventory) Claim(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
 	if err := errors.Join(checkID("claim", "ID", id), checkID("claim", "owner", owner), checkTTL("claim", ttl)); err != nil {
 		return false, err
@@ -380,8 +380,8 @@ func flag(op string, v any) (bool, error) {
 	return false, unexpected(op, v)
 }
 
-// Put implements pool.Inventory.
-func (inv *Inventory) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl time.Duration) (bool, error) {
+// Put implements shared.Inventory.
+func (inv *Inventory) Put(ctx context.Context, rec shared.Record, maxIdle int, ttl time.Duration) (bool, error) {
 	if err := errors.Join(checkID("put", "ID", rec.ID), checkTTL("put", ttl)); err != nil {
 		return false, err
 	}
@@ -399,12 +399,12 @@ func (inv *Inventory) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl
 	case "FULL":
 		return false, nil
 	case "NOTHELD":
-		return false, fmt.Errorf("redispool: put: %w: %q", pool.ErrNotHeld, rec.ID)
+		return false, fmt.Errorf("redispool: put: %w: %q", shared.ErrNotHeld, rec.ID)
 	}
 	return false, unexpected("put", v)
 }
 
-// Touch implements pool.Inventory.
+// Touch implements shared.Inventory.
 func (inv *Inventory) Touch(ctx context.Context, owner string, ids []string, ttl time.Duration) ([]string, error) {
 	if err := errors.Join(checkID("touch", "owner", owner), checkTTL("touch", ttl)); err != nil {
 		return nil, err
@@ -436,7 +436,7 @@ func (inv *Inventory) Touch(ctx context.Context, owner string, ids []string, ttl
 	return lost, nil
 }
 
-// Remove implements pool.Inventory.
+// Remove implements shared.Inventory.
 func (inv *Inventory) Remove(ctx context.Context, id string) (bool, error) {
 	if err := checkID("remove", "ID", id); err != nil {
 		return false, err
@@ -448,9 +448,9 @@ func (inv *Inventory) Remove(ctx context.Context, id string) (bool, error) {
 	return flag("remove", v)
 }
 
-// Records implements pool.Inventory. It reads every record in one script,
+// Records implements shared.Inventory. It reads every record in one script,
 // so its cost grows with the size of the whole fleet's pool.
-func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
+func (inv *Inventory) Records(ctx context.Context) ([]shared.Record, error) {
 	v, err := inv.run(ctx, "records", false, recordsScript, "")
 	if err != nil {
 		return nil, err
@@ -459,7 +459,7 @@ func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
 	if !ok || len(f)%6 != 0 {
 		return nil, unexpected("records", v)
 	}
-	out := make([]pool.Record, 0, len(f)/6)
+	out := make([]shared.Record, 0, len(f)/6)
 	for i := 0; i < len(f); i += 6 {
 		r, err := parseRecord("records", f[i:i+6])
 		if err != nil {
@@ -470,26 +470,26 @@ func (inv *Inventory) Records(ctx context.Context) ([]pool.Record, error) {
 	return out, nil
 }
 
-// Counts implements pool.Inventory.
-func (inv *Inventory) Counts(ctx context.Context) (pool.Counts, error) {
+// Counts implements shared.Inventory.
+func (inv *Inventory) Counts(ctx context.Context) (shared.Counts, error) {
 	v, err := inv.run(ctx, "counts", false, countsScript, "")
 	if err != nil {
-		return pool.Counts{}, err
+		return shared.Counts{}, err
 	}
 	f, ok := v.([]any)
 	if !ok || len(f) != 3 {
-		return pool.Counts{}, unexpected("counts", v)
+		return shared.Counts{}, unexpected("counts", v)
 	}
 	var n [3]int64
 	for i, x := range f {
 		if n[i], ok = x.(int64); !ok {
-			return pool.Counts{}, unexpected("counts", v)
+			return shared.Counts{}, unexpected("counts", v)
 		}
 	}
-	return pool.Counts{Idle: int(n[0]), InUse: int(n[1]), Reserved: int(n[2])}, nil
+	return shared.Counts{Idle: int(n[0]), InUse: int(n[1]), Reserved: int(n[2])}, nil
 }
 
-// Reserve implements pool.Inventory.
+// Reserve implements shared.Inventory.
 func (inv *Inventory) Reserve(ctx context.Context, token string, target int, ttl time.Duration) (bool, error) {
 	if err := errors.Join(checkID("reserve", "token", token), checkTTL("reserve", ttl)); err != nil {
 		return false, err
@@ -501,7 +501,7 @@ func (inv *Inventory) Reserve(ctx context.Context, token string, target int, ttl
 	return flag("reserve", v)
 }
 
-// Unreserve implements pool.Inventory.
+// Unreserve implements shared.Inventory.
 func (inv *Inventory) Unreserve(ctx context.Context, token string) error {
 	if err := checkID("unreserve", "token", token); err != nil {
 		return err

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
-	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/pooltest"
 	"github.com/ttlkit/ttlkit/pool/redispool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 var ctx = context.Background()
@@ -44,9 +44,9 @@ func openViews(t *testing.T, r *redistest.Redis, n int) []*redispool.Inventory {
 }
 
 func TestConformance(t *testing.T) {
-	pooltest.Run(t, pooltest.Harness{Open: func(t *testing.T, n int) []pool.Inventory {
+	pooltest.Run(t, pooltest.Harness{Open: func(t *testing.T, n int) []shared.Inventory {
 		r := redistest.OpenRedis(t)
-		out := make([]pool.Inventory, n)
+		out := make([]shared.Inventory, n)
 		for i, inv := range openViews(t, r, n) {
 			out[i] = inv
 		}
@@ -106,9 +106,9 @@ func TestNewOptionErrorsMatchErrInvalid(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
-	rec := pool.Record{ID: "x"}
+	rec := shared.Record{ID: "x"}
 	errs := []error{
-		inv.Add(ctx, pool.Record{}, 0),
+		inv.Add(ctx, shared.Record{}, 0),
 		inv.Add(ctx, rec, -time.Second),
 		func() error { _, _, err := inv.Pop(ctx, "", 0); return err }(),
 		func() error { _, err := inv.Claim(ctx, "x", "", 0); return err }(),
@@ -134,9 +134,9 @@ func TestKeysUnderPrefixAndExpiring(t *testing.T) {
 	require.NoError(t, err)
 	const ttl = 700 * time.Millisecond
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, inv.Add(ctx, pool.Record{ID: id, Data: []byte("{}")}, ttl))
+		require.NoError(t, inv.Add(ctx, shared.Record{ID: id, Data: []byte("{}")}, ttl))
 	}
-	require.NoError(t, inv.Add(ctx, pool.Record{ID: "busy", Owner: "i1", Data: []byte("{}")}, ttl))
+	require.NoError(t, inv.Add(ctx, shared.Record{ID: "busy", Owner: "i1", Data: []byte("{}")}, ttl))
 	got, ok, err := inv.Pop(ctx, "i2", ttl)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -183,8 +183,8 @@ func TestKeysUnderPrefixAndExpiring(t *testing.T) {
 func TestPersistentRecords(t *testing.T) {
 	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
-	require.NoError(t, inv.Add(ctx, pool.Record{ID: "short", Data: []byte("{}")}, time.Minute))
-	require.NoError(t, inv.Add(ctx, pool.Record{ID: "forever", Data: []byte("{}")}, 0))
+	require.NoError(t, inv.Add(ctx, shared.Record{ID: "short", Data: []byte("{}")}, time.Minute))
+	require.NoError(t, inv.Add(ctx, shared.Record{ID: "forever", Data: []byte("{}")}, 0))
 	for _, k := range []string{poolPrefix(r) + "records", poolPrefix(r) + "items", poolPrefix(r) + "idle"} {
 		pttl, err := r.Client.PTTL(ctx, k).Result()
 		require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestReplay(t *testing.T) {
 	r := redistest.OpenRedis(t)
 	inv := newInventory(t, r.Client, poolPrefix(r))
 	for _, id := range []string{"a", "b"} {
-		require.NoError(t, inv.Add(ctx, pool.Record{ID: id, Data: []byte("{}")}, 0))
+		require.NoError(t, inv.Add(ctx, shared.Record{ID: id, Data: []byte("{}")}, 0))
 	}
 	first, err := redispool.PopAs(ctx, inv, "op1", "i1", time.Minute)
 	require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestReplay(t *testing.T) {
 	assert.Equal(t, first, again)
 	c, err := inv.Counts(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, pool.Counts{Idle: 1, InUse: 1}, c, "the resent Pop popped again")
+	assert.Equal(t, shared.Counts{Idle: 1, InUse: 1}, c, "the resent Pop popped again")
 
 	for range 2 {
 		v, err := redispool.PutAs(ctx, inv, "op2", "a", "i1", 0)
@@ -240,7 +240,7 @@ func TestReplay(t *testing.T) {
 	}
 	c, err = inv.Counts(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, pool.Counts{Idle: 2}, c)
+	assert.Equal(t, shared.Counts{Idle: 2}, c)
 	// A new call is not a resend: the item is idle, not held.
 	v, err := redispool.PutAs(ctx, inv, "op3", "a", "i1", 0)
 	require.NoError(t, err)
@@ -271,11 +271,11 @@ func TestWaitReplicasNotAcknowledged(t *testing.T) {
 	inv, err := redispool.New(r.Client, redispool.Options{Prefix: poolPrefix(r), WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	start := time.Now()
-	err = inv.Add(ctx, pool.Record{ID: "a", Data: []byte("{}")}, time.Minute)
+	err = inv.Add(ctx, shared.Record{ID: "a", Data: []byte("{}")}, time.Minute)
 	require.ErrorIs(t, err, redispool.ErrNotReplicated)
 	assert.ErrorContains(t, err, "redispool: add")
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the add did not wait")
 	c, err := inv.Counts(ctx)
 	require.NoError(t, err, "a read waits for no replica")
-	assert.Equal(t, pool.Counts{Idle: 1}, c, "the add took effect")
+	assert.Equal(t, shared.Counts{Idle: 1}, c, "the add took effect")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 var errLostReply = errors.New("connection reset: reply lost")
@@ -20,7 +21,7 @@ var errLostReply = errors.New("connection reset: reply lost")
 // lossy is an Inventory whose next putLost Puts and addLost Adds go
 // through and then fail, as when every resend of the reply is lost.
 type lossy struct {
-	pool.Inventory
+	shared.Inventory
 	mu               sync.Mutex
 	putLost, addLost int
 }
@@ -35,7 +36,7 @@ func (l *lossy) take(n *int) bool {
 	return false
 }
 
-func (l *lossy) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl time.Duration) (bool, error) {
+func (l *lossy) Put(ctx context.Context, rec shared.Record, maxIdle int, ttl time.Duration) (bool, error) {
 	ok, err := l.Inventory.Put(ctx, rec, maxIdle, ttl)
 	if err == nil && l.take(&l.putLost) {
 		return false, errLostReply
@@ -43,7 +44,7 @@ func (l *lossy) Put(ctx context.Context, rec pool.Record, maxIdle int, ttl time.
 	return ok, err
 }
 
-func (l *lossy) Add(ctx context.Context, rec pool.Record, ttl time.Duration) error {
+func (l *lossy) Add(ctx context.Context, rec shared.Record, ttl time.Duration) error {
 	err := l.Inventory.Add(ctx, rec, ttl)
 	if err == nil && l.take(&l.addLost) {
 		return errLostReply
@@ -55,7 +56,7 @@ func (l *lossy) Add(ctx context.Context, rec pool.Record, ttl time.Duration) err
 // is not idle in Redis, where another instance could pop it.
 type idleGuard struct {
 	*provider
-	inv pool.Inventory
+	inv shared.Inventory
 }
 
 func (g idleGuard) Destroy(ctx context.Context, b box) error {

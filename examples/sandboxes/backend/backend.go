@@ -39,6 +39,7 @@ import (
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/pool"
+	"github.com/ttlkit/ttlkit/pool/shared"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -105,7 +106,7 @@ type Config struct {
 	Entities    ttl.Store
 	// Inventory shares the warm pool with the other instances; nil keeps
 	// it in this process.
-	Inventory pool.Inventory
+	Inventory shared.Inventory
 	// Claims holds the conversations' assignment claims, a lease per
 	// conversation being assigned (claim.go), shared with the other
 	// instances (a lease Store in Redis); nil keeps them in this process.

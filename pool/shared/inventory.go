@@ -1,4 +1,4 @@
-package pool
+package shared
 
 import (
 	"context"
@@ -7,25 +7,23 @@ import (
 )
 
 // Inventory keeps the idle set and the item records of one logical pool,
-// which several Pool instances (several gateway processes) may share.
+// which several pool instances (several processes) share.
 //
-// A Pool with a nil Options.Inventory keeps its idle set in its own memory
-// and never calls an Inventory: that is the fast path, with no interface
-// call, allocation or extra lock on Acquire and Release. A Pool with an
-// Inventory takes idle items from it and returns them to it, registers every
+// A pool.Pool with an Inventory (pool.Options.Inventory) takes idle items from it and returns them to it, registers every
 // item it holds in use, and counts warm items across all instances, so that:
 //
 //   - an idle item is handed to exactly one holder in the whole fleet (Pop
 //     and Claim are atomic);
-//   - the warm target (Options.MinIdle) and the idle limit (Options.MaxIdle)
-//     are global: Counts, Reserve and Put see every instance's items;
+//   - the warm target ([pool.Options].MinIdle) and the idle limit
+//     ([pool.Options].MaxIdle) are global: Counts, Reserve and Put see every instance's items;
 //   - Reconcile on any instance knows every instance's items (Records), so it
 //     never destroys an item another instance is using, while the items of
 //     a dead instance stop being known when their records expire and are then
 //     cleaned up as orphans.
 //
-// Items are identified by a string ID (Lister.ID or Identifier.ID) and carried
-// as bytes (Record.Data, from the Provisioner's Codec). An Inventory never
+// Items are identified by a string ID (the Provisioner's ID(T) string
+// method) and carried as bytes ([Record].Data, from the Provisioner's
+// [Codec], or JSON). An Inventory never
 // creates or destroys items; it only records them.
 //
 // Every method must be safe for concurrent use, and each method must be atomic
@@ -35,9 +33,9 @@ import (
 // of zero means the record does not expire. A record that has expired is
 // absent for every method, even if the store has not reclaimed it yet.
 //
-// MemoryInventory is the in-process implementation; pool/redispool shares
-// one inventory among processes. Every implementation must pass
-// pooltest.Run.
+// [NewMemoryInventory] returns the in-process implementation;
+// pool/redispool shares one inventory among processes. Every
+// implementation must pass pool/pooltest.Run.
 type Inventory interface {
 	// Add records a new item. With rec.Owner == "" the item joins the idle
 	// set (at the back, if the store keeps an order); otherwise it is
@@ -105,11 +103,11 @@ type Inventory interface {
 // Record is what an Inventory keeps about one item. Times are stamped by the
 // Pool's clock; stores keep them to at least millisecond precision.
 type Record struct {
-	// ID is the item's identity (Lister.ID / Identifier.ID).
+	// ID is the item's identity (the Provisioner's ID).
 	ID string
 	// Owner is the instance holding the item in use, or "" when idle.
 	Owner string
-	// Data is the item encoded by the Pool's Codec.
+	// Data is the item encoded by the Provisioner's Codec (or JSON).
 	Data []byte
 	// Created is when the item was created.
 	Created time.Time
@@ -117,7 +115,7 @@ type Record struct {
 	// jitter), or zero for none.
 	Deadline time.Time
 	// LastUsed is when the item was last released; zero means it was never
-	// used (a warm item, subject to Options.WarmTTL).
+	// used (a warm item, subject to [pool.Options].WarmTTL).
 	LastUsed time.Time
 }
 
@@ -131,8 +129,18 @@ type Counts struct {
 // Inventory errors.
 var (
 	// ErrExists is returned by Inventory.Add for an ID already recorded.
-	ErrExists = errors.New("pool: item already in inventory")
+	ErrExists = errors.New("shared: item already in inventory")
 	// ErrNotHeld is returned by Inventory.Put when the owner no longer
 	// holds the record.
-	ErrNotHeld = errors.New("pool: item not held by this instance")
+	ErrNotHeld = errors.New("shared: item not held by this instance")
 )
+
+// Codec turns an item into bytes and back, so that an Inventory can carry an
+// item made by one process to another. A Provisioner that implements Codec
+// is its own codec; otherwise items travel as JSON (encoding/json), and T's
+// exported fields must describe the item completely (a container ID, host
+// and port, say).
+type Codec[T any] interface {
+	Encode(item T) ([]byte, error)
+	Decode(data []byte) (T, error)
+}

@@ -1,4 +1,4 @@
-package pool
+package shared
 
 import (
 	"context"
@@ -9,12 +9,8 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// MemoryInventory is an Inventory kept in process memory. Several Pools in
-// one process can share one MemoryInventory as if they were instances of a
-// distributed pool; it is also the reference implementation that pooltest
-// checks. A Pool needs none by default: with a nil Options.Inventory it keeps
-// its idle set itself, which is faster.
-type MemoryInventory struct {
+// memoryInventory is an Inventory kept in process memory.
+type memoryInventory struct {
 	clock clock.Clock
 
 	mu       sync.Mutex
@@ -28,15 +24,19 @@ type memRecord struct {
 	expires time.Time // zero: never
 }
 
-var _ Inventory = (*MemoryInventory)(nil)
+var _ Inventory = (*memoryInventory)(nil)
 
-// NewMemoryInventory returns an empty MemoryInventory whose record ttls run on
-// clk (nil means real time).
-func NewMemoryInventory(clk clock.Clock) *MemoryInventory {
+// NewMemoryInventory returns an empty Inventory kept in process memory,
+// whose record ttls run on clk (nil means real time). Several pools in one
+// process can share it as if they were instances in several processes (in
+// tests, say); it is also the reference implementation that pool/pooltest
+// checks. A pool needs none: without an Inventory it keeps its idle set
+// itself, which is faster.
+func NewMemoryInventory(clk clock.Clock) Inventory {
 	if clk == nil {
 		clk = clock.New()
 	}
-	return &MemoryInventory{
+	return &memoryInventory{
 		clock:    clk,
 		records:  make(map[string]*memRecord),
 		reserved: make(map[string]time.Time),
@@ -53,7 +53,7 @@ func deadline(now time.Time, ttl time.Duration) time.Time {
 func expired(exp, now time.Time) bool { return !exp.IsZero() && !now.Before(exp) }
 
 // purge drops expired records and reservations. Callers hold m.mu.
-func (m *MemoryInventory) purge(now time.Time) {
+func (m *memoryInventory) purge(now time.Time) {
 	for id, r := range m.records {
 		if expired(r.expires, now) {
 			delete(m.records, id)
@@ -81,7 +81,7 @@ func cloneRecord(r Record) Record {
 }
 
 // Add implements Inventory.
-func (m *MemoryInventory) Add(_ context.Context, rec Record, ttl time.Duration) error {
+func (m *memoryInventory) Add(_ context.Context, rec Record, ttl time.Duration) error {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -97,7 +97,7 @@ func (m *MemoryInventory) Add(_ context.Context, rec Record, ttl time.Duration) 
 }
 
 // Pop implements Inventory.
-func (m *MemoryInventory) Pop(_ context.Context, owner string, ttl time.Duration) (Record, bool, error) {
+func (m *memoryInventory) Pop(_ context.Context, owner string, ttl time.Duration) (Record, bool, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,7 +115,7 @@ func (m *MemoryInventory) Pop(_ context.Context, owner string, ttl time.Duration
 }
 
 // Claim implements Inventory.
-func (m *MemoryInventory) Claim(_ context.Context, id, owner string, ttl time.Duration) (bool, error) {
+func (m *memoryInventory) Claim(_ context.Context, id, owner string, ttl time.Duration) (bool, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -131,7 +131,7 @@ func (m *MemoryInventory) Claim(_ context.Context, id, owner string, ttl time.Du
 }
 
 // Put implements Inventory.
-func (m *MemoryInventory) Put(_ context.Context, rec Record, maxIdle int, ttl time.Duration) (bool, error) {
+func (m *memoryInventory) Put(_ context.Context, rec Record, maxIdle int, ttl time.Duration) (bool, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -152,7 +152,7 @@ func (m *MemoryInventory) Put(_ context.Context, rec Record, maxIdle int, ttl ti
 }
 
 // Touch implements Inventory.
-func (m *MemoryInventory) Touch(_ context.Context, owner string, ids []string, ttl time.Duration) ([]string, error) {
+func (m *memoryInventory) Touch(_ context.Context, owner string, ids []string, ttl time.Duration) ([]string, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -170,7 +170,7 @@ func (m *MemoryInventory) Touch(_ context.Context, owner string, ids []string, t
 }
 
 // Remove implements Inventory.
-func (m *MemoryInventory) Remove(_ context.Context, id string) (bool, error) {
+func (m *memoryInventory) Remove(_ context.Context, id string) (bool, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,7 +184,7 @@ func (m *MemoryInventory) Remove(_ context.Context, id string) (bool, error) {
 }
 
 // Records implements Inventory.
-func (m *MemoryInventory) Records(_ context.Context) ([]Record, error) {
+func (m *memoryInventory) Records(_ context.Context) ([]Record, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -197,7 +197,7 @@ func (m *MemoryInventory) Records(_ context.Context) ([]Record, error) {
 }
 
 // Counts implements Inventory.
-func (m *MemoryInventory) Counts(_ context.Context) (Counts, error) {
+func (m *memoryInventory) Counts(_ context.Context) (Counts, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -207,7 +207,7 @@ func (m *MemoryInventory) Counts(_ context.Context) (Counts, error) {
 }
 
 // Reserve implements Inventory.
-func (m *MemoryInventory) Reserve(_ context.Context, token string, target int, ttl time.Duration) (bool, error) {
+func (m *memoryInventory) Reserve(_ context.Context, token string, target int, ttl time.Duration) (bool, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -221,7 +221,7 @@ func (m *MemoryInventory) Reserve(_ context.Context, token string, target int, t
 }
 
 // Unreserve implements Inventory.
-func (m *MemoryInventory) Unreserve(_ context.Context, token string) error {
+func (m *memoryInventory) Unreserve(_ context.Context, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.reserved, token)
