@@ -64,13 +64,17 @@ func ExampleGroup() {
 	ctx := context.Background()
 	g, err := pool.NewGroup(func(fn string) (pool.Provisioner[int], pool.Options, error) {
 		return &ints{}, pool.Options{MaxSize: 2}, nil
-	}, pool.GroupOptions{})
+	})
 	if err != nil {
 		panic(err)
 	}
 	defer g.Close(ctx)
 	for _, fn := range []string{"resize", "thumbnail", "thumbnail"} {
-		h, err := g.Acquire(ctx, fn)
+		p, err := g.Pool(fn)
+		if err != nil {
+			panic(err)
+		}
+		h, err := p.Acquire(ctx)
 		if err != nil {
 			panic(err)
 		}

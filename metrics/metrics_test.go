@@ -84,10 +84,12 @@ func poolWant(want map[string]float64, prefix, labels string, s pool.Stats) {
 	series("canceled_waits_total", float64(s.CanceledWaits))
 	series("created_total", float64(s.Creates))
 	series("create_failures_total", float64(s.CreateFailures))
-	d := s.Destroyed
-	for r, n := range map[string]uint64{"idle": d.Idle, "lifetime": d.Lifetime, "warm_ttl": d.WarmTTL, "unhealthy": d.Unhealthy,
-		"orphan": d.Orphan, "shutdown": d.Shutdown, "evicted": d.Evicted, "lost": d.Lost, "died": d.Died} {
-		series("destroyed_total", float64(n), `reason="`+r+`"`)
+	for _, r := range []pool.Reason{"idle", "lifetime", "warm_ttl", "unhealthy", "orphan", "shutdown", "evicted", "lost", "died"} {
+		n, ok := s.Destroyed[r]
+		if !ok {
+			panic("no destroyed count for reason " + r)
+		}
+		series("destroyed_total", float64(n), `reason="`+string(r)+`"`)
 	}
 	series("destroy_errors_total", float64(s.DestroyErrors))
 	series("orphans_total", float64(s.Orphans))
@@ -138,15 +140,15 @@ func TestGroup(t *testing.T) {
 		ctx := context.Background()
 		g, err := pool.NewGroup(func(fn string) (pool.Provisioner[int], pool.Options, error) {
 			return &ints{}, pool.Options{MaxSize: len(fn)}, nil
-		}, pool.GroupOptions{})
+		})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, g.Close(ctx)) }()
 		c := metrics.Group(g, metrics.Options{Namespace: "gw", Subsystem: "workers", KeyLabel: "function"})
 		assert.Empty(t, scrape(t, c), "no pool yet")
 
-		h, err := g.Acquire(ctx, "echo")
+		h, err := acquireKey(ctx, g, "echo")
 		require.NoError(t, err)
-		h2, err := g.Acquire(ctx, "hello")
+		h2, err := acquireKey(ctx, g, "hello")
 		require.NoError(t, err)
 		h2.Release()
 
@@ -172,10 +174,10 @@ func TestGroupKeyLabelDefault(t *testing.T) {
 		ctx := context.Background()
 		g, err := pool.NewGroup(func(int) (pool.Provisioner[int], pool.Options, error) {
 			return &ints{}, pool.Options{MaxSize: 1}, nil
-		}, pool.GroupOptions{})
+		})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, g.Close(ctx)) }()
-		h, err := g.Acquire(ctx, 7)
+		h, err := acquireKey(ctx, g, 7)
 		require.NoError(t, err)
 		defer h.Release()
 		got := scrape(t, metrics.Group(g, metrics.Options{}))
@@ -494,4 +496,13 @@ func TestNames(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, n)
 	})
+}
+
+// acquireKey acquires an item from key's pool of g.
+func acquireKey[K comparable, T any](ctx context.Context, g *pool.Group[K, T], key K) (*pool.Handle[T], error) {
+	p, err := g.Pool(key)
+	if err != nil {
+		return nil, err
+	}
+	return p.Acquire(ctx)
 }

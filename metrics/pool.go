@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,16 +45,8 @@ var poolSpecs = []spec[pool.Stats]{
 	counter("create_failures_total", "Creates that failed, panicked or timed out.", func(s pool.Stats) uint64 { return s.CreateFailures }),
 	labeled(prometheus.CounterValue, "destroyed_total", "Items destroyed, by reason.", "reason",
 		func(s pool.Stats, put func(float64, ...string)) {
-			d := s.Destroyed
-			for _, r := range []struct {
-				n      uint64
-				reason pool.Reason
-			}{
-				{d.Idle, pool.ReasonIdle}, {d.Lifetime, pool.ReasonLifetime}, {d.WarmTTL, pool.ReasonWarmTTL},
-				{d.Unhealthy, pool.ReasonUnhealthy}, {d.Orphan, pool.ReasonOrphan}, {d.Shutdown, pool.ReasonShutdown},
-				{d.Evicted, pool.ReasonEvicted}, {d.Lost, pool.ReasonLost}, {d.Died, pool.ReasonDied},
-			} {
-				put(float64(r.n), string(r.reason))
+			for _, r := range slices.Sorted(maps.Keys(s.Destroyed)) {
+				put(float64(s.Destroyed[r]), string(r))
 			}
 		}),
 	counter("destroy_errors_total", "Destroys that failed.", func(s pool.Stats) uint64 { return s.DestroyErrors }),

@@ -111,7 +111,7 @@ func (p *Pool[T]) take(ctx context.Context, h *Handle[T]) (_ *Handle[T], _ error
 		}
 	}
 	if p.closed.Load() {
-		p.discard(h, ReasonShutdown)
+		p.discard(h, reasonShutdown)
 		return nil, ErrClosed, true
 	}
 	if h.isDead() {
@@ -281,10 +281,10 @@ func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 func (p *Pool[T]) expired(h *Handle[T], now time.Time) Reason {
 	n := now.UnixNano()
 	if h.deadline != 0 && n >= h.deadline {
-		return ReasonLifetime
+		return reasonLifetime
 	}
 	if p.opts.WarmTTL > 0 && h.lastUsed == 0 && n-h.created >= int64(p.opts.WarmTTL) {
-		return ReasonWarmTTL
+		return reasonWarmTTL
 	}
 	return ""
 }
@@ -322,7 +322,7 @@ func (p *Pool[T]) settle(h *Handle[T]) { p.set.settle(h) }
 func (p *Pool[T]) dropReasonLocked(h *Handle[T]) Reason {
 	switch {
 	case p.closedLocked:
-		return ReasonShutdown
+		return reasonShutdown
 	case h.lost.Load():
 		return ReasonLost
 	case h.isDead():

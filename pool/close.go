@@ -121,7 +121,7 @@ func (p *Pool[T]) forceInUse() int {
 			n++
 			p.removeItemLocked(h)
 			p.destroyingLocked(h)
-			go p.destroy(h, ReasonShutdown)
+			go p.destroy(h, reasonShutdown)
 		}
 	}
 	p.checkDrainedLocked()
@@ -189,7 +189,7 @@ func (p *Pool[T]) drainClosedLocked() {
 				p.undispatch(h) // its waiter needs ErrClosed instead
 			}
 			if h.err == nil {
-				p.destroyLocked(h, ReasonShutdown)
+				p.destroyLocked(h, reasonShutdown)
 			}
 		default:
 			return

@@ -52,7 +52,7 @@ func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
 		default:
 		}
 		hs[1].Release()
-		hs[2].Destroy(pool.ReasonEvicted)
+		hs[2].Destroy("evicted")
 		hs[3].Release()
 		synctest.Wait()
 		require.NoError(t, <-closed)
@@ -60,8 +60,8 @@ func TestCloseDrainsInUseThenDestroysAll(t *testing.T) {
 		c := f.counts()
 		assert.Equal(t, 0, c.bad)
 		s := p.Stats()
-		assert.Equal(t, uint64(3), s.Destroyed.Shutdown)
-		assert.Equal(t, uint64(1), s.Destroyed.Evicted)
+		assert.Equal(t, uint64(3), s.Destroyed["shutdown"])
+		assert.Equal(t, uint64(1), s.Destroyed["evicted"])
 		assert.Equal(t, 0, s.Size)
 		require.NoError(t, p.Close(context.Background()), "Close is idempotent")
 	})
@@ -83,7 +83,7 @@ func TestCloseContextEndsWithHandleOut(t *testing.T) {
 		synctest.Wait() // Close returned at its deadline; the destroy ends now
 		assert.Empty(t, f.liveIDs())
 		assert.NotPanics(t, h.Release, "a handle destroyed by Close is inert")
-		assert.Equal(t, uint64(1), p.Stats().Destroyed.Shutdown)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed["shutdown"])
 	})
 }
 
@@ -118,7 +118,7 @@ func TestEvents(t *testing.T) {
 		assert.Equal(t, pool.EventCreated, events[0].Kind)
 		assert.Equal(t, h.ID(), events[0].ID)
 		assert.Equal(t, pool.EventDestroyed, events[1].Kind)
-		assert.Equal(t, pool.ReasonIdle, events[1].Reason)
+		assert.Equal(t, pool.Reason("idle"), events[1].Reason)
 		assert.Equal(t, h.ID(), events[1].ID)
 	})
 }
@@ -132,7 +132,7 @@ func TestSlowOnEventDoesNotBlock(t *testing.T) {
 		start := time.Now()
 		for range 3000 {
 			h := acquireN(t, p, 1)[0]
-			h.Destroy(pool.ReasonEvicted)
+			h.Destroy("evicted")
 		}
 		assert.Less(t, time.Since(start), time.Hour)
 		assert.Positive(t, p.Stats().EventsDropped)
@@ -170,7 +170,7 @@ func TestCloseBoundedByContext(t *testing.T) {
 		close(hang) // the Create returns at last; its item is destroyed
 		require.NoError(t, p.Close(context.Background()))
 		assert.Empty(t, f.liveIDs())
-		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed[pool.ReasonOrphan])
 	})
 }
 
@@ -230,9 +230,7 @@ func testCloseUnderLoad(t *testing.T, inv shared.Inventory) {
 
 func TestEventKindString(t *testing.T) {
 	assert.Equal(t, "created", pool.EventCreated.String())
-	assert.Equal(t, "create_failed", pool.EventCreateFailed.String())
 	assert.Equal(t, "destroyed", pool.EventDestroyed.String())
-	assert.Equal(t, "destroy_failed", pool.EventDestroyFailed.String())
-	assert.Equal(t, "dropped", pool.EventDropped.String())
+	assert.Equal(t, "detached", pool.EventDetached.String())
 	assert.Equal(t, "EventKind(0)", pool.EventKind(0).String())
 }

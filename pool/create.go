@@ -61,7 +61,7 @@ func (p *Pool[T]) obtain() {
 			p.pauseWarmLocked()
 		}
 		p.mu.Unlock()
-		p.emit(EventCreateFailed, "", "", err)
+		p.emit(EventCreated, "", "", err)
 		p.warn("create", err)
 		return
 	}

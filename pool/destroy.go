@@ -108,7 +108,7 @@ func (p *Pool[T]) countDestroyLocked(reason Reason, err error) {
 
 func (p *Pool[T]) afterDestroy(id string, reason Reason, err error) {
 	if err != nil {
-		p.emit(EventDestroyFailed, reason, id, err)
+		p.emit(EventDestroyed, reason, id, err)
 		p.warn("destroy", err, "reason", string(reason), "id", id)
 		return
 	}

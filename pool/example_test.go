@@ -54,15 +54,15 @@ func ExampleGroup() {
 	reserved := map[string]int{"resize": 5, "thumbnail": 1}
 	g, err := pool.NewGroup(func(fn string) (pool.Provisioner[int64], pool.Options, error) {
 		return &workers{}, pool.Options{MaxSize: reserved[fn]}, nil
-	}, pool.GroupOptions{})
+	})
 	if err != nil {
 		panic(err)
 	}
-	h, err := g.Acquire(ctx, "thumbnail")
+	p, err := g.Pool("thumbnail") // created on first use
 	if err != nil {
 		panic(err)
 	}
-	_, err = g.Pool("thumbnail")
+	h, err := p.Acquire(ctx)
 	fmt.Println("thumbnail worker", h.Value(), err)
 	fmt.Println("max size:", g.Stats()["thumbnail"].MaxSize)
 	h.Release()

@@ -1,5 +1,7 @@
 package pool
 
+import "context"
+
 // StrandDispatched puts p, which must hold at least two idle items, in the
 // state a waiter leaves when it takes an item that reached the idle set
 // just before the one its create dispatched to it: that item stays idle,
@@ -20,3 +22,12 @@ func StrandDispatched[T any](p *Pool[T]) {
 	p.nwait.Add(-1)
 	p.idle <- h
 }
+
+// Prune runs the janitor's prune step alone.
+func (p *Pool[T]) Prune(ctx context.Context) (Result, error) { return p.prune(ctx) }
+
+// Replenish runs the janitor's replenish step alone.
+func (p *Pool[T]) Replenish(ctx context.Context) (Result, error) { return p.replenish(ctx) }
+
+// Cleanup runs the start-up cleanup (Options.CleanupOnStart) by hand.
+func (p *Pool[T]) Cleanup(ctx context.Context) (Result, error) { return p.cleanup(ctx) }

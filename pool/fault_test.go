@@ -199,7 +199,7 @@ func TestSharedReleasePutFails(t *testing.T) {
 				synctest.Wait()
 				assert.Zero(t, f.counts().bad)
 				assert.Equal(t, 1, f.counts().creates)
-				assert.Zero(t, a.Stats().Destroyed.Lost)
+				assert.Zero(t, a.Stats().Destroyed[pool.ReasonLost])
 			})
 		})
 	}
@@ -236,7 +236,7 @@ func TestSharedReleasePutKeepsFailing(t *testing.T) {
 				assert.Empty(t, g.problemList())
 				if !touchFails {
 					assert.Empty(t, f.liveIDs())
-					assert.Equal(t, uint64(1), a.Stats().Destroyed.Lost)
+					assert.Equal(t, uint64(1), a.Stats().Destroyed[pool.ReasonLost])
 					_, recorded := recordOf(t, mem, id)
 					assert.False(t, recorded)
 					return
@@ -486,7 +486,7 @@ func TestLateCreateDestroyedOnce(t *testing.T) {
 				synctest.Wait()
 				assert.Equal(t, counts{creates: 1, destroys: 1, maxLive: 1}, f.counts(), "destroyed once")
 				assert.Zero(t, r.Stats().Orphans)
-				assert.Equal(t, uint64(1), a.Stats().Destroyed.Orphan)
+				assert.Equal(t, uint64(1), a.Stats().Destroyed[pool.ReasonOrphan])
 			})
 		})
 	}

@@ -75,7 +75,7 @@ func TestSharedFleetConcurrentReconcile(t *testing.T) {
 					}
 					mu.Unlock()
 					if rnd.IntN(10) == 0 {
-						h.Destroy(pool.ReasonEvicted)
+						h.Destroy("evicted")
 					} else {
 						h.Release()
 					}

@@ -5,33 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
-
-	"github.com/benbjohnson/clock"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
-
-// GroupOptions configures a Group. The zero value is usable.
-type GroupOptions struct {
-	// JanitorInterval is the Options.JanitorInterval of every pool whose
-	// options leave it zero. Each pool runs its own janitor, so a slow
-	// step in one pool never delays another's.
-	JanitorInterval time.Duration
-	// HealthCheckInterval is the Options.HealthCheckInterval of every pool
-	// whose options leave it zero.
-	HealthCheckInterval time.Duration
-	// Clock is the time source of the pools whose Options leave Clock nil;
-	// nil means real time.
-	Clock clock.Clock
-}
 
 // Group holds one Pool per key (one per function in a serverless
 // gateway), with per-key options. A key's pool is created by Start or on
 // its first use. All methods are safe for concurrent use.
 type Group[K comparable, T any] struct {
 	newPool func(key K) (Provisioner[T], Options, error)
-	opts    GroupOptions
 
 	mu     sync.Mutex
 	pools  map[K]*Pool[T]
@@ -43,11 +25,11 @@ type Group[K comparable, T any] struct {
 // function's reserved concurrency, say): a Group has no default capacity.
 // Call Start to create the pools of the keys known up front (and run their
 // start-up cleanup); other keys get their pool on first use.
-func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error), opts GroupOptions) (*Group[K, T], error) {
+func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error)) (*Group[K, T], error) {
 	if newPool == nil {
 		return nil, errs.Invalid(ErrInvalid, "pool: NewGroup: newPool is nil")
 	}
-	return &Group[K, T]{newPool: newPool, opts: opts, pools: map[K]*Pool[T]{}}, nil
+	return &Group[K, T]{newPool: newPool, pools: map[K]*Pool[T]{}}, nil
 }
 
 // Start creates the pools for keys, which starts their janitors and warm
@@ -96,15 +78,6 @@ func (g *Group[K, T]) Pool(key K) (*Pool[T], error) {
 	if o.MaxSize == 0 {
 		return nil, errs.Invalid(ErrInvalid, "pool: group key %v: MaxSize is 0: each key's Options must set its capacity", key)
 	}
-	if o.Clock == nil {
-		o.Clock = g.opts.Clock
-	}
-	if o.JanitorInterval == 0 {
-		o.JanitorInterval = g.opts.JanitorInterval
-	}
-	if o.HealthCheckInterval == 0 {
-		o.HealthCheckInterval = g.opts.HealthCheckInterval
-	}
 	p, err := New(prov, o)
 	if err != nil {
 		if errors.Is(err, ErrInvalid) {
@@ -115,26 +88,6 @@ func (g *Group[K, T]) Pool(key K) (*Pool[T], error) {
 	}
 	g.pools[key] = p
 	return p, nil
-}
-
-// Acquire acquires an item from the pool for key; see Pool.Acquire.
-func (g *Group[K, T]) Acquire(ctx context.Context, key K) (*Handle[T], error) {
-	p, err := g.Pool(key)
-	if err != nil {
-		return nil, err
-	}
-	return p.Acquire(ctx)
-}
-
-// Keys returns the keys that have a pool.
-func (g *Group[K, T]) Keys() []K {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	keys := make([]K, 0, len(g.pools))
-	for k := range g.pools {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // Stats returns a snapshot of every pool's Stats.
@@ -175,36 +128,6 @@ func (g *Group[K, T]) each(fn func(p *Pool[T]) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// Tick runs one janitor pass (Pool.Tick) on every pool, all at once, and
-// returns the counts summed and the errors joined.
-func (g *Group[K, T]) Tick(ctx context.Context) (TickResult, error) {
-	var mu sync.Mutex
-	var sum TickResult
-	err := g.each(func(p *Pool[T]) error {
-		r, err := p.Tick(ctx)
-		mu.Lock()
-		sum.add(r)
-		mu.Unlock()
-		return err
-	})
-	return sum, err
-}
-
-// CheckHealth runs Pool.CheckHealth on every pool, all at once.
-func (g *Group[K, T]) CheckHealth(ctx context.Context) (HealthResult, error) {
-	var mu sync.Mutex
-	var sum HealthResult
-	err := g.each(func(p *Pool[T]) error {
-		r, err := p.CheckHealth(ctx)
-		mu.Lock()
-		sum.Checked += r.Checked
-		sum.Unhealthy += r.Unhealthy
-		mu.Unlock()
-		return err
-	})
-	return sum, err
 }
 
 // Close closes every pool concurrently (see Pool.Close) and returns their

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,24 +30,24 @@ func TestGroupPerFunctionPools(t *testing.T) {
 			f := newFake()
 			f.prefix = fn + "-"
 			provs[fn] = f
-			return f, pool.Options{MaxSize: n, IdleTimeout: 300 * time.Second}, nil
-		}, pool.GroupOptions{JanitorInterval: 30 * time.Second})
+			return f, pool.Options{MaxSize: n, IdleTimeout: 300 * time.Second, JanitorInterval: 30 * time.Second}, nil
+		})
 		require.NoError(t, err)
 		ctx := context.Background()
-		assert.Empty(t, g.Keys(), "pools are created lazily")
+		assert.Empty(t, keys(g), "pools are created lazily")
 
-		r1, err := g.Acquire(ctx, "resize")
+		r1, err := acquireKey(ctx, g, "resize")
 		require.NoError(t, err)
-		r2, err := g.Acquire(ctx, "resize")
+		r2, err := acquireKey(ctx, g, "resize")
 		require.NoError(t, err)
-		th, err := g.Acquire(ctx, "thumbnail")
+		th, err := acquireKey(ctx, g, "thumbnail")
 		require.NoError(t, err)
-		_, err = g.Acquire(ctx, "nope")
+		_, err = acquireKey(ctx, g, "nope")
 		assert.ErrorContains(t, err, "unknown function")
 
 		// resize is at its reserved concurrency: the next call waits.
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = g.Acquire(tctx, "resize")
+		_, err = acquireKey(tctx, g, "resize")
 		cancel()
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 
@@ -63,12 +65,12 @@ func TestGroupPerFunctionPools(t *testing.T) {
 			assert.Empty(t, provs[fn].liveIDs(), fn)
 		}
 
-		h, err := g.Acquire(ctx, "thumbnail")
+		h, err := acquireKey(ctx, g, "thumbnail")
 		require.NoError(t, err)
 		closed := make(chan error, 1)
 		go func() { closed <- g.Close(ctx) }()
 		synctest.Wait()
-		_, err = g.Acquire(ctx, "resize")
+		_, err = acquireKey(ctx, g, "resize")
 		assert.ErrorIs(t, err, pool.ErrClosed)
 		h.Release()
 		require.NoError(t, <-closed)
@@ -88,18 +90,18 @@ func TestGroupStartCleansUpDeclaredKeys(t *testing.T) {
 		}
 		g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
 			return provs[fn], pool.Options{MaxSize: 2, MinIdle: 1, CleanupOnStart: true}, nil
-		}, pool.GroupOptions{})
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = g.Close(context.Background()) })
 		require.NoError(t, g.Start(context.Background(), "resize", "thumbnail"))
-		assert.ElementsMatch(t, []string{"resize", "thumbnail"}, g.Keys())
+		assert.ElementsMatch(t, []string{"resize", "thumbnail"}, keys(g))
 		for fn, f := range provs {
 			assert.NotContains(t, f.liveIDs(), fn+"-leftover", "cleaned up before any request")
 		}
 		synctest.Wait()
 		for fn, s := range g.Stats() {
 			assert.Equal(t, 1, s.Idle, "%s is warm before any request", fn)
-			assert.Equal(t, uint64(1), s.Destroyed.Orphan, fn)
+			assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonOrphan], fn)
 		}
 	})
 }
@@ -109,13 +111,13 @@ func TestGroupStartCleansUpDeclaredKeys(t *testing.T) {
 func TestGroupRequiresMaxSize(t *testing.T) {
 	g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
 		return newFake(), pool.Options{MinIdle: 1}, nil
-	}, pool.GroupOptions{})
+	})
 	require.NoError(t, err)
-	_, err = g.Acquire(context.Background(), "resize")
+	_, err = acquireKey(context.Background(), g, "resize")
 	require.ErrorIs(t, err, pool.ErrInvalid)
 	assert.Contains(t, err.Error(), "resize")
 	assert.Contains(t, err.Error(), "MaxSize")
-	assert.Empty(t, g.Keys())
+	assert.Empty(t, keys(g))
 	require.NoError(t, g.Close(context.Background()))
 }
 
@@ -132,14 +134,14 @@ func TestGroupPoolsDoNotStallEachOther(t *testing.T) {
 		quick := newFake()
 		g, err := pool.NewGroup(func(fn string) (pool.Provisioner[box], pool.Options, error) {
 			if fn == "slow" {
-				return slow, pool.Options{MaxSize: 2}, nil
+				return slow, pool.Options{MaxSize: 2, JanitorInterval: time.Second, HealthCheckInterval: -1}, nil
 			}
-			return quick, pool.Options{MaxSize: 2, IdleTimeout: 3 * time.Second}, nil
-		}, pool.GroupOptions{JanitorInterval: time.Second, HealthCheckInterval: -1})
+			return quick, pool.Options{MaxSize: 2, IdleTimeout: 3 * time.Second, JanitorInterval: time.Second, HealthCheckInterval: -1}, nil
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = g.Close(context.Background()) })
 		require.NoError(t, g.Start(context.Background(), "slow", "quick"))
-		h, err := g.Acquire(context.Background(), "quick")
+		h, err := acquireKey(context.Background(), g, "quick")
 		require.NoError(t, err)
 		h.Release()
 		time.Sleep(3*time.Second + time.Millisecond)
@@ -150,4 +152,18 @@ func TestGroupPoolsDoNotStallEachOther(t *testing.T) {
 		assert.Zero(t, g.Stats()["quick"].Idle, "pruned on time")
 		assert.Empty(t, quick.liveIDs())
 	})
+}
+
+// acquireKey acquires an item from key's pool of g.
+func acquireKey[K comparable, T any](ctx context.Context, g *pool.Group[K, T], key K) (*pool.Handle[T], error) {
+	p, err := g.Pool(key)
+	if err != nil {
+		return nil, err
+	}
+	return p.Acquire(ctx)
+}
+
+// keys returns the keys of g that have a pool.
+func keys[K comparable, T any](g *pool.Group[K, T]) []K {
+	return slices.Collect(maps.Keys(g.Stats()))
 }

@@ -71,7 +71,7 @@ func (h *Handle[T]) Release() {
 	if p.stampUse || p.checkExpiry {
 		now := p.clock.Now().UnixNano()
 		if h.deadline != 0 && now >= h.deadline {
-			p.discard(h, ReasonLifetime)
+			p.discard(h, reasonLifetime)
 			return
 		}
 		h.lastUsed = now
@@ -80,7 +80,7 @@ func (h *Handle[T]) Release() {
 }
 
 // Destroy discards the item instead of returning it, for the given reason
-// (ReasonEvicted unless the caller knows better: a crashed worker is
+// ("evicted" unless the caller knows better: a crashed worker is
 // ReasonUnhealthy). The pool destroys it in the background and counts it
 // against capacity until Destroy returns.
 func (h *Handle[T]) Destroy(reason Reason) {
@@ -89,7 +89,7 @@ func (h *Handle[T]) Destroy(reason Reason) {
 		return
 	}
 	if reason == "" {
-		reason = ReasonEvicted
+		reason = reasonEvicted
 	}
 	h.p.discard(h, reason)
 }

@@ -25,7 +25,7 @@ func TestCheckHealthKeepsItemsCountedAsIdle(t *testing.T) {
 			creates := f.counts().creates
 			go func() { _, _ = p.CheckHealth(context.Background()) }()
 			for _, h := range hs {
-				go h.Destroy(pool.ReasonEvicted)
+				go h.Destroy("evicted")
 			}
 			synctest.Wait()
 			require.Equal(t, creates, f.counts().creates, "run %d: a create started while two items were idle", i)

@@ -52,12 +52,12 @@ type idleSet[T any] interface {
 	// of items the provider no longer lists (created before listStart). It
 	// reports whether Replenish must run even when no local item was
 	// dropped.
-	reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (refill bool, err error)
+	reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *Result) (refill bool, err error)
 	// prune is the set's part of Prune, after the local idle items: it
 	// returns how many items it destroyed.
 	prune(ctx context.Context, now time.Time) (int, error)
 	// check is the set's part of CheckHealth, after the local idle items.
-	check(ctx context.Context, res *HealthResult) error
+	check(ctx context.Context, res *Result) error
 	// replenish is the set's part of Replenish, after fillLocked: it
 	// returns how many creates it started.
 	replenish(ctx context.Context) (int, error)

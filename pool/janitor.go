@@ -12,51 +12,38 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// TickResult counts what one janitor pass did.
-type TickResult struct {
-	Prune     PruneResult
-	Reconcile ReconcileResult
-	Replenish ReplenishResult
-}
-
-func (r *TickResult) add(o TickResult) {
-	r.Prune.Destroyed += o.Prune.Destroyed
-	r.Reconcile.Orphans += o.Reconcile.Orphans
-	r.Reconcile.Lost += o.Reconcile.Lost
-	r.Replenish.Started += o.Replenish.Started
-}
-
-// PruneResult counts what one Prune did.
-type PruneResult struct {
-	Destroyed int // idle items destroyed: expired, or not needed
-}
-
-// HealthResult counts what one CheckHealth did.
-type HealthResult struct {
-	Checked   int // idle items checked
+// Result counts what one janitor step did: Tick fills every field but
+// Checked and Unhealthy, which only CheckHealth fills, and Reconcile fills
+// Orphans and Lost.
+type Result struct {
+	Destroyed int // idle items destroyed: expired, dead, or not needed
+	Checked   int // idle items health-checked
 	Unhealthy int // of which failed their check and were destroyed
+	Orphans   int // listed items nobody knew, destroyed
+	Lost      int // known idle items the provider no longer lists, forgotten
+	Started   int // creates started towards MinIdle
 }
 
-// ReconcileResult counts what one Reconcile (or Cleanup) did.
-type ReconcileResult struct {
-	Orphans int // listed items nobody knew, destroyed
-	Lost    int // known idle items the provider no longer lists, forgotten
-}
-
-// ReplenishResult counts what one Replenish did.
-type ReplenishResult struct {
-	Started int // creates started towards MinIdle
+func (r *Result) add(o Result) {
+	r.Destroyed += o.Destroyed
+	r.Checked += o.Checked
+	r.Unhealthy += o.Unhealthy
+	r.Orphans += o.Orphans
+	r.Lost += o.Lost
+	r.Started += o.Started
 }
 
 // Tick runs one janitor pass: Prune, Reconcile, Replenish. The janitor
 // goroutine calls it every Options.JanitorInterval; call it by hand to run
 // a pass now (or when the janitor is disabled).
-func (p *Pool[T]) Tick(ctx context.Context) (TickResult, error) {
-	var r TickResult
-	var e1, e2, e3 error
-	r.Prune, e1 = p.Prune(ctx)
-	r.Reconcile, e2 = p.Reconcile(ctx)
-	r.Replenish, e3 = p.Replenish(ctx)
+func (p *Pool[T]) Tick(ctx context.Context) (Result, error) {
+	var r Result
+	pr, e1 := p.prune(ctx)
+	rr, e2 := p.Reconcile(ctx)
+	fr, e3 := p.replenish(ctx)
+	r.add(pr)
+	r.add(rr)
+	r.add(fr)
 	return r, errors.Join(e1, e2, e3)
 }
 
@@ -86,7 +73,7 @@ func (p *Pool[T]) janitorLoop() {
 	}
 }
 
-// Prune destroys idle items past their lifetime or WarmTTL, and idle items
+// prune destroys idle items past their lifetime or WarmTTL, and idle items
 // above MinIdle that were not needed during the last IdleTimeout: those idle
 // for longer, longest idle first, and as many as stayed idle throughout the
 // last IdleTimeout (idle items are handed out oldest first, so under a
@@ -94,8 +81,8 @@ func (p *Pool[T]) janitorLoop() {
 // With a shared Inventory it also refreshes the records of this instance's
 // items in use (the heartbeat that keeps them known to other instances) and
 // prunes the shared idle set.
-func (p *Pool[T]) Prune(ctx context.Context) (PruneResult, error) {
-	var res PruneResult
+func (p *Pool[T]) prune(ctx context.Context) (Result, error) {
+	var res Result
 	now := p.clock.Now()
 	p.mu.Lock()
 	if p.closedLocked {
@@ -116,7 +103,7 @@ func (p *Pool[T]) Prune(ctx context.Context) (PruneResult, error) {
 	for _, h := range idle { // longest idle first
 		r := p.pruneReason(h, now, excess > 0)
 		if r == "" && excess > 0 && unneeded > 0 {
-			r = ReasonIdle
+			r = reasonIdle
 		}
 		if r != "" {
 			excess--
@@ -156,7 +143,7 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 		return r
 	}
 	if p.opts.IdleTimeout > 0 && aboveMin && now.UnixNano()-lastUse(h) >= int64(p.opts.IdleTimeout) {
-		return ReasonIdle
+		return reasonIdle
 	}
 	return ""
 }
@@ -165,8 +152,8 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 // time (the others stay available), and destroys those that fail with
 // ReasonUnhealthy; Replenish replaces them. It does nothing without a
 // Checker.
-func (p *Pool[T]) CheckHealth(ctx context.Context) (HealthResult, error) {
-	var res HealthResult
+func (p *Pool[T]) CheckHealth(ctx context.Context) (Result, error) {
+	var res Result
 	if p.checker == nil {
 		return res, nil
 	}
@@ -232,11 +219,11 @@ func (p *Pool[T]) check(ctx context.Context, v T) error {
 	return err
 }
 
-// Replenish starts the creates needed to bring the idle items, counting
+// replenish starts the creates needed to bring the idle items, counting
 // creates in flight, up to MinIdle (globally, with a shared Inventory). It
 // also ends a create-failure backoff early.
-func (p *Pool[T]) Replenish(ctx context.Context) (ReplenishResult, error) {
-	var res ReplenishResult
+func (p *Pool[T]) replenish(ctx context.Context) (Result, error) {
+	var res Result
 	p.mu.Lock()
 	if p.closedLocked {
 		p.mu.Unlock()
@@ -258,14 +245,14 @@ func (p *Pool[T]) Replenish(ctx context.Context) (ReplenishResult, error) {
 // replaced by Replenish); a known item in use is dropped when released.
 // Reconcile returns the errors of List and of the orphans' Destroy calls.
 // It does nothing without a Lister.
-func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
+func (p *Pool[T]) Reconcile(ctx context.Context) (Result, error) {
 	if p.lister == nil {
-		return ReconcileResult{}, nil
+		return Result{}, nil
 	}
 	return p.reconcile(ctx, false)
 }
 
-// Cleanup destroys every item the provider lists that the pool does not
+// cleanup destroys every item the provider lists that the pool does not
 // know and that was created before the pool started (or whose creation time
 // the provider does not report): the leftovers of an earlier process. New
 // runs it in the background with Options.CleanupOnStart, holding warm
@@ -274,14 +261,14 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (ReconcileResult, error) {
 // Inventory, an item younger than OrphanGracePeriod, or of unknown age, is
 // spared too: another instance may be creating it (Reconcile takes it
 // later if it is an orphan).
-func (p *Pool[T]) Cleanup(ctx context.Context) (ReconcileResult, error) {
+func (p *Pool[T]) cleanup(ctx context.Context) (Result, error) {
 	if p.lister == nil {
-		return ReconcileResult{}, errs.Invalid(ErrInvalid, "pool: Cleanup needs a Provisioner that implements Lister")
+		return Result{}, errs.Invalid(ErrInvalid, "pool: CleanupOnStart needs a Provisioner that implements Lister")
 	}
 	return p.reconcile(ctx, true)
 }
 
-func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileResult, _ error) {
+func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res Result, _ error) {
 	// What the pool knows is read before the provider's list. An item is
 	// destroyed before it is forgotten (its record removed, its ID out of
 	// p.gone), so an item destroyed meanwhile is either known here or no
@@ -386,7 +373,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	p.mu.Unlock()
 	var errs []error
 	for _, id := range dropped {
-		p.emit(EventDropped, ReasonLost, id, nil)
+		p.emit(EventDestroyed, ReasonLost, id, nil)
 		if err := p.set.remove(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("pool: inventory remove: %w", err))
 		}
@@ -422,7 +409,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res ReconcileRes
 	}
 	wg.Wait()
 	if len(dropped) > 0 || refill {
-		_, _ = p.Replenish(ctx)
+		_, _ = p.replenish(ctx)
 	}
 	return res, errors.Join(errs...)
 }
@@ -556,7 +543,7 @@ func (p *Pool[T]) drainIdleLocked() []*Handle[T] {
 func (p *Pool[T]) restoreIdleLocked(hs []*Handle[T]) {
 	for _, h := range hs {
 		if !p.offerLocked(h) {
-			p.destroyLocked(h, ReasonIdle)
+			p.destroyLocked(h, reasonIdle)
 		}
 	}
 }

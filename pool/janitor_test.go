@@ -51,7 +51,7 @@ func TestIdlePrunedToZero(t *testing.T) {
 		s := p.Stats()
 		assert.Equal(t, 0, s.Idle)
 		assert.Equal(t, 0, s.Size)
-		assert.Equal(t, uint64(3), s.Destroyed.Idle)
+		assert.Equal(t, uint64(3), s.Destroyed["idle"])
 		assert.Empty(t, f.liveIDs())
 	})
 }
@@ -66,7 +66,7 @@ func TestIdlePrunedDownToMinIdle(t *testing.T) {
 		synctest.Wait()
 		s := p.Stats()
 		assert.Equal(t, 2, s.Idle)
-		assert.Equal(t, uint64(4), s.Destroyed.Idle)
+		assert.Equal(t, uint64(4), s.Destroyed["idle"])
 	})
 }
 
@@ -80,12 +80,12 @@ func TestMaxLifetime(t *testing.T) {
 		synctest.Wait()
 		// The janitor destroyed the idle one; the held one goes on release.
 		s := p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Lifetime)
+		assert.Equal(t, uint64(1), s.Destroyed["lifetime"])
 		assert.Equal(t, 1, s.InUse)
 		hs[0].Release()
 		synctest.Wait()
 		s = p.Stats()
-		assert.Equal(t, uint64(2), s.Destroyed.Lifetime)
+		assert.Equal(t, uint64(2), s.Destroyed["lifetime"])
 		assert.Equal(t, 0, s.Size)
 		assert.Empty(t, f.liveIDs())
 	})
@@ -111,7 +111,7 @@ func TestLifetimeOnAcquireWithJitter(t *testing.T) {
 		assert.False(t, ids[h.ID()], "an expired item was handed out")
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, uint64(8), p.Stats().Destroyed.Lifetime)
+		assert.Equal(t, uint64(8), p.Stats().Destroyed["lifetime"])
 	})
 }
 
@@ -129,7 +129,7 @@ func TestWarmTTLReplaces(t *testing.T) {
 		time.Sleep(31 * time.Minute)
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(2), s.Destroyed.WarmTTL, "the two never-used warm items")
+		assert.Equal(t, uint64(2), s.Destroyed["warm_ttl"], "the two never-used warm items")
 		assert.Contains(t, f.liveIDs(), h.ID(), "the used item stays")
 		assert.Equal(t, 2, s.Idle, "the used one and one replacement")
 	})
@@ -147,7 +147,7 @@ func TestUnhealthyReplaced(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonUnhealthy])
 		assert.Equal(t, 2, s.Idle, "replaced")
 		assert.NotContains(t, f.liveIDs(), ids[0])
 		assert.Contains(t, f.liveIDs(), ids[1])
@@ -171,7 +171,7 @@ func TestOrphanDestroyedAfterGrace(t *testing.T) {
 		assert.Contains(t, f.liveIDs(), h.ID(), "known items are never orphans")
 		s := p.Stats()
 		assert.Equal(t, uint64(1), s.Orphans)
-		assert.Equal(t, uint64(1), s.Destroyed.Orphan)
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonOrphan])
 		h.Release()
 	})
 }
@@ -211,11 +211,11 @@ func TestLostItemDroppedAndReplaced(t *testing.T) {
 		require.NoError(t, errOf(p.Reconcile(context.Background())))
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Lost, "the idle one is dropped at once")
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonLost], "the idle one is dropped at once")
 		assert.Equal(t, 2, s.Idle, "and replaced")
 		busy.Release() // the busy one is dropped on release
 		synctest.Wait()
-		assert.Equal(t, uint64(2), p.Stats().Destroyed.Lost)
+		assert.Equal(t, uint64(2), p.Stats().Destroyed[pool.ReasonLost])
 		assert.Equal(t, 2, p.Stats().Idle)
 	})
 }
@@ -235,7 +235,7 @@ func TestCleanupOnStart(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"new1", "new2"}, f.liveIDs())
 		s := p.Stats()
-		assert.Equal(t, uint64(4), s.Destroyed.Orphan)
+		assert.Equal(t, uint64(4), s.Destroyed[pool.ReasonOrphan])
 		assert.Equal(t, 2, s.Idle)
 	})
 }
@@ -288,7 +288,7 @@ func TestClockMock(t *testing.T) {
 	mock.Add(31 * time.Second)
 	require.NoError(t, errOf(p.Prune(ctx)))
 	assert.Equal(t, 0, p.Stats().Idle)
-	require.Eventually(t, func() bool { return p.Stats().Destroyed.Idle == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.Stats().Destroyed["idle"] == 2 }, 5*time.Second, time.Millisecond)
 	assert.Empty(t, f.liveIDs())
 	h, err := p.Acquire(ctx)
 	require.NoError(t, err)
@@ -309,8 +309,8 @@ func TestReconcileSparesCreateInFlight(t *testing.T) {
 		assert.Equal(t, []string{h.ID()}, f.liveIDs())
 		s := p.Stats()
 		assert.Zero(t, s.Orphans)
-		assert.Zero(t, s.Destroyed.Orphan)
-		h.Destroy(pool.ReasonEvicted)
+		assert.Zero(t, s.Destroyed[pool.ReasonOrphan])
+		h.Destroy("evicted")
 
 		// Real orphans are still destroyed: one older than the create in
 		// flight at once, one listed during it once the create has ended

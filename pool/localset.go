@@ -27,7 +27,7 @@ func (s *localSet[T]) settle(h *Handle[T]) {
 	p.mu.Lock()
 	r := p.dropReasonLocked(h)
 	if r == "" {
-		r = ReasonIdle // beyond MaxIdle
+		r = reasonIdle // beyond MaxIdle
 	}
 	p.destroyLocked(h, r)
 	p.checkDrainedLocked()
@@ -74,13 +74,13 @@ func (s *localSet[T]) records(context.Context) ([]shared.Record, error) { return
 
 func (s *localSet[T]) claimOrphan(context.Context, Listed[T], time.Time, *[]error) bool { return true }
 
-func (s *localSet[T]) reconcile(context.Context, []shared.Record, map[string]bool, time.Time, *ReconcileResult) (bool, error) {
+func (s *localSet[T]) reconcile(context.Context, []shared.Record, map[string]bool, time.Time, *Result) (bool, error) {
 	return false, nil
 }
 
 func (s *localSet[T]) prune(context.Context, time.Time) (int, error) { return 0, nil }
 
-func (s *localSet[T]) check(context.Context, *HealthResult) error { return nil }
+func (s *localSet[T]) check(context.Context, *Result) error { return nil }
 
 func (s *localSet[T]) replenish(context.Context) (int, error) { return 0, nil }
 

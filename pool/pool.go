@@ -182,7 +182,7 @@ func newPool[T any](prov Provisioner[T], opts Options, janitor bool) (*Pool[T], 
 		go func() {
 			defer p.wg.Done()
 			defer close(p.cleanupDone)
-			_, err := p.Cleanup(p.ctx)
+			_, err := p.cleanup(p.ctx)
 			if err != nil {
 				p.warn("start-up cleanup", err)
 			}

@@ -235,7 +235,7 @@ func TestHammerNeverExceedsCapacity(t *testing.T) {
 				}
 				if r.IntN(50) == 0 {
 					held.Add(-1)
-					h.Destroy(pool.ReasonEvicted)
+					h.Destroy("evicted")
 					continue
 				}
 				held.Add(-1)
@@ -343,7 +343,7 @@ func TestCreateHangIgnoringContext(t *testing.T) {
 		assert.Equal(t, 2, c.creates)
 		assert.Equal(t, 1, c.live, "the late item was destroyed")
 		assert.Equal(t, 1, c.maxLive)
-		assert.Equal(t, uint64(1), p.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), p.Stats().Destroyed[pool.ReasonOrphan])
 	})
 }
 
@@ -431,7 +431,7 @@ func TestDoubleReleasePanics(t *testing.T) {
 		require.NoError(t, err)
 		h.Release()
 		assert.PanicsWithValue(t, "pool: handle released twice", h.Release)
-		assert.PanicsWithValue(t, "pool: handle released twice", func() { h.Destroy(pool.ReasonEvicted) })
+		assert.PanicsWithValue(t, "pool: handle released twice", func() { h.Destroy("evicted") })
 	})
 }
 
@@ -462,7 +462,7 @@ func TestHandleDestroy(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), id)
 		s := p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonUnhealthy])
 		assert.Equal(t, 0, s.Size)
 	})
 }
@@ -568,7 +568,7 @@ func TestDestroyTimeout(t *testing.T) {
 		require.NoError(t, err)
 		h, err := p.Acquire(context.Background())
 		require.NoError(t, err)
-		h.Destroy(pool.ReasonEvicted)
+		h.Destroy("evicted")
 		synctest.Wait()
 		assert.Equal(t, 1, p.Stats().Destroying, "counts against capacity while destroying")
 		start := time.Now()
@@ -624,10 +624,10 @@ func TestCheckOnAcquireSkipsDeadIdleItems(t *testing.T) {
 			h, err := p.Acquire(context.Background())
 			require.NoError(t, err)
 			require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
-			h.Destroy(pool.ReasonEvicted)
+			h.Destroy("evicted")
 		}
 		synctest.Wait()
-		assert.Equal(t, uint64(10), p.Stats().Destroyed.Unhealthy)
+		assert.Equal(t, uint64(10), p.Stats().Destroyed[pool.ReasonUnhealthy])
 		_, err := pool.New[box](plain{newFake()}, pool.Options{CheckOnAcquire: true})
 		assert.ErrorIs(t, err, pool.ErrInvalid)
 		assert.ErrorContains(t, err, "Checker")
@@ -650,7 +650,7 @@ func TestCheckOnAcquireChecksStrandedDispatch(t *testing.T) {
 		require.NoError(t, f.Check(context.Background(), h.Value()), "a dead worker was handed out")
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, uint64(2), p.Stats().Destroyed.Unhealthy)
+		assert.Equal(t, uint64(2), p.Stats().Destroyed[pool.ReasonUnhealthy])
 	})
 }
 
@@ -678,7 +678,7 @@ func TestDoRetriesOnAnotherItem(t *testing.T) {
 		assert.NotEqual(t, dead, used[1])
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonUnhealthy])
 		assert.Equal(t, 1, s.Idle, "the good item was released")
 
 		boom := errors.New("boom")

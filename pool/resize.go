@@ -12,7 +12,7 @@ import (
 //
 // Growing takes effect at once: waiters get creates for the new capacity.
 // Shrinking never takes an item from its user: idle items above the new
-// capacity are destroyed at once (ReasonIdle, longest idle first), and items
+// capacity are destroyed at once ("idle", longest idle first), and items
 // in use above it are destroyed when they are released instead of going
 // back to the idle set. Until then Stats.Size may exceed MaxSize, and no
 // create starts.
@@ -53,7 +53,7 @@ func (p *Pool[T]) SetLimits(maxSize, minIdle int) error {
 		sort.Slice(idle, func(i, j int) bool { return lastUse(idle[i]) < lastUse(idle[j]) })
 		n := min(excess, len(idle))
 		for _, h := range idle[:n] {
-			p.destroyLocked(h, ReasonIdle)
+			p.destroyLocked(h, reasonIdle)
 		}
 		p.restoreIdleLocked(idle[n:])
 	}
@@ -73,7 +73,7 @@ func (p *Pool[T]) shed(h *Handle[T]) bool {
 		p.over.Store(false)
 		return false
 	}
-	p.destroyLocked(h, ReasonIdle)
+	p.destroyLocked(h, reasonIdle)
 	p.checkDrainedLocked()
 	return true
 }
@@ -82,13 +82,3 @@ func (p *Pool[T]) shed(h *Handle[T]) bool {
 // use, idle and being created. Items being destroyed are on their way out,
 // so they are not shed for again (they still count against capacity).
 func (p *Pool[T]) heldLocked() int { return len(p.items) + p.creating + p.late }
-
-// SetLimits changes the capacity and warm target of key's pool, creating
-// the pool first if key has none; see Pool.SetLimits.
-func (g *Group[K, T]) SetLimits(key K, maxSize, minIdle int) error {
-	p, err := g.Pool(key)
-	if err != nil {
-		return err
-	}
-	return p.SetLimits(maxSize, minIdle)
-}

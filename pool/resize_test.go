@@ -61,7 +61,7 @@ func TestSetLimitsShrinkSparesBusy(t *testing.T) {
 		require.NoError(t, p.SetLimits(2, 0))
 		synctest.Wait()
 		st := p.Stats()
-		assert.Equal(t, uint64(1), st.Destroyed.Idle, "the idle item goes at once")
+		assert.Equal(t, uint64(1), st.Destroyed["idle"], "the idle item goes at once")
 		assert.Equal(t, 3, st.InUse, "no busy item is destroyed")
 		assert.Equal(t, 3, f.counts().live)
 
@@ -75,7 +75,7 @@ func TestSetLimitsShrinkSparesBusy(t *testing.T) {
 		st = p.Stats()
 		assert.Equal(t, 2, st.Size)
 		assert.Equal(t, 2, st.Idle, "within capacity, releases keep their items")
-		assert.Equal(t, uint64(2), st.Destroyed.Idle)
+		assert.Equal(t, uint64(2), st.Destroyed["idle"])
 
 		// The new capacity holds: a third acquirer waits.
 		a, err := p.Acquire(context.Background())
@@ -125,9 +125,11 @@ func TestGroupSetLimits(t *testing.T) {
 	f := newFake()
 	g, err := pool.NewGroup(func(string) (pool.Provisioner[box], pool.Options, error) {
 		return f, pool.Options{MaxSize: 1, JanitorInterval: -1, HealthCheckInterval: -1}, nil
-	}, pool.GroupOptions{})
+	})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, g.Close(context.Background())) }()
-	require.NoError(t, g.SetLimits("fn", 4, 0))
+	p, err := g.Pool("fn")
+	require.NoError(t, err)
+	require.NoError(t, p.SetLimits(4, 0))
 	assert.Equal(t, 4, g.Stats()["fn"].MaxSize)
 }

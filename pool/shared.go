@@ -247,7 +247,7 @@ func (s *sharedSet[T]) createWarm(token string) {
 		}
 		p.fillLocked()
 		p.mu.Unlock()
-		p.emit(EventCreateFailed, "", "", err)
+		p.emit(EventCreated, "", "", err)
 		p.warn("create", err)
 		return
 	}
@@ -257,10 +257,10 @@ func (s *sharedSet[T]) createWarm(token string) {
 	case added == addTaken: // another instance destroys it
 	case added == addUnknown: // created, but not recorded: nobody else can use it
 		p.addItemLocked(h)
-		p.destroyLocked(h, ReasonEvicted)
+		p.destroyLocked(h, reasonEvicted)
 	case put == putFull:
 		p.addItemLocked(h)
-		p.destroyLocked(h, ReasonIdle)
+		p.destroyLocked(h, reasonIdle)
 	case put == putHeld || put == putNotHeld:
 		p.addItemLocked(h)
 		p.destroyLocked(h, ReasonLost)

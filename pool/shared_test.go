@@ -102,13 +102,13 @@ func TestSharedReconcileRespectsOtherInstances(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), h.ID(), "a dead instance's item is an orphan")
 		assert.Contains(t, f.liveIDs(), held.ID())
-		assert.Equal(t, uint64(1), b.Stats().Destroyed.Orphan)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed[pool.ReasonOrphan])
 		held.Release()
 		// a comes back: its release finds the record gone and destroys the
 		// item (already gone at the provider: Destroy treats that as done).
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, uint64(1), a.Stats().Destroyed.Lost)
+		assert.Equal(t, uint64(1), a.Stats().Destroyed[pool.ReasonLost])
 	})
 }
 
@@ -140,7 +140,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), hs[1].ID())
-		assert.Equal(t, uint64(1), a.Stats().Destroyed.Unhealthy+b.Stats().Destroyed.Unhealthy)
+		assert.Equal(t, uint64(1), a.Stats().Destroyed[pool.ReasonUnhealthy]+b.Stats().Destroyed[pool.ReasonUnhealthy])
 
 		time.Sleep(3 * time.Minute)
 		synctest.Wait()
@@ -148,7 +148,7 @@ func TestSharedExpiryAndHealth(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, shared.Counts{}, c, "idle records pruned to zero")
 		assert.Empty(t, f.liveIDs())
-		assert.Equal(t, uint64(2), a.Stats().Destroyed.Idle+b.Stats().Destroyed.Idle)
+		assert.Equal(t, uint64(2), a.Stats().Destroyed["idle"]+b.Stats().Destroyed["idle"])
 	})
 }
 
@@ -176,7 +176,7 @@ func TestSharedPopSkipsExpired(t *testing.T) {
 		h.Release()
 		synctest.Wait()
 		assert.Equal(t, []string{"u"}, f.liveIDs())
-		assert.Equal(t, uint64(1), b.Stats().Destroyed.WarmTTL)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed["warm_ttl"])
 		time.Sleep(31 * time.Minute) // u is past its lifetime
 		h, err = b.Acquire(ctx)
 		require.NoError(t, err)
@@ -185,6 +185,6 @@ func TestSharedPopSkipsExpired(t *testing.T) {
 		synctest.Wait()
 		assert.NotContains(t, f.liveIDs(), "u")
 		assert.Contains(t, f.liveIDs(), h.ID())
-		assert.Equal(t, uint64(1), b.Stats().Destroyed.Lifetime)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed["lifetime"])
 	})
 }

@@ -71,7 +71,7 @@ func (s *sharedSet[T]) tryAcquire(ctx context.Context) (*Handle[T], error) {
 	if h != nil {
 		p.addItemLocked(h)
 		if p.closedLocked {
-			p.destroyLocked(h, ReasonShutdown)
+			p.destroyLocked(h, reasonShutdown)
 			h = nil
 		} else if h.isDead() {
 			p.destroyLocked(h, ReasonDied)
@@ -143,7 +143,7 @@ func (s *sharedSet[T]) put(h *Handle[T]) {
 		h.state.Store(stateGone) // the fleet's now; a later pop makes a new Handle
 		p.fillLocked()
 	case putFull:
-		p.destroyLocked(h, ReasonIdle)
+		p.destroyLocked(h, reasonIdle)
 	default:
 		p.destroyLocked(h, ReasonLost)
 	}
@@ -178,7 +178,7 @@ func (s *sharedSet[T]) register(h *Handle[T], call uint64, started time.Time) (b
 		p.endCreateLocked(call)
 		p.destroyingLocked(h)
 		p.mu.Unlock()
-		go p.destroy(h, ReasonEvicted)
+		go p.destroy(h, reasonEvicted)
 		return false, err
 	}
 }
@@ -253,7 +253,7 @@ func (s *sharedSet[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Ti
 // reconcile drops the shared idle records of items the provider no longer
 // lists, and asks for a Replenish whatever it dropped: the fleet's warm set
 // is counted anew from the Inventory.
-func (s *sharedSet[T]) reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) (bool, error) {
+func (s *sharedSet[T]) reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *Result) (bool, error) {
 	return true, s.dropUnlisted(ctx, recs, listed, listStart, res)
 }
 
@@ -343,7 +343,7 @@ func (s *sharedSet[T]) prune(ctx context.Context, now time.Time) (int, error) {
 
 // check health-checks the shared idle set: each item is claimed,
 // checked, and put back or destroyed.
-func (s *sharedSet[T]) check(ctx context.Context, res *HealthResult) error {
+func (s *sharedSet[T]) check(ctx context.Context, res *Result) error {
 	p := s.p
 	recs, err := s.inv.Records(ctx)
 	if err != nil {
@@ -380,7 +380,7 @@ func (s *sharedSet[T]) check(ctx context.Context, res *HealthResult) error {
 		}
 		switch out {
 		case putFull, putHeld, putNotHeld: // refilled meanwhile beyond MaxIdle, or lost
-			p.destroyClaimed(h, ReasonIdle)
+			p.destroyClaimed(h, reasonIdle)
 		}
 	}
 	return errors.Join(errs...)
@@ -388,7 +388,7 @@ func (s *sharedSet[T]) check(ctx context.Context, res *HealthResult) error {
 
 // dropUnlisted forgets the shared idle records of items the provider
 // no longer lists (created before the list was taken).
-func (s *sharedSet[T]) dropUnlisted(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *ReconcileResult) error {
+func (s *sharedSet[T]) dropUnlisted(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *Result) error {
 	p := s.p
 	var errs []error
 	for _, r := range recs {
@@ -411,7 +411,7 @@ func (s *sharedSet[T]) dropUnlisted(ctx context.Context, recs []shared.Record, l
 		p.destroyed[reasonIndex(ReasonLost)]++
 		p.mu.Unlock()
 		res.Lost++
-		p.emit(EventDropped, ReasonLost, r.ID, nil)
+		p.emit(EventDestroyed, ReasonLost, r.ID, nil)
 	}
 	return errors.Join(errs...)
 }

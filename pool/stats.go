@@ -5,23 +5,38 @@ import (
 	"time"
 )
 
-// Reason says why an item was destroyed or dropped.
+// Reason says why an item was destroyed, in an [Event] and as a key of
+// [Stats].Destroyed. The pool reports these, as stable lower_snake words:
+//
+//	idle       idle beyond IdleTimeout, beyond MaxIdle, or above a new capacity
+//	lifetime   MaxLifetime reached
+//	warm_ttl   never used within WarmTTL
+//	unhealthy  Check failed, or Do's function failed      ([ReasonUnhealthy])
+//	died       reported dead by the Provisioner's Watcher  ([ReasonDied])
+//	orphan     listed by the provider, unknown to the pool ([ReasonOrphan])
+//	lost       no longer listed by the provider: forgotten, not destroyed ([ReasonLost])
+//	shutdown   destroyed by Close
+//	evicted    Handle.Destroy with any other reason, which its event carries
 type Reason string
 
-// Destroy reasons, as counted in Stats.Destroyed and reported in events.
+// The reasons of failures a user may act on (the others are listed on
+// [Reason]).
 const (
-	ReasonIdle      Reason = "idle"      // idle beyond IdleTimeout, or beyond MaxIdle on release
-	ReasonLifetime  Reason = "lifetime"  // MaxLifetime reached
-	ReasonWarmTTL   Reason = "warm_ttl"  // never used within WarmTTL
-	ReasonUnhealthy Reason = "unhealthy" // Check failed
-	ReasonOrphan    Reason = "orphan"    // listed by the provider, unknown to the pool
-	ReasonShutdown  Reason = "shutdown"  // destroyed by Close
-	ReasonEvicted   Reason = "evicted"   // Handle.Destroy (any reason not listed here counts as evicted)
-	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider
+	ReasonUnhealthy Reason = "unhealthy" // Check failed; Handle.Destroy(ReasonUnhealthy) for an item found broken
 	ReasonDied      Reason = "died"      // reported dead by the Provisioner's Watcher
+	ReasonOrphan    Reason = "orphan"    // listed by the provider, unknown to the pool
+	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider
 )
 
-var reasons = [...]Reason{ReasonIdle, ReasonLifetime, ReasonWarmTTL, ReasonUnhealthy, ReasonOrphan, ReasonShutdown, ReasonEvicted, ReasonLost, ReasonDied}
+const (
+	reasonIdle     Reason = "idle"
+	reasonLifetime Reason = "lifetime"
+	reasonWarmTTL  Reason = "warm_ttl"
+	reasonShutdown Reason = "shutdown"
+	reasonEvicted  Reason = "evicted"
+)
+
+var reasons = [...]Reason{reasonIdle, reasonLifetime, reasonWarmTTL, ReasonUnhealthy, ReasonOrphan, reasonShutdown, reasonEvicted, ReasonLost, ReasonDied}
 
 func reasonIndex(r Reason) int {
 	for i, x := range reasons {
@@ -37,29 +52,19 @@ type EventKind int
 
 // Event kinds.
 const (
-	EventCreated       EventKind = iota + 1 // an item was created
-	EventCreateFailed                       // Create returned an error, panicked or ran past CreateTimeout
-	EventDestroyed                          // an item was destroyed (Reason says why)
-	EventDestroyFailed                      // Destroy returned an error (Reason says why it was called)
-	EventDropped                            // an item the provider no longer lists was forgotten
-	EventDetached                           // an item was taken out of the pool for good (Handle.Detach)
+	EventCreated   EventKind = iota + 1 // an item was created, or Create failed (Err)
+	EventDestroyed                      // an item left the pool (Reason says why), or its Destroy failed (Err)
+	EventDetached                       // an item was taken out of the pool for good (Handle.Detach)
 )
 
-// String returns the kind's stable lower_snake name ("destroy_failed"),
-// usable as a log field or a metric label, or "EventKind(N)" for an
-// unknown kind.
+// String returns the kind's stable lower_snake name ("destroyed"), usable
+// as a log field or a metric label, or "EventKind(N)" for an unknown kind.
 func (k EventKind) String() string {
 	switch k {
 	case EventCreated:
 		return "created"
-	case EventCreateFailed:
-		return "create_failed"
 	case EventDestroyed:
 		return "destroyed"
-	case EventDestroyFailed:
-		return "destroy_failed"
-	case EventDropped:
-		return "dropped"
 	case EventDetached:
 		return "detached"
 	}
@@ -70,14 +75,9 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind   EventKind // what happened
 	Time   time.Time // when, by the pool's clock
-	Reason Reason    // why, for destroy and drop events
+	Reason Reason    // why, for EventDestroyed
 	ID     string    // the item's ID, when the Provisioner provides one
-	Err    error     // the error, for failures
-}
-
-// DestroyCounts counts destroyed items by reason.
-type DestroyCounts struct {
-	Idle, Lifetime, WarmTTL, Unhealthy, Orphan, Shutdown, Evicted, Lost, Died uint64
+	Err    error     // the error of a failed Create or Destroy
 }
 
 // Stats is a snapshot of a Pool's state and counters, in the spirit of
@@ -92,17 +92,17 @@ type Stats struct {
 	Destroying int // destroys in flight
 	Waiting    int // Acquire calls waiting now
 
-	WaitCount      uint64        // acquires that had to wait for capacity (not merely for a create)
-	WaitDuration   time.Duration // total time those acquires waited, those that gave up included (exact for the first 1024 waits, then estimated from every 8th)
-	CanceledWaits  uint64        // waits that ended with the caller's context
-	Creates        uint64        // items created
-	CreateFailures uint64        // creates that failed, panicked or timed out
-	Destroyed      DestroyCounts // items destroyed, by reason
-	DestroyErrors  uint64        // Destroy calls that failed
-	Orphans        uint64        // orphans found by Reconcile (and start-up cleanup)
-	Detached       uint64        // items taken out of the pool for good by Handle.Detach
-	Spared         uint64        // would-be orphans spared because Options.Owned owns them
-	EventsDropped  uint64        // events not delivered because OnEvent fell behind
+	WaitCount      uint64            // acquires that had to wait for capacity (not merely for a create)
+	WaitDuration   time.Duration     // total time those acquires waited, those that gave up included (exact for the first 1024 waits, then estimated from every 8th)
+	CanceledWaits  uint64            // waits that ended with the caller's context
+	Creates        uint64            // items created
+	CreateFailures uint64            // creates that failed, panicked or timed out
+	Destroyed      map[Reason]uint64 // items destroyed (or forgotten: lost), by Reason; every reason on Reason's list is a key
+	DestroyErrors  uint64            // Destroy calls that failed
+	Orphans        uint64            // orphans found by Reconcile (and start-up cleanup)
+	Detached       uint64            // items taken out of the pool for good by Handle.Detach
+	Spared         uint64            // would-be orphans spared because Options.Owned owns them
+	EventsDropped  uint64            // events not delivered because OnEvent fell behind
 }
 
 // Stats returns a snapshot of the pool's state and counters.
@@ -134,8 +134,10 @@ func (p *Pool[T]) Stats() Stats {
 		WaitDuration:   time.Duration(p.waitNanos.Load()),
 		EventsDropped:  p.events.Dropped(),
 	}
-	d := p.destroyed
-	s.Destroyed = DestroyCounts{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]}
+	s.Destroyed = make(map[Reason]uint64, len(reasons))
+	for i, r := range reasons {
+		s.Destroyed[r] = p.destroyed[i]
+	}
 	return s
 }
 

@@ -32,7 +32,7 @@ func TestDeadIdleItemIsNeverHandedOut(t *testing.T) {
 		}
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(2), s.Destroyed.Died)
+		assert.Equal(t, uint64(2), s.Destroyed[pool.ReasonDied])
 		assert.Equal(t, 1, s.Idle)
 		assert.Equal(t, 1, s.Size, "destroyed at once, not at the next acquire")
 		assert.Equal(t, 1, f.watches(), "the watches of destroyed items ended")
@@ -43,7 +43,7 @@ func TestDeadIdleItemIsNeverHandedOut(t *testing.T) {
 			require.False(t, dead[h.ID()], "acquire %d got dead item %s", i, h.ID())
 			h.Release()
 		}
-		assert.Equal(t, uint64(2), p.Stats().Destroyed.Died)
+		assert.Equal(t, uint64(2), p.Stats().Destroyed[pool.ReasonDied])
 	})
 }
 
@@ -61,7 +61,7 @@ func TestDeadWarmItemIsReplaced(t *testing.T) {
 		}
 		synctest.Wait()
 		s := p.Stats()
-		assert.Equal(t, uint64(2), s.Destroyed.Died)
+		assert.Equal(t, uint64(2), s.Destroyed[pool.ReasonDied])
 		assert.Equal(t, 2, s.Idle, "refilled to MinIdle")
 		assert.Equal(t, uint64(4), s.Creates)
 		for range 2 {
@@ -86,7 +86,7 @@ func TestDeadItemInUseIsDestroyedOnRelease(t *testing.T) {
 		synctest.Wait()
 		s := p.Stats()
 		assert.Equal(t, 1, s.InUse)
-		assert.Zero(t, s.Destroyed.Died)
+		assert.Zero(t, s.Destroyed[pool.ReasonDied])
 
 		// A waiter meanwhile gets a new item once the dead one is released.
 		got := make(chan string, 1)
@@ -102,7 +102,7 @@ func TestDeadItemInUseIsDestroyedOnRelease(t *testing.T) {
 		synctest.Wait()
 		assert.NotEqual(t, h.ID(), <-got)
 		s = p.Stats()
-		assert.Equal(t, uint64(1), s.Destroyed.Died)
+		assert.Equal(t, uint64(1), s.Destroyed[pool.ReasonDied])
 		assert.Equal(t, 1, s.Idle)
 		assert.Equal(t, 1, f.watches())
 	})
@@ -124,7 +124,7 @@ func TestWatchesEndWithTheItemOrThePool(t *testing.T) {
 		assert.Equal(t, 2, f.watches(), "a detached item is the caller's")
 		f.die(v.ID)
 		synctest.Wait()
-		assert.Zero(t, p.Stats().Destroyed.Died)
+		assert.Zero(t, p.Stats().Destroyed[pool.ReasonDied])
 		h, err = p.Acquire(context.Background())
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -161,6 +161,6 @@ func TestDeadItemPoppedFromInventoryIsDestroyed(t *testing.T) {
 		assert.NotEqual(t, id, h.ID(), "the dead item was handed out")
 		h.Release()
 		synctest.Wait()
-		assert.Equal(t, uint64(1), b.Stats().Destroyed.Died)
+		assert.Equal(t, uint64(1), b.Stats().Destroyed[pool.ReasonDied])
 	})
 }

@@ -262,11 +262,11 @@ func TestDeadIdleContainerIsNeverHandedOut(t *testing.T) {
 
 	_, err = cli.ContainerKill(context.Background(), dead.ID, client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return pl.Stats().Destroyed.Died == 1 }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return pl.Stats().Destroyed[pool.ReasonDied] == 1 }, 30*time.Second, 10*time.Millisecond,
 		"the pool did not destroy the dead idle container")
 	s := pl.Stats()
 	assert.Zero(t, s.Idle)
-	assert.Zero(t, s.Destroyed.Unhealthy, "found by its watch, not by a check")
+	assert.Zero(t, s.Destroyed[pool.ReasonUnhealthy], "found by its watch, not by a check")
 
 	h, err = pl.Acquire(context.Background())
 	require.NoError(t, err)

@@ -311,11 +311,11 @@ func TestDeadIdleWorkerIsNeverHandedOut(t *testing.T) {
 	require.Equal(t, 1, pl.Stats().Idle)
 
 	require.NoError(t, syscall.Kill(dead.PID, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return pl.Stats().Destroyed.Died == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return pl.Stats().Destroyed[pool.ReasonDied] == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the pool did not destroy the dead idle worker")
 	s := pl.Stats()
 	assert.Zero(t, s.Idle)
-	assert.Zero(t, s.Destroyed.Unhealthy, "found by its watch, not by a check")
+	assert.Zero(t, s.Destroyed[pool.ReasonUnhealthy], "found by its watch, not by a check")
 
 	h, err = pl.Acquire(context.Background())
 	require.NoError(t, err)

@@ -150,7 +150,7 @@ func TestReconcileSparesOtherInstancesItems(t *testing.T) {
 	prov.hold(h.Value(), "b")
 	time.Sleep(5 * time.Millisecond)
 	require.NoError(t, errOf(a.Reconcile(ctx)))
-	require.NoError(t, errOf(b.Prune(ctx))) // B's heartbeat
+	require.NoError(t, errOf(b.Tick(ctx))) // B's heartbeat (its prune step)
 	require.NoError(t, errOf(a.Reconcile(ctx)))
 	assert.True(t, prov.isLive(h.Value().ID), "A destroyed B's busy item")
 	assert.Zero(t, a.Stats().Orphans)
@@ -229,7 +229,7 @@ func fleetLoad(pools []*pool.Pool[box], prov *provider, workers int, hold time.D
 					time.Sleep(d)
 					prov.unhold(h.Value())
 					if rnd.IntN(10) == 0 {
-						h.Destroy(pool.ReasonEvicted)
+						h.Destroy("evicted")
 					} else {
 						h.Release()
 					}

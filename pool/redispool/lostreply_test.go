@@ -116,5 +116,5 @@ func testLostReplies(t *testing.T, addLost int) {
 	assert.Zero(t, prov.destroyedTwice())
 	s := a.Stats()
 	assert.Equal(t, uint64(1), s.Creates)
-	assert.Zero(t, s.Destroyed.Lost+s.Destroyed.Evicted)
+	assert.Zero(t, s.Destroyed[pool.ReasonLost]+s.Destroyed["evicted"])
 }

@@ -164,7 +164,7 @@ func (g *Gateway) build(b pendingBuild, first bool) {
 		return
 	}
 	f := fs.byName[b.f.Name]
-	if err := g.group.SetLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
+	if err := g.setLimits(f.Name, f.Reserved, f.Provisioned); err != nil {
 		log.Error("the warm minimum not applied", "err", err)
 	}
 }

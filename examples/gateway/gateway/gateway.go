@@ -175,7 +175,7 @@ func New(cfg Config, fns []template.Function) (*Gateway, error) {
 	g.eventsCtx, g.stopEvents = context.WithCancel(context.Background())
 	g.buildCtx, g.stopBuilds = context.WithCancel(context.Background())
 	g.toBuild = g.setFunctions(fns, cfg.Commands)
-	grp, err := pool.NewGroup(g.newPool, pool.GroupOptions{})
+	grp, err := pool.NewGroup(g.newPool)
 	if err != nil {
 		return nil, err
 	}
@@ -279,19 +279,28 @@ func (g *Gateway) Apply(fns []template.Function, cmds map[string][]string) error
 		if g.status(f.Name).State != StateActive {
 			warm = 0
 		}
-		if err := g.group.SetLimits(f.Name, f.Reserved, warm); err != nil {
+		if err := g.setLimits(f.Name, f.Reserved, warm); err != nil {
 			errs = append(errs, fmt.Errorf("function %s: %w", f.Name, err))
 		}
 	}
-	stats := g.group.Stats()
-	for _, fn := range g.group.Keys() {
+	for fn, st := range g.group.Stats() {
 		if _, ok := g.Function(fn); !ok {
-			if err := g.group.SetLimits(fn, stats[fn].MaxSize, 0); err != nil {
+			if err := g.setLimits(fn, st.MaxSize, 0); err != nil {
 				errs = append(errs, fmt.Errorf("function %s (removed): %w", fn, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setLimits sets the capacity and warm minimum of fn's pool, creating the
+// pool first if fn has none.
+func (g *Gateway) setLimits(fn string, maxSize, minIdle int) error {
+	p, err := g.group.Pool(fn)
+	if err != nil {
+		return err
+	}
+	return p.SetLimits(maxSize, minIdle)
 }
 
 // Drain makes new invocations fail with 503 from now on; asynchronous

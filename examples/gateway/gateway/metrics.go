@@ -73,18 +73,19 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 func (m *Metrics) onEvent(fn string, log *slog.Logger) func(pool.Event) {
 	return func(ev pool.Event) {
-		switch ev.Kind {
-		case pool.EventDestroyed:
+		switch {
+		case ev.Err != nil:
+			kind := map[pool.EventKind]string{pool.EventCreated: "create_failed", pool.EventDestroyed: "destroy_failed"}[ev.Kind]
+			log.Warn("worker "+kind, "function", fn, "worker", ev.ID, "err", ev.Err)
+		case ev.Kind == pool.EventDestroyed && ev.Reason != pool.ReasonLost: // a lost worker is forgotten, not destroyed
 			reason := ev.Reason
 			if reason == pool.ReasonDied { // its pool found it dead while idle
 				reason = ReasonCrashed
 			}
 			m.destroyed.WithLabelValues(fn, string(reason)).Inc()
 			log.Info("worker destroyed", "function", fn, "worker", ev.ID, "reason", string(reason))
-		case pool.EventCreated:
+		case ev.Kind == pool.EventCreated:
 			log.Info("worker created", "function", fn, "worker", ev.ID)
-		case pool.EventCreateFailed, pool.EventDestroyFailed:
-			log.Warn("worker "+ev.Kind.String(), "function", fn, "worker", ev.ID, "err", ev.Err)
 		}
 	}
 }

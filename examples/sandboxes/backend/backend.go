@@ -521,12 +521,12 @@ func (b *Backend) owned(ctx context.Context, ids []string) ([]string, error) {
 }
 
 func (b *Backend) poolEvent(e pool.Event) {
-	switch e.Kind {
-	case pool.EventCreated:
+	switch {
+	case e.Err != nil:
+		b.log.Warn("pool "+e.Kind.String()+" failed", "sandbox", short(e.ID), "err", e.Err)
+	case e.Kind == pool.EventCreated:
 		b.log.Debug("warm sandbox created", "sandbox", short(e.ID))
-	case pool.EventDestroyed:
+	case e.Kind == pool.EventDestroyed && e.Reason != pool.ReasonLost: // a lost sandbox is forgotten, not destroyed
 		b.log.Info("pool sandbox destroyed", "sandbox", short(e.ID), "reason", string(e.Reason))
-	case pool.EventCreateFailed, pool.EventDestroyFailed:
-		b.log.Warn("pool "+e.Kind.String(), "sandbox", short(e.ID), "err", e.Err)
 	}
 }
