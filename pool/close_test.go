@@ -234,3 +234,8 @@ func TestEventKindString(t *testing.T) {
 	assert.Equal(t, "detached", pool.EventDetached.String())
 	assert.Equal(t, "EventKind(0)", pool.EventKind(0).String())
 }
+
+// Options.EventQueue documents its default as 1024: the queue's own.
+func TestEventQueueDefault(t *testing.T) {
+	assert.Equal(t, 1024, pool.EventQueueDefault)
+}

@@ -1,6 +1,10 @@
 package pool
 
-import "context"
+import (
+	"context"
+
+	"github.com/ttlkit/ttlkit/internal/event"
+)
 
 // StrandDispatched puts p, which must hold at least two idle items, in the
 // state a waiter leaves when it takes an item that reached the idle set
@@ -31,3 +35,6 @@ func (p *Pool[T]) Replenish(ctx context.Context) (Result, error) { return p.repl
 
 // Cleanup runs the start-up cleanup (Options.CleanupOnStart) by hand.
 func (p *Pool[T]) Cleanup(ctx context.Context) (Result, error) { return p.cleanup(ctx) }
+
+// EventQueueDefault is the size of the event queue of Options.EventQueue 0.
+const EventQueueDefault = event.DefaultSize

@@ -73,7 +73,7 @@ func TestIdlePrunedDownToMinIdle(t *testing.T) {
 func TestMaxLifetime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
-		p := newPool(t, f, pool.Options{MaxSize: 4, MaxLifetime: 8 * time.Hour, LifetimeJitter: 30 * time.Minute, JanitorInterval: time.Minute})
+		p := newPool(t, f, pool.Options{MaxSize: 4, MaxLifetime: 8 * time.Hour, LifetimeJitter: 30 * time.Minute, IdleTimeout: -1, JanitorInterval: time.Minute})
 		hs := acquireN(t, p, 2)
 		hs[1].Release()
 		time.Sleep(8*time.Hour + time.Second)
@@ -88,6 +88,34 @@ func TestMaxLifetime(t *testing.T) {
 		assert.Equal(t, uint64(2), s.Destroyed["lifetime"])
 		assert.Equal(t, 0, s.Size)
 		assert.Empty(t, f.liveIDs())
+	})
+}
+
+// Zero means the default and a negative duration switches the behaviour
+// off: an idle item goes after 30 minutes by default, and an item after an
+// hour; -1 keeps them.
+func TestZeroIsDefaultNegativeIsOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		byDefault := newPool(t, newFake(), pool.Options{MaxSize: 2})
+		off := newPool(t, newFake(), pool.Options{MaxSize: 2, IdleTimeout: -1, MaxLifetime: -1, WarmTTL: -1, OrphanGracePeriod: -1})
+		for _, p := range []*pool.Pool[box]{byDefault, off} {
+			releaseAll(acquireN(t, p, 2))
+		}
+		time.Sleep(30*time.Minute + time.Minute)
+		synctest.Wait()
+		assert.Equal(t, uint64(2), byDefault.Stats().Destroyed["idle"], "idle for 30 minutes")
+		assert.Equal(t, 2, off.Stats().Idle, "IdleTimeout -1 keeps idle items")
+
+		h, err := byDefault.Acquire(context.Background())
+		require.NoError(t, err)
+		time.Sleep(time.Hour)
+		h.Release()
+		synctest.Wait()
+		assert.Equal(t, uint64(1), byDefault.Stats().Destroyed["lifetime"], "an hour's lifetime")
+		time.Sleep(10 * time.Hour)
+		synctest.Wait()
+		assert.Equal(t, 2, off.Stats().Idle, "MaxLifetime -1 keeps items for good")
+		assert.Zero(t, off.Stats().Destroyed["lifetime"]+off.Stats().Destroyed["warm_ttl"])
 	})
 }
 

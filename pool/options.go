@@ -13,126 +13,103 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Defaults for zero Options fields.
+// Defaults of the Options fields left zero.
 const (
-	DefaultMaxSize               = 10
-	DefaultJanitorInterval       = 30 * time.Second
-	DefaultHealthCheckInterval   = 30 * time.Second
-	DefaultOrphanGracePeriod     = 60 * time.Second
-	DefaultCreateTimeout         = time.Minute
-	DefaultDestroyTimeout        = 30 * time.Second
-	DefaultMaxConcurrentDestroys = 4
-	DefaultEventQueue            = 1024
+	defaultMaxSize               = 10
+	defaultIdleTimeout           = 30 * time.Minute
+	defaultMaxLifetime           = time.Hour
+	defaultJanitorInterval       = 30 * time.Second
+	defaultHealthCheckInterval   = 30 * time.Second
+	defaultOrphanGracePeriod     = time.Minute
+	defaultCreateTimeout         = time.Minute
+	defaultDestroyTimeout        = 30 * time.Second
+	defaultMaxConcurrentDestroys = 4
 )
 
-// Options configures a Pool. The zero value is usable: a pool of up to
-// DefaultMaxSize items, created on demand, kept idle until the pool closes.
-// Durations left zero disable the behaviour they govern unless a default is
-// documented; zero never means "evict everything".
+// Options configures a Pool. The zero value of every field means its
+// default, stated on the field; a duration that can be switched off is
+// switched off by a negative value.
 type Options struct {
-	// MinIdle is the warm target: the pool keeps at least this many idle
-	// items, counting creates in flight, and refills after each acquire.
-	// Zero lets the pool scale to zero.
+	// MinIdle is the warm target: the idle items, counting creates in
+	// flight, that the pool keeps and refills after each acquire. Zero means
+	// none: the pool scales to zero.
 	MinIdle int
-	// MaxIdle caps the idle items; an item released beyond it is destroyed.
-	// Zero means MaxSize. With an Inventory both limits are global.
+	// MaxIdle caps the idle items; one released beyond it is destroyed.
+	// Zero means MaxSize.
 	MaxIdle int
-	// MaxSize is the capacity: items in use, idle, being created (including
-	// Create calls past CreateTimeout that have not returned) and being
-	// destroyed by this pool instance. Acquire waits when it is reached.
-	// Zero means DefaultMaxSize, or MinIdle if that is larger. A Group
-	// requires it.
+	// MaxSize is the capacity: the items in use, idle, being created or
+	// being destroyed by this instance. Acquire waits while it is reached.
+	// Zero means 10, or MinIdle if that is larger; a [Group] requires it.
 	MaxSize int
-	// IdleTimeout destroys items idle for longer, but only those above
-	// MinIdle. Zero disables it.
+	// IdleTimeout destroys the idle items above MinIdle that were not
+	// needed for this long. Zero means 30 minutes; negative keeps them.
 	IdleTimeout time.Duration
-	// MaxLifetime is an item's absolute TTL from its creation, enforced on
-	// acquire, on release and by the janitor. Zero disables it.
+	// MaxLifetime is each item's absolute TTL from its creation, enforced
+	// on acquire, on release and by the janitor. Zero means 1 hour;
+	// negative means none.
 	MaxLifetime time.Duration
-	// LifetimeJitter shortens each item's MaxLifetime by a random amount in
-	// [0, LifetimeJitter), chosen once at creation, so that items created
-	// together do not all expire together. It must be below MaxLifetime.
+	// LifetimeJitter shortens each item's MaxLifetime by a random amount
+	// below it, so that items created together do not expire together.
+	// Zero means none.
 	LifetimeJitter time.Duration
-	// WarmTTL replaces an idle item that was never used within WarmTTL of
-	// its creation. Zero disables it.
+	// WarmTTL replaces an idle item never used within this time of its
+	// creation. Zero means MaxLifetime; negative switches it off.
 	WarmTTL time.Duration
-	// HealthCheckInterval is how often idle items are checked when the
-	// Provisioner implements Checker. Zero means DefaultHealthCheckInterval;
-	// negative disables periodic checks (CheckHealth still works).
+	// HealthCheckInterval is how often CheckHealth checks the idle items,
+	// when the Provisioner is a [Checker]. Zero means 30 seconds; negative
+	// switches the periodic check off.
 	HealthCheckInterval time.Duration
-	// CheckOnAcquire checks each idle item with the Provisioner's Check
-	// before Acquire hands it out, and destroys it (ReasonUnhealthy) and
-	// takes another if the check fails: a worker that died while idle is
-	// never handed out. It costs a Check call per acquire of an idle item
-	// (bounded by CreateTimeout and the caller's context); items handed
-	// straight from their create are not checked. It needs a Provisioner
-	// that implements Checker. False means idle items are only checked
-	// every HealthCheckInterval. A Provisioner that implements Watcher has
-	// the items whose death it learns destroyed without it: CheckOnAcquire
-	// is for failures nobody reports (a worker that hangs).
+	// CheckOnAcquire checks an idle item with the [Checker] before Acquire
+	// hands it out, and takes another if the check fails (an item handed
+	// straight from its create is not checked). It costs a Check per
+	// acquire; a [Watcher] finds dead items without it, so it is for
+	// failures nobody reports (a worker that hangs).
 	CheckOnAcquire bool
-	// JanitorInterval is how often Tick (Prune, Reconcile, Replenish) runs.
-	// Zero means DefaultJanitorInterval; negative starts no janitor, and the
-	// steps run only when called.
+	// JanitorInterval is how often Tick runs. Zero means 30 seconds;
+	// negative starts no janitor.
 	JanitorInterval time.Duration
-	// OrphanGracePeriod protects items the provider lists but the pool does
-	// not know (yet) from Reconcile for this long after their creation.
-	// Zero means DefaultOrphanGracePeriod.
-	//
-	// It may be shorter than CreateTimeout: an item listed while a Create
-	// call of this pool that started before the item was created is still
-	// running may be that call's (a worker listed before it is ready), and
-	// is never taken for an orphan, however long the create takes. Other
-	// instances sharing an Inventory cannot see this pool's creates in
-	// flight, though: with an Inventory keep it longer than a Create takes.
+	// OrphanGracePeriod spares an item the provider lists but the pool
+	// does not know for this long after its creation, so Reconcile never
+	// takes an item still being recorded for an orphan (items of this
+	// instance's creates in flight are spared however long they take).
+	// Zero means 1 minute; negative means no grace. With an Inventory keep
+	// it longer than a Create takes.
 	OrphanGracePeriod time.Duration
-	// MaxConcurrentCreates limits Create calls in flight. Zero means MaxSize.
+	// MaxConcurrentCreates limits the Create calls in flight. Zero means
+	// MaxSize.
 	MaxConcurrentCreates int
-	// MaxConcurrentDestroys limits the Destroy calls one Reconcile (or the
-	// start-up cleanup) runs at once for orphans, which the pool does not
-	// count against MaxSize. Zero means DefaultMaxConcurrentDestroys.
+	// MaxConcurrentDestroys limits the orphans one Reconcile destroys at
+	// once. Zero means 4.
 	MaxConcurrentDestroys int
-	// CreateTimeout bounds each Create and Check call. Zero means
-	// DefaultCreateTimeout.
+	// CreateTimeout bounds each Create and Check call. Zero means 1 minute.
 	CreateTimeout time.Duration
-	// DestroyTimeout bounds each Destroy call. Zero means
-	// DefaultDestroyTimeout.
+	// DestroyTimeout bounds each Destroy call. Zero means 30 seconds.
 	DestroyTimeout time.Duration
-	// CleanupOnStart destroys, when the pool starts, every item the
-	// provider lists that the pool (and its Inventory) does not know and that
-	// was created before the pool started: the leftovers of an earlier
-	// process. With an Inventory it spares the items younger than
-	// OrphanGracePeriod, which the other instances may still be creating
-	// (see Cleanup). It needs a Provisioner that implements Lister.
+	// CleanupOnStart destroys, once the pool has started, every listed item
+	// nobody knows that was created before the start: the leftovers of an
+	// earlier process. Warm creates wait for it. It needs a [Lister].
 	CleanupOnStart bool
-	// Owned, if set, tells Reconcile and Cleanup which of the listed items
-	// nobody in the pool knows are owned outside it: the items handed out
-	// for good with Handle.Detach, which the application records (an
-	// assignment in a database) before it detaches them. It receives the IDs
-	// of would-be orphans and returns those it owns; they are spared. An
-	// error spares every would-be orphan of that pass and is returned by
-	// Reconcile. Nil means the pool owns everything its Lister lists.
+	// Owned, if set, receives the IDs of would-be orphans and returns those
+	// owned outside the pool (detached items the application recorded):
+	// Reconcile spares them. An error spares them all for that pass. Nil
+	// means the pool owns everything the [Lister] lists.
 	Owned func(ctx context.Context, ids []string) (owned []string, err error)
-	// Inventory shares the idle set and item records with other pool
-	// instances. Nil keeps them in this Pool's memory (the fast path).
+	// Inventory shares the idle set and item records with the pool
+	// instances of other processes (see pool/shared). Nil keeps them in
+	// this pool's memory.
 	Inventory shared.Inventory
-	// Instance names this pool instance in a shared Inventory. Empty means
-	// a random name.
+	// Instance names this instance in the Inventory. Empty means a random
+	// name.
 	Instance string
 	// Clock is the time source; nil means real time.
 	Clock clock.Clock
-	// OnEvent receives lifecycle events, in order, on one goroutine of the
-	// pool's, outside every lock, so it never delays Acquire or Release and
-	// may call the pool. Events that arrive while it is busy are queued,
-	// and dropped (counted in Stats.EventsDropped) when the queue is full.
-	// Close delivers the events queued before it.
+	// OnEvent receives lifecycle events, in order, on a goroutine of the
+	// pool's, outside its locks; it may call the pool.
 	OnEvent func(Event)
-	// EventQueue is how many events may wait for OnEvent. Zero means
-	// DefaultEventQueue; negative or above 1048576 is an error.
+	// EventQueue is how many events may wait for OnEvent before new ones
+	// are dropped (Stats.EventsDropped). Zero means 1024.
 	EventQueue int
-	// Logger receives warnings (create and destroy failures, and the first
-	// event dropped because OnEvent fell behind); nil means none are
-	// logged.
+	// Logger receives create and destroy failures; nil logs nothing.
 	Logger *slog.Logger
 }
 
@@ -145,9 +122,7 @@ func (o Options) normalize() (Options, error) {
 	}
 	for _, f := range []neg{
 		{"MinIdle", int64(o.MinIdle)}, {"MaxIdle", int64(o.MaxIdle)}, {"MaxSize", int64(o.MaxSize)},
-		{"IdleTimeout", int64(o.IdleTimeout)}, {"MaxLifetime", int64(o.MaxLifetime)},
-		{"LifetimeJitter", int64(o.LifetimeJitter)}, {"WarmTTL", int64(o.WarmTTL)},
-		{"OrphanGracePeriod", int64(o.OrphanGracePeriod)}, {"MaxConcurrentCreates", int64(o.MaxConcurrentCreates)},
+		{"LifetimeJitter", int64(o.LifetimeJitter)}, {"MaxConcurrentCreates", int64(o.MaxConcurrentCreates)},
 		{"MaxConcurrentDestroys", int64(o.MaxConcurrentDestroys)},
 		{"CreateTimeout", int64(o.CreateTimeout)}, {"DestroyTimeout", int64(o.DestroyTimeout)},
 		{"EventQueue", int64(o.EventQueue)},
@@ -159,9 +134,26 @@ func (o Options) normalize() (Options, error) {
 	if err := event.CheckSize("pool", "EventQueue", o.EventQueue); err != nil {
 		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
+	// A negative duration is off, which the pool spells 0 from here on.
+	off := func(d *time.Duration, def time.Duration) {
+		switch {
+		case *d == 0:
+			*d = def
+		case *d < 0:
+			*d = 0
+		}
+	}
+	off(&o.IdleTimeout, defaultIdleTimeout)
+	maxLifetime := fmt.Sprintf("MaxLifetime (%v)", o.MaxLifetime)
+	if o.MaxLifetime == 0 {
+		maxLifetime = fmt.Sprintf("MaxLifetime (%v, the default)", time.Duration(defaultMaxLifetime))
+	}
+	off(&o.MaxLifetime, defaultMaxLifetime)
+	off(&o.WarmTTL, 0) // zero: MaxLifetime, which needs no check of its own
+	off(&o.OrphanGracePeriod, defaultOrphanGracePeriod)
 	maxSize := fmt.Sprintf("MaxSize (%d)", o.MaxSize)
 	if o.MaxSize == 0 {
-		o.MaxSize = max(DefaultMaxSize, o.MinIdle)
+		o.MaxSize = max(defaultMaxSize, o.MinIdle)
 		maxSize = fmt.Sprintf("MaxSize (%d, the default)", o.MaxSize)
 	}
 	setMaxIdle := o.MaxIdle != 0
@@ -176,9 +168,9 @@ func (o Options) normalize() (Options, error) {
 	case o.MinIdle > o.MaxSize:
 		return o, errs.Invalid(ErrInvalid, "pool: MinIdle (%d) > %s", o.MinIdle, maxSize)
 	case o.LifetimeJitter > 0 && o.MaxLifetime == 0:
-		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) needs MaxLifetime", o.LifetimeJitter)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) needs a MaxLifetime, and %s is none", o.LifetimeJitter, maxLifetime)
 	case o.LifetimeJitter > 0 && o.LifetimeJitter >= o.MaxLifetime:
-		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) >= MaxLifetime (%v)", o.LifetimeJitter, o.MaxLifetime)
+		return o, errs.Invalid(ErrInvalid, "pool: LifetimeJitter (%v) >= %s", o.LifetimeJitter, maxLifetime)
 	case o.MaxConcurrentCreates > o.MaxSize:
 		return o, errs.Invalid(ErrInvalid, "pool: MaxConcurrentCreates (%d) > %s", o.MaxConcurrentCreates, maxSize)
 	}
@@ -186,25 +178,22 @@ func (o Options) normalize() (Options, error) {
 		o.MaxConcurrentCreates = o.MaxSize
 	}
 	if o.MaxConcurrentDestroys == 0 {
-		o.MaxConcurrentDestroys = DefaultMaxConcurrentDestroys
+		o.MaxConcurrentDestroys = defaultMaxConcurrentDestroys
 	}
 	if o.HealthCheckInterval == 0 {
-		o.HealthCheckInterval = DefaultHealthCheckInterval
+		o.HealthCheckInterval = defaultHealthCheckInterval
 	}
 	if o.JanitorInterval == 0 {
-		o.JanitorInterval = DefaultJanitorInterval
-	}
-	if o.OrphanGracePeriod == 0 {
-		o.OrphanGracePeriod = DefaultOrphanGracePeriod
+		o.JanitorInterval = defaultJanitorInterval
 	}
 	if o.CreateTimeout == 0 {
-		o.CreateTimeout = DefaultCreateTimeout
+		o.CreateTimeout = defaultCreateTimeout
 	}
 	if o.DestroyTimeout == 0 {
-		o.DestroyTimeout = DefaultDestroyTimeout
+		o.DestroyTimeout = defaultDestroyTimeout
 	}
 	if o.EventQueue == 0 {
-		o.EventQueue = DefaultEventQueue
+		o.EventQueue = event.DefaultSize
 	}
 	if o.Clock == nil {
 		o.Clock = clock.New()

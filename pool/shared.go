@@ -18,7 +18,7 @@ import (
 func (p *Pool[T]) heldTTL() time.Duration {
 	iv := p.opts.JanitorInterval
 	if iv <= 0 {
-		iv = DefaultJanitorInterval
+		iv = defaultJanitorInterval
 	}
 	return 3 * iv
 }

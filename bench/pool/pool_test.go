@@ -80,7 +80,7 @@ func (prov) Create(context.Context) (*conn, error) { return &conn{}, nil }
 func (prov) Destroy(context.Context, *conn) error  { return nil }
 
 func setupTTLKit(b *testing.B, size int) (func(int), func()) {
-	p, err := pool.New[*conn](prov{}, pool.Options{MaxSize: size, JanitorInterval: -1})
+	p, err := pool.New[*conn](prov{}, pool.Options{MaxSize: size, JanitorInterval: -1, IdleTimeout: -1, MaxLifetime: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func setupTTLKit(b *testing.B, r *redistest.Redis, instances, size int) []worker
 		}
 		pl, err := pool.New[item](p, pool.Options{
 			MaxSize: size, Inventory: inv, Instance: fmt.Sprintf("gw-%d", i),
-			JanitorInterval: -1, HealthCheckInterval: -1,
+			JanitorInterval: -1, HealthCheckInterval: -1, IdleTimeout: -1, MaxLifetime: -1,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/event"
 	"github.com/ttlkit/ttlkit/lease"
-	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -13,7 +12,7 @@ import (
 // number of its own; it must be the size the queue uses for 0.
 func TestDefaultsAgree(t *testing.T) {
 	for name, n := range map[string]int{
-		"lease": lease.DefaultEventQueue, "pool": pool.DefaultEventQueue, "ttl": ttl.DefaultEventQueue,
+		"lease": lease.DefaultEventQueue, "ttl": ttl.DefaultEventQueue,
 	} {
 		if n != event.DefaultSize {
 			t.Errorf("%s.DefaultEventQueue is %d, the queue's default %d", name, n, event.DefaultSize)

@@ -349,6 +349,7 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 		MaxSize:           f.Reserved,
 		MinIdle:           warm,
 		IdleTimeout:       atLeastNS(g.cfg.IdleTimeout),
+		MaxLifetime:       -1, // a worker lives until idle, unhealthy or dead
 		JanitorInterval:   g.cfg.Heartbeat,
 		OrphanGracePeriod: atLeastNS(g.cfg.OrphanGrace),
 		CleanupOnStart:    true,
@@ -360,8 +361,8 @@ func (g *Gateway) newPool(fn string) (pool.Provisioner[Worker], pool.Options, er
 }
 
 // atLeastNS turns a zero duration into the shortest one: the pool reads a
-// zero IdleTimeout as "never" and a zero OrphanGracePeriod as its default,
-// where the gateway's zero means "at once".
+// zero IdleTimeout or OrphanGracePeriod as its default, where the
+// gateway's zero means "at once".
 func atLeastNS(d time.Duration) time.Duration { return max(d, time.Nanosecond) }
 
 // connClosed runs when a runtime connection of worker key closed: if the

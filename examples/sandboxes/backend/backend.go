@@ -257,6 +257,8 @@ func New(cfg Config) (*Backend, error) {
 		MaxIdle:             cfg.MaxWarm,
 		MaxSize:             cfg.MaxWarm,
 		WarmTTL:             cfg.WarmTTL,
+		IdleTimeout:         -1, // warm sandboxes stay up to MaxWarm; WarmTTL replaces stale ones
+		MaxLifetime:         -1, // an assigned sandbox is detached: its TTLs are the backend's
 		HealthCheckInterval: cfg.HealthInterval,
 		CheckOnAcquire:      true,
 		JanitorInterval:     cfg.GCInterval,
