@@ -38,16 +38,14 @@ const (
 	LabelPool = "io.ttlkit.pool"
 )
 
-// Defaults for the zero Options.
+// Defaults of the Options fields left zero, and a bound of the provisioner's own.
 const (
-	// DefaultStopTimeout is how long Destroy lets a container stop after
-	// SIGTERM before the engine kills it.
-	DefaultStopTimeout = 10 * time.Second
-	// DefaultCleanupTimeout bounds the removal of a container that failed
+	defaultStopTimeout = 10 * time.Second
+	// cleanupTimeout bounds the removal of a container that failed
 	// to start, which runs even when the caller's context has ended, and
 	// the engine's create call, which Create lets finish past its context
 	// so that it never loses a container the engine made.
-	DefaultCleanupTimeout = 30 * time.Second
+	cleanupTimeout = 30 * time.Second
 )
 
 var (
@@ -118,7 +116,7 @@ type Options struct {
 	// Init runs an init process in the container that reaps zombies.
 	Init bool
 	// StopTimeout is how long Destroy waits after SIGTERM before the
-	// engine kills the container. 0 means DefaultStopTimeout.
+	// engine kills the container. Zero means 10 seconds.
 	StopTimeout time.Duration
 	// Logger, when set, logs starts and stops at Debug.
 	Logger *slog.Logger
@@ -168,7 +166,7 @@ func New(cli *client.Client, opts Options) (*Provisioner, error) {
 		return nil, errs.Invalid(ErrInvalid, "docker: ReadyOptions: %v", err)
 	}
 	if opts.StopTimeout == 0 {
-		opts.StopTimeout = DefaultStopTimeout
+		opts.StopTimeout = defaultStopTimeout
 	}
 	p := &Provisioner{cli: cli, opts: opts, ready: opts.Ready}
 	p.watches.byID = map[string]map[*watch]struct{}{}
@@ -230,8 +228,8 @@ func (p *Provisioner) Create(ctx context.Context) (Container, error) {
 	// The create itself is not cut short by ctx: a create whose answer is
 	// lost (ctx ended after the engine made the container) would leave a
 	// container nobody knows. It runs to its answer, bounded by
-	// DefaultCleanupTimeout, and what it made is removed if ctx has ended.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultCleanupTimeout)
+	// cleanupTimeout, and what it made is removed if ctx has ended.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
 	ccancel()
 	if err != nil {
@@ -240,7 +238,7 @@ func (p *Provisioner) Create(ctx context.Context) (Container, error) {
 	c := Container{ID: created.ID}
 	fail := func(err error) (Container, error) {
 		// The caller's ctx may have ended: remove on a context of our own.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultCleanupTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if _, rerr := p.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
 			err = fmt.Errorf("%w (and removing it failed: %v)", err, rerr)

@@ -24,17 +24,12 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Defaults for the zero Options.
+// Defaults of the Options fields left zero.
 const (
-	// DefaultTimeout bounds Wait as a whole.
-	DefaultTimeout = 30 * time.Second
-	// DefaultAttemptTimeout bounds one attempt.
-	DefaultAttemptTimeout = 2 * time.Second
-	// DefaultInterval is the first pause between attempts; it doubles after
-	// each failure up to DefaultMaxInterval.
-	DefaultInterval = 10 * time.Millisecond
-	// DefaultMaxInterval caps the pause between attempts.
-	DefaultMaxInterval = 500 * time.Millisecond
+	defaultTimeout        = 30 * time.Second
+	defaultAttemptTimeout = 2 * time.Second
+	defaultInterval       = 10 * time.Millisecond
+	defaultMaxInterval    = 500 * time.Millisecond
 )
 
 var (
@@ -89,14 +84,14 @@ func HTTP(url string) Func {
 
 // Options tunes Wait. The zero value means the defaults.
 type Options struct {
-	// Timeout bounds the whole wait. 0 means DefaultTimeout.
+	// Timeout bounds the whole wait. Zero means 30 seconds.
 	Timeout time.Duration
-	// AttemptTimeout bounds one attempt. 0 means DefaultAttemptTimeout.
+	// AttemptTimeout bounds one attempt. Zero means 2 seconds.
 	AttemptTimeout time.Duration
 	// Interval is the pause after the first failed attempt; it doubles
-	// after each failure up to MaxInterval. 0 means DefaultInterval.
+	// after each failure up to MaxInterval. Zero means 10 milliseconds.
 	Interval time.Duration
-	// MaxInterval caps the pause. 0 means DefaultMaxInterval.
+	// MaxInterval caps the pause. Zero means 500 milliseconds.
 	MaxInterval time.Duration
 }
 
@@ -117,16 +112,16 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.AttemptTimeout == 0 {
-		o.AttemptTimeout = DefaultAttemptTimeout
+		o.AttemptTimeout = defaultAttemptTimeout
 	}
 	if o.Interval == 0 {
-		o.Interval = DefaultInterval
+		o.Interval = defaultInterval
 	}
 	if o.MaxInterval == 0 {
-		o.MaxInterval = DefaultMaxInterval
+		o.MaxInterval = defaultMaxInterval
 	}
 	if o.MaxInterval < o.Interval {
 		return o, errs.Invalid(ErrInvalid, "probe: MaxInterval (%v) < Interval (%v)", o.MaxInterval, o.Interval)
@@ -196,8 +191,8 @@ func Stop(err error) error {
 	return &stopError{err: err}
 }
 
-// Once runs f a single time, bounded by timeout (0 means
-// DefaultAttemptTimeout): the shape of a pool Checker.
+// Once runs f a single time, bounded by timeout (zero means 2 seconds):
+// the shape of a pool Checker.
 func Once(ctx context.Context, f Func, timeout time.Duration) error {
 	if f == nil {
 		return errs.Invalid(ErrInvalid, "probe: Func is nil")
@@ -206,7 +201,7 @@ func Once(ctx context.Context, f Func, timeout time.Duration) error {
 		return errs.Invalid(ErrInvalid, "probe: timeout (%v) is negative", timeout)
 	}
 	if timeout == 0 {
-		timeout = DefaultAttemptTimeout
+		timeout = defaultAttemptTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

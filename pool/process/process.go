@@ -43,15 +43,11 @@ import (
 // value is "<label>:<id>:<port>". List finds workers by it.
 const EnvLabel = "TTLKIT_WORKER"
 
-// Defaults for the zero Options.
+// Defaults of the Options fields left zero.
 const (
-	// DefaultHost is the address workers listen on.
-	DefaultHost = "127.0.0.1"
-	// DefaultStopGrace is how long Destroy waits after StopSignal before it
-	// kills the worker's process group.
-	DefaultStopGrace = 10 * time.Second
-	// DefaultStopSignal asks a worker to stop.
-	DefaultStopSignal = syscall.SIGTERM
+	defaultHost       = "127.0.0.1"
+	defaultStopGrace  = 10 * time.Second
+	defaultStopSignal = syscall.SIGTERM
 )
 
 var (
@@ -89,7 +85,7 @@ type Options struct {
 	// Label names the workers of this provisioner: List reports only
 	// workers with this label. Letters, digits, '.', '_' and '-'.
 	Label string
-	// Host is the address workers listen on. "" means DefaultHost.
+	// Host is the address workers listen on. Empty means 127.0.0.1.
 	Host string
 	// Ready returns the probe that tells when w is ready to serve; nil
 	// means a TCP connect to w.Addr. Check runs it once too.
@@ -97,10 +93,10 @@ type Options struct {
 	// ReadyOptions bounds the wait for readiness in Create (its Timeout)
 	// and one health probe in Check (its AttemptTimeout).
 	ReadyOptions probe.Options
-	// StopSignal asks a worker to stop. 0 means DefaultStopSignal.
+	// StopSignal asks a worker to stop. Zero means SIGTERM.
 	StopSignal syscall.Signal
 	// StopGrace is how long Destroy waits after StopSignal before it sends
-	// SIGKILL to the worker's process group. 0 means DefaultStopGrace.
+	// SIGKILL to the worker's process group. Zero means 10 seconds.
 	StopGrace time.Duration
 	// Stdout and Stderr receive the workers' output; nil discards it.
 	Stdout, Stderr io.Writer
@@ -169,13 +165,13 @@ func New(opts Options) (*Provisioner, error) {
 		return nil, errs.Invalid(ErrInvalid, "process: ReadyOptions: %v", err)
 	}
 	if opts.Host == "" {
-		opts.Host = DefaultHost
+		opts.Host = defaultHost
 	}
 	if opts.StopGrace == 0 {
-		opts.StopGrace = DefaultStopGrace
+		opts.StopGrace = defaultStopGrace
 	}
 	if opts.StopSignal == 0 {
-		opts.StopSignal = DefaultStopSignal
+		opts.StopSignal = defaultStopSignal
 	}
 	p := &Provisioner{opts: opts, ready: opts.Ready, children: make(map[int]*child)}
 	if p.ready == nil {

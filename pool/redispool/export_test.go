@@ -15,3 +15,6 @@ func PopAs(ctx context.Context, inv *Inventory, op, owner string, ttl time.Durat
 func PutAs(ctx context.Context, inv *Inventory, op, id, owner string, maxIdle int) (any, error) {
 	return inv.send(ctx, "put", true, putScript, []any{"", op, inv.window, id, owner, "{}", "", maxIdle, 0})
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout when it is zero.
+const DefaultWaitTimeout = defaultWaitTimeout

@@ -20,10 +20,11 @@ import (
 	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
-// Defaults for zero Options fields.
+// Defaults of the Options fields left zero.
 const (
-	DefaultReplayWindow = time.Minute
-	DefaultResends      = 3
+	defaultReplayWindow = time.Minute
+	defaultResends      = 3
+	defaultWaitTimeout  = time.Second
 )
 
 // ErrInvalid is matched by the errors for bad Options (a nil client, an
@@ -53,7 +54,7 @@ type Options struct {
 	// outcome instead of acting twice. Once a call has returned, a later
 	// call of the same Inventory deletes its outcome; the window bounds the
 	// outcomes no call deletes (their Inventory stopped). It must exceed
-	// the time a call spends being resent. Zero means DefaultReplayWindow.
+	// the time a call spends being resent. Zero means 1 minute.
 	ReplayWindow time.Duration
 
 	// Resends is how many times a call whose connection broke (an error
@@ -63,7 +64,7 @@ type Options struct {
 	// broken call may or may not have taken effect; resending it is safe
 	// (replay markers, idempotent scripts) and settles which, so the Pool is
 	// rarely left unsure whether an item went back to the idle set. Zero
-	// means DefaultResends; negative means none.
+	// means 3; negative means none.
 	Resends int
 
 	// WaitReplicas, when positive, makes every call that changes the pool
@@ -78,12 +79,9 @@ type Options struct {
 	WaitReplicas int
 
 	// WaitTimeout bounds how long a call waits for the replicas; it must be
-	// below the client's ReadTimeout. 0 means DefaultWaitTimeout.
+	// below the client's ReadTimeout. Zero means 1 second.
 	WaitTimeout time.Duration
 }
-
-// DefaultWaitTimeout is Options.WaitTimeout when it is 0.
-const DefaultWaitTimeout = time.Second
 
 // ErrNotReplicated is matched by the error of a call that the master ran
 // but fewer than Options.WaitReplicas replicas acknowledged within
@@ -140,15 +138,15 @@ func New(client redis.UniversalClient, opts Options) (*Inventory, error) {
 		return nil, errs.Invalid(ErrInvalid, "redispool: ReplayWindow (%v) is negative", opts.ReplayWindow)
 	}
 	if opts.ReplayWindow == 0 {
-		opts.ReplayWindow = DefaultReplayWindow
+		opts.ReplayWindow = defaultReplayWindow
 	}
 	switch {
 	case opts.Resends == 0:
-		opts.Resends = DefaultResends
+		opts.Resends = defaultResends
 	case opts.Resends < 0:
 		opts.Resends = 0
 	}
-	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+	wait, err := redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, defaultWaitTimeout)
 	if err != nil {
 		return nil, errs.Invalid(ErrInvalid, "redispool: %v", err)
 	}

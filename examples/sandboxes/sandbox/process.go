@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,7 +116,11 @@ func ownAgent(w process.Worker) probe.Func {
 }
 
 func fromWorker(w process.Worker) Sandbox {
-	return Sandbox{ID: w.ID, Host: process.DefaultHost, Port: w.Port, Created: w.Created, PID: w.PID}
+	host, _, err := net.SplitHostPort(w.Addr)
+	if err != nil {
+		host = "127.0.0.1" // the provisioner's default Host
+	}
+	return Sandbox{ID: w.ID, Host: host, Port: w.Port, Created: w.Created, PID: w.PID}
 }
 
 func toWorker(s Sandbox) process.Worker {
