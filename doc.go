@@ -37,10 +37,12 @@
 //   - [github.com/ttlkit/ttlkit/pool]: Pool[T] and Group[K,T], warm pools with
 //     FIFO waits, lifetime and idle expiry, health checks, reconciliation
 //     against the provider and draining.
+//   - [github.com/ttlkit/ttlkit/pool/shared]: the Inventory through which
+//     pools in several processes share one warm pool, and an in-memory one.
 //   - [github.com/ttlkit/ttlkit/pool/redispool]: a Redis Inventory, so that
 //     several processes share one warm pool.
 //   - [github.com/ttlkit/ttlkit/pool/pooltest]: the conformance suite for
-//     pool Inventory implementations.
+//     Inventory implementations.
 //   - [github.com/ttlkit/ttlkit/pool/probe]: readiness and health probes (TCP,
 //     HTTP 2xx, any function) with a deadline and backoff.
 //   - [github.com/ttlkit/ttlkit/pool/process]: a Provisioner of local worker

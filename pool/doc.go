@@ -1,30 +1,37 @@
-// Package pool keeps warm pools of slow-to-create items — containers, worker
-// processes, connections — with capacity limits, FIFO waiting, expiry, health
-// checks, reconciliation against the provider's real inventory and draining.
+// Package pool keeps warm pools of slow-to-create items — containers,
+// worker processes, connections — with a capacity, first-come-first-served
+// waiting, expiry, health checks, reconciliation with what really exists,
+// and draining.
 //
-// A Pool[T] gets items from a Provisioner[T] and hands them out as
-// *Handle[T]: Acquire waits (first come, first served) while the pool is at
-// Options.MaxSize; Release returns the item; Destroy discards it. Items are
-// expired on acquire, on release and by the janitor, whose steps (Prune,
-// CheckHealth, Reconcile, Replenish) are public and run every
-// Options.JanitorInterval. Close drains the pool.
+//	p, err := pool.New[Conn](prov, pool.Options{MinIdle: 2, MaxSize: 10})
+//	if err != nil {
+//		return err
+//	}
+//	defer p.Close(ctx)
+//	h, err := p.Acquire(ctx) // an idle item, a new one, or a wait at MaxSize
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Release() // back to the pool; h.Destroy(pool.ReasonUnhealthy) if broken
+//	use(h.Value())
 //
-// A Group[K,T] holds one Pool per key (one per function in a serverless
-// gateway) with per-key options; Group.Start creates the pools of the keys
-// known up front, and other keys get theirs on first use. Each pool runs
-// its own janitor.
+// A [Pool] gets its items from a [Provisioner] and hands them out as
+// [Handle] values. Creates run under the pool's context, not the caller's:
+// an Acquire that gives up leaves its new item to the next waiter or the
+// idle set. Items expire on acquire, on release and in the janitor, whose
+// pass [Pool.Tick] runs every [Options].JanitorInterval; [Pool.CheckHealth]
+// checks idle items when the Provisioner is a [Checker]. [Pool.Close] drains
+// the pool.
 //
-// A Provisioner that learns when an item dies (a Watcher: pool/process
-// sees its workers exit, pool/docker its containers stop) has a dead idle
-// item destroyed at once, and a dead item in use destroyed when it is
-// released, so no item whose death it reported is handed out. For deaths
-// nobody reports (a worker that hangs), Pool.Do runs a function with an
-// item and destroys the item, and retries once on another, when the
-// function fails; Options.CheckOnAcquire checks idle items before they are
-// handed out.
+// A Provisioner that lists what exists (a [Lister]) lets [Pool.Reconcile]
+// destroy orphans and forget lost items; one that learns when an item dies
+// (a [Watcher]) has dead items destroyed before they are handed out.
+// [Pool.Do] runs a function with an item and retries once on another when
+// it fails.
 //
-// By default a Pool keeps its idle items in its own memory. With
-// Options.Inventory it shares one warm set with other instances (processes)
-// through an Inventory such as pool/redispool; pool/pooltest is the
-// conformance suite an Inventory must pass.
+// A [Group] holds one Pool per key, each with its own options, created on
+// first use or by [Group.Start].
+//
+// Several processes share one warm pool through an Inventory
+// ([Options].Inventory): see pool/shared and pool/redispool.
 package pool

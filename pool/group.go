@@ -9,8 +9,8 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Group holds one Pool per key (one per function in a serverless
-// gateway), with per-key options. A key's pool is created by Start or on
+// Group holds one Pool per key (one per function of a serverless
+// platform, say), with per-key options. A key's pool is created by Start or on
 // its first use. All methods are safe for concurrent use.
 type Group[K comparable, T any] struct {
 	newPool func(key K) (Provisioner[T], Options, error)

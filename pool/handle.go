@@ -79,9 +79,9 @@ func (h *Handle[T]) Release() {
 	p.settle(h)
 }
 
-// Destroy discards the item instead of returning it, for the given reason
-// ("evicted" unless the caller knows better: a crashed worker is
-// ReasonUnhealthy). The pool destroys it in the background and counts it
+// Destroy discards the item instead of returning it, for the given reason,
+// which its [Event] carries (empty means "evicted"; a broken item is
+// [ReasonUnhealthy]). The pool destroys it in the background and counts it
 // against capacity until Destroy returns.
 func (h *Handle[T]) Destroy(reason Reason) {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
@@ -95,17 +95,17 @@ func (h *Handle[T]) Destroy(reason Reason) {
 }
 
 // Detach takes the item out of the pool for good and returns it, for an
-// application that assigns warm items to long-lived owners (a sandbox
-// container to a conversation for hours): the pool forgets it at once (it
-// no longer counts against MaxSize, a replacement is created for the warm
+// application that assigns warm items to long-lived owners (a container
+// to a user's session for hours): the pool forgets it at once (it no
+// longer counts against MaxSize, a replacement is created for the warm
 // target, and its Inventory record is removed in the background) and never
 // destroys it; the caller destroys it with the Provisioner when done.
 //
-// With a Lister, the provider still lists a detached item, so Reconcile
-// and Cleanup, on any instance, would take it for an orphan: record the
-// owner before calling Detach, and report the items you own through
-// Options.Owned. Detach counts as a release: a second Release, Destroy or
-// Detach panics.
+// With a [Lister], the provider still lists a detached item, so Reconcile
+// and the start-up cleanup, on any instance, would take it for an orphan:
+// record the owner before calling Detach, and report the items you own
+// through [Options].Owned. Detach counts as a release: a second Release,
+// Destroy or Detach panics.
 func (h *Handle[T]) Detach() T {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
 		h.misuse()

@@ -50,15 +50,15 @@ type idleSet[T any] interface {
 	claimOrphan(ctx context.Context, l Listed[T], now time.Time, errs *[]error) bool
 	// reconcile is the set's part of Reconcile: it drops the idle records
 	// of items the provider no longer lists (created before listStart). It
-	// reports whether Replenish must run even when no local item was
+	// reports whether replenish must run even when no local item was
 	// dropped.
 	reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *Result) (refill bool, err error)
-	// prune is the set's part of Prune, after the local idle items: it
+	// prune is the set's part of prune, after the local idle items: it
 	// returns how many items it destroyed.
 	prune(ctx context.Context, now time.Time) (int, error)
 	// check is the set's part of CheckHealth, after the local idle items.
 	check(ctx context.Context, res *Result) error
-	// replenish is the set's part of Replenish, after fillLocked: it
+	// replenish is the set's part of replenish, after fillLocked: it
 	// returns how many creates it started.
 	replenish(ctx context.Context) (int, error)
 	// kick runs replenish in the background, after the warm target may

@@ -33,9 +33,13 @@ func (r *Result) add(o Result) {
 	r.Started += o.Started
 }
 
-// Tick runs one janitor pass: Prune, Reconcile, Replenish. The janitor
-// goroutine calls it every Options.JanitorInterval; call it by hand to run
-// a pass now (or when the janitor is disabled).
+// Tick runs one janitor pass and counts what it did. It destroys idle items
+// past their lifetime or WarmTTL and those above MinIdle not needed for
+// IdleTimeout (with an Inventory it also refreshes the records of this
+// instance's items in use, and prunes the shared idle set), runs
+// [Pool.Reconcile], and starts the creates that bring the idle items up to
+// MinIdle, ending a create-failure backoff early. The janitor calls it
+// every [Options].JanitorInterval; call it by hand to run a pass now.
 func (p *Pool[T]) Tick(ctx context.Context) (Result, error) {
 	var r Result
 	pr, e1 := p.prune(ctx)
@@ -148,10 +152,10 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 	return ""
 }
 
-// CheckHealth checks every idle item with the Provisioner's Check, one at a
-// time (the others stay available), and destroys those that fail with
-// ReasonUnhealthy; Replenish replaces them. It does nothing without a
-// Checker.
+// CheckHealth checks every idle item with the [Checker], one at a time (the
+// others stay available), and destroys those that fail with
+// [ReasonUnhealthy]; new ones replace them. It does nothing without a
+// Checker. The janitor calls it every [Options].HealthCheckInterval.
 func (p *Pool[T]) CheckHealth(ctx context.Context) (Result, error) {
 	var res Result
 	if p.checker == nil {
@@ -237,14 +241,14 @@ func (p *Pool[T]) replenish(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// Reconcile compares the provider's list (Lister) with the items the pool
-// knows (its own and, with a shared Inventory, every instance's records).
-// A listed item nobody knows is an orphan: it is destroyed once it is older
-// than OrphanGracePeriod (by its Listed.Created, else since Reconcile first
-// saw it). A known idle item the provider no longer lists is dropped (and
-// replaced by Replenish); a known item in use is dropped when released.
-// Reconcile returns the errors of List and of the orphans' Destroy calls.
-// It does nothing without a Lister.
+// Reconcile compares the provider's list ([Lister]) with the items the pool
+// knows (its own and, with an Inventory, every instance's records). A
+// listed item nobody knows is an orphan: it is destroyed once it is older
+// than [Options].OrphanGracePeriod (by [Listed].Created, else since
+// Reconcile first saw it). A known idle item the provider no longer lists
+// is forgotten ([ReasonLost]) and replaced; one in use is forgotten when
+// released. Reconcile returns the errors of List and of the orphans'
+// Destroy calls. It does nothing without a Lister; Tick runs it.
 func (p *Pool[T]) Reconcile(ctx context.Context) (Result, error) {
 	if p.lister == nil {
 		return Result{}, nil
@@ -252,8 +256,9 @@ func (p *Pool[T]) Reconcile(ctx context.Context) (Result, error) {
 	return p.reconcile(ctx, false)
 }
 
-// cleanup destroys every item the provider lists that the pool does not
-// know and that was created before the pool started (or whose creation time
+// cleanup is the start-up cleanup of Options.CleanupOnStart: it destroys
+// every item the provider lists that the pool does not know and that was
+// created before the pool started (or whose creation time
 // the provider does not report): the leftovers of an earlier process. New
 // runs it in the background with Options.CleanupOnStart, holding warm
 // creates until it is done. An item of unknown age is spared while a
@@ -418,7 +423,7 @@ func (p *Pool[T]) reconcile(ctx context.Context, startup bool) (res Result, _ er
 // an item (Listed.Created): a process dated from clock ticks and a boot
 // time read to 10 ms, a container engine's clock. An item dated up to this
 // much before one of this pool's creates began may be that create's, so
-// neither start-up Cleanup nor Reconcile takes it for an orphan while that
+// neither the start-up cleanup nor Reconcile takes it for an orphan while that
 // create runs; a real leftover spared so is found by a later Reconcile.
 const providerClockSlack = time.Second
 

@@ -60,7 +60,7 @@ type Pool[T any] struct {
 	// a shrink left more items than MaxSize (both set by SetLimits).
 	minIdle atomic.Int64
 	over    atomic.Bool
-	// idleLow is the fewest idle items seen since the last Prune: that many
+	// idleLow is the fewest idle items seen since the last prune: that many
 	// were not needed, whatever their idle times (FIFO rotation keeps every
 	// idle time short).
 	idleLow atomic.Int64

@@ -13,7 +13,7 @@ import (
 // resolved when the Inventory fails and a call may or may not have gone
 // through.
 
-// heldTTL is the ttl of this instance's in-use records: Prune refreshes them
+// heldTTL is the ttl of this instance's in-use records: prune refreshes them
 // every janitor pass, so three missed passes mean the instance is gone.
 func (p *Pool[T]) heldTTL() time.Duration {
 	iv := p.opts.JanitorInterval

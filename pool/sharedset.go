@@ -251,7 +251,7 @@ func (s *sharedSet[T]) claimOrphan(ctx context.Context, l Listed[T], now time.Ti
 }
 
 // reconcile drops the shared idle records of items the provider no longer
-// lists, and asks for a Replenish whatever it dropped: the fleet's warm set
+// lists, and asks for a replenish whatever it dropped: the fleet's warm set
 // is counted anew from the Inventory.
 func (s *sharedSet[T]) reconcile(ctx context.Context, recs []shared.Record, listed map[string]bool, listStart time.Time, res *Result) (bool, error) {
 	return true, s.dropUnlisted(ctx, recs, listed, listStart, res)
@@ -261,7 +261,7 @@ func (s *sharedSet[T]) reconcile(ctx context.Context, recs []shared.Record, list
 // and replenished by every instance's janitor.
 
 // prune refreshes this instance's in-use records and prunes the
-// shared idle set like Prune prunes the local one.
+// shared idle set like prune prunes the local one.
 func (s *sharedSet[T]) prune(ctx context.Context, now time.Time) (int, error) {
 	p := s.p
 	destroyed := 0

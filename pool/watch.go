@@ -5,7 +5,7 @@ import "context"
 // This file watches the items this instance holds for death, with the
 // Provisioner's Watcher: a dead idle item is destroyed at once, a dead
 // item anywhere else is marked, and every path that would hand an item out
-// or keep it idle (take, settle, Prune) drops a marked one.
+// or keep it idle (take, settle, prune) drops a marked one.
 
 // watch starts watching h, an item this instance is about to hold, and
 // reports false when it has already died (h is then marked dead). It calls
@@ -70,7 +70,7 @@ func unwatchItem[T any](h *Handle[T]) {
 
 // died marks h dead and, when it is idle, destroys it at once. An item
 // in use, being checked or on its way back to a shared Inventory is
-// destroyed where it arrives: take, settle and Prune drop a dead item.
+// destroyed where it arrives: take, settle and prune drop a dead item.
 func (p *Pool[T]) died(h *Handle[T]) {
 	h.dead.Store(true)
 	p.mu.Lock()

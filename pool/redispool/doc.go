@@ -1,12 +1,13 @@
 // Package redispool is a shared.Inventory on Redis: one warm pool shared by
-// several pool.Pool instances in several processes (the backend instances of
-// an AI assistant sharing their pre-started sandbox containers).
+// several pool.Pool instances in several processes (the replicas of a
+// service sharing their pre-started containers).
 //
 // Give every instance its own pool.Pool with the same Provisioner type, an
-// Inventory with the same Options.Prefix, and its own Options.Instance name:
+// Inventory with the same Options.Prefix, and its own pool.Options.Instance
+// name:
 //
-//	inv, err := redispool.New(rdb, redispool.Options{Prefix: "workspace:warm"})
-//	p, err := pool.New(prov, pool.Options{MinIdle: 2, MaxIdle: 10, Inventory: inv})
+//	inv, err := redispool.New(rdb, redispool.Options{Prefix: "warm"})
+//	p, err := pool.New(prov, pool.Options{MinIdle: 2, MaxIdle: 10, Inventory: inv, Instance: hostname})
 //
 // Then an idle item is handed to exactly one holder in the fleet (an atomic
 // pop in a Lua script), the warm target and the idle limit count every
