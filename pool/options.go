@@ -35,7 +35,8 @@ type Options struct {
 	// none: the pool scales to zero.
 	MinIdle int
 	// MaxIdle caps the idle items; one released beyond it is destroyed.
-	// Zero means MaxSize.
+	// Zero means MaxSize. With an Inventory, MinIdle and MaxIdle count the
+	// idle items of every instance.
 	MaxIdle int
 	// MaxSize is the capacity: the items in use, idle, being created or
 	// being destroyed by this instance. Acquire waits while it is reached.
@@ -49,8 +50,8 @@ type Options struct {
 	// negative means none.
 	MaxLifetime time.Duration
 	// LifetimeJitter shortens each item's MaxLifetime by a random amount
-	// below it, so that items created together do not expire together.
-	// Zero means none.
+	// in [0, LifetimeJitter), so that items created together do not expire
+	// together. It must be below MaxLifetime. Zero means none.
 	LifetimeJitter time.Duration
 	// WarmTTL replaces an idle item never used within this time of its
 	// creation. Zero means MaxLifetime; negative switches it off.
