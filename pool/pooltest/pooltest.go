@@ -1,8 +1,8 @@
 // Package pooltest is the conformance suite every shared.Inventory must pass:
 // the in-memory one, pool/redispool, and third-party backends.
 //
-// It imports only the standard library and package pool/shared, so any module can
-// run it:
+// It imports only the standard library and package pool/shared, so any
+// module can run it:
 //
 //	func TestInventory(t *testing.T) {
 //		pooltest.Run(t, pooltest.Harness{
