@@ -9,13 +9,15 @@ import (
 // Inventory keeps the idle set and the item records of one logical pool,
 // which several pool instances (several processes) share.
 //
-// A pool.Pool with an Inventory (pool.Options.Inventory) takes idle items from it and returns them to it, registers every
-// item it holds in use, and counts warm items across all instances, so that:
+// A pool.Pool with an Inventory (pool.Options.Inventory) takes idle items
+// from it and returns them to it, registers every item it holds in use, and
+// counts warm items across all instances, so that:
 //
 //   - an idle item is handed to exactly one holder in the whole fleet (Pop
 //     and Claim are atomic);
-//   - the warm target ([pool.Options].MinIdle) and the idle limit
-//     ([pool.Options].MaxIdle) are global: Counts, Reserve and Put see every instance's items;
+//   - the warm target (pool.Options.MinIdle) and the idle limit
+//     (pool.Options.MaxIdle) are global: Counts, Reserve and Put see every
+//     instance's items;
 //   - Reconcile on any instance knows every instance's items (Records), so it
 //     never destroys an item another instance is using, while the items of
 //     a dead instance stop being known when their records expire and are then
@@ -23,8 +25,8 @@ import (
 //
 // Items are identified by a string ID (the Provisioner's ID(T) string
 // method) and carried as bytes ([Record].Data, from the Provisioner's
-// [Codec], or JSON). An Inventory never
-// creates or destroys items; it only records them.
+// [Codec], or JSON). An Inventory never creates or destroys items; it only
+// records them.
 //
 // Every method must be safe for concurrent use, and each method must be atomic
 // with respect to every other call on any instance sharing the same store
@@ -115,7 +117,7 @@ type Record struct {
 	// jitter), or zero for none.
 	Deadline time.Time
 	// LastUsed is when the item was last released; zero means it was never
-	// used (a warm item, subject to [pool.Options].WarmTTL).
+	// used (a warm item, subject to pool.Options.WarmTTL).
 	LastUsed time.Time
 }
 
