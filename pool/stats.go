@@ -8,19 +8,21 @@ import (
 // Reason says why an item was destroyed, in an [Event] and as a key of
 // [Stats].Destroyed. The pool reports these, as stable lower_snake words:
 //
-//	idle       idle beyond IdleTimeout, beyond MaxIdle, or above a new capacity
+//	idle       idle beyond IdleTimeout or MaxIdle, or above a new capacity
 //	lifetime   MaxLifetime reached
 //	warm_ttl   never used within WarmTTL
-//	unhealthy  Check failed, or Do's function failed      ([ReasonUnhealthy])
-//	died       reported dead by the Provisioner's Watcher  ([ReasonDied])
-//	orphan     listed by the provider, unknown to the pool ([ReasonOrphan])
-//	lost       no longer listed by the provider: forgotten, not destroyed ([ReasonLost])
+//	unhealthy  Check failed, or the function of Do failed
+//	died       reported dead by the Provisioner's Watcher
+//	orphan     listed by the provider, unknown to the pool
+//	lost       no longer listed by the provider: forgotten, not destroyed
 //	shutdown   destroyed by Close
-//	evicted    Handle.Destroy with any other reason, which its event carries
+//	evicted    Handle.Destroy with a reason of the caller's, which its event carries
+//
+// The failures a user may act on have constants: [ReasonUnhealthy],
+// [ReasonDied], [ReasonOrphan] and [ReasonLost].
 type Reason string
 
-// The reasons of failures a user may act on (the others are listed on
-// [Reason]).
+// The reasons of failures a user may act on; [Reason] lists the others.
 const (
 	ReasonUnhealthy Reason = "unhealthy" // Check failed; Handle.Destroy(ReasonUnhealthy) for an item found broken
 	ReasonDied      Reason = "died"      // reported dead by the Provisioner's Watcher
