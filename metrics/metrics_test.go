@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -263,8 +264,7 @@ func requireRejected(t *testing.T, err error, reason lease.Reason) {
 func TestTracker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-		tr, err := ttl.NewTracker(ttl.ToStore(store), ttl.TrackerOptions{})
+		tr, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tr.Close(ctx)) }()
 		tr.Record("a")
@@ -300,11 +300,7 @@ func TestTracker(t *testing.T) {
 func TestRunner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-		for _, id := range []string{"w1", "w2"} {
-			_, err := store.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING"})
-			require.NoError(t, err)
-		}
+		store := &table{created: time.Now(), desired: map[string]string{"w1": "", "w2": ""}}
 		r, err := ttl.NewRunner(store, []ttl.Rule{
 			{Name: "old", Phase: "RUNNING", Since: ttl.SinceCreated, After: time.Minute, Then: "STOPPED"},
 		}, ttl.RunnerOptions{})
@@ -505,4 +501,28 @@ func acquireKey[K comparable, T any](ctx context.Context, g *pool.Group[K, T], k
 		return nil, err
 	}
 	return p.Acquire(ctx)
+}
+
+// table is a ttl.Store of entities all created at one time, in the phase
+// the rules watch.
+type table struct {
+	mu      sync.Mutex
+	created time.Time
+	desired map[string]string // by id
+}
+
+func (t *table) Add(context.Context, []ttl.Activity) error { return nil }
+
+func (t *table) Apply(_ context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	var out []ttl.Expiry
+	for id, d := range t.desired {
+		if d != r.Then && r.Since == ttl.SinceCreated && now.Sub(t.created) > r.After {
+			t.desired[id] = r.Then
+			out = append(out, ttl.Expiry{ID: id, Rule: r.String(), Then: r.Then, LastActivityAt: t.created, DecidedAt: now})
+		}
+	}
+	return out, nil
 }

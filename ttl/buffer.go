@@ -17,7 +17,7 @@ import (
 //
 // Draining is a walk through the buffer in (At, ID) order, one page at a
 // time: Peek the page after the last entry of the previous one, merge it
-// into the Store with Store.MergeActivity, then Remove it. Remove deletes an
+// into the Store with Store.Add, then Remove it. Remove deletes an
 // entry only if its time is still the one Peek returned, so an Add that
 // lands between Peek and Remove survives: its newer time puts it further
 // along the walk, where the same drain reads it again, or the next drain

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // TestCoarseTimeNeverExpiresEarly: with a coarse clock, Record's time must
@@ -22,14 +23,14 @@ import (
 func TestCoarseTimeNeverExpiresEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := ttl.NewMemoryBuffer()
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second})
 		r := newRunner(t, st, workspaceRules(8*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		t0 := time.Now()
-		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: t0})
+		create(t, st, memstore.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: t0})
 
 		time.Sleep(1900 * time.Millisecond)
 		synctest.Wait()
@@ -83,7 +84,7 @@ func (c starvedClock) Ticker(d time.Duration) *clock.Ticker {
 func TestCoarseTimeStarvedRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := ttl.NewMemoryBuffer()
 		const late = 5 * time.Second
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second,
@@ -95,7 +96,7 @@ func TestCoarseTimeStarvedRefresh(t *testing.T) {
 
 		// The incident: activity 3.9 s after the last refresh, flushed
 		// before the next one.
-		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: t0})
+		create(t, st, memstore.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: t0})
 		tr.Record("ws")
 		time.Sleep(3900 * time.Millisecond)
 		synctest.Wait()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // TestControllerKeepsEntityActiveAfterDecision is the sequence "the TTL
@@ -25,7 +26,7 @@ import (
 func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := ttl.NewMemoryBuffer()
 		var (
 			mu    sync.Mutex
@@ -44,7 +45,7 @@ func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1})
 		defer tr.Close(ctx)
 		old := time.Now().Add(-11 * time.Minute)
-		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
 
 		_, err := r.Tick(ctx)
 		require.NoError(t, err)
@@ -63,21 +64,19 @@ func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 		require.NoError(t, err)
 
 		// The controller stops only if nothing happened since the decision.
-		stop := ttl.Update{ExpectPhase: "RUNNING", ExpectDesiredState: x.Then, ExpectLastActivityAt: x.LastActivityAt, Operation: "STOPPING"}
+		stop := memstore.Update{ExpectPhase: "RUNNING", ExpectDesiredState: x.Then, ExpectLastActivityAt: x.LastActivityAt, Operation: "STOPPING"}
 		_, err = st.Update(ctx, x.ID, stop)
-		require.ErrorIs(t, err, ttl.ErrConflict)
+		require.ErrorIs(t, err, memstore.ErrConflict)
 		e := get(t, st, "ws")
 		require.True(t, e.LastActivityAt.After(x.LastActivityAt))
-		e, err = st.Update(ctx, x.ID, ttl.Update{ExpectDesiredState: x.Then, ClearDesiredState: true})
+		e, err = st.Update(ctx, x.ID, memstore.Update{ExpectDesiredState: x.Then, ClearDesiredState: true})
 		require.NoError(t, err)
 		assert.Equal(t, "RUNNING", e.Phase)
 		assert.Empty(t, e.DesiredState)
 		assert.Empty(t, e.Operation)
 
 		// A full reconcile finds nothing pending.
-		pending, err := st.List(ctx, ttl.Filter{HasDesiredState: true})
-		require.NoError(t, err)
-		assert.Empty(t, pending)
+		assert.Empty(t, get(t, st, "ws").DesiredState)
 
 		// Really idle now: the rule decides again, and this time the
 		// controller's compare-and-set goes through.
@@ -89,10 +88,10 @@ func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 		x = woken[0]
 		mu.Unlock()
 		assert.Equal(t, e.LastActivityAt, x.LastActivityAt)
-		pending, err = st.List(ctx, ttl.Filter{Phase: "RUNNING", DesiredState: "STANDBY"})
-		require.NoError(t, err)
-		require.Len(t, pending, 1)
-		_, err = st.Update(ctx, x.ID, ttl.Update{ExpectPhase: "RUNNING", ExpectDesiredState: x.Then, ExpectLastActivityAt: x.LastActivityAt, Operation: "STOPPING"})
+		pending := get(t, st, "ws")
+		require.Equal(t, "RUNNING", pending.Phase)
+		require.Equal(t, "STANDBY", pending.DesiredState)
+		_, err = st.Update(ctx, x.ID, memstore.Update{ExpectPhase: "RUNNING", ExpectDesiredState: x.Then, ExpectLastActivityAt: x.LastActivityAt, Operation: "STOPPING"})
 		require.NoError(t, err)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // TestRunnerDrainsPastRefreshedBatch: a flush lands between the first Peek
@@ -24,7 +25,7 @@ import (
 func TestRunnerDrainsPastRefreshedBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
 		r := newRunner(t, st, workspaceRules(5*time.Second, time.Hour),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour, BatchSize: 100})
@@ -34,7 +35,7 @@ func TestRunnerDrainsPastRefreshedBatch(t *testing.T) {
 		older, newer := make([]ttl.Activity, n), make([]ttl.Activity, n)
 		for i := range n {
 			id := fmt.Sprintf("ws-%03d", i)
-			create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-7 * time.Second)})
+			create(t, st, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-7 * time.Second)})
 			older[i] = ttl.Activity{ID: id, At: now.Add(-3 * time.Second)}
 			newer[i] = ttl.Activity{ID: id, At: now.Add(-time.Second)}
 		}
@@ -78,7 +79,7 @@ func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
 	mock := clock.NewMock()
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	st := memstore.New(memstore.Options{Clock: mock})
 	buf := slowBuffer{ttl.NewMemoryBuffer(), mock, 4 * time.Second}
 	r := newRunner(t, st, workspaceRules(time.Minute, time.Hour),
 		ttl.RunnerOptions{Buffer: buf, Interval: 10 * time.Second, BatchSize: 10, Clock: mock})
@@ -86,7 +87,7 @@ func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
 	var acts []ttl.Activity
 	for i := range 50 {
 		id := fmt.Sprintf("ws-%02d", i)
-		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: t0.Add(-time.Hour)})
+		create(t, st, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: t0.Add(-time.Hour)})
 		acts = append(acts, ttl.Activity{ID: id, At: t0})
 	}
 	require.NoError(t, buf.Add(ctx, acts))
@@ -115,10 +116,10 @@ func (stuckPeekBuffer) Peek(ctx context.Context, _ ttl.Activity, _ int) ([]ttl.A
 	return nil, context.Cause(ctx)
 }
 
-// stuckMergeStore's MergeActivity waits for its context to end.
+// stuckMergeStore's Add waits for its context to end.
 type stuckMergeStore struct{ ttl.Store }
 
-func (stuckMergeStore) MergeActivity(ctx context.Context, _ []ttl.Activity) error {
+func (stuckMergeStore) Add(ctx context.Context, _ []ttl.Activity) error {
 	<-ctx.Done()
 	return context.Cause(ctx)
 }
@@ -131,8 +132,8 @@ func (stuckMergeStore) MergeActivity(ctx context.Context, _ []ttl.Activity) erro
 // the generation read after a cut merge.
 func TestRunnerDrainCutShortByContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-		create(t, mem, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		mem := memstore.New(memstore.Options{})
+		create(t, mem, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 		lossy := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
 		for _, c := range []struct {
 			name  string

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 func TestEventKindString(t *testing.T) {
@@ -37,7 +38,7 @@ func TestEventKindString(t *testing.T) {
 func TestRunnerEventsDoNotBlockTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		release := make(chan struct{})
 		var log eventLog
 		r := newRunner(t, st, containerRules(time.Hour, 8*time.Hour), ttl.RunnerOptions{
@@ -48,13 +49,13 @@ func TestRunnerEventsDoNotBlockTick(t *testing.T) {
 				log.add(r)
 			}})
 		old := time.Now().Add(-9 * time.Hour)
-		create(t, st, ttl.Entity{ID: "a", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "a", Phase: "RUNNING", CreatedAt: old})
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Len(t, res.Expired, 1)
 		synctest.Wait() // the callback has a's event and is stuck
 		for _, id := range []string{"b", "c", "d", "e"} {
-			create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: old})
+			create(t, st, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: old})
 		}
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
@@ -124,7 +125,7 @@ func TestTrackerFlushResultCountsKept(t *testing.T) {
 func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
 		release := make(chan struct{})
 		var log eventLog
@@ -136,7 +137,7 @@ func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 			}})
 		const n = 2000
 		for i := range n {
-			create(t, st, ttl.Entity{ID: fmt.Sprintf("ws-%04d", i), Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+			create(t, st, memstore.Entity{ID: fmt.Sprintf("ws-%04d", i), Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 		}
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // Example wires a cloud-IDE workspace system's pipeline in one process: a Tracker records
@@ -15,7 +16,7 @@ import (
 // Tick are called by hand here; their loops call them every 30 and 60 s.
 func Example() {
 	ctx := context.Background()
-	store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	store := memstore.New(memstore.Options{})
 	buffer := ttl.NewMemoryBuffer()
 
 	tracker, err := ttl.NewTracker(buffer, ttl.TrackerOptions{})
@@ -46,7 +47,7 @@ func Example() {
 
 	// Two workspaces last active 11 minutes ago; one gets a request now.
 	for _, id := range []string{"ws-1", "ws-2"} {
-		if _, err := store.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)}); err != nil {
+		if _, err := store.Create(ctx, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)}); err != nil {
 			panic(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // lossyBuffer is a flakyBuffer with a generation that changes when it
@@ -51,7 +52,7 @@ var _ ttl.Lossy = (*lossyBuffer)(nil)
 func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
 		var log eventLog
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1, Retain: 10 * time.Minute, OnEvent: log.add})
@@ -60,8 +61,8 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-4 * time.Minute)
-		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
-		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
 		_, err := r.Tick(ctx)
 		require.NoError(t, err)
 
@@ -146,11 +147,11 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		mem := memstore.New(memstore.Options{})
 		st := &failingStore{Store: mem, failRule: "standby"}
 		r := newRunner(t, st, workspaceRules(10*time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Hour, Hold: time.Minute})
 		defer r.Close(context.Background())
-		create(t, mem, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)})
+		create(t, mem, memstore.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)})
 		_, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
 
@@ -205,7 +206,7 @@ func newPacedBuffer() pacedBuffer {
 func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := newPacedBuffer()
 		fast := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Second, Resolution: -1, Retain: time.Minute})
 		w := &wakes{}
@@ -217,8 +218,8 @@ func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
 		defer fast.Close(ctx)
 		t0 := time.Now()
 		// Both idle by the store from 7 s on; "active" is not.
-		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
-		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
+		create(t, st, memstore.Entity{ID: "active", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
+		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: t0.Add(-53 * time.Second)})
 		fast.Record("other") // flushed, and the interval noted, at 1 s
 
 		time.Sleep(4500 * time.Millisecond)

@@ -10,22 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	ttltest.RunStore(t, ttltest.StoreHarness{
-		New: func(*testing.T) ttl.Store { return ttl.NewMemoryStore(ttl.MemoryStoreOptions{}) },
-	})
+	ttltest.RunStore(t, memstore.Harness(memstore.Options{}))
 }
 
 func TestMemoryStoreConformanceMockClock(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC))
-	ttltest.RunStore(t, ttltest.StoreHarness{
-		New: func(*testing.T) ttl.Store { return ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock}) },
-		Now: func(*testing.T) time.Time { return mock.Now() },
-	})
+	h := memstore.Harness(memstore.Options{Clock: mock})
+	h.Now = func(*testing.T) time.Time { return mock.Now() }
+	ttltest.RunStore(t, h)
 }
 
 func TestMemoryBufferConformance(t *testing.T) {
@@ -42,8 +40,8 @@ func TestMemoryStoreUsesItsClock(t *testing.T) {
 	mock := clock.NewMock()
 	start := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(start)
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
-	e, err := st.Create(ctx, ttl.Entity{ID: "ws", Phase: "RUNNING"})
+	st := memstore.New(memstore.Options{Clock: mock})
+	e, err := st.Create(ctx, memstore.Entity{ID: "ws", Phase: "RUNNING"})
 	require.NoError(t, err)
 	assert.Equal(t, start, e.CreatedAt)
 	rules := workspaceRules(10*time.Minute, 30*time.Minute)
@@ -58,7 +56,7 @@ func TestMemoryStoreUsesItsClock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []ttl.Expiry{{ID: "ws", Rule: "standby", Then: "STANDBY", LastActivityAt: start, DecidedAt: mock.Now()}}, ids)
 
-	e, err = st.Update(ctx, "ws", ttl.Update{Phase: "STANDBY"})
+	e, err = st.Update(ctx, "ws", memstore.Update{Phase: "STANDBY"})
 	require.NoError(t, err)
 	assert.Equal(t, mock.Now(), e.PhaseChangedAt)
 	mock.Add(30*time.Minute + time.Millisecond)

@@ -11,13 +11,14 @@ import (
 type Since int
 
 const (
-	// SinceLastActivity measures from Entity.LastActivityAt (idle timeout).
-	// It is the zero value.
+	// SinceLastActivity measures from the entity's last activity (idle
+	// timeout). It is the zero value.
 	SinceLastActivity Since = iota
-	// SincePhaseChanged measures from Entity.PhaseChangedAt (time spent in
-	// the current phase).
+	// SincePhaseChanged measures from when the entity's phase last changed
+	// (time spent in the current phase).
 	SincePhaseChanged
-	// SinceCreated measures from Entity.CreatedAt (absolute lifetime).
+	// SinceCreated measures from when the entity was created (absolute
+	// lifetime).
 	SinceCreated
 )
 
@@ -34,41 +35,30 @@ func (s Since) String() string {
 	return fmt.Sprintf("Since(%d)", int(s))
 }
 
-// Of returns the timestamp of e that s names.
-func (s Since) Of(e Entity) time.Time {
-	switch s {
-	case SincePhaseChanged:
-		return e.PhaseChangedAt
-	case SinceCreated:
-		return e.CreatedAt
-	}
-	return e.LastActivityAt
-}
-
 // Rule is one TTL of a phase state machine: an entity in Phase whose Since
-// timestamp lies more than After in the past gets DesiredState = Then.
+// timestamp lies more than After in the past gets Then as its desired
+// state.
 //
 // Store.Apply applies a rule as one conditional update, using the store's own
 // clock as "now". An entity matches when all of these hold:
 //
-//   - Phase == r.Phase
-//   - Operation == "" (no operation in progress)
-//   - DeletedAt is zero (not deleted)
-//   - DesiredState != r.Then (so applying a rule twice changes nothing)
-//   - the Since timestamp is set (not zero / NULL) and now - it > After
-//     (strictly greater, as SQL's NOW() - last_access_at > interval)
+//   - its phase is r.Phase
+//   - no operation is in progress on it, and it is not deleted
+//   - its desired state is not r.Then (so applying a rule twice changes
+//     nothing)
+//   - its Since timestamp is set (not zero / NULL) and now - it > After
+//     (strictly greater, as SQL's NOW() - last_activity_at > interval)
 //
-// A rule only sets DesiredState; the controller woken by the Runner does the
-// work and then moves Phase with Store.Update.
+// A rule only sets the desired state; the controller woken by the Runner
+// does the work and then moves the phase in its own writes to the store.
 //
-// A cloud-IDE workspace system uses two rules:
+// An idle timeout and a time limit in the next phase:
 //
 //	{Name: "standby", Phase: "RUNNING", Since: SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
 //	{Name: "archive", Phase: "STANDBY", Since: SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"}
 //
-// An AI sandbox system's containers are the same machine with other rules:
+// An absolute lifetime:
 //
-//	{Name: "inactive", Phase: "RUNNING", Since: SinceLastActivity, After: time.Hour, Then: "DESTROYED"}
 //	{Name: "lifetime", Phase: "RUNNING", Since: SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"}
 type Rule struct {
 	// Name identifies the rule in stats, events and logs. Empty means
@@ -106,15 +96,4 @@ func (r Rule) Validate() error {
 		return errs.Invalid(ErrInvalid, "ttl: rule %s: unknown Since (%d)", r, int(r.Since))
 	}
 	return nil
-}
-
-// Matches reports whether r fires for e at now, following the conditions in
-// the Rule documentation. Memory stores and tests use it; SQL and other
-// backends express the same conditions in their own language.
-func (r Rule) Matches(e Entity, now time.Time) bool {
-	if e.Phase != r.Phase || e.Operation != "" || !e.DeletedAt.IsZero() || e.DesiredState == r.Then {
-		return false
-	}
-	since := r.Since.Of(e)
-	return !since.IsZero() && now.Sub(since) > r.After
 }

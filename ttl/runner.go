@@ -21,10 +21,10 @@ type RunnerOptions struct {
 	// DefaultInterval (60 s).
 	Interval time.Duration
 	// Buffer, if set, is drained into the Store at the start of every tick.
-	// Without it, Trackers write to the Store directly (ToStore).
+	// Without it, Trackers write to the Store directly.
 	Buffer Buffer
 	// BatchSize is how many buffered activities one Peek reads and one
-	// MergeActivity writes. 0 means DefaultBatchSize (1000).
+	// Store.Add writes. 0 means DefaultBatchSize (1000).
 	BatchSize int
 	// Hold sets how long the Runner keeps skipping its SinceLastActivity
 	// rules after a tick found the Buffer unreadable or lost (see Tick),
@@ -47,12 +47,12 @@ type RunnerOptions struct {
 	// Wake, if set, is called at the end of a tick with the entities whose
 	// DesiredState the rules changed, when there are any, so that the
 	// controller acts on them now rather than at its next reconcile. Each
-	// Expiry carries the decision and the LastActivityAt it was based on,
-	// so the controller can tell activity that arrived since (and keep the
-	// entity, see Update.ExpectLastActivityAt and ClearDesiredState). A
-	// failed Wake is not retried (the rules will not fire again for those
-	// entities), so the controller must still reconcile periodically
-	// (Store.List).
+	// Expiry carries the decision and the last activity it was based on,
+	// so the controller can tell activity that arrived since and keep the
+	// entity (clearing its desired state, so that the rule can fire
+	// again). A failed Wake is not retried (the rules will not fire again
+	// for those entities), so the controller must still reconcile
+	// periodically, reading the entities whose desired state is set.
 	Wake func(ctx context.Context, expired []Expiry) error
 	// Clock is the time source of the loop and of Stats. Nil means real
 	// time. Expiry itself is decided by the Store's clock.
@@ -214,7 +214,7 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 //  1. drain the Buffer into the Store, so activity that reached the buffer
 //     before the tick counts: walk the buffer page by page in (At, ID)
 //     order (Buffer.Peek), merge every page into the Store
-//     (Store.MergeActivity) and Remove it, until a page comes back short;
+//     (Store.Add) and Remove it, until a page comes back short;
 //  2. apply every rule, in order, with Store.Apply;
 //  3. call Wake with the changed ids, if any.
 //
@@ -486,7 +486,7 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 			d.complete = true
 			return d
 		}
-		if err := r.store.MergeActivity(ctx, batch); err != nil {
+		if err := r.store.Add(ctx, batch); err != nil {
 			return stop(ReasonMergeFailed, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err))
 		}
 		d.synced += len(batch)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
 // wakes records Wake calls.
@@ -51,13 +52,13 @@ func newRunner(t *testing.T, st ttl.Store, rules []ttl.Rule, opts ttl.RunnerOpti
 	return r
 }
 
-func create(t *testing.T, st ttl.Store, e ttl.Entity) {
+func create(t *testing.T, st *memstore.Store, e memstore.Entity) {
 	t.Helper()
 	_, err := st.Create(context.Background(), e)
 	require.NoError(t, err)
 }
 
-func get(t *testing.T, st ttl.Store, id string) ttl.Entity {
+func get(t *testing.T, st *memstore.Store, id string) memstore.Entity {
 	t.Helper()
 	e, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func get(t *testing.T, st ttl.Store, id string) ttl.Entity {
 func TestRunnerWorkspaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := ttl.NewMemoryBuffer()
 		w := &wakes{}
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
@@ -81,8 +82,8 @@ func TestRunnerWorkspaces(t *testing.T) {
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		t0 := time.Now()
-		create(t, st, ttl.Entity{ID: "busy", Phase: "RUNNING"})
-		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING"})
+		create(t, st, memstore.Entity{ID: "busy", Phase: "RUNNING"})
+		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING"})
 
 		// "busy" is used every 45 s for 20 minutes.
 		until := func(d time.Duration, each func()) {
@@ -104,7 +105,7 @@ func TestRunnerWorkspaces(t *testing.T) {
 		assert.True(t, time.Since(last) <= 90*time.Second, "busy's activity is %v old in the store; at most flush + tick (90 s)", time.Since(last))
 
 		// The controller stops "idle"; "busy" stays in use.
-		_, err := st.Update(ctx, "idle", ttl.Update{Phase: "STANDBY"})
+		_, err := st.Update(ctx, "idle", memstore.Update{Phase: "STANDBY"})
 		require.NoError(t, err)
 		stopped := time.Now()
 		for time.Since(stopped) < 30*time.Minute {
@@ -134,15 +135,15 @@ func TestRunnerWorkspaces(t *testing.T) {
 func TestRunnerActivityBeforeSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := ttl.NewMemoryBuffer()
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
 		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-11 * time.Minute)
-		create(t, st, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
-		create(t, st, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: old})
 
 		tr.Record("active")
 		require.NoError(t, flushErr(tr.Flush(ctx)))
@@ -213,7 +214,7 @@ func (f *flakyBuffer) Remove(ctx context.Context, acts []ttl.Activity) (int, err
 func TestRunnerBufferLostOrDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		st := memstore.New(memstore.Options{})
 		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
 		// Loops slower than the test: every step is taken by hand.
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
@@ -222,7 +223,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		defer r.Close(context.Background())
 		defer tr.Close(ctx)
 		old := time.Now().Add(-9 * time.Minute)
-		create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
+		create(t, st, memstore.Entity{ID: "ws", Phase: "RUNNING", CreatedAt: old})
 
 		// Activity reaches the buffer, then the buffer is lost: the store,
 		// which never saw it, decides with what it has.
@@ -275,12 +276,12 @@ func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	mock := clock.NewMock()
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	st := memstore.New(memstore.Options{Clock: mock})
 	buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
 	r := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, BatchSize: 2, Clock: mock})
 	defer r.Close(context.Background())
 	for _, id := range []string{"a", "b", "c"} {
-		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING"})
+		create(t, st, memstore.Entity{ID: id, Phase: "RUNNING"})
 	}
 	require.NoError(t, buf.Add(ctx, []ttl.Activity{
 		{ID: "a", At: t0.Add(time.Second)}, {ID: "b", At: t0.Add(2 * time.Second)}, {ID: "c", At: t0.Add(3 * time.Second)},
@@ -323,7 +324,7 @@ func (s *failingStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, err
 func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		mem := memstore.New(memstore.Options{})
 		st := &failingStore{Store: mem, failRule: "inactive"}
 		w := &wakes{err: errors.New("controller away")}
 		var log eventLog
@@ -331,7 +332,7 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 			Wake: w.Wake, OnEvent: log.add})
 		defer r.Close(context.Background())
 		created := time.Now().Add(-9 * time.Hour)
-		create(t, mem, ttl.Entity{ID: "old", Phase: "RUNNING", CreatedAt: created})
+		create(t, mem, memstore.Entity{ID: "old", Phase: "RUNNING", CreatedAt: created})
 
 		res, err := r.Tick(ctx)
 		require.ErrorIs(t, err, errDown)
@@ -358,7 +359,7 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 func TestRunnerMockClock(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC))
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	st := memstore.New(memstore.Options{Clock: mock})
 	woken := make(chan []string, 10)
 	r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Clock: mock,
@@ -372,7 +373,7 @@ func TestRunnerMockClock(t *testing.T) {
 		},
 	})
 	defer r.Close(context.Background())
-	create(t, st, ttl.Entity{ID: "ws", Phase: "RUNNING"})
+	create(t, st, memstore.Entity{ID: "ws", Phase: "RUNNING"})
 	mock.Add(10 * time.Minute)
 	assert.Empty(t, woken)
 	deadline := time.After(5 * time.Second)
@@ -394,7 +395,7 @@ func TestRunnerMockClock(t *testing.T) {
 // instances) wake each expired entity once.
 func TestRunnersShareStore(t *testing.T) {
 	ctx := context.Background()
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	st := memstore.New(memstore.Options{})
 	w := &wakes{}
 	rules := workspaceRules(10*time.Minute, 30*time.Minute)
 	r1 := newRunner(t, st, rules, ttl.RunnerOptions{Wake: w.Wake})
@@ -402,7 +403,7 @@ func TestRunnersShareStore(t *testing.T) {
 	defer r1.Close(context.Background())
 	defer r2.Close(context.Background())
 	for _, id := range []string{"a", "b", "c", "d"} {
-		create(t, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		create(t, st, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 	}
 	var wg sync.WaitGroup
 	for _, r := range []*ttl.Runner{r1, r2} {
@@ -424,7 +425,7 @@ func TestRunnersShareStore(t *testing.T) {
 }
 
 func TestNewRunnerValidates(t *testing.T) {
-	st := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	st := memstore.New(memstore.Options{})
 	ok := workspaceRules(time.Minute, time.Minute)
 	for _, c := range []struct {
 		store ttl.Store
@@ -460,7 +461,7 @@ func (s stuckStore) Apply(ctx context.Context, _ ttl.Rule) ([]ttl.Expiry, error)
 // the cancellation, which is Close's doing, not a rule error.
 func TestRunnerCloseCancelsStuckTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := stuckStore{ttl.NewMemoryStore(ttl.MemoryStoreOptions{})}
+		st := stuckStore{memstore.New(memstore.Options{})}
 		r := newRunner(t, st, workspaceRules(time.Minute, time.Minute), ttl.RunnerOptions{})
 		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
 		synctest.Wait()
@@ -497,11 +498,11 @@ func (s *gatedStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error
 func TestRunnerCloseDuringTickIsNoError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		mem := memstore.New(memstore.Options{})
 		st := &gatedStore{Store: mem}
 		var log eventLog
 		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: time.Minute, OnEvent: log.add})
-		create(t, mem, ttl.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		create(t, mem, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
 		st.stuck.Store(true)
 		time.Sleep(61 * time.Second) // the loop's first tick is now stuck
 		synctest.Wait()
@@ -522,7 +523,7 @@ func TestRunnerCloseDuringTickIsNoError(t *testing.T) {
 	})
 }
 
-// mergeFailStore fails MergeActivity while down is set.
+// mergeFailStore fails Add while down is set.
 type mergeFailStore struct {
 	ttl.Store
 	mu   sync.Mutex
@@ -535,14 +536,14 @@ func (s *mergeFailStore) setDown(down bool) {
 	s.down = down
 }
 
-func (s *mergeFailStore) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
+func (s *mergeFailStore) Add(ctx context.Context, acts []ttl.Activity) error {
 	s.mu.Lock()
 	down := s.down
 	s.mu.Unlock()
 	if down {
 		return errDown
 	}
-	return s.Store.MergeActivity(ctx, acts)
+	return s.Store.Add(ctx, acts)
 }
 
 // TestRunnerSkipsActivityRulesWhenMergeFails: when buffered activity was
@@ -554,7 +555,7 @@ func (s *mergeFailStore) MergeActivity(ctx context.Context, acts []ttl.Activity)
 func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		mem := memstore.New(memstore.Options{})
 		st := &mergeFailStore{Store: mem}
 		buf := ttl.NewMemoryBuffer()
 		var log eventLog
@@ -562,9 +563,9 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 			Buffer: buf, Interval: time.Hour, OnEvent: log.add})
 		defer r.Close(context.Background())
 		old := time.Now().Add(-11 * time.Minute)
-		create(t, mem, ttl.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
+		create(t, mem, memstore.Entity{ID: "active", Phase: "RUNNING", CreatedAt: old})
 		standbySince := time.Now().Add(-31 * time.Minute)
-		create(t, mem, ttl.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: standbySince})
+		create(t, mem, memstore.Entity{ID: "standby", Phase: "STANDBY", CreatedAt: standbySince})
 		activeAt := time.Now()
 		require.NoError(t, buf.Add(ctx, []ttl.Activity{{ID: "active", At: activeAt}}))
 

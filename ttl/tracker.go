@@ -99,7 +99,7 @@ type TrackerOptions struct {
 }
 
 // Tracker is the first stage: it records activity in memory, per request or
-// message, and flushes it to a Sink (a Buffer, or a Store through ToStore)
+// message, and flushes it to a Sink (a Buffer, or a Store)
 // every FlushInterval.
 //
 // Record is built for the hot path: the buffer is split into shards locked

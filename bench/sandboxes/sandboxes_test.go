@@ -15,6 +15,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
@@ -24,8 +26,6 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/redispool"
-	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
 // This test binary is also the process sandboxes' agent.
@@ -100,7 +100,7 @@ func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *syst
 		r := redistest.OpenRedis(b)
 		cfg.Shared = true
 		cfg.Assignments = backend.NewRedisAssignments(r.Client, r.Prefix+"ws")
-		if cfg.Entities, err = redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.Prefix + "ws"}); err != nil {
+		if cfg.Entities, err = redisentities.New(r.Client, redisentities.Options{Prefix: r.Prefix + "ws"}); err != nil {
 			b.Fatal(err)
 		}
 		if cfg.Inventory, err = redispool.New(r.Client, redispool.Options{Prefix: r.Prefix + "warm"}); err != nil {
@@ -108,7 +108,7 @@ func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *syst
 		}
 	} else {
 		cfg.Assignments = backend.NewMemoryAssignments(nil)
-		cfg.Entities = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		cfg.Entities = entities.NewMemoryStore(entities.MemoryStoreOptions{})
 	}
 	be, err := backend.New(cfg)
 	if err != nil {

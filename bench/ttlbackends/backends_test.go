@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -61,12 +62,12 @@ func perRow(ctx context.Context, pool *pgxpool.Pool, acts []ttl.Activity) error 
 func BenchmarkStoreSync(b *testing.B) {
 	impls := []struct {
 		name string
-		sync func(ctx context.Context, pool *pgxpool.Pool, store *pgttl.Store, acts []ttl.Activity) error
+		sync func(ctx context.Context, pool *pgxpool.Pool, store *pgentities.Store, acts []ttl.Activity) error
 	}{
-		{"ttlkit", func(ctx context.Context, _ *pgxpool.Pool, store *pgttl.Store, acts []ttl.Activity) error {
-			return store.MergeActivity(ctx, acts)
+		{"ttlkit", func(ctx context.Context, _ *pgxpool.Pool, store *pgentities.Store, acts []ttl.Activity) error {
+			return store.Add(ctx, acts)
 		}},
-		{"perrow", func(ctx context.Context, pool *pgxpool.Pool, _ *pgttl.Store, acts []ttl.Activity) error {
+		{"perrow", func(ctx context.Context, pool *pgxpool.Pool, _ *pgentities.Store, acts []ttl.Activity) error {
 			return perRow(ctx, pool, acts)
 		}},
 	}
@@ -74,7 +75,7 @@ func BenchmarkStoreSync(b *testing.B) {
 		b.Run(fmt.Sprintf("backend=postgres/n=%d/impl=%s", n, impl.name), func(b *testing.B) {
 			ctx := context.Background()
 			pg := pgtest.OpenPostgres(b)
-			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces"})
+			store, err := pgentities.New(pg.Pool, pgttl.Options{Table: "workspaces"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -26,7 +27,7 @@ import (
 //     in pages of 1,000 (the same 8,000 active workspaces every round, as
 //     between two ticks of a busy system), then the standby and archive
 //     rules, which find about 100 newly idle workspaces.
-//   - op=merge: one MergeActivity of 1,000 of those activities.
+//   - op=merge: one Add of 1,000 of those activities.
 //   - op=standby: the standby rule alone, with nothing idle.
 func BenchmarkTick(b *testing.B) {
 	sizes := []int{100_000}
@@ -38,7 +39,7 @@ func BenchmarkTick(b *testing.B) {
 			ctx := context.Background()
 			pg := pgtest.OpenPostgres(b)
 			rd := redistest.OpenRedis(b)
-			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces"})
+			store, err := pgentities.New(pg.Pool, pgttl.Options{Table: "workspaces"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -95,7 +96,7 @@ FROM generate_series(0, $1 - 1) i`, n); err != nil {
 	}
 }
 
-func benchOps(b *testing.B, ctx context.Context, pool *pgxpool.Pool, r *ttl.Runner, store *pgttl.Store, buf *redisttl.Buffer, rules []ttl.Rule, n int, active func(k, round int) []ttl.Activity) {
+func benchOps(b *testing.B, ctx context.Context, pool *pgxpool.Pool, r *ttl.Runner, store *pgentities.Store, buf *redisttl.Buffer, rules []ttl.Rule, n int, active func(k, round int) []ttl.Activity) {
 	b.Run("op=tick", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := range b.N {
@@ -122,7 +123,7 @@ WHERE id IN (SELECT format('ws-%s', lpad(j::text, 7, '0')) FROM generate_series(
 		b.ReportAllocs()
 		for i := range b.N {
 			acts := active(1000, 1_000_000+i)
-			if err := store.MergeActivity(ctx, acts); err != nil {
+			if err := store.Add(ctx, acts); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/proxy"
@@ -56,8 +57,8 @@ func backend(b *testing.B) *httptest.Server {
 // workspacesProxy serves the example's proxy for workspace "ws", which
 // runs at target, and returns its URL, the path prefix and the token.
 func workspacesProxy(b *testing.B, target *httptest.Server) (string, string, string) {
-	store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
-	if _, err := store.Create(context.Background(), ttl.Entity{ID: "ws", Phase: catalog.Running}); err != nil {
+	store := entities.NewMemoryStore(entities.MemoryStoreOptions{})
+	if _, err := store.Create(context.Background(), entities.Entity{ID: "ws", Phase: catalog.Running}); err != nil {
 		b.Fatal(err)
 	}
 	tracker, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{})

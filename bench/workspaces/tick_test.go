@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -115,7 +117,7 @@ func BenchmarkRunnerTick(b *testing.B) {
 			pg := pgtest.OpenPostgres(b)
 			rd := redistest.OpenRedis(b)
 			table, key := "ws_"+impl, rd.Prefix+impl+":activity"
-			store, err := pgttl.New(pg.Pool, pgttl.Options{Table: table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+			store, err := pgentities.New(pg.Pool, pgttl.Options{Table: table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -137,7 +139,7 @@ FROM generate_series(0, $1 - 1) i`, n); err != nil {
 				if err != nil {
 					b.Fatal(err)
 				}
-				wake, err := pgttl.NewNotifier(pg.Pool, "workspace_wc")
+				wake, err := pgnotify.NewNotifier(pg.Pool, "workspace_wc")
 				if err != nil {
 					b.Fatal(err)
 				}

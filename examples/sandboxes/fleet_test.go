@@ -18,23 +18,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/pool/process"
 	"github.com/ttlkit/ttlkit/pool/redispool"
-	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
 // redisArgs opens the test Redis and returns the flags that put two
 // instances on it, under the test's own prefix, and the warm pool's
 // inventory and the entity store as the instances see them.
-func redisArgs(t *testing.T) ([]string, *redispool.Inventory, *redisttl.Store) {
+func redisArgs(t *testing.T) ([]string, *redispool.Inventory, *redisentities.Store) {
 	r := redistest.OpenRedis(t)
 	prefix := strings.TrimSuffix(r.Prefix, ":")
 	inv, err := redispool.New(r.Client, redispool.Options{Prefix: prefix + ":warm"})
 	require.NoError(t, err)
-	st, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: prefix})
+	st, err := redisentities.New(r.Client, redisentities.Options{Prefix: prefix})
 	require.NoError(t, err)
 	return []string{"-redis", os.Getenv(testenv.EnvRedis), "-prefix", prefix}, inv, st
 }
@@ -99,7 +99,7 @@ func metric(t *testing.T, ins []*instance, name string) int {
 // their sandboxes after the inactivity TTL and a busy one after the
 // absolute TTL, their files archived and restored into the next sandbox.
 func TestFleet(t *testing.T) {
-	shared, inv, entities := redisArgs(t)
+	shared, inv, records := redisArgs(t)
 	e := newEnv(t)
 	// The TTLs leave room for the 20 conversations' first round on a
 	// loaded machine with the race detector, where each new sandbox
@@ -229,7 +229,7 @@ func TestFleet(t *testing.T) {
 	assert.Zero(t, metric(t, ins, `sandboxes_destroy_failures_total`))
 
 	// Redis keeps no record of the destroyed sandboxes.
-	all, err := entities.List(ctx, ttl.Filter{Deleted: true})
+	all, err := records.List(ctx, entities.Filter{Deleted: true})
 	require.NoError(t, err)
 	for _, ent := range all {
 		assert.True(t, ent.DeletedAt.IsZero(), "%s was destroyed and is still recorded", ent.ID)

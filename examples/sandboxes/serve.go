@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
@@ -29,8 +31,6 @@ import (
 	"github.com/ttlkit/ttlkit/pool/docker"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/redispool"
-	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
 // system is what a backend runs on: its configuration, with the clients
@@ -135,7 +135,7 @@ func (s *system) state(ctx context.Context, c config) error {
 	cfg.AgentToken = c.agentToken
 	if c.redis == "" {
 		cfg.Assignments = backend.NewMemoryAssignments(nil)
-		cfg.Entities = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		cfg.Entities = entities.NewMemoryStore(entities.MemoryStoreOptions{})
 		if cfg.AgentToken == "" {
 			cfg.AgentToken = rand.Text()
 		}
@@ -155,7 +155,7 @@ func (s *system) state(ctx context.Context, c config) error {
 	}
 	cfg.Shared = true
 	cfg.Assignments = backend.NewRedisAssignments(s.rdb, c.prefix)
-	if cfg.Entities, err = redisttl.NewStore(s.rdb, redisttl.StoreOptions{Prefix: c.prefix}); err != nil {
+	if cfg.Entities, err = redisentities.New(s.rdb, redisentities.Options{Prefix: c.prefix}); err != nil {
 		return err
 	}
 	if cfg.Inventory, err = redispool.New(s.rdb, redispool.Options{Prefix: c.prefix + ":warm"}); err != nil {

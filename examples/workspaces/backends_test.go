@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
 	"github.com/ttlkit/ttlkit/internal/testenv"
@@ -37,8 +39,8 @@ func backendConfig(t testing.TB, component string, pg *pgtest.Postgres, redisURL
 
 // seedStore opens the workspaces table as the system does, for a test to
 // fill and read.
-func seedStore(t testing.TB, pg *pgtest.Postgres) *pgttl.Store {
-	s, err := pgttl.New(pg.Pool, pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+func seedStore(t testing.TB, pg *pgtest.Postgres) *pgentities.Store {
+	s, err := pgentities.New(pg.Pool, pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(context.Background()))
 	return s
@@ -99,19 +101,19 @@ func slowestTick(t *testing.T, r *ttl.Runner) func() time.Duration {
 // runningWorkspaces creates nActive workspaces in use ("active-NNN") and
 // nIdle that go idle ("idle-NN", created stagger apart from now), all
 // RUNNING on fake, and returns their ids.
-func runningWorkspaces(t *testing.T, store ttl.Store, fake *fakeHost, now time.Time, nActive, nIdle int, stagger time.Duration) (active, idle []string) {
+func runningWorkspaces(t *testing.T, store entities.Store, fake *fakeHost, now time.Time, nActive, nIdle int, stagger time.Duration) (active, idle []string) {
 	t.Helper()
-	var es []ttl.Entity
+	var es []entities.Entity
 	for i := range nActive {
 		id := fmt.Sprintf("active-%03d", i)
 		active = append(active, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
+		es = append(es, entities.Entity{ID: id, Phase: catalog.Running, CreatedAt: now})
 		fake.setRunning(id)
 	}
 	for i := range nIdle {
 		id := fmt.Sprintf("idle-%02d", i)
 		idle = append(idle, id)
-		es = append(es, ttl.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * stagger)})
+		es = append(es, entities.Entity{ID: id, Phase: catalog.Running, CreatedAt: now.Add(time.Duration(i) * stagger)})
 		fake.setRunning(id)
 	}
 	_, err := store.CreateMany(context.Background(), es)
@@ -123,7 +125,7 @@ func runningWorkspaces(t *testing.T, store ttl.Store, fake *fakeHost, now time.T
 // decision, more than ttl after its last activity (whatever the load) and
 // at most late after that, stretched by what the machine's load measured:
 // stretch, which it reports.
-func idleOnTime(t *testing.T, store ttl.Store, dec *decisions, ids []string, ttl, late time.Duration, stretch func() (time.Duration, string)) {
+func idleOnTime(t *testing.T, store entities.Store, dec *decisions, ids []string, ttl, late time.Duration, stretch func() (time.Duration, string)) {
 	t.Helper()
 	d, why := stretch()
 	late += d
@@ -296,13 +298,13 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 	ctrl := []*System{startSystem(t, conf("controller"), deps), startSystem(t, conf("controller"), deps)}
 
 	now := dbNow(t, pg)
-	es := make([]ttl.Entity, 0, 10000)
+	es := make([]entities.Entity, 0, 10000)
 	add := func(prefix string, n int, phase string, last, changed func(i int) time.Time) []string {
 		var ids []string
 		for i := range n {
 			id := fmt.Sprintf("%s-%05d", prefix, i)
 			ids = append(ids, id)
-			es = append(es, ttl.Entity{ID: id, Phase: phase, CreatedAt: now.Add(-48 * time.Hour), LastActivityAt: last(i), PhaseChangedAt: changed(i)})
+			es = append(es, entities.Entity{ID: id, Phase: phase, CreatedAt: now.Add(-48 * time.Hour), LastActivityAt: last(i), PhaseChangedAt: changed(i)})
 			if phase == catalog.Running {
 				fake.setRunning(id)
 			}
@@ -363,7 +365,7 @@ func TestSeparateComponentsAtScale(t *testing.T) {
 		require.Equal(t, "archive", d[0].Rule)
 		require.Equal(t, []string{"archive"}, fake.opsOf(id), id)
 	}
-	got, err := store.List(context.Background(), ttl.Filter{Phase: catalog.Running, Limit: 10000})
+	got, err := store.List(context.Background(), entities.Filter{Phase: catalog.Running, Limit: 10000})
 	require.NoError(t, err)
 	assert.Len(t, got, len(active), "only the workspaces in use still run")
 	assert.Empty(t, fake.overlapping(), "two operations at once on one workspace")

@@ -19,11 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/browsertest"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 // updateScreenshot makes TestBrowser write screenshot.png, the IDE with a
@@ -257,7 +257,7 @@ func TestBrowserOtherSites(t *testing.T) {
 	assert.Equal(t, proxied.WebSockets, after.WebSockets)
 	_, err := os.Stat(filepath.Join(cfg.DataDir, "files", "notes", "pwned.txt"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "no file was written")
-	es, err := sys.store.List(context.Background(), ttl.Filter{})
+	es, err := sys.store.List(context.Background(), entities.Filter{})
 	require.NoError(t, err)
 	assert.Len(t, es, 1, "no workspace was created")
 	assert.True(t, entity(t, sys.store, "notes").DeletedAt.IsZero(), "none was deleted")

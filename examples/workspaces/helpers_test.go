@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
@@ -204,7 +205,7 @@ func (o *owner) terminal(ctx context.Context) *websocket.Conn {
 }
 
 // entity reads workspace id from the store.
-func entity(t testing.TB, st ttl.Store, id string) ttl.Entity {
+func entity(t testing.TB, st entities.Store, id string) entities.Entity {
 	t.Helper()
 	e, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -213,7 +214,7 @@ func entity(t testing.TB, st ttl.Store, id string) ttl.Entity {
 
 // waitPhase waits until workspace id is in phase with nothing left to do,
 // and returns it.
-func waitPhase(t testing.TB, st ttl.Store, id, phase string, within time.Duration) ttl.Entity {
+func waitPhase(t testing.TB, st entities.Store, id, phase string, within time.Duration) entities.Entity {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -337,3 +338,8 @@ func (h *fakeHost) overlapping() []string {
 	defer h.mu.Unlock()
 	return slices.Clone(h.overlaps)
 }
+
+// sinkFunc adapts a function to a ttl.Sink.
+type sinkFunc func(ctx context.Context, acts []ttl.Activity) error
+
+func (f sinkFunc) Add(ctx context.Context, acts []ttl.Activity) error { return f(ctx, acts) }

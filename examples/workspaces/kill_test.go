@@ -15,11 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
-	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
 )
 
@@ -65,7 +66,7 @@ func TestControllerKilledMidOperation(t *testing.T) {
 				waitPhase(t, store, id, catalog.Running, 30*time.Second)
 				// Idle past the standby TTL, then the runner's decision.
 				time.Sleep(cfg.Standby + 100*time.Millisecond)
-				_, err := store.Update(ctx, id, ttl.Update{DesiredState: catalog.Standby})
+				_, err := store.Update(ctx, id, entities.Update{DesiredState: catalog.Standby})
 				require.NoError(t, err)
 			}
 			waitOperation(t, store, id, tc.op, 30*time.Second)
@@ -119,7 +120,7 @@ func startController(t *testing.T, cfg Config, env ...string) *exec.Cmd {
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 
 // waitOperation waits until workspace id's row shows operation op.
-func waitOperation(t *testing.T, st ttl.Store, id, op string, within time.Duration) {
+func waitOperation(t *testing.T, st entities.Store, id, op string, within time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool { return entity(t, st, id).Operation == op }, within, 5*time.Millisecond,
 		"workspace %s never showed operation %s", id, op)
@@ -162,7 +163,7 @@ func TestPostgresRestart(t *testing.T) {
 	delay := testenv.SchedDelay(t)
 	srv := pgtest.StartPostgres(t)
 	rd := redistest.OpenRedis(t)
-	store, err := pgttl.New(srv.Pool(t), pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+	store, err := pgentities.New(srv.Pool(t), pgttl.Options{Table: "workspaces", LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 	require.NoError(t, err)
 	require.NoError(t, store.Migrate(context.Background()))
 	fake := newFakeHost(t, backend(t), 0)
@@ -207,7 +208,7 @@ func TestPostgresRestart(t *testing.T) {
 	idleOnTime(t, store, &dec, idle, cfg.Standby, down+3*time.Second, func() (time.Duration, string) {
 		return 3 * delay(), fmt.Sprintf("3 × the worst scheduling delay, %v", delay())
 	})
-	stuck, err := store.List(context.Background(), ttl.Filter{Limit: 100})
+	stuck, err := store.List(context.Background(), entities.Filter{Limit: 100})
 	require.NoError(t, err)
 	for _, e := range stuck {
 		assert.Empty(t, e.Operation, "%s: no operation left", e.ID)

@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/examples/internal/webguard"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
@@ -55,9 +58,9 @@ type System struct {
 
 	pool     *pgxpool.Pool
 	rdb      *redis.Client
-	store    ttl.Store
+	store    entities.Store
 	buffer   ttl.Buffer // nil: trackers write to the store
-	notifier *pgttl.Notifier
+	notifier *pgnotify.Notifier
 	catalog  *catalog.Catalog
 	host     *host.Host
 	tempDir  string // removed at shutdown (memory mode)
@@ -67,7 +70,7 @@ type System struct {
 	runner     *ttl.Runner
 	controller *controller.Controller
 	claims     *lease.Manager // the controllers' claims on operations (PostgreSQL)
-	listener   *pgttl.Listener
+	listener   *pgnotify.Listener
 
 	registry *prometheus.Registry
 	server   *http.Server
@@ -124,9 +127,9 @@ func Start(ctx context.Context, cfg Config, deps Deps, log *slog.Logger) (s *Sys
 			return nil, err
 		}
 		if s.pool != nil {
-			s.listener, err = pgttl.ListenExpired(ctx, s.pool, cfg.Channel, func(exps []ttl.Expiry) {
+			s.listener, err = pgnotify.ListenExpired(ctx, s.pool, cfg.Channel, func(exps []ttl.Expiry) {
 				_ = s.controller.Wake(context.Background(), exps)
-			}, pgttl.ListenOptions{OnError: func(err error) { log.Warn("controller: wake channel failed; reconnecting", "err", err) }})
+			}, pgnotify.ListenOptions{OnError: func(err error) { log.Warn("controller: wake channel failed; reconnecting", "err", err) }})
 			if err != nil {
 				return nil, err
 			}
@@ -176,7 +179,7 @@ func (s *System) guard(h http.Handler, anySite bool) http.Handler {
 func (s *System) openBackends(ctx context.Context) error {
 	cfg := s.cfg
 	if cfg.PostgresURL == "" {
-		s.store = ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		s.store = entities.NewMemoryStore(entities.MemoryStoreOptions{})
 		s.buffer = ttl.NewMemoryBuffer()
 		return nil
 	}
@@ -185,7 +188,7 @@ func (s *System) openBackends(ctx context.Context) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	s.pool = pool
-	store, err := pgttl.New(pool, pgttl.Options{Table: cfg.Table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
+	store, err := pgentities.New(pool, pgttl.Options{Table: cfg.Table, LastActivityColumn: "last_access_at", NoOperation: "NONE"})
 	if err != nil {
 		return fmt.Errorf("WORKSPACES_TABLE: %w", err)
 	}
@@ -193,7 +196,7 @@ func (s *System) openBackends(ctx context.Context) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	s.store = store
-	if s.notifier, err = pgttl.NewNotifier(pool, cfg.Channel); err != nil {
+	if s.notifier, err = pgnotify.NewNotifier(pool, cfg.Channel); err != nil {
 		return fmt.Errorf("WAKE_CHANNEL: %w", err)
 	}
 	if cfg.RedisURL != "" {
@@ -300,7 +303,7 @@ func (s *System) startRunner(deps Deps) error {
 }
 
 func (s *System) startProxy(mux *http.ServeMux, routes proxy.Routes, deps Deps) error {
-	var sink ttl.Sink = ttl.ToStore(s.store)
+	var sink ttl.Sink = s.store
 	if s.buffer != nil {
 		sink = s.buffer
 	}

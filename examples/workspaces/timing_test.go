@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
@@ -37,7 +38,7 @@ const (
 // directly, without a network.
 type bubble struct {
 	t       *testing.T
-	store   *ttl.MemoryStore
+	store   *entities.MemoryStore
 	buffer  *ttl.MemoryBuffer
 	host    *fakeHost
 	ctrl    *controller.Controller
@@ -71,7 +72,7 @@ func (backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func newBubble(t *testing.T, proxies int) *bubble {
-	b := &bubble{t: t, store: ttl.NewMemoryStore(ttl.MemoryStoreOptions{}), buffer: ttl.NewMemoryBuffer(),
+	b := &bubble{t: t, store: entities.NewMemoryStore(entities.MemoryStoreOptions{}), buffer: ttl.NewMemoryBuffer(),
 		decisions: map[string][]ttl.Expiry{}}
 	b.host = newFakeHost(t, "workspace.test:80", 0)
 	var err error
@@ -86,7 +87,7 @@ func newBubble(t *testing.T, proxies int) *bubble {
 	require.NoError(t, err)
 	for range proxies {
 		bp := &bubbleProxy{}
-		sink := ttl.SinkFunc(func(ctx context.Context, acts []ttl.Activity) error {
+		sink := sinkFunc(func(ctx context.Context, acts []ttl.Activity) error {
 			if bp.dead.Load() {
 				return errors.New("proxy killed")
 			}
@@ -154,7 +155,7 @@ func (b *bubble) create(id string) {
 	require.Equal(b.t, catalog.Running, b.get(id).Phase)
 }
 
-func (b *bubble) get(id string) ttl.Entity { return entity(b.t, b.store, id) }
+func (b *bubble) get(id string) entities.Entity { return entity(b.t, b.store, id) }
 
 // request sends GET /{id}/ with the workspace's token through proxy i and
 // returns the status. A request held for a start returns once it is

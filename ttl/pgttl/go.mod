@@ -15,25 +15,19 @@ replace (
 )
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 	github.com/ttlkit/ttlkit v0.0.0-00010101000000-000000000000
 	github.com/ttlkit/ttlkit/internal/testenv v0.0.0-00010101000000-000000000000
-	github.com/ttlkit/ttlkit/ttl/redisttl v0.0.0-00010101000000-000000000000
 )
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/ttlkit/ttlkit/internal/redisrun v0.0.0-00010101000000-000000000000 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

@@ -8,35 +8,22 @@ import (
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
-// Defaults of Options.
-const (
-	// DefaultTable is the entity table used when Options.Table is empty.
-	DefaultTable = "ttlkit_entities"
-	// DefaultLastActivityColumn is the column of ttl.Entity.LastActivityAt
-	// when Options.LastActivityColumn is empty.
-	DefaultLastActivityColumn = "last_activity_at"
-)
-
 // Options configure a Store. The zero value means the defaults.
 type Options struct {
 	// Table is the entity table: an identifier of letters, digits and
 	// underscores (at most 48), optionally qualified by a schema
-	// ("ops.workspaces"). Empty means DefaultTable ("ttlkit_entities"). An unqualified name
-	// is resolved through the connection's search_path.
+	// ("ops.entities"). Empty means "ttlkit_entities". An unqualified
+	// name is resolved through the connection's search_path.
 	Table string
-	// LastActivityColumn names the column that holds
-	// ttl.Entity.LastActivityAt, for a table whose design calls it
-	// otherwise (a workspace table's last_access_at): an identifier of
-	// letters, digits and underscores, at most 48. Empty means
-	// DefaultLastActivityColumn ("last_activity_at").
+	// LastActivityColumn names the column that holds an entity's last
+	// activity, for a table whose design calls it otherwise
+	// (last_access_at): an identifier of letters, digits and underscores,
+	// at most 48. Empty means "last_activity_at".
 	LastActivityColumn string
 	// NoOperation is what the operation column holds while no operation is
-	// in progress (ttl.Entity.Operation ""), for a table whose design
-	// writes it as a word ('NONE'): up to 32 letters, digits and
-	// underscores. Empty means the empty string. The Store translates both
-	// ways: Create and Update write NoOperation for "", and every read
-	// returns "" for NoOperation, so an Operation equal to NoOperation also
-	// means none.
+	// in progress, for a table whose design writes it as a word ('NONE'):
+	// up to 32 letters, digits and underscores. Empty means the empty
+	// string. The rules change only rows whose operation is NoOperation.
 	NoOperation string
 }
 
@@ -73,7 +60,7 @@ func quote(name string) string {
 func (o Options) table() (quoted, base string, err error) {
 	name := o.Table
 	if name == "" {
-		name = DefaultTable
+		name = "ttlkit_entities"
 	}
 	if !validName(name) {
 		return "", "", errs.Invalid(ttl.ErrInvalid, "pgttl: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
@@ -85,7 +72,7 @@ func (o Options) table() (quoted, base string, err error) {
 // bare name (an identifier needs no quotes).
 func (o Options) lastActivity() (string, error) {
 	if o.LastActivityColumn == "" {
-		return DefaultLastActivityColumn, nil
+		return "last_activity_at", nil
 	}
 	if !identRE.MatchString(o.LastActivityColumn) {
 		return "", errs.Invalid(ttl.ErrInvalid, "pgttl: LastActivityColumn %q is not a valid identifier (letters, digits, _; at most 48)", o.LastActivityColumn)

@@ -3,9 +3,6 @@ package redisttl_test
 import (
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,24 +23,6 @@ func TestClusterConformance(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}})
-}
-
-// TestClusterStoreConformance runs the Store conformance suite on a Redis
-// Cluster through go-redis's ClusterClient, with the stores spread over its
-// masters and both prefix forms.
-func TestClusterStoreConformance(t *testing.T) {
-	var n atomic.Int64
-	var c redis.UniversalClient
-	ttltest.RunStore(t, ttltest.StoreHarness{
-		New: func(t *testing.T) ttl.Store {
-			r := redistest.OpenRedisCluster(t)
-			c = r.Client
-			s, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.StorePrefix(int(n.Add(1)))})
-			require.NoError(t, err)
-			return s
-		},
-		Now: func(t *testing.T) time.Time { return serverNow(t, c) },
-	})
 }
 
 // TestClusterConformanceKey runs the Buffer suite on a cluster with buffers

@@ -1,8 +1,6 @@
-// Package redisttl keeps ttl's shared state in Redis: a ttl.Buffer in a
-// sorted set, so that the Trackers of many proxy instances share one
-// activity buffer that a ttl.Runner drains into the Store (the
-// "codehub:activity" ZSET of a cloud-IDE workspace system, Options.Key), and a ttl.Store
-// for systems whose only shared database is Redis (see Store).
+// Package redisttl keeps a ttl.Buffer in a Redis sorted set, so that the
+// Trackers of many instances (the proxies in front of the entities) share
+// one activity buffer that a ttl.Runner drains into the Store.
 //
 // # Buffer
 //
@@ -69,15 +67,4 @@
 //     activity of that id arrives, so an idle rule can fire at most that
 //     lag early; with idle rules of minutes and a lag of milliseconds this
 //     rarely matters. The package has no option to wait for replicas.
-//
-// The Store's keys share one slot too (see StoreOptions.Prefix), and each
-// of its scripts declares every key it touches plus the guard, so the same
-// holds for resharding: a script is refused whole while the slot moves and
-// sent again, never run on a master that holds only part of the store.
-// The Store passes RunStore on a cluster; the refusal under migration is
-// the buffer's mechanism, proven with the buffer's scripts. Failover is as for the buffer, with
-// a heavier cost: a hard failover can lose the Store's last acknowledged
-// writes (a created entity, an Update, a rule's decision), so keep the
-// Store on Redis only where the system reconciles its resources against it
-// (see Store).
 package redisttl

@@ -41,36 +41,3 @@ func ExampleBuffer() {
 	defer tracker.Close(ctx)
 	tracker.Record("ws-1") // on every proxied request or WebSocket message
 }
-
-// A system with only Redis keeps its entities in a Store there: every
-// instance runs the rules, and each expired entity is handed to exactly one
-// of them. (Needs a Redis server.)
-func ExampleStore() {
-	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, err := redisttl.NewStore(client, redisttl.StoreOptions{Prefix: "sandboxes"})
-	if err != nil {
-		panic(err)
-	}
-	if _, err := store.Create(ctx, ttl.Entity{ID: "conv-1", Phase: "RUNNING"}); err != nil {
-		panic(err)
-	}
-	rules := []ttl.Rule{
-		{Name: "inactive", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: time.Hour, Then: "DESTROYED"},
-		{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"},
-	}
-	runner, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{
-		Interval: time.Minute,
-		Wake: func(ctx context.Context, expired []ttl.Expiry) error {
-			for _, x := range expired {
-				fmt.Println("destroy the sandbox of", x.ID, "because of", x.Rule)
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer runner.Close(ctx)
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
@@ -94,7 +95,7 @@ func TestFlushIntervals(t *testing.T) {
 	tr, err := ttl.NewTracker(named, ttl.TrackerOptions{FlushInterval: 2 * time.Second, Resolution: -1})
 	require.NoError(t, err)
 	defer tr.Close(ctx)
-	runner, err := ttl.NewRunner(ttl.NewMemoryStore(ttl.MemoryStoreOptions{}), nil, ttl.RunnerOptions{Buffer: named, Interval: time.Hour})
+	runner, err := ttl.NewRunner(memstore.New(memstore.Options{}), nil, ttl.RunnerOptions{Buffer: named, Interval: time.Hour})
 	require.NoError(t, err)
 	defer runner.Close(ctx)
 	tr.Record("ws-1")

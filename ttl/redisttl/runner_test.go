@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-// hookStore runs a hook inside MergeActivity, that is after the Runner's
+// hookStore runs a hook inside Add, that is after the Runner's
 // Peek and before its Remove.
 type hookStore struct {
 	ttl.Store
@@ -22,12 +23,12 @@ type hookStore struct {
 	hook func()
 }
 
-func (s *hookStore) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
+func (s *hookStore) Add(ctx context.Context, acts []ttl.Activity) error {
 	s.mu.Lock()
 	hook := s.hook
 	s.hook = nil
 	s.mu.Unlock()
-	err := s.Store.MergeActivity(ctx, acts)
+	err := s.Store.Add(ctx, acts)
 	if hook != nil {
 		hook()
 	}
@@ -46,10 +47,10 @@ func TestRunnerTickKeepsActivityAddedDuringDrain(t *testing.T) {
 	mock := clock.NewMock()
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
-	mem := ttl.NewMemoryStore(ttl.MemoryStoreOptions{Clock: mock})
+	mem := memstore.New(memstore.Options{Clock: mock})
 	st := &hookStore{Store: mem}
 	for _, id := range []string{"ws-1", "ws-2"} {
-		_, err := mem.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: t0.Add(-time.Hour)})
+		_, err := mem.Create(ctx, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: t0.Add(-time.Hour)})
 		require.NoError(t, err)
 	}
 	runner, err := ttl.NewRunner(st, nil, ttl.RunnerOptions{Buffer: b, Clock: mock, Interval: time.Hour})

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 // Adoption. Every assigned sandbox knows its conversation: its agent's
@@ -190,10 +190,10 @@ func (b *Backend) adopt(ctx context.Context, conv string) (bool, error) {
 func (b *Backend) readopt(ctx context.Context, conv string, sb sandbox.Sandbox) (bool, error) {
 	id := entityID(conv, sb.ID)
 	now := time.Now()
-	_, err := b.cfg.Entities.Create(ctx, ttl.Entity{
+	_, err := b.cfg.Entities.Create(ctx, entities.Entity{
 		ID: id, Phase: PhaseRunning, CreatedAt: sb.Created, LastActivityAt: now, PhaseChangedAt: now,
 	})
-	if err != nil && !errors.Is(err, ttl.ErrExists) {
+	if err != nil && !errors.Is(err, entities.ErrExists) {
 		return false, err
 	}
 	created, existing, err := b.cfg.Assignments.Create(ctx, Record{Conversation: conv, Sandbox: sb}, b.recordTTL())
@@ -217,10 +217,10 @@ func (b *Backend) readopt(ctx context.Context, conv string, sb sandbox.Sandbox) 
 // the destroy's claim.
 func (b *Backend) destroyUnrecorded(ctx context.Context, conv string, sb sandbox.Sandbox) error {
 	now := time.Now()
-	_, err := b.cfg.Entities.Create(ctx, ttl.Entity{
+	_, err := b.cfg.Entities.Create(ctx, entities.Entity{
 		ID: entityID(conv, sb.ID), Phase: PhaseRunning, CreatedAt: sb.Created, LastActivityAt: now, PhaseChangedAt: now,
 	})
-	if err != nil && !errors.Is(err, ttl.ErrExists) {
+	if err != nil && !errors.Is(err, entities.ErrExists) {
 		return err
 	}
 	return b.destroy(ctx, conv, sb.ID, ReasonStale, time.Time{})
@@ -255,7 +255,7 @@ func (b *Backend) adoptLocked(ctx context.Context, o ownedSandbox) error {
 	defer release()
 	if _, err := b.cfg.Entities.Get(ctx, entityID(o.conv, o.sb.ID)); err == nil {
 		return nil // adopted meanwhile
-	} else if !errors.Is(err, ttl.ErrNotFound) {
+	} else if !errors.Is(err, entities.ErrNotFound) {
 		return err
 	}
 	rec, ok, err := b.cfg.Assignments.Get(ctx, o.conv)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -90,7 +91,7 @@ func (b *Backend) begin(ctx context.Context, conv string, dur time.Duration, cre
 // counts from the last request's completion, and a request's start keeps
 // a busy sandbox from being taken for an idle one.
 func (b *Backend) activity(ctx context.Context, id string) {
-	if err := b.cfg.Entities.MergeActivity(ctx, []ttl.Activity{{ID: id, At: time.Now()}}); err != nil {
+	if err := b.cfg.Entities.Add(ctx, []ttl.Activity{{ID: id, At: time.Now()}}); err != nil {
 		b.log.Warn("recording activity failed", "entity", id, "err", err)
 	}
 }
@@ -169,7 +170,7 @@ func (b *Backend) assign(rctx context.Context, conv string) error {
 	warm := sb.Created.Before(start)
 	id := entityID(conv, sb.ID)
 	now := time.Now()
-	if _, err := b.cfg.Entities.Create(ctx, ttl.Entity{
+	if _, err := b.cfg.Entities.Create(ctx, entities.Entity{
 		ID: id, Phase: PhaseAssigning, CreatedAt: sb.Created, LastActivityAt: now, PhaseChangedAt: now,
 	}); err != nil {
 		h.Release() // untouched: back to the warm pool
@@ -187,7 +188,7 @@ func (b *Backend) assign(rctx context.Context, conv string) error {
 		b.destroyLater(conv, sbv.ID, ReasonAssignLate)
 		return fmt.Errorf("conversation %s: restoring its files: %w", conv, err)
 	}
-	if _, err := b.cfg.Entities.Update(ctx, id, ttl.Update{ExpectPhase: PhaseAssigning, Phase: PhaseRunning}); err != nil {
+	if _, err := b.cfg.Entities.Update(ctx, id, entities.Update{ExpectPhase: PhaseAssigning, Phase: PhaseRunning}); err != nil {
 		// Taken for a stuck assignment: whoever claimed it destroys it.
 		h.Detach()
 		return fmt.Errorf("conversation %s: %w (%v)", conv, ErrBusy, err)

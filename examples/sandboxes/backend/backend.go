@@ -14,7 +14,7 @@
 //     (Handle.Detach);
 //   - the assignment records (Assignments): the design's
 //     workspace:container:{conversation_id} hash, found by every instance;
-//   - the TTL rules: one ttl.Entity per assigned sandbox in a ttl.Store
+//   - the TTL rules: one entities.Entity per assigned sandbox in an entities.Store
 //     (ttl/redisttl), which ttl.Runner on every instance applies every GC
 //     interval, handing each expired sandbox to exactly one instance;
 //   - the archive: archive.Store, a directory by default.
@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
@@ -59,7 +60,7 @@ const (
 	DefaultAssignTimeout = 2 * time.Minute
 )
 
-// Entity phases of an assigned sandbox in the ttl.Store.
+// Entity phases of an assigned sandbox in the entities.Store.
 const (
 	PhaseAssigning = "ASSIGNING" // taken from the pool, files being restored
 	PhaseRunning   = "RUNNING"   // serving its conversation (the rules watch it)
@@ -103,7 +104,7 @@ var (
 type Config struct {
 	Provisioner sandbox.Provisioner
 	Assignments Assignments
-	Entities    ttl.Store
+	Entities    entities.Store
 	// Inventory shares the warm pool with the other instances; nil keeps
 	// it in this process.
 	Inventory shared.Inventory
@@ -365,7 +366,7 @@ func (b *Backend) closeClaims() error {
 // destroyAll destroys every assigned sandbox, for a backend whose state
 // dies with it.
 func (b *Backend) destroyAll(ctx context.Context) error {
-	ents, err := b.entities(ctx, ttl.Filter{})
+	ents, err := b.entities(ctx, entities.Filter{})
 	if err != nil {
 		return err
 	}
@@ -392,7 +393,7 @@ func (b *Backend) destroyAll(ctx context.Context) error {
 // the provisioner lists (warm, orphaned). Stop every other instance
 // first: they would keep creating warm sandboxes.
 func (b *Backend) Down(ctx context.Context) (int, error) {
-	ents, err := b.entities(ctx, ttl.Filter{})
+	ents, err := b.entities(ctx, entities.Filter{})
 	if err != nil {
 		return 0, err
 	}
@@ -451,15 +452,15 @@ func (b *Backend) agent(sb sandbox.Sandbox) *agent.Client {
 }
 
 // entities returns every entity f selects, page by page.
-func (b *Backend) entities(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
-	var out []ttl.Entity
+func (b *Backend) entities(ctx context.Context, f entities.Filter) ([]entities.Entity, error) {
+	var out []entities.Entity
 	for {
 		page, err := b.cfg.Entities.List(ctx, f)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, page...)
-		if len(page) < ttl.DefaultListLimit {
+		if len(page) < entities.ListLimit {
 			return out, nil
 		}
 		f.After = page[len(page)-1].ID
@@ -467,12 +468,12 @@ func (b *Backend) entities(ctx context.Context, f ttl.Filter) ([]ttl.Entity, err
 }
 
 // conversationEntities returns the live entities of conv's sandboxes.
-func (b *Backend) conversationEntities(ctx context.Context, conv string) ([]ttl.Entity, error) {
-	page, err := b.cfg.Entities.List(ctx, ttl.Filter{After: conv + "/", Limit: 16})
+func (b *Backend) conversationEntities(ctx context.Context, conv string) ([]entities.Entity, error) {
+	page, err := b.cfg.Entities.List(ctx, entities.Filter{After: conv + "/", Limit: 16})
 	if err != nil {
 		return nil, err
 	}
-	var out []ttl.Entity
+	var out []entities.Entity
 	for _, e := range page {
 		if !strings.HasPrefix(e.ID, conv+"/") {
 			break
@@ -487,7 +488,7 @@ func (b *Backend) conversationEntities(ctx context.Context, conv string) ([]ttl.
 // those whose agent names a conversation although the shared state lost
 // their assignment: they are adopted again (adopt.go).
 func (b *Backend) owned(ctx context.Context, ids []string) ([]string, error) {
-	ents, err := b.entities(ctx, ttl.Filter{})
+	ents, err := b.entities(ctx, entities.Filter{})
 	if err != nil {
 		return nil, err
 	}

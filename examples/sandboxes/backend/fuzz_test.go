@@ -19,13 +19,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/agent"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/backend"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/internal/httpfuzz"
 	"github.com/ttlkit/ttlkit/pool/probe"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 const fuzzKey = "fuzz-key"
@@ -39,7 +39,7 @@ var fuzzConversations = []string{"fz-a", "fz-b"}
 type fuzzSystem struct {
 	h        http.Handler
 	reg      *prometheus.Registry
-	entities ttl.Store
+	entities entities.Store
 	work     string // the sandboxes' work directories
 }
 
@@ -59,7 +59,7 @@ func newFuzzSystem(f *testing.F) *fuzzSystem {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := &fuzzSystem{reg: prometheus.NewRegistry(), entities: ttl.NewMemoryStore(ttl.MemoryStoreOptions{}), work: filepath.Join(dir, "work")}
+	s := &fuzzSystem{reg: prometheus.NewRegistry(), entities: entities.NewMemoryStore(entities.MemoryStoreOptions{}), work: filepath.Join(dir, "work")}
 	m := backend.NewMetrics()
 	b, err := backend.New(backend.Config{
 		Provisioner: proc, Assignments: backend.NewMemoryAssignments(nil), Entities: s.entities, Archive: arch,
@@ -86,7 +86,7 @@ func newFuzzSystem(f *testing.F) *fuzzSystem {
 // files in their work directories, the execs run. (The warm pool's
 // refills come and go on their own.)
 func (s *fuzzSystem) effects(t *testing.T) string {
-	ents, err := s.entities.List(context.Background(), ttl.Filter{})
+	ents, err := s.entities.List(context.Background(), entities.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

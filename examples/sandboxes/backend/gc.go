@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/ttl"
 )
@@ -108,7 +109,7 @@ func (b *Backend) destroy(ctx context.Context, conv, sbID, reason string, expect
 		return err
 	}
 	release := func() {
-		_, err := b.cfg.Entities.Update(context.WithoutCancel(ctx), id, ttl.Update{ExpectOperation: op, Operation: "", ClearDesiredState: true})
+		_, err := b.cfg.Entities.Update(context.WithoutCancel(ctx), id, entities.Update{ExpectOperation: op, Operation: "", ClearDesiredState: true})
 		if err != nil {
 			b.log.Warn("releasing a destroy claim failed", "conversation", conv, "sandbox", short(sbID), "err", err)
 		}
@@ -173,7 +174,7 @@ func (b *Backend) destroy(ctx context.Context, conv, sbID, reason string, expect
 	if err := b.cfg.Assignments.Delete(ctx, conv, sbID); err != nil {
 		return err
 	}
-	if _, err := b.cfg.Entities.Update(ctx, id, ttl.Update{
+	if _, err := b.cfg.Entities.Update(ctx, id, entities.Update{
 		ExpectOperation: op, Operation: "", Phase: PhaseDestroyed, Delete: true,
 	}); err != nil {
 		return fmt.Errorf("forget sandbox %s: %w", short(sbID), err)
@@ -185,15 +186,13 @@ func (b *Backend) destroy(ctx context.Context, conv, sbID, reason string, expect
 	return nil
 }
 
-// purge removes the records of destroyed sandboxes, when the store can
-// (ttl.Purger): deletion keeps them otherwise. A failure is logged; the
-// next Reconcile retries.
+// purge removes the records of destroyed sandboxes: deletion keeps them
+// otherwise. A failure is logged; the next Reconcile retries.
 func (b *Backend) purge(ctx context.Context, ids []string) {
-	p, ok := b.cfg.Entities.(ttl.Purger)
-	if !ok || len(ids) == 0 {
+	if len(ids) == 0 {
 		return
 	}
-	if _, err := p.Purge(ctx, ids); err != nil {
+	if _, err := b.cfg.Entities.Purge(ctx, ids); err != nil {
 		b.log.Warn("purging destroyed sandboxes' records failed", "count", len(ids), "err", err)
 	}
 }
@@ -202,9 +201,9 @@ func (b *Backend) purge(ctx context.Context, ids []string) {
 // deleted, claimed by a live claim of another instance, or (with expect
 // set) has seen activity after expect, in which case its decision is
 // cleared so that the rule can fire again later.
-func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time) (ttl.Entity, string, bool, error) {
+func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time) (entities.Entity, string, bool, error) {
 	e, err := b.cfg.Entities.Get(ctx, id)
-	if errors.Is(err, ttl.ErrNotFound) {
+	if errors.Is(err, entities.ErrNotFound) {
 		return e, "", false, nil
 	}
 	if err != nil {
@@ -214,16 +213,16 @@ func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time
 		return e, "", false, nil
 	}
 	op := b.claimOp()
-	u := ttl.Update{ExpectOperation: e.Operation, Operation: op, DesiredState: desiredDestroy, ExpectLastActivityAt: expect}
+	u := entities.Update{ExpectOperation: e.Operation, Operation: op, DesiredState: desiredDestroy, ExpectLastActivityAt: expect}
 	got, err := b.cfg.Entities.Update(ctx, id, u)
-	if errors.Is(err, ttl.ErrNotFound) {
+	if errors.Is(err, entities.ErrNotFound) {
 		return e, "", false, nil // destroyed and purged meanwhile
 	}
-	if errors.Is(err, ttl.ErrConflict) {
+	if errors.Is(err, entities.ErrConflict) {
 		if !expect.IsZero() {
 			// Activity since the decision (or another claim): undo the
 			// decision if nobody holds the entity.
-			_, _ = b.cfg.Entities.Update(ctx, id, ttl.Update{ClearDesiredState: true})
+			_, _ = b.cfg.Entities.Update(ctx, id, entities.Update{ClearDesiredState: true})
 		}
 		return e, "", false, nil
 	}
@@ -299,7 +298,7 @@ func (b *Backend) sync(ctx context.Context, conv string, sb sandbox.Sandbox) int
 func (b *Backend) Reconcile(ctx context.Context) error {
 	b.waitMu.Lock()
 	defer b.waitMu.Unlock()
-	ents, err := b.entities(ctx, ttl.Filter{DesiredState: desiredDestroy})
+	ents, err := b.entities(ctx, entities.Filter{DesiredState: desiredDestroy})
 	if err != nil {
 		return err
 	}
@@ -319,19 +318,17 @@ func (b *Backend) Reconcile(ctx context.Context) error {
 
 	// The records of destroyed sandboxes whose destroyer died before it
 	// purged them.
-	if _, ok := b.cfg.Entities.(ttl.Purger); ok {
-		all, err := b.entities(ctx, ttl.Filter{Deleted: true})
-		if err != nil {
-			return err
-		}
-		var gone []string
-		for _, e := range all {
-			if !e.DeletedAt.IsZero() {
-				gone = append(gone, e.ID)
-			}
-		}
-		b.purge(ctx, gone)
+	all, err := b.entities(ctx, entities.Filter{Deleted: true})
+	if err != nil {
+		return err
 	}
+	var gone []string
+	for _, e := range all {
+		if !e.DeletedAt.IsZero() {
+			gone = append(gone, e.ID)
+		}
+	}
+	b.purge(ctx, gone)
 	if s, ok := b.cfg.Provisioner.(interface {
 		SweepDirs(context.Context, time.Duration) (int, error)
 	}); ok {
@@ -348,7 +345,7 @@ func (b *Backend) Reconcile(ctx context.Context) error {
 // being destroyed) and destroys those that fail twice in a row, a second
 // apart. Every instance runs it; the destroy's claim makes it happen once.
 func (b *Backend) CheckHealth(ctx context.Context) error {
-	ents, err := b.entities(ctx, ttl.Filter{Phase: PhaseRunning})
+	ents, err := b.entities(ctx, entities.Filter{Phase: PhaseRunning})
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
 	"github.com/ttlkit/ttlkit/pool/probe"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 // counting counts the Destroy calls per sandbox.
@@ -43,7 +43,7 @@ func newTestBackends(t *testing.T, n int) ([]*Backend, *counting) {
 	arch, err := archive.NewDir(t.TempDir())
 	require.NoError(t, err)
 	assignments := NewMemoryAssignments(nil)
-	entities := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	entities := entities.NewMemoryStore(entities.MemoryStoreOptions{})
 	var bs []*Backend
 	for range n {
 		b, err := New(Config{
@@ -97,7 +97,7 @@ func TestDestroyOnce(t *testing.T) {
 	assert.Equal(t, 1, prov.destroys[sbID])
 	prov.mu.Unlock()
 	_, err := bs[1].cfg.Entities.Get(ctx, entityID("c1", sbID))
-	assert.ErrorIs(t, err, ttl.ErrNotFound, "deleted and purged")
+	assert.ErrorIs(t, err, entities.ErrNotFound, "deleted and purged")
 	_, ok, _ := bs[1].cfg.Assignments.Get(ctx, "c1")
 	assert.False(t, ok)
 }
@@ -159,15 +159,15 @@ func TestDestroyPurges(t *testing.T) {
 	ctx := context.Background()
 	sb := assigned(t, b, "c1")
 	require.NoError(t, b.destroy(ctx, "c1", sb.ID, ReasonDeleted, time.Time{}))
-	all, err := b.cfg.Entities.List(ctx, ttl.Filter{Deleted: true})
+	all, err := b.cfg.Entities.List(ctx, entities.Filter{Deleted: true})
 	require.NoError(t, err)
 	assert.Empty(t, all)
 
 	// One its destroyer deleted but could not purge goes at the next
 	// Reconcile.
-	_, err = b.cfg.Entities.Create(ctx, ttl.Entity{ID: "c2/x", Phase: PhaseRunning, DeletedAt: time.Now()})
+	_, err = b.cfg.Entities.Create(ctx, entities.Entity{ID: "c2/x", Phase: PhaseRunning, DeletedAt: time.Now()})
 	require.NoError(t, err)
 	require.NoError(t, b.Reconcile(ctx))
 	_, err = b.cfg.Entities.Get(ctx, "c2/x")
-	assert.ErrorIs(t, err, ttl.ErrNotFound)
+	assert.ErrorIs(t, err, entities.ErrNotFound)
 }

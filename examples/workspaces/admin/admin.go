@@ -30,9 +30,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 //go:embed web
@@ -200,7 +200,7 @@ type Workspace struct {
 	ArchiveAt *time.Time `json:"archive_at,omitempty"`
 }
 
-func (h *Handler) view(e ttl.Entity) Workspace {
+func (h *Handler) view(e entities.Entity) Workspace {
 	w := Workspace{ID: e.ID, Phase: e.Phase, DesiredState: e.DesiredState, Operation: e.Operation,
 		LastAccessAt: e.LastActivityAt, PhaseChangedAt: e.PhaseChangedAt, CreatedAt: e.CreatedAt}
 	if !e.DeletedAt.IsZero() {
@@ -311,7 +311,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, h.created(e))
 }
 
-func (h *Handler) created(e ttl.Entity) Created {
+func (h *Handler) created(e entities.Entity) Created {
 	exp := time.Now().Add(h.opts.TokenTTL).Truncate(time.Second)
 	tok := h.opts.Keys.WorkspaceToken(e.ID, exp)
 	return Created{Workspace: h.view(e), URL: "/" + e.ID + "/?token=" + url.QueryEscape(tok), Token: tok, ExpiresAt: exp.UTC()}
@@ -319,7 +319,7 @@ func (h *Handler) created(e ttl.Entity) Created {
 
 // workspace returns the workspace the path names, or answers and returns
 // false.
-func (h *Handler) workspace(w http.ResponseWriter, r *http.Request) (ttl.Entity, bool) {
+func (h *Handler) workspace(w http.ResponseWriter, r *http.Request) (entities.Entity, bool) {
 	e, err := h.opts.Catalog.Get(r.Context(), r.PathValue("id"))
 	switch {
 	case errors.Is(err, catalog.ErrInvalidID), errors.Is(err, catalog.ErrNotFound):
@@ -379,7 +379,7 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request) {
 
 // waitStopped waits, up to DeleteWait or until ctx ends, until workspace
 // e's server no longer runs, and returns its row as last read.
-func (h *Handler) waitStopped(ctx context.Context, e ttl.Entity) (ttl.Entity, bool) {
+func (h *Handler) waitStopped(ctx context.Context, e entities.Entity) (entities.Entity, bool) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.DeleteWait)
 	defer cancel()
 	tick := time.NewTicker(deletePoll)
@@ -404,7 +404,7 @@ const deletePoll = 20 * time.Millisecond
 
 // serving reports whether workspace e's server may run: it is running,
 // starting or being stopped.
-func serving(e ttl.Entity) bool {
+func serving(e entities.Entity) bool {
 	return e.Phase == catalog.Running || e.Operation == catalog.OpStarting || e.Operation == catalog.OpStopping
 }
 

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/admin"
 	"github.com/ttlkit/ttlkit/examples/workspaces/auth"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,7 +30,7 @@ func TestDeleteAnswersOnceStopped(t *testing.T) { synctest.Test(t, testDeleteAns
 
 func testDeleteAnswersOnceStopped(t *testing.T) {
 	ctx := context.Background()
-	store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+	store := entities.NewMemoryStore(entities.MemoryStoreOptions{})
 	cat := catalog.New(store, nil)
 	keys, err := auth.New("a-secret-of-at-least-16-bytes", adminToken, nil)
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func testDeleteAnswersOnceStopped(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"running", "stopped-by-controller"} {
-		_, err := store.Update(ctx, id, ttl.Update{Phase: catalog.Running})
+		_, err := store.Update(ctx, id, entities.Update{Phase: catalog.Running})
 		require.NoError(t, err)
 	}
 	del := func(id string) int {
@@ -59,7 +59,7 @@ func testDeleteAnswersOnceStopped(t *testing.T) {
 	start := time.Now()
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_, err := store.Update(ctx, "stopped-by-controller", ttl.Update{Phase: catalog.Standby})
+		_, err := store.Update(ctx, "stopped-by-controller", entities.Update{Phase: catalog.Standby})
 		assert.NoError(t, err)
 	}()
 	assert.Equal(t, http.StatusOK, del("stopped-by-controller"))

@@ -4,7 +4,7 @@
 // nor the controller's (phase, phase_changed_at, operation): creating a
 // workspace, asking one to run, deleting one.
 //
-// The table is a ttl.Store: in memory, or PostgreSQL's workspaces table
+// The table is an entities.Store: in memory, or PostgreSQL's workspaces table
 // through pgttl. Every write is a compare-and-set on the row as it was read,
 // retried when someone else wrote first, so a proxy never overwrites a
 // decision it did not see.
@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -72,52 +73,52 @@ type Waker func(ctx context.Context, ids []string) error
 
 // Catalog is the workspaces table for the proxies and the admin API.
 type Catalog struct {
-	store ttl.Store
+	store entities.Store
 	wake  Waker
 }
 
 // New returns a Catalog on store that wakes the controllers with wake (nil:
 // never; they find the work at their next reconcile).
-func New(store ttl.Store, wake Waker) *Catalog {
+func New(store entities.Store, wake Waker) *Catalog {
 	return &Catalog{store: store, wake: wake}
 }
 
 // Store returns the underlying store.
-func (c *Catalog) Store() ttl.Store { return c.store }
+func (c *Catalog) Store() entities.Store { return c.store }
 
 // Create adds a workspace that should run: PENDING with desired state
 // RUNNING, its last activity now. It wakes the controllers.
-func (c *Catalog) Create(ctx context.Context, id string) (ttl.Entity, error) {
+func (c *Catalog) Create(ctx context.Context, id string) (entities.Entity, error) {
 	if !ValidID(id) {
-		return ttl.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
+		return entities.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
-	e, err := c.store.Create(ctx, ttl.Entity{ID: id, Phase: Pending, DesiredState: Running})
-	if errors.Is(err, ttl.ErrExists) {
-		return ttl.Entity{}, fmt.Errorf("%w: %s", ErrExists, id)
+	e, err := c.store.Create(ctx, entities.Entity{ID: id, Phase: Pending, DesiredState: Running})
+	if errors.Is(err, entities.ErrExists) {
+		return entities.Entity{}, fmt.Errorf("%w: %s", ErrExists, id)
 	}
 	if err != nil {
-		return ttl.Entity{}, err
+		return entities.Entity{}, err
 	}
 	c.notify(ctx, id)
 	return e, nil
 }
 
 // Get returns the workspace id, deleted or not.
-func (c *Catalog) Get(ctx context.Context, id string) (ttl.Entity, error) {
+func (c *Catalog) Get(ctx context.Context, id string) (entities.Entity, error) {
 	if !ValidID(id) {
-		return ttl.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
+		return entities.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
 	e, err := c.store.Get(ctx, id)
-	if errors.Is(err, ttl.ErrNotFound) {
-		return ttl.Entity{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	if errors.Is(err, entities.ErrNotFound) {
+		return entities.Entity{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return e, err
 }
 
 // List returns up to limit workspaces (not deleted) whose ids sort after
 // after.
-func (c *Catalog) List(ctx context.Context, after string, limit int) ([]ttl.Entity, error) {
-	return c.store.List(ctx, ttl.Filter{After: after, Limit: limit})
+func (c *Catalog) List(ctx context.Context, after string, limit int) ([]entities.Entity, error) {
+	return c.store.List(ctx, entities.Filter{After: after, Limit: limit})
 }
 
 // casAttempts bounds the retries of a compare-and-set that others keep
@@ -133,27 +134,27 @@ const casAttempts = 20
 // last_access_at at once, so that a workspace woken after a long sleep is
 // not judged idle by the next tick, before the proxy's tracker has
 // flushed. It returns the workspace as it was left.
-func (c *Catalog) AskRun(ctx context.Context, id string) (ttl.Entity, error) {
+func (c *Catalog) AskRun(ctx context.Context, id string) (entities.Entity, error) {
 	if !ValidID(id) {
-		return ttl.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
+		return entities.Entity{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
-	if err := c.store.MergeActivity(ctx, []ttl.Activity{{ID: id, At: time.Now()}}); err != nil {
-		return ttl.Entity{}, err
+	if err := c.store.Add(ctx, []ttl.Activity{{ID: id, At: time.Now()}}); err != nil {
+		return entities.Entity{}, err
 	}
-	return c.cas(ctx, id, "ask to run", func(e ttl.Entity) (ttl.Update, bool, error) {
+	return c.cas(ctx, id, "ask to run", func(e entities.Entity) (entities.Update, bool, error) {
 		if !e.DeletedAt.IsZero() {
-			return ttl.Update{}, false, fmt.Errorf("%w: %s", ErrDeleted, id)
+			return entities.Update{}, false, fmt.Errorf("%w: %s", ErrDeleted, id)
 		}
-		return ttl.Update{DesiredState: Running}, e.DesiredState != Running, nil
+		return entities.Update{DesiredState: Running}, e.DesiredState != Running, nil
 	})
 }
 
 // Delete soft-deletes the workspace: deleted_at is set, so no rule and no
 // proxy touches it again, and desired_state ARCHIVED, so the controller
 // stops it and packs its files (kept for an operator to restore).
-func (c *Catalog) Delete(ctx context.Context, id string) (ttl.Entity, error) {
-	return c.cas(ctx, id, "delete", func(ttl.Entity) (ttl.Update, bool, error) {
-		return ttl.Update{DesiredState: Archived, Delete: true}, true, nil
+func (c *Catalog) Delete(ctx context.Context, id string) (entities.Entity, error) {
+	return c.cas(ctx, id, "delete", func(entities.Entity) (entities.Update, bool, error) {
+		return entities.Update{DesiredState: Archived, Delete: true}, true, nil
 	})
 }
 
@@ -161,7 +162,7 @@ func (c *Catalog) Delete(ctx context.Context, id string) (ttl.Entity, error) {
 // writes it with the operation read as the expected one, leaving the
 // operation as it is; it reads and asks again when another writer came
 // first. Then it wakes the controllers.
-func (c *Catalog) cas(ctx context.Context, id, what string, change func(ttl.Entity) (ttl.Update, bool, error)) (ttl.Entity, error) {
+func (c *Catalog) cas(ctx context.Context, id, what string, change func(entities.Entity) (entities.Update, bool, error)) (entities.Entity, error) {
 	for range casAttempts {
 		e, err := c.Get(ctx, id)
 		if err != nil {
@@ -173,7 +174,7 @@ func (c *Catalog) cas(ctx context.Context, id, what string, change func(ttl.Enti
 		}
 		if write {
 			u.ExpectOperation, u.Operation = e.Operation, e.Operation
-			if e, err = c.store.Update(ctx, id, u); errors.Is(err, ttl.ErrConflict) {
+			if e, err = c.store.Update(ctx, id, u); errors.Is(err, entities.ErrConflict) {
 				continue
 			}
 			if err != nil {
@@ -183,7 +184,7 @@ func (c *Catalog) cas(ctx context.Context, id, what string, change func(ttl.Enti
 		c.notify(ctx, id)
 		return e, nil
 	}
-	return ttl.Entity{}, fmt.Errorf("catalog: %s %s: %w (%d attempts)", what, id, ttl.ErrConflict, casAttempts)
+	return entities.Entity{}, fmt.Errorf("catalog: %s %s: %w (%d attempts)", what, id, entities.ErrConflict, casAttempts)
 }
 
 // notify wakes the controllers; a failed wake is not an error (the full

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -123,7 +124,7 @@ type Stats struct {
 
 // Controller reconciles workspaces. Close stops it.
 type Controller struct {
-	store ttl.Store
+	store entities.Store
 	rt    Runtime
 	opts  Options
 	log   *slog.Logger
@@ -148,7 +149,7 @@ type Controller struct {
 
 // New returns a Controller over store and rt and starts its workers and
 // its reconcile loop (which reconciles once at once).
-func New(store ttl.Store, rt Runtime, opts Options) (*Controller, error) {
+func New(store entities.Store, rt Runtime, opts Options) (*Controller, error) {
 	switch {
 	case store == nil || rt == nil:
 		return nil, errors.New("controller: store and runtime are required")
@@ -206,7 +207,7 @@ func (c *Controller) loop() {
 }
 
 // Wake queues the workspaces of the runner's decisions (ttl.Runner's Wake,
-// or a pgttl.ListenExpired callback); an Expiry with only an ID is a bare
+// or a pgnotify.ListenExpired callback); an Expiry with only an ID is a bare
 // request to look at the workspace. nil means "reconcile everything" (a
 // listener that reconnected). It never blocks.
 func (c *Controller) Wake(_ context.Context, exps []ttl.Expiry) error {
@@ -324,9 +325,9 @@ func (c *Controller) worker() {
 func (c *Controller) ReconcileAll(ctx context.Context) (int, error) {
 	c.reconciles.Add(1)
 	n := 0
-	for _, f := range []ttl.Filter{{HasDesiredState: true, Deleted: true}, {Phase: catalog.Running}} {
+	for _, f := range []entities.Filter{{HasDesiredState: true, Deleted: true}, {Phase: catalog.Running}} {
 		for after := ""; ; {
-			f.After, f.Limit = after, ttl.DefaultListLimit
+			f.After, f.Limit = after, entities.ListLimit
 			es, err := c.store.List(ctx, f)
 			if err != nil {
 				c.errs.Add(1)
@@ -343,7 +344,7 @@ func (c *Controller) ReconcileAll(ctx context.Context) (int, error) {
 				}
 				c.mu.Unlock()
 			}
-			if len(es) < ttl.DefaultListLimit {
+			if len(es) < entities.ListLimit {
 				break
 			}
 			after = es[len(es)-1].ID
@@ -363,7 +364,7 @@ const maxSteps = 4
 func (c *Controller) Reconcile(ctx context.Context, id string, x *ttl.Expiry) error {
 	for range maxSteps {
 		e, err := c.store.Get(ctx, id)
-		if errors.Is(err, ttl.ErrNotFound) {
+		if errors.Is(err, entities.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -381,7 +382,7 @@ func (c *Controller) Reconcile(ctx context.Context, id string, x *ttl.Expiry) er
 
 // step runs at most one operation on e and reports whether e needs
 // nothing more.
-func (c *Controller) step(ctx context.Context, e ttl.Entity, x *ttl.Expiry) (bool, error) {
+func (c *Controller) step(ctx context.Context, e entities.Entity, x *ttl.Expiry) (bool, error) {
 	if e.Operation != "" {
 		return c.takeOver(ctx, e)
 	}
@@ -419,15 +420,15 @@ func (c *Controller) step(ctx context.Context, e ttl.Entity, x *ttl.Expiry) (boo
 
 // clear removes a desired state that needs nothing done (or that a newer
 // one replaced), if it is still the one read.
-func (c *Controller) clear(ctx context.Context, e ttl.Entity) error {
-	_, err := c.store.Update(ctx, e.ID, ttl.Update{ExpectDesiredState: e.DesiredState, ClearDesiredState: true})
+func (c *Controller) clear(ctx context.Context, e entities.Entity) error {
+	_, err := c.store.Update(ctx, e.ID, entities.Update{ExpectDesiredState: e.DesiredState, ClearDesiredState: true})
 	return c.settle(err)
 }
 
 // settle turns a lost compare-and-set into success: the next round reads
 // the row again.
 func (c *Controller) settle(err error) error {
-	if errors.Is(err, ttl.ErrConflict) {
+	if errors.Is(err, entities.ErrConflict) {
 		c.conflicts.Add(1)
 		return nil
 	}
@@ -483,12 +484,12 @@ func (c *Controller) unclaim(ctx context.Context, ka *lease.KeepAlive) {
 // claim takes the workspace's lease, then sets operation op on e where
 // there was none and the row is as read. It returns the claim, or nil if
 // another writer or controller came first.
-func (c *Controller) claim(ctx context.Context, e ttl.Entity, op string, expectLast time.Time) (*claimed, error) {
+func (c *Controller) claim(ctx context.Context, e entities.Entity, op string, expectLast time.Time) (*claimed, error) {
 	ka, err := c.lease(ctx, e.ID)
 	if ka == nil {
 		return nil, err
 	}
-	_, err = c.store.Update(ctx, e.ID, ttl.Update{
+	_, err = c.store.Update(ctx, e.ID, entities.Update{
 		ExpectOperation: "", ExpectPhase: e.Phase, ExpectDesiredState: e.DesiredState,
 		ExpectLastActivityAt: expectLast, Operation: op,
 	})
@@ -503,7 +504,7 @@ func (c *Controller) claim(ctx context.Context, e ttl.Entity, op string, expectL
 // If another controller holds its claim, the workspace is left to it. If
 // nobody does, the controller that set it died: this one takes the claim
 // and runs the operation again from its start.
-func (c *Controller) takeOver(ctx context.Context, e ttl.Entity) (bool, error) {
+func (c *Controller) takeOver(ctx context.Context, e entities.Entity) (bool, error) {
 	ka, err := c.lease(ctx, e.ID)
 	if ka == nil {
 		return true, err
@@ -512,7 +513,7 @@ func (c *Controller) takeOver(ctx context.Context, e ttl.Entity) (bool, error) {
 	// the read and the grant.
 	if e, err = c.store.Get(ctx, e.ID); err != nil || e.Operation == "" {
 		c.unclaim(ctx, ka)
-		if errors.Is(err, ttl.ErrNotFound) {
+		if errors.Is(err, entities.ErrNotFound) {
 			return true, nil
 		}
 		return false, c.settle(err)
@@ -550,16 +551,16 @@ func (c *Controller) finish(ctx context.Context, id string, cl *claimed, phase, 
 	op := cl.op
 	if opErr != nil {
 		c.errs.Add(1)
-		_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, Operation: ""})
+		_, err := c.store.Update(ctx, id, entities.Update{ExpectOperation: op, Operation: ""})
 		return errors.Join(opErr, err)
 	}
 	if done == "" { // an operation nobody knows: end it, change nothing else
-		_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, Operation: ""})
+		_, err := c.store.Update(ctx, id, entities.Update{ExpectOperation: op, Operation: ""})
 		return c.settle(err)
 	}
-	_, err := c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, ExpectDesiredState: done, Operation: "", Phase: phase, ClearDesiredState: true})
-	if errors.Is(err, ttl.ErrConflict) {
-		_, err = c.store.Update(ctx, id, ttl.Update{ExpectOperation: op, Operation: "", Phase: phase})
+	_, err := c.store.Update(ctx, id, entities.Update{ExpectOperation: op, ExpectDesiredState: done, Operation: "", Phase: phase, ClearDesiredState: true})
+	if errors.Is(err, entities.ErrConflict) {
+		_, err = c.store.Update(ctx, id, entities.Update{ExpectOperation: op, Operation: "", Phase: phase})
 	}
 	if err != nil {
 		c.errs.Add(1)
@@ -582,7 +583,7 @@ func (c *Controller) opContext(ctx context.Context, cl *claimed) (context.Contex
 	return octx, cancel
 }
 
-func (c *Controller) start(ctx context.Context, e ttl.Entity) error {
+func (c *Controller) start(ctx context.Context, e entities.Entity) error {
 	cl, err := c.claim(ctx, e, catalog.OpStarting, time.Time{})
 	if cl == nil {
 		return err
@@ -590,7 +591,7 @@ func (c *Controller) start(ctx context.Context, e ttl.Entity) error {
 	return c.runStart(ctx, e, cl)
 }
 
-func (c *Controller) runStart(ctx context.Context, e ttl.Entity, cl *claimed) error {
+func (c *Controller) runStart(ctx context.Context, e entities.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
 	octx, cancel := c.opContext(ctx, cl)
@@ -617,7 +618,7 @@ func (c *Controller) runStart(ctx context.Context, e ttl.Entity, cl *claimed) er
 // the standby TTL): if some did, it clears the decision and the workspace
 // stays RUNNING. The claim itself compares last_access_at too, so
 // activity merged between the check and the claim also keeps it.
-func (c *Controller) stop(ctx context.Context, e ttl.Entity, x *ttl.Expiry) error {
+func (c *Controller) stop(ctx context.Context, e entities.Entity, x *ttl.Expiry) error {
 	expectLast := e.LastActivityAt
 	if e.DesiredState == catalog.Standby && e.DeletedAt.IsZero() {
 		active := time.Since(e.LastActivityAt) <= c.opts.Standby
@@ -638,7 +639,7 @@ func (c *Controller) stop(ctx context.Context, e ttl.Entity, x *ttl.Expiry) erro
 	return c.runStop(ctx, e, cl)
 }
 
-func (c *Controller) runStop(ctx context.Context, e ttl.Entity, cl *claimed) error {
+func (c *Controller) runStop(ctx context.Context, e entities.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
 	octx, cancel := c.opContext(ctx, cl)
@@ -651,7 +652,7 @@ func (c *Controller) runStop(ctx context.Context, e ttl.Entity, cl *claimed) err
 	return c.finish(ctx, e.ID, cl, catalog.Standby, catalog.Standby, err)
 }
 
-func (c *Controller) archive(ctx context.Context, e ttl.Entity) error {
+func (c *Controller) archive(ctx context.Context, e entities.Entity) error {
 	cl, err := c.claim(ctx, e, catalog.OpArchiving, time.Time{})
 	if cl == nil {
 		return err
@@ -659,7 +660,7 @@ func (c *Controller) archive(ctx context.Context, e ttl.Entity) error {
 	return c.runArchive(ctx, e, cl)
 }
 
-func (c *Controller) runArchive(ctx context.Context, e ttl.Entity, cl *claimed) error {
+func (c *Controller) runArchive(ctx context.Context, e entities.Entity, cl *claimed) error {
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
 	octx, cancel := c.opContext(ctx, cl)

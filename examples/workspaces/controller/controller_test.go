@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/examples/workspaces/controller"
 	"github.com/ttlkit/ttlkit/lease"
-	"github.com/ttlkit/ttlkit/ttl"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -78,7 +78,7 @@ const grace = 10 * time.Second
 // newController returns a controller on store whose claims are kept by a
 // Manager of its own on the shared claims store: closing the Manager is
 // the controller dying (its claims are no longer renewed).
-func newController(t *testing.T, store ttl.Store, claims lease.Store, rt controller.Runtime, name string) (*controller.Controller, *lease.Manager) {
+func newController(t *testing.T, store entities.Store, claims lease.Store, rt controller.Runtime, name string) (*controller.Controller, *lease.Manager) {
 	t.Helper()
 	m, err := lease.New(controller.ClaimBudget, lease.Options{Store: claims, ManualSweep: true})
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func newController(t *testing.T, store ttl.Store, claims lease.Store, rt control
 	return c, m
 }
 
-func seed(t *testing.T, store ttl.Store, e ttl.Entity) {
+func seed(t *testing.T, store entities.Store, e entities.Entity) {
 	t.Helper()
 	_, err := store.Create(context.Background(), e)
 	require.NoError(t, err)
@@ -105,9 +105,9 @@ func seed(t *testing.T, store ttl.Store, e ttl.Entity) {
 func TestDeadControllersOperationIsTakenOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		store := entities.NewMemoryStore(entities.MemoryStoreOptions{})
 		claims := lease.NewMemoryStore(nil)
-		for _, e := range []ttl.Entity{
+		for _, e := range []entities.Entity{
 			{ID: "stopping", Phase: catalog.Running, DesiredState: catalog.Standby, Operation: catalog.OpStopping},
 			{ID: "starting", Phase: catalog.Standby, DesiredState: catalog.Running, Operation: catalog.OpStarting},
 			{ID: "archiving", Phase: catalog.Standby, DesiredState: catalog.Archived, Operation: catalog.OpArchiving},
@@ -145,9 +145,9 @@ func TestDeadControllersOperationIsTakenOver(t *testing.T) {
 func TestStalledControllerIsTakenOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := ttl.NewMemoryStore(ttl.MemoryStoreOptions{})
+		store := entities.NewMemoryStore(entities.MemoryStoreOptions{})
 		claims := lease.NewMemoryStore(nil)
-		seed(t, store, ttl.Entity{ID: "ws", Phase: catalog.Standby, DesiredState: catalog.Running})
+		seed(t, store, entities.Entity{ID: "ws", Phase: catalog.Standby, DesiredState: catalog.Running})
 		rtA, rtB := newRuntime(), newRuntime()
 		rtA.hold = true
 		a, ma := newController(t, store, claims, rtA, "a")

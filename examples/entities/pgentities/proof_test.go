@@ -1,4 +1,4 @@
-package pgttl_test
+package pgentities_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
@@ -20,10 +21,10 @@ import (
 )
 
 // phaseStore runs a hook once at a chosen phase of a tick: after the next
-// MergeActivity (inside the drain, between a Peek and its Remove), or
+// Add (inside the drain, between a Peek and its Remove), or
 // before the next Apply (after the drain, before the rules).
 type phaseStore struct {
-	ttl.Store
+	entities.Store
 	mu             sync.Mutex
 	onMerge, onApy func()
 }
@@ -38,8 +39,8 @@ func (s *phaseStore) at(merge bool, f func()) {
 	}
 }
 
-func (s *phaseStore) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
-	err := s.Store.MergeActivity(ctx, acts)
+func (s *phaseStore) Add(ctx context.Context, acts []ttl.Activity) error {
+	err := s.Store.Add(ctx, acts)
 	s.mu.Lock()
 	f := s.onMerge
 	s.onMerge = nil
@@ -134,15 +135,15 @@ func TestProofRedisRestarts(t *testing.T) {
 		defer trackers[i].Close(ctx)
 	}
 
-	var es []ttl.Entity
+	var es []entities.Entity
 	for i := range active {
-		es = append(es, ttl.Entity{ID: fmt.Sprintf("active-%04d", i), Phase: "RUNNING"})
+		es = append(es, entities.Entity{ID: fmt.Sprintf("active-%04d", i), Phase: "RUNNING"})
 	}
 	for i := range stopping {
-		es = append(es, ttl.Entity{ID: fmt.Sprintf("stop-%04d", i), Phase: "RUNNING"})
+		es = append(es, entities.Entity{ID: fmt.Sprintf("stop-%04d", i), Phase: "RUNNING"})
 	}
 	for i := range neverUsed {
-		es = append(es, ttl.Entity{ID: fmt.Sprintf("idle-%04d", i), Phase: "RUNNING"})
+		es = append(es, entities.Entity{ID: fmt.Sprintf("idle-%04d", i), Phase: "RUNNING"})
 	}
 	created, err := store.CreateMany(ctx, es)
 	require.NoError(t, err)
@@ -255,7 +256,7 @@ func TestProofRedisRestarts(t *testing.T) {
 	for _, e := range es[active:] {
 		assert.True(t, got[e.ID], "%s never set to STANDBY", e.ID)
 	}
-	pending, err := pgStore.List(ctx, ttl.Filter{DesiredState: "STANDBY", Limit: 10000})
+	pending, err := pgStore.List(ctx, entities.Filter{DesiredState: "STANDBY", Limit: 10000})
 	require.NoError(t, err)
 	assert.Len(t, pending, stopping+neverUsed)
 }

@@ -1,4 +1,11 @@
-package pgttl
+// Package pgnotify wakes controllers in other processes through
+// PostgreSQL's LISTEN/NOTIFY: a Notifier's WakeExpired is a
+// ttl.RunnerOptions.Wake that sends the rules' decisions (ttl.Expiry: id,
+// rule, desired state, the last activity it was based on, the decision
+// time), chunked below the 8000-byte payload limit, and Wake sends bare
+// ids; ListenExpired and Listen deliver them to a controller over a
+// dedicated connection.
+package pgnotify
 
 import (
 	"context"
@@ -12,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
@@ -24,7 +31,7 @@ var channelRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func validChannel(channel string) error {
 	if !channelRE.MatchString(channel) {
-		return errs.Invalid(ttl.ErrInvalid, "pgttl: channel %q is not a valid identifier (letters, digits, _; at most 63)", channel)
+		return entities.Invalid("pgnotify: channel %q is not a valid identifier (letters, digits, _; at most 63)", channel)
 	}
 	return nil
 }
@@ -41,7 +48,7 @@ type Notifier struct {
 // channel is an identifier of letters, digits and underscores.
 func NewNotifier(pool *pgxpool.Pool, channel string) (*Notifier, error) {
 	if pool == nil {
-		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")
+		return nil, entities.Invalid("pgnotify: pool is nil")
 	}
 	if err := validChannel(channel); err != nil {
 		return nil, err
@@ -72,7 +79,7 @@ func (n *Notifier) send(ctx context.Context, payloads []string) error {
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return errs.Wrap(ctx, "pgttl", "notify "+n.channel, err)
+		return entities.Wrap(ctx, "pgnotify", "notify "+n.channel, err)
 	}
 	return nil
 }
@@ -123,10 +130,10 @@ func chunkJSON(elems []any, limit int) ([]string, error) {
 	for _, el := range elems {
 		enc, err := json.Marshal(el)
 		if err != nil {
-			return nil, fmt.Errorf("pgttl: notify: %w", err)
+			return nil, fmt.Errorf("pgnotify: notify: %w", err)
 		}
 		if len(enc)+2 > limit {
-			return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: notify: element of %d bytes does not fit a payload of %d", len(enc), limit)
+			return nil, entities.Invalid("pgnotify: notify: element of %d bytes does not fit a payload of %d", len(enc), limit)
 		}
 		// +1 for the separator or the closing bracket.
 		if len(buf) > 1 && len(buf)+1+len(enc)+1 > limit {
@@ -173,15 +180,15 @@ func parsePayload(p string) []ttl.Expiry {
 // ListenOptions configure a Listener. The zero value means defaults.
 type ListenOptions struct {
 	// RetryInterval is how long the Listener waits before reconnecting
-	// after its connection failed. 0 means DefaultRetryInterval (1 s).
+	// after its connection failed. 0 means 1 s.
 	RetryInterval time.Duration
 	// OnError, if set, receives connection failures, from the Listener's
 	// goroutine. It must not block.
 	OnError func(error)
 }
 
-// DefaultRetryInterval is ListenOptions.RetryInterval's default.
-const DefaultRetryInterval = time.Second
+// defaultRetryInterval is ListenOptions.RetryInterval's default.
+const defaultRetryInterval = time.Second
 
 // Listener receives the ids sent by Notifiers on one channel, on a
 // dedicated connection taken out of the pool, and calls a function with
@@ -208,7 +215,7 @@ type Listener struct {
 // everything". ctx bounds only the first connection.
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids []string), opts ListenOptions) (*Listener, error) {
 	if fn == nil {
-		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: listen function is nil")
+		return nil, entities.Invalid("pgnotify: listen function is nil")
 	}
 	return ListenExpired(ctx, pool, channel, func(exps []ttl.Expiry) {
 		if exps == nil {
@@ -232,17 +239,17 @@ func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(ids
 func ListenExpired(ctx context.Context, pool *pgxpool.Pool, channel string, fn func(exps []ttl.Expiry), opts ListenOptions) (*Listener, error) {
 	switch {
 	case pool == nil:
-		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: pool is nil")
+		return nil, entities.Invalid("pgnotify: pool is nil")
 	case fn == nil:
-		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: listen function is nil")
+		return nil, entities.Invalid("pgnotify: listen function is nil")
 	case opts.RetryInterval < 0:
-		return nil, errs.Invalid(ttl.ErrInvalid, "pgttl: RetryInterval (%v) is negative", opts.RetryInterval)
+		return nil, entities.Invalid("pgnotify: RetryInterval (%v) is negative", opts.RetryInterval)
 	}
 	if err := validChannel(channel); err != nil {
 		return nil, err
 	}
 	if opts.RetryInterval == 0 {
-		opts.RetryInterval = DefaultRetryInterval
+		opts.RetryInterval = defaultRetryInterval
 	}
 	l := &Listener{pool: pool, channel: channel, fn: fn, opts: opts, done: make(chan struct{})}
 	conn, err := l.connect(ctx)
@@ -259,12 +266,12 @@ func ListenExpired(ctx context.Context, pool *pgxpool.Pool, channel string, fn f
 func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return nil, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err)
+		return nil, entities.Wrap(ctx, "pgnotify", "listen "+l.channel, err)
 	}
 	conn := pc.Hijack()
 	if _, err := conn.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
 		closeConn(conn)
-		return nil, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err)
+		return nil, entities.Wrap(ctx, "pgnotify", "listen "+l.channel, err)
 	}
 	return conn, nil
 }
@@ -298,7 +305,7 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 			if ctx.Err() != nil {
 				return
 			}
-			l.report(ctx, errs.Wrap(ctx, "pgttl", "listen "+l.channel, err))
+			l.report(ctx, entities.Wrap(ctx, "pgnotify", "listen "+l.channel, err))
 			closeConn(conn)
 			conn = nil
 			continue
@@ -333,6 +340,6 @@ func (l *Listener) Close(ctx context.Context) error {
 	case <-l.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("pgttl: listener on %s: callback still running: %w", l.channel, context.Cause(ctx))
+		return fmt.Errorf("pgnotify: listener on %s: callback still running: %w", l.channel, context.Cause(ctx))
 	}
 }

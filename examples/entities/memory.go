@@ -1,4 +1,4 @@
-package ttl
+package entities
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
-	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/ttl"
 )
 
 // MemoryStoreOptions configures a MemoryStore. The zero value is ready to use.
@@ -59,11 +59,11 @@ func (s *MemoryStore) CreateMany(ctx context.Context, es []Entity) ([]Entity, er
 	for _, e := range es {
 		switch {
 		case e.ID == "":
-			return nil, errs.Invalid(ErrInvalid, "ttl: entity ID is empty")
+			return nil, Invalid("entities: entity ID is empty")
 		case e.Phase == "":
-			return nil, errs.Invalid(ErrInvalid, "ttl: entity %q: Phase is empty", e.ID)
+			return nil, Invalid("entities: entity %q: Phase is empty", e.ID)
 		case seen[e.ID]:
-			return nil, errs.Invalid(ErrInvalid, "ttl: entity %q: ID given twice", e.ID)
+			return nil, Invalid("entities: entity %q: ID given twice", e.ID)
 		}
 		seen[e.ID] = true
 	}
@@ -71,7 +71,7 @@ func (s *MemoryStore) CreateMany(ctx context.Context, es []Entity) ([]Entity, er
 	defer s.mu.Unlock()
 	for _, e := range es {
 		if _, ok := s.m[e.ID]; ok {
-			return nil, fmt.Errorf("ttl: entity %q: %w", e.ID, ErrExists)
+			return nil, fmt.Errorf("entities: entity %q: %w", e.ID, ErrExists)
 		}
 	}
 	now := s.clock.Now()
@@ -102,7 +102,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Entity, error) {
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
 	if !ok {
-		return Entity{}, fmt.Errorf("ttl: entity %q: %w", id, ErrNotFound)
+		return Entity{}, fmt.Errorf("entities: entity %q: %w", id, ErrNotFound)
 	}
 	return *e, nil
 }
@@ -119,10 +119,10 @@ func (s *MemoryStore) Update(ctx context.Context, id string, u Update) (Entity, 
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
 	if !ok {
-		return Entity{}, fmt.Errorf("ttl: entity %q: %w", id, ErrNotFound)
+		return Entity{}, fmt.Errorf("entities: entity %q: %w", id, ErrNotFound)
 	}
 	if !u.Matches(*e) {
-		return Entity{}, fmt.Errorf("ttl: entity %q: {Operation %q, Phase %q, DesiredState %q, LastActivityAt %v} is not as expected: %w",
+		return Entity{}, fmt.Errorf("entities: entity %q: {Operation %q, Phase %q, DesiredState %q, LastActivityAt %v} is not as expected: %w",
 			id, e.Operation, e.Phase, e.DesiredState, e.LastActivityAt, ErrConflict)
 	}
 	now := s.clock.Now()
@@ -143,8 +143,8 @@ func (s *MemoryStore) Update(ctx context.Context, id string, u Update) (Entity, 
 	return *e, nil
 }
 
-// MergeActivity merges acts, greatest wins; see Store.MergeActivity.
-func (s *MemoryStore) MergeActivity(ctx context.Context, acts []Activity) error {
+// Add merges acts, greatest wins; see ttl.Store.Add.
+func (s *MemoryStore) Add(ctx context.Context, acts []ttl.Activity) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -167,7 +167,7 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]Entity, error) {
 		return nil, context.Cause(ctx)
 	}
 	if f.Limit == 0 {
-		f.Limit = DefaultListLimit
+		f.Limit = ListLimit
 	}
 	s.mu.Lock()
 	var out []Entity
@@ -181,8 +181,8 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]Entity, error) {
 	return out[:min(len(out), f.Limit)], nil
 }
 
-// Apply applies r at the store's now; see Store.Apply.
-func (s *MemoryStore) Apply(ctx context.Context, r Rule) ([]Expiry, error) {
+// Apply applies r at the store's now; see ttl.Store.Apply.
+func (s *MemoryStore) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -192,11 +192,11 @@ func (s *MemoryStore) Apply(ctx context.Context, r Rule) ([]Expiry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	var out []Expiry
+	var out []ttl.Expiry
 	for id, e := range s.m {
-		if r.Matches(*e, now) {
+		if Matches(r, *e, now) {
 			e.DesiredState = r.Then
-			out = append(out, Expiry{ID: id, Rule: r.String(), Then: r.Then, LastActivityAt: e.LastActivityAt, DecidedAt: now})
+			out = append(out, ttl.Expiry{ID: id, Rule: r.String(), Then: r.Then, LastActivityAt: e.LastActivityAt, DecidedAt: now})
 		}
 	}
 	return out, nil
@@ -207,4 +207,21 @@ func (s *MemoryStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)
+}
+
+// Purge removes the deleted entities among ids; see Purger.
+func (s *MemoryStore) Purge(ctx context.Context, ids []string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, context.Cause(ctx)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if e, ok := s.m[id]; ok && !e.DeletedAt.IsZero() {
+			delete(s.m, id)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -1,4 +1,4 @@
-package redisttl_test
+package redisentities_test
 
 import (
 	"context"
@@ -11,16 +11,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/entitiestest"
+	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/redisttl"
 	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
-func newStore(t *testing.T) (*redisttl.Store, *redistest.Redis) {
+func newStore(t *testing.T) (*redisentities.Store, *redistest.Redis) {
 	t.Helper()
 	r := redistest.OpenRedis(t)
-	s, err := redisttl.NewStore(r.Client, redisttl.StoreOptions{Prefix: r.Prefix})
+	s, err := redisentities.New(r.Client, redisentities.Options{Prefix: r.Prefix})
 	require.NoError(t, err)
 	return s, r
 }
@@ -35,29 +37,31 @@ func serverNow(t *testing.T, c redis.UniversalClient) time.Time {
 
 func TestStoreConformance(t *testing.T) {
 	var c redis.UniversalClient
-	ttltest.RunStore(t, ttltest.StoreHarness{
-		New: func(t *testing.T) ttl.Store {
+	h := entitiestest.StoreHarness{
+		New: func(t *testing.T) entities.Store {
 			s, r := newStore(t)
 			c = r.Client
 			return s
 		},
 		Now: func(t *testing.T) time.Time { return serverNow(t, c) },
-	})
+	}
+	entitiestest.RunStore(t, h)
+	ttltest.RunStore(t, entitiestest.TTLHarness(h.New, h.Now))
 }
 
 func TestStoreValidates(t *testing.T) {
 	c := redis.NewClient(&redis.Options{})
 	defer c.Close()
-	_, err := redisttl.NewStore(nil, redisttl.StoreOptions{Prefix: "x"})
+	_, err := redisentities.New(nil, redisentities.Options{Prefix: "x"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	assert.ErrorContains(t, err, "client")
-	_, err = redisttl.NewStore(c, redisttl.StoreOptions{})
+	_, err = redisentities.New(c, redisentities.Options{})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	assert.ErrorContains(t, err, "Prefix")
-	_, err = redisttl.NewStore(c, redisttl.StoreOptions{Prefix: "}x"})
+	_, err = redisentities.New(c, redisentities.Options{Prefix: "}x"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 
-	s, err := redisttl.NewStore(c, redisttl.StoreOptions{Prefix: "sandboxes"})
+	s, err := redisentities.New(c, redisentities.Options{Prefix: "sandboxes"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"{sandboxes}:entities", "{sandboxes}:ids", "{sandboxes}:since:last",
 		"{sandboxes}:since:changed", "{sandboxes}:since:created"}, s.Keys())
@@ -69,33 +73,33 @@ func TestStoreRefusesUnstorable(t *testing.T) {
 	s, r := newStore(t)
 	ctx := context.Background()
 	now := serverNow(t, r.Client)
-	for name, e := range map[string]ttl.Entity{
+	for name, e := range map[string]entities.Entity{
 		"NUL in phase":     {ID: "a", Phase: "RUN\x00NING"},
 		"invalid UTF-8 id": {ID: "\xff", Phase: "RUNNING"},
 		"before 1970":      {ID: "b", Phase: "RUNNING", CreatedAt: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)},
 		"after 2255":       {ID: "c", Phase: "RUNNING", LastActivityAt: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		_, err := s.CreateMany(ctx, []ttl.Entity{{ID: "ok", Phase: "RUNNING"}, e})
+		_, err := s.CreateMany(ctx, []entities.Entity{{ID: "ok", Phase: "RUNNING"}, e})
 		assert.ErrorIs(t, err, ttl.ErrInvalid, name)
 	}
 	_, err := s.Get(ctx, "ok")
-	assert.ErrorIs(t, err, ttl.ErrNotFound, "a refused batch wrote nothing")
+	assert.ErrorIs(t, err, entities.ErrNotFound, "a refused batch wrote nothing")
 
-	mustCreate(t, s, ttl.Entity{ID: "w", Phase: "RUNNING", LastActivityAt: now.Add(-time.Hour)})
-	err = s.MergeActivity(ctx, []ttl.Activity{{ID: "w", At: now}, {ID: "w", At: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}})
+	mustCreate(t, s, entities.Entity{ID: "w", Phase: "RUNNING", LastActivityAt: now.Add(-time.Hour)})
+	err = s.Add(ctx, []ttl.Activity{{ID: "w", At: now}, {ID: "w", At: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	assert.ErrorContains(t, err, `"w"`)
 	got, err := s.Get(ctx, "w")
 	require.NoError(t, err)
 	assert.True(t, got.LastActivityAt.Equal(now.Add(-time.Hour).Truncate(time.Microsecond)), "a refused merge merged nothing")
 
-	_, err = s.Update(ctx, "w", ttl.Update{Phase: "A\x00B"})
+	_, err = s.Update(ctx, "w", entities.Update{Phase: "A\x00B"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	_, err = s.Apply(ctx, ttl.Rule{Phase: "RUNNING", After: time.Minute, Then: "X\x00"})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 }
 
-func mustCreate(t *testing.T, s ttl.Store, e ttl.Entity) ttl.Entity {
+func mustCreate(t *testing.T, s entities.Store, e entities.Entity) entities.Entity {
 	t.Helper()
 	got, err := s.Create(context.Background(), e)
 	require.NoError(t, err)
@@ -111,10 +115,10 @@ func TestStoreApplyPages(t *testing.T) {
 	ctx := context.Background()
 	now := serverNow(t, r.Client)
 	old := now.Add(-2 * time.Hour)
-	var es []ttl.Entity
+	var es []entities.Entity
 	want := map[string]bool{}
 	for i := range 2500 {
-		e := ttl.Entity{ID: fmt.Sprintf("e%05d", i), Phase: "RUNNING", LastActivityAt: old.Add(time.Duration(i) * time.Millisecond), CreatedAt: old}
+		e := entities.Entity{ID: fmt.Sprintf("e%05d", i), Phase: "RUNNING", LastActivityAt: old.Add(time.Duration(i) * time.Millisecond), CreatedAt: old}
 		switch i % 10 {
 		case 1:
 			e.Operation = "STOPPING"
@@ -139,7 +143,7 @@ func TestStoreApplyPages(t *testing.T) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 3 {
-		other, err := redisttl.NewStore(r.NewClient(t), redisttl.StoreOptions{Prefix: r.Prefix})
+		other, err := redisentities.New(r.NewClient(t), redisentities.Options{Prefix: r.Prefix})
 		require.NoError(t, err)
 		wg.Go(func() {
 			exps, err := other.Apply(ctx, rule)
@@ -170,20 +174,20 @@ func TestStoreIndexFollowsUpdates(t *testing.T) {
 	s, r := newStore(t)
 	ctx := context.Background()
 	now := serverNow(t, r.Client)
-	mustCreate(t, s, ttl.Entity{ID: "w", Phase: "RUNNING", LastActivityAt: now.Add(-time.Hour), CreatedAt: now.Add(-2 * time.Hour)})
+	mustCreate(t, s, entities.Entity{ID: "w", Phase: "RUNNING", LastActivityAt: now.Add(-time.Hour), CreatedAt: now.Add(-2 * time.Hour)})
 	archive := ttl.Rule{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: time.Minute, Then: "ARCHIVED"}
 	lifetime := ttl.Rule{Name: "lifetime", Phase: "STANDBY", Since: ttl.SinceCreated, After: time.Hour, Then: "DESTROYED"}
 	idle := ttl.Rule{Name: "idle", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 30 * time.Minute, Then: "STANDBY"}
 
 	// Fresh activity takes it out of the idle rule's reach.
-	require.NoError(t, s.MergeActivity(ctx, []ttl.Activity{{ID: "w", At: now}}))
+	require.NoError(t, s.Add(ctx, []ttl.Activity{{ID: "w", At: now}}))
 	exps, err := s.Apply(ctx, idle)
 	require.NoError(t, err)
 	assert.Empty(t, exps)
 
 	// Moving to STANDBY: the phase just changed, so archive does not fire,
 	// but lifetime (created two hours ago) does, in the new phase.
-	_, err = s.Update(ctx, "w", ttl.Update{Phase: "STANDBY"})
+	_, err = s.Update(ctx, "w", entities.Update{Phase: "STANDBY"})
 	require.NoError(t, err)
 	exps, err = s.Apply(ctx, archive)
 	require.NoError(t, err)
@@ -194,7 +198,7 @@ func TestStoreIndexFollowsUpdates(t *testing.T) {
 	assert.Equal(t, "w", exps[0].ID)
 
 	// Deleted: no rule sees it again, whatever its times.
-	_, err = s.Update(ctx, "w", ttl.Update{ExpectDesiredState: "DESTROYED", ClearDesiredState: true, Delete: true})
+	_, err = s.Update(ctx, "w", entities.Update{ExpectDesiredState: "DESTROYED", ClearDesiredState: true, Delete: true})
 	require.NoError(t, err)
 	exps, err = s.Apply(ctx, lifetime)
 	require.NoError(t, err)
@@ -211,8 +215,8 @@ func TestStorePurgeLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	for i := range 1500 { // more than one script's chunk
 		id := fmt.Sprintf("sb%04d", i)
-		mustCreate(t, s, ttl.Entity{ID: id, Phase: "RUNNING"})
-		_, err := s.Update(ctx, id, ttl.Update{Phase: "DESTROYED", Delete: true})
+		mustCreate(t, s, entities.Entity{ID: id, Phase: "RUNNING"})
+		_, err := s.Update(ctx, id, entities.Update{Phase: "DESTROYED", Delete: true})
 		require.NoError(t, err)
 	}
 	var ids []string

@@ -1,26 +1,23 @@
-package ttltest
+package entitiestest
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/examples/entities"
 )
 
-// purge checks ttl.Purger on stores that implement it: only deleted
+// purge checks Store.Purge: only deleted
 // entities go, unknown ids are ignored, a purged entity is unknown and its
 // ID can be created again.
 func (s *storeSuite) purge(t *testing.T) {
 	ctx, st, now := s.setup(t)
-	p, ok := st.(ttl.Purger)
-	if !ok {
-		t.Skip("ttltest: the store does not implement ttl.Purger")
-	}
+	p := st
 	for _, id := range []string{"live", "gone1", "gone2"} {
-		mustCreate(t, ctx, st, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: now})
+		mustCreate(t, ctx, st, entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: now})
 	}
 	for _, id := range []string{"gone1", "gone2"} {
-		if _, err := st.Update(ctx, id, ttl.Update{Delete: true}); err != nil {
+		if _, err := st.Update(ctx, id, entities.Update{Delete: true}); err != nil {
 			t.Fatalf("Update(%s, Delete): %v", id, err)
 		}
 	}
@@ -32,10 +29,10 @@ func (s *storeSuite) purge(t *testing.T) {
 		t.Errorf("Purge removed %d entities, want 2 (the deleted ones)", n)
 	}
 	mustGet(t, ctx, st, "live")
-	if _, err := st.Get(ctx, "gone1"); !errors.Is(err, ttl.ErrNotFound) {
+	if _, err := st.Get(ctx, "gone1"); !errors.Is(err, entities.ErrNotFound) {
 		t.Errorf("Get of a purged entity: %v, want ErrNotFound", err)
 	}
-	all, err := st.List(ctx, ttl.Filter{Deleted: true})
+	all, err := st.List(ctx, entities.Filter{Deleted: true})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -44,7 +41,7 @@ func (s *storeSuite) purge(t *testing.T) {
 		ids = append(ids, e.ID)
 	}
 	sameIDs(t, "List(Deleted) after Purge", ids, "live")
-	mustCreate(t, ctx, st, ttl.Entity{ID: "gone1", Phase: "RUNNING", CreatedAt: now})
+	mustCreate(t, ctx, st, entities.Entity{ID: "gone1", Phase: "RUNNING", CreatedAt: now})
 	if n, err := p.Purge(ctx, []string{"gone1"}); err != nil || n != 0 {
 		t.Errorf("Purge of a live entity: %d, %v; want 0, nil", n, err)
 	}

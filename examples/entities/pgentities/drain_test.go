@@ -1,4 +1,4 @@
-package pgttl_test
+package pgentities_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -17,16 +18,16 @@ import (
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-// afterFirstMerge runs a hook once, after the first MergeActivity: that is
+// afterFirstMerge runs a hook once, after the first Add: that is
 // between the Runner's first Peek and its Remove.
 type afterFirstMerge struct {
-	ttl.Store
+	entities.Store
 	once sync.Once
 	hook func()
 }
 
-func (s *afterFirstMerge) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
-	err := s.Store.MergeActivity(ctx, acts)
+func (s *afterFirstMerge) Add(ctx context.Context, acts []ttl.Activity) error {
+	err := s.Store.Add(ctx, acts)
 	s.once.Do(s.hook)
 	return err
 }

@@ -1,4 +1,4 @@
-package pgttl_test
+package pgnotify_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/pgttl"
 )
 
 // wait bounds how long a test waits for a notification from the server.
@@ -27,27 +27,27 @@ func TestChunk(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("workspace-%06d-\"quoted\"-é", i)
 	}
-	chunks, err := pgttl.Chunk(ids, pgttl.MaxPayload)
+	chunks, err := pgnotify.Chunk(ids, pgnotify.MaxPayload)
 	require.NoError(t, err)
 	require.Greater(t, len(chunks), 1)
 	var all []string
 	for _, c := range chunks {
-		assert.LessOrEqual(t, len(c), pgttl.MaxPayload)
+		assert.LessOrEqual(t, len(c), pgnotify.MaxPayload)
 		var part []string
 		require.NoError(t, json.Unmarshal([]byte(c), &part))
 		all = append(all, part...)
 	}
 	assert.Equal(t, ids, all)
 
-	chunks, err = pgttl.Chunk(nil, pgttl.MaxPayload)
+	chunks, err = pgnotify.Chunk(nil, pgnotify.MaxPayload)
 	require.NoError(t, err)
 	assert.Empty(t, chunks)
-	_, err = pgttl.Chunk([]string{"ok", strings.Repeat("x", pgttl.MaxPayload)}, pgttl.MaxPayload)
+	_, err = pgnotify.Chunk([]string{"ok", strings.Repeat("x", pgnotify.MaxPayload)}, pgnotify.MaxPayload)
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
-	chunks, err = pgttl.Chunk([]string{strings.Repeat("x", pgttl.MaxPayload-4)}, pgttl.MaxPayload)
+	chunks, err = pgnotify.Chunk([]string{strings.Repeat("x", pgnotify.MaxPayload-4)}, pgnotify.MaxPayload)
 	require.NoError(t, err)
 	assert.Len(t, chunks, 1)
-	assert.Len(t, chunks[0], pgttl.MaxPayload)
+	assert.Len(t, chunks[0], pgnotify.MaxPayload)
 }
 
 // collector gathers what a Listener delivers.
@@ -95,11 +95,11 @@ func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 	ctx := context.Background()
 	pg := pgtest.OpenPostgres(t)
 	c := newCollector()
-	l, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
+	l, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 
-	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	n, err := pgnotify.NewNotifier(pg.Pool, "ttl_wake")
 	require.NoError(t, err)
 	ids := make([]string, 1500) // ~3 payloads
 	for i := range ids {
@@ -126,20 +126,20 @@ func TestNotifyValidates(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	for _, bad := range []string{"", "a-b", `x"y`, strings.Repeat("c", 64)} {
-		_, err := pgttl.NewNotifier(pool, bad)
+		_, err := pgnotify.NewNotifier(pool, bad)
 		assert.ErrorIs(t, err, ttl.ErrInvalid, "channel %q", bad)
-		_, err = pgttl.Listen(context.Background(), pool, bad, func([]string) {}, pgttl.ListenOptions{})
+		_, err = pgnotify.Listen(context.Background(), pool, bad, func([]string) {}, pgnotify.ListenOptions{})
 		assert.ErrorIs(t, err, ttl.ErrInvalid, "channel %q", bad)
 	}
-	_, err = pgttl.Listen(context.Background(), pool, "ok", nil, pgttl.ListenOptions{})
+	_, err = pgnotify.Listen(context.Background(), pool, "ok", nil, pgnotify.ListenOptions{})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
-	_, err = pgttl.Listen(context.Background(), pool, "ok", func([]string) {}, pgttl.ListenOptions{RetryInterval: -1})
+	_, err = pgnotify.Listen(context.Background(), pool, "ok", func([]string) {}, pgnotify.ListenOptions{RetryInterval: -1})
 	assert.ErrorIs(t, err, ttl.ErrInvalid)
 	// An unreachable server fails Listen, wrapped, without a goroutine left.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = pgttl.Listen(ctx, pool, "ok", func([]string) {}, pgttl.ListenOptions{})
-	assert.ErrorContains(t, err, "pgttl: listen ok")
+	_, err = pgnotify.Listen(ctx, pool, "ok", func([]string) {}, pgnotify.ListenOptions{})
+	assert.ErrorContains(t, err, "pgnotify: listen ok")
 }
 
 // TestListenerReconnects: when its backend is terminated, the Listener
@@ -154,7 +154,7 @@ func TestListenerReconnects(t *testing.T) {
 		errMu  sync.Mutex
 		errors []error
 	)
-	l, err := pgttl.Listen(ctx, lpool, "ttl_wake", c.fn, pgttl.ListenOptions{
+	l, err := pgnotify.Listen(ctx, lpool, "ttl_wake", c.fn, pgnotify.ListenOptions{
 		RetryInterval: 20 * time.Millisecond,
 		OnError:       func(err error) { errMu.Lock(); errors = append(errors, err); errMu.Unlock() },
 	})
@@ -164,10 +164,10 @@ func TestListenerReconnects(t *testing.T) {
 	c.waitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
 	errMu.Lock()
 	require.NotEmpty(t, errors)
-	assert.ErrorContains(t, errors[0], "pgttl: listen ttl_wake")
+	assert.ErrorContains(t, errors[0], "pgnotify: listen ttl_wake")
 	errMu.Unlock()
 
-	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	n, err := pgnotify.NewNotifier(pg.Pool, "ttl_wake")
 	require.NoError(t, err)
 	require.NoError(t, n.Wake(ctx, []string{"after"}))
 	c.waitFor(t, "wake after reconnect", func(got []string, _ int) bool { return len(got) == 1 && got[0] == "after" })
@@ -202,15 +202,15 @@ func TestWakeExpiredCarriesDecision(t *testing.T) {
 	ctx := context.Background()
 	pg := pgtest.OpenPostgres(t)
 	got := make(chan []ttl.Expiry, 10)
-	l, err := pgttl.ListenExpired(ctx, pg.NewPool(t), "ttl_wake", func(exps []ttl.Expiry) { got <- exps }, pgttl.ListenOptions{})
+	l, err := pgnotify.ListenExpired(ctx, pg.NewPool(t), "ttl_wake", func(exps []ttl.Expiry) { got <- exps }, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 	c := newCollector()
-	l2, err := pgttl.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgttl.ListenOptions{})
+	l2, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l2.Close(context.Background())
 
-	n, err := pgttl.NewNotifier(pg.Pool, "ttl_wake")
+	n, err := pgnotify.NewNotifier(pg.Pool, "ttl_wake")
 	require.NoError(t, err)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 123456000, time.UTC)
 	exps := make([]ttl.Expiry, 200) // several payloads

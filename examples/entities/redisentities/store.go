@@ -1,4 +1,4 @@
-package redisttl
+package redisentities
 
 import (
 	"context"
@@ -10,28 +10,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/errs"
-	"github.com/ttlkit/ttlkit/internal/rediskey"
-	"github.com/ttlkit/ttlkit/internal/redisrun"
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/internal/entitycheck"
 )
 
-// StoreOptions configure a Store.
-type StoreOptions struct {
+// Options configure a Store.
+type Options struct {
 	// Prefix names the store's data in Redis; required. Stores (in any
 	// number of processes) with the same Prefix on the same server share
 	// their entities.
 	//
 	// Every key is in one Redis Cluster hash slot by construction, as for
-	// Options.Prefix: "sandboxes" gives the keys {sandboxes}:entities,
+	// redisttl.Options.Prefix: "sandboxes" gives the keys {sandboxes}:entities,
 	// {sandboxes}:ids and {sandboxes}:since:*. A Prefix whose "}" would
 	// end that hash tag early is refused. A Store and a Buffer may share a
 	// Prefix: their keys differ.
 	Prefix string
 }
 
-// Store is a ttl.Store on Redis, for systems that keep their shared state
+// Store is an entities.Store on Redis, for systems that keep their shared state
 // in Redis and have no SQL database. Every method that writes is one Lua
 // script, decided with the server's clock (TIME), so any number of Stores
 // on the same keys, in any number of processes, act as one; a Store is
@@ -59,25 +56,25 @@ type StoreOptions struct {
 // that what such a loss forgets is found again.
 type Store struct {
 	client redis.UniversalClient
-	keys   []string // entities, ids, since:last, since:changed, since:created, and redisrun.Guard last
+	keys   []string // entities, ids, since:last, since:changed, since:created, and Guard last
 }
 
-var _ ttl.Store = (*Store)(nil)
+var _ entities.Store = (*Store)(nil)
 
-// NewStore returns a Store on client under opts.Prefix. It does not contact
+// New returns a Store on client under opts.Prefix. It does not contact
 // the server; nothing needs creating.
-func NewStore(client redis.UniversalClient, opts StoreOptions) (*Store, error) {
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
-		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: client is nil")
+		return nil, entities.Invalid("redisentities: client is nil")
 	}
-	base, err := rediskey.Base("redisttl", opts.Prefix)
+	base, err := keyBase("redisentities", opts.Prefix)
 	if err != nil {
-		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
+		return nil, entities.Invalid("%v", err)
 	}
 	return &Store{client: client, keys: []string{
 		base + "entities", base + "ids",
 		base + "since:last", base + "since:changed", base + "since:created",
-		base + redisrun.Guard,
+		base + Guard,
 	}}, nil
 }
 
@@ -142,7 +139,7 @@ end
 return out
 `)
 
-// updateScript applies one ttl.Update to ARGV[1]. ARGV: id, expected
+// updateScript applies one entities.Update to ARGV[1]. ARGV: id, expected
 // operation, phase, desired state and last activity ("" = any), then the
 // new operation, phase ("" = keep), desired state ("" = keep), clear ("1")
 // and delete ("1"). It returns {"notfound"}, {"conflict", record} or
@@ -284,7 +281,7 @@ func checkTime(id, field string, t time.Time) error {
 	if t.IsZero() || (!t.Before(minTime) && t.Before(maxTime)) {
 		return nil
 	}
-	return errs.Invalid(ttl.ErrInvalid, "redisttl: entity %q: %s (%v) is outside the storable range 1970-2255", id, field, t)
+	return entities.Invalid("redisentities: entity %q: %s (%v) is outside the storable range 1970-2255", id, field, t)
 }
 
 // parseStamp decodes a record time.
@@ -294,18 +291,18 @@ func parseStamp(s string) (time.Time, error) {
 	}
 	us, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("redisttl: bad time %q in a record", s)
+		return time.Time{}, fmt.Errorf("redisentities: bad time %q in a record", s)
 	}
 	return time.UnixMicro(us), nil
 }
 
 // decode turns a stored record into the entity id.
-func decode(id, js string) (ttl.Entity, error) {
+func decode(id, js string) (entities.Entity, error) {
 	var r record
 	if err := json.Unmarshal([]byte(js), &r); err != nil {
-		return ttl.Entity{}, fmt.Errorf("redisttl: entity %q: bad record: %w", id, err)
+		return entities.Entity{}, fmt.Errorf("redisentities: entity %q: bad record: %w", id, err)
 	}
-	e := ttl.Entity{ID: id, Phase: r.Phase, DesiredState: r.Desired, Operation: r.Operation}
+	e := entities.Entity{ID: id, Phase: r.Phase, DesiredState: r.Desired, Operation: r.Operation}
 	var err [4]error
 	e.LastActivityAt, err[0] = parseStamp(r.Last)
 	e.PhaseChangedAt, err[1] = parseStamp(r.Changed)
@@ -315,8 +312,8 @@ func decode(id, js string) (ttl.Entity, error) {
 }
 
 // checkEntity validates e for Create and CreateMany.
-func checkEntity(e ttl.Entity) error {
-	if err := entitycheck.Create("redisttl", e); err != nil {
+func checkEntity(e entities.Entity) error {
+	if err := entities.CheckCreate("redisentities", e); err != nil {
 		return err
 	}
 	return errors.Join(
@@ -326,21 +323,21 @@ func checkEntity(e ttl.Entity) error {
 		checkTime(e.ID, "DeletedAt", e.DeletedAt))
 }
 
-// Create inserts e; see ttl.Store.Create. A zero CreatedAt is the server's
+// Create inserts e; see entities.Store.Create. A zero CreatedAt is the server's
 // TIME.
-func (s *Store) Create(ctx context.Context, e ttl.Entity) (ttl.Entity, error) {
-	got, err := s.CreateMany(ctx, []ttl.Entity{e})
+func (s *Store) Create(ctx context.Context, e entities.Entity) (entities.Entity, error) {
+	got, err := s.CreateMany(ctx, []entities.Entity{e})
 	if err != nil {
-		return ttl.Entity{}, err
+		return entities.Entity{}, err
 	}
 	return got[0], nil
 }
 
 // CreateMany inserts es in one script, all or none; see
-// ttl.Store.CreateMany. The script holds the server for the whole batch
+// entities.Store.CreateMany. The script holds the server for the whole batch
 // (about a microsecond per entity), so split batches of more than a few
 // hundred thousand entities.
-func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, error) {
+func (s *Store) CreateMany(ctx context.Context, es []entities.Entity) ([]entities.Entity, error) {
 	if len(es) == 0 {
 		return nil, nil
 	}
@@ -352,25 +349,25 @@ func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, 
 			return nil, err
 		}
 		if seen[e.ID] {
-			return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: create %q: ID given twice", e.ID)
+			return nil, entities.Invalid("redisentities: create %q: ID given twice", e.ID)
 		}
 		seen[e.ID] = true
 		args = append(args, e.ID, e.Phase, e.DesiredState, e.Operation,
 			stamp(e.LastActivityAt), stamp(e.PhaseChangedAt), stamp(e.CreatedAt), stamp(e.DeletedAt))
 	}
-	res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+	res, err := Do(ctx, s.client, func() ([]string, error) {
 		return createScript.Run(ctx, s.client, s.keys, args...).StringSlice()
 	})
 	if err != nil {
-		return nil, errs.Wrap(ctx, "redisttl", "create", err)
+		return nil, entities.Wrap(ctx, "redisentities", "create", err)
 	}
 	if len(res) == 2 && res[0] == "exists" {
-		return nil, fmt.Errorf("redisttl: create %q: %w", res[1], ttl.ErrExists)
+		return nil, fmt.Errorf("redisentities: create %q: %w", res[1], entities.ErrExists)
 	}
 	if len(res) != len(es)+1 || res[0] != "ok" {
-		return nil, fmt.Errorf("redisttl: create: unexpected reply %q", res)
+		return nil, fmt.Errorf("redisentities: create: unexpected reply %q", res)
 	}
-	out := make([]ttl.Entity, len(es))
+	out := make([]entities.Entity, len(es))
 	for i, e := range es {
 		if out[i], err = decode(e.ID, res[i+1]); err != nil {
 			return nil, err
@@ -379,14 +376,14 @@ func (s *Store) CreateMany(ctx context.Context, es []ttl.Entity) ([]ttl.Entity, 
 	return out, nil
 }
 
-// Get returns the entity with the given id; see ttl.Store.Get.
-func (s *Store) Get(ctx context.Context, id string) (ttl.Entity, error) {
-	js, err := redisrun.Do(ctx, s.client, func() (string, error) { return s.client.HGet(ctx, s.keys[0], id).Result() })
+// Get returns the entity with the given id; see entities.Store.Get.
+func (s *Store) Get(ctx context.Context, id string) (entities.Entity, error) {
+	js, err := Do(ctx, s.client, func() (string, error) { return s.client.HGet(ctx, s.keys[0], id).Result() })
 	switch {
 	case errors.Is(err, redis.Nil):
-		return ttl.Entity{}, fmt.Errorf("redisttl: entity %q: %w", id, ttl.ErrNotFound)
+		return entities.Entity{}, fmt.Errorf("redisentities: entity %q: %w", id, entities.ErrNotFound)
 	case err != nil:
-		return ttl.Entity{}, errs.Wrap(ctx, "redisttl", "get "+id, err)
+		return entities.Entity{}, entities.Wrap(ctx, "redisentities", "get "+id, err)
 	}
 	return decode(id, js)
 }
@@ -399,51 +396,51 @@ func flag(b bool) string {
 	return ""
 }
 
-// Update applies u in one script; see ttl.Store.Update.
-func (s *Store) Update(ctx context.Context, id string, u ttl.Update) (ttl.Entity, error) {
+// Update applies u in one script; see entities.Store.Update.
+func (s *Store) Update(ctx context.Context, id string, u entities.Update) (entities.Entity, error) {
 	if err := u.Validate(); err != nil {
-		return ttl.Entity{}, err
+		return entities.Entity{}, err
 	}
 	if err := checkTime(id, "ExpectLastActivityAt", u.ExpectLastActivityAt); err != nil {
-		return ttl.Entity{}, err
+		return entities.Entity{}, err
 	}
-	if !entitycheck.Storable(u.Phase) || !entitycheck.Storable(u.DesiredState) || !entitycheck.Storable(u.Operation) {
-		return ttl.Entity{}, errs.Invalid(ttl.ErrInvalid, "redisttl: update %q: Phase, DesiredState and Operation must be UTF-8 without NUL bytes", id)
+	if !entities.Storable(u.Phase) || !entities.Storable(u.DesiredState) || !entities.Storable(u.Operation) {
+		return entities.Entity{}, entities.Invalid("redisentities: update %q: Phase, DesiredState and Operation must be UTF-8 without NUL bytes", id)
 	}
-	res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+	res, err := Do(ctx, s.client, func() ([]string, error) {
 		return updateScript.Run(ctx, s.client, s.keys, id,
 			u.ExpectOperation, u.ExpectPhase, u.ExpectDesiredState, stamp(u.ExpectLastActivityAt),
 			u.Operation, u.Phase, u.DesiredState, flag(u.ClearDesiredState), flag(u.Delete)).StringSlice()
 	})
 	if err != nil {
-		return ttl.Entity{}, errs.Wrap(ctx, "redisttl", "update "+id, err)
+		return entities.Entity{}, entities.Wrap(ctx, "redisentities", "update "+id, err)
 	}
 	switch {
 	case len(res) == 1 && res[0] == "notfound":
-		return ttl.Entity{}, fmt.Errorf("redisttl: entity %q: %w", id, ttl.ErrNotFound)
+		return entities.Entity{}, fmt.Errorf("redisentities: entity %q: %w", id, entities.ErrNotFound)
 	case len(res) == 2 && res[0] == "conflict":
 		e, err := decode(id, res[1])
 		if err != nil {
-			return ttl.Entity{}, err
+			return entities.Entity{}, err
 		}
-		return ttl.Entity{}, fmt.Errorf("redisttl: entity %q: {Operation %q, Phase %q, DesiredState %q, LastActivityAt %v} is not as expected: %w",
-			id, e.Operation, e.Phase, e.DesiredState, e.LastActivityAt, ttl.ErrConflict)
+		return entities.Entity{}, fmt.Errorf("redisentities: entity %q: {Operation %q, Phase %q, DesiredState %q, LastActivityAt %v} is not as expected: %w",
+			id, e.Operation, e.Phase, e.DesiredState, e.LastActivityAt, entities.ErrConflict)
 	case len(res) == 2 && res[0] == "ok":
 		return decode(id, res[1])
 	}
-	return ttl.Entity{}, fmt.Errorf("redisttl: update %q: unexpected reply %q", id, res)
+	return entities.Entity{}, fmt.Errorf("redisentities: update %q: unexpected reply %q", id, res)
 }
 
 // mergeChunk bounds the activities of one merge script, so that a huge
 // batch never holds the server for long.
 const mergeChunk = 1000
 
-// MergeActivity merges acts, greatest wins, in one script per 1,000
-// distinct ids; see ttl.Store.MergeActivity. Each script is atomic and
+// Add merges acts, greatest wins, in one script per 1,000
+// distinct ids; see ttl.Store.Add. Each script is atomic and
 // only ever moves times forward, so a batch that fails part way is safe to
 // retry. An activity time outside 1970-2255 fails with ttl.ErrInvalid
 // before anything is sent.
-func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
+func (s *Store) Add(ctx context.Context, acts []ttl.Activity) error {
 	latest := make(map[string]time.Time, len(acts))
 	order := make([]string, 0, len(acts))
 	for _, a := range acts {
@@ -467,9 +464,9 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 		for _, id := range order[:n] {
 			args = append(args, id, stamp(latest[id]))
 		}
-		_, err := redisrun.Do(ctx, s.client, func() (any, error) { return nil, mergeScript.Run(ctx, s.client, s.keys, args...).Err() })
+		_, err := Do(ctx, s.client, func() (any, error) { return nil, mergeScript.Run(ctx, s.client, s.keys, args...).Err() })
 		if err != nil {
-			return errs.Wrap(ctx, "redisttl", "merge activity", err)
+			return entities.Wrap(ctx, "redisentities", "merge activity", err)
 		}
 		order = order[n:]
 	}
@@ -480,29 +477,29 @@ func (s *Store) MergeActivity(ctx context.Context, acts []ttl.Activity) error {
 const listBudget = 1000
 
 // List returns the entities f selects, in ascending byte order of ID; see
-// ttl.Store.List. It reads the IDs in pages of 1,000 per script, filtering
+// entities.Store.List. It reads the IDs in pages of 1,000 per script, filtering
 // on the server, so a selective filter over a large store costs one round
 // trip per 1,000 entities scanned. Pages are not one snapshot: an entity
 // changed during a List may appear as it was before or after.
-func (s *Store) List(ctx context.Context, f ttl.Filter) ([]ttl.Entity, error) {
+func (s *Store) List(ctx context.Context, f entities.Filter) ([]entities.Entity, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	if f.Limit == 0 {
-		f.Limit = ttl.DefaultListLimit
+		f.Limit = entities.ListLimit
 	}
-	var out []ttl.Entity
+	var out []entities.Entity
 	after := f.After
 	for len(out) < f.Limit {
-		res, err := redisrun.Do(ctx, s.client, func() ([]string, error) {
+		res, err := Do(ctx, s.client, func() ([]string, error) {
 			return listScript.Run(ctx, s.client, s.keys, after, listBudget, f.Limit-len(out),
 				f.Phase, f.DesiredState, flag(f.HasDesiredState), flag(f.Deleted)).StringSlice()
 		})
 		if err != nil {
-			return nil, errs.Wrap(ctx, "redisttl", "list", err)
+			return nil, entities.Wrap(ctx, "redisentities", "list", err)
 		}
 		if len(res) == 0 || len(res)%2 != 1 {
-			return nil, fmt.Errorf("redisttl: list: unexpected reply of %d elements", len(res))
+			return nil, fmt.Errorf("redisentities: list: unexpected reply of %d elements", len(res))
 		}
 		for i := 1; i < len(res); i += 2 {
 			e, err := decode(res[i], res[i+1])
@@ -530,18 +527,18 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if !entitycheck.Storable(r.Phase) || !entitycheck.Storable(r.Then) {
-		return nil, errs.Invalid(ttl.ErrInvalid, "redisttl: rule %s: Phase and Then must be UTF-8 without NUL bytes", r)
+	if !entities.Storable(r.Phase) || !entities.Storable(r.Then) {
+		return nil, entities.Invalid("redisentities: rule %s: Phase and Then must be UTF-8 without NUL bytes", r)
 	}
 	var out []ttl.Expiry
 	cursor := ""
 	for {
-		res, err := redisrun.Do(ctx, s.client, func() ([]any, error) {
+		res, err := Do(ctx, s.client, func() ([]any, error) {
 			return applyScript.Run(ctx, s.client, s.keys, r.Phase, int(r.Since)+1, r.After.Microseconds(),
 				r.Then, cursor, applyPage).Slice()
 		})
 		if err != nil {
-			return out, errs.Wrap(ctx, "redisttl", "apply "+r.String(), err)
+			return out, entities.Wrap(ctx, "redisentities", "apply "+r.String(), err)
 		}
 		scanned, cur, now, changed, err := parseApply(res)
 		if err != nil {
@@ -563,7 +560,7 @@ func (s *Store) Apply(ctx context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
 
 // parseApply splits an applyScript reply.
 func parseApply(res []any) (scanned int64, cursor string, now time.Time, changed []string, err error) {
-	bad := fmt.Errorf("redisttl: apply: unexpected reply %v", res)
+	bad := fmt.Errorf("redisentities: apply: unexpected reply %v", res)
 	if len(res) < 3 || len(res)%2 != 1 {
 		return 0, "", time.Time{}, nil, bad
 	}

@@ -1,4 +1,4 @@
-package pgttl_test
+package pgentities_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
+	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
@@ -25,7 +28,7 @@ import (
 type pipeline struct {
 	pg      *pgtest.Postgres
 	rd      *redistest.Redis
-	store   *pgttl.Store
+	store   *pgentities.Store
 	buf     *redisttl.Buffer
 	tracker *ttl.Tracker
 	runner  *ttl.Runner
@@ -49,10 +52,10 @@ func newPipeline(t *testing.T, storePool func(pg *pgtest.Postgres) ttlPool) *pip
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.tracker.Close(context.Background()) })
 
-	l, err := pgttl.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.fn, pgttl.ListenOptions{})
+	l, err := pgnotify.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
-	notifier, err := pgttl.NewNotifier(pool, "workspace_wake")
+	notifier, err := pgnotify.NewNotifier(pool, "workspace_wake")
 	require.NoError(t, err)
 	p.runner, err = ttl.NewRunner(p.store, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 		Interval: time.Hour, // ticked by hand
@@ -70,7 +73,7 @@ type ttlPool = *pgxpool.Pool
 // create makes a RUNNING workspace last active idle ago (server time).
 func (p *pipeline) create(t *testing.T, id string, idle time.Duration) {
 	t.Helper()
-	_, err := p.store.Create(context.Background(), ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: p.now.Add(-idle)})
+	_, err := p.store.Create(context.Background(), entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: p.now.Add(-idle)})
 	require.NoError(t, err)
 }
 

@@ -1,16 +1,12 @@
-package redisttl
+package redisentities
 
 import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ttlkit/ttlkit/internal/errs"
-	"github.com/ttlkit/ttlkit/internal/redisrun"
-	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/examples/entities"
 )
-
-var _ ttl.Purger = (*Store)(nil)
 
 // purgeScript removes the entities of ARGV that are deleted (their index
 // entries went when they were deleted) and returns how many.
@@ -28,7 +24,7 @@ return n
 `)
 
 // Purge removes the deleted entities among ids, in one script per 1,000
-// ids; see ttl.Purger.
+// ids; see entities.Store.Purge.
 func (s *Store) Purge(ctx context.Context, ids []string) (int, error) {
 	total := 0
 	for len(ids) > 0 {
@@ -38,11 +34,11 @@ func (s *Store) Purge(ctx context.Context, ids []string) (int, error) {
 		for i, id := range chunk {
 			args[i] = id
 		}
-		n, err := redisrun.Do(ctx, s.client, func() (int, error) {
+		n, err := Do(ctx, s.client, func() (int, error) {
 			return purgeScript.Run(ctx, s.client, s.keys, args...).Int()
 		})
 		if err != nil {
-			return total, errs.Wrap(ctx, "redisttl", "purge", err)
+			return total, entities.Wrap(ctx, "redisentities", "purge", err)
 		}
 		total += n
 	}

@@ -1,4 +1,4 @@
-package pgttl_test
+package pgentities_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -46,7 +47,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	require.NoError(t, err)
 	now := serverNow(t, pg.Pool)
 	for _, id := range []string{"ws-active", "ws-idle"} {
-		_, err := store.Create(ctx, ttl.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-11 * time.Minute)})
+		_, err := store.Create(ctx, entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-11 * time.Minute)})
 		require.NoError(t, err)
 	}
 	proxy.Record("ws-active")

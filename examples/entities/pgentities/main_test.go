@@ -1,0 +1,9 @@
+package pgentities_test
+
+import (
+	"testing"
+
+	"github.com/ttlkit/ttlkit/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }

@@ -1,0 +1,4 @@
+package pgnotify
+
+// Chunk exposes chunk to the tests.
+var Chunk = chunk
