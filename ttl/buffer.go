@@ -75,7 +75,8 @@ type Lossy interface {
 // longest after every tick's drain and, when it holds its idle rules after
 // a loss or an outage, holds them for that plus its own Interval: what the
 // Trackers it serves actually need to send their activity again, rather
-// than a default that assumes DefaultFlushInterval (see RunnerOptions.Hold).
+// than a default that assumes the Trackers flush every 30 s (see
+// RunnerOptions.Hold).
 type Paced interface {
 	// NoteFlushInterval records that a Tracker flushes every d.
 	NoteFlushInterval(ctx context.Context, d time.Duration) error

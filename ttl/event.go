@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// DefaultEventQueue is the capacity of the queue that carries events to
+// defaultEventQueue is the capacity of the queue that carries events to
 // OnEvent when TrackerOptions.EventQueue or RunnerOptions.EventQueue is 0.
-const DefaultEventQueue = 1024
+const defaultEventQueue = 1024
 
 // EventKind says what an Event reports.
 type EventKind int

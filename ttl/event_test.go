@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/internal/event"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
@@ -158,4 +159,11 @@ func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 		assert.LessOrEqual(t, count[ttl.EventExpire], ttl.DefaultEventQueue*7/8+1, "one in the callback, the rest within their share")
 		assert.Equal(t, uint64(n-count[ttl.EventExpire]), r.Stats().EventsDropped)
 	})
+}
+
+// TestDefaultEventQueue: the queue's documented default (1024) is the size
+// the shared event queue uses for 0.
+func TestDefaultEventQueue(t *testing.T) {
+	assert.Equal(t, 1024, ttl.DefaultEventQueue)
+	assert.Equal(t, event.DefaultSize, ttl.DefaultEventQueue)
 }

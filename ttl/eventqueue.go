@@ -28,14 +28,14 @@ type eventQueue struct {
 }
 
 // newEventQueue returns a queue of capacity size (0 means
-// DefaultEventQueue) calling fn, or nil if fn is nil. name prefixes the
+// defaultEventQueue) calling fn, or nil if fn is nil. name prefixes the
 // warning logged on the first drop.
 func newEventQueue(fn func(Event), size int, log *slog.Logger, name string) *eventQueue {
 	if fn == nil {
 		return nil
 	}
 	if size <= 0 {
-		size = DefaultEventQueue
+		size = defaultEventQueue
 	}
 	eq := &eventQueue{share: int64(size - size/8), log: log, name: name}
 	eq.q = event.New(func(e Event) {

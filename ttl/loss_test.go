@@ -265,6 +265,6 @@ func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
 		res, err := unknown.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
-		assert.Equal(t, time.Now().Add(ttl.DefaultFlushInterval+2*time.Second), res.HeldUntil)
+		assert.Equal(t, time.Now().Add(30*time.Second+2*time.Second), res.HeldUntil)
 	})
 }

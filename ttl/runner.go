@@ -17,14 +17,15 @@ import (
 
 // RunnerOptions configures a Runner. The zero value means defaults.
 type RunnerOptions struct {
-	// Interval is how often the background loop ticks. 0 means
-	// DefaultInterval (60 s).
+	// Interval is how often the background loop ticks, and how long one
+	// tick's drain may run. Zero means 60 s; negative means no loop: Tick
+	// is called by hand, and its drain runs to the end of the buffer.
 	Interval time.Duration
 	// Buffer, if set, is drained into the Store at the start of every tick.
 	// Without it, Trackers write to the Store directly.
 	Buffer Buffer
 	// BatchSize is how many buffered activities one Peek reads and one
-	// Store.Add writes. 0 means DefaultBatchSize (1000).
+	// Store.Add writes. Zero means 1000.
 	BatchSize int
 	// Hold sets how long the Runner keeps skipping its SinceLastActivity
 	// rules after a tick found the Buffer unreadable or lost (see Tick),
@@ -37,8 +38,8 @@ type RunnerOptions struct {
 	// note their FlushInterval in it, and the Runner, which reads it after
 	// every drain, holds for the longest it has seen plus Interval, and for
 	// at least Hold. Otherwise, or until it has seen one, it holds for
-	// Hold, and 0 means DefaultFlushInterval + Interval (90 s with the
-	// defaults). The Runner learns a Tracker's interval at its first drain
+	// Hold, and zero means the Trackers' default FlushInterval (30 s)
+	// plus Interval: 90 s with the defaults. The Runner learns a Tracker's interval at its first drain
 	// after the Tracker's first flush; a loss before that takes the note
 	// with it. So only a Tracker slower than every one the Runner has seen,
 	// whose notes were all lost before it read one, can need longer than
@@ -66,8 +67,7 @@ type RunnerOptions struct {
 	// EventQueue is the capacity of the queue that carries events to
 	// OnEvent; when it is full, or events of one kind fill their share of
 	// it (see Event), events are dropped and counted in
-	// RunnerStats.EventsDropped. 0 means DefaultEventQueue (1024);
-	// negative is an error.
+	// RunnerStats.EventsDropped. Zero means 1024; negative is an error.
 	EventQueue int
 }
 
@@ -131,8 +131,6 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	switch {
 	case store == nil:
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner store is nil")
-	case opts.Interval < 0:
-		return nil, errs.Invalid(ErrInvalid, "ttl: runner Interval (%v) is negative", opts.Interval)
 	case opts.BatchSize < 0:
 		return nil, errs.Invalid(ErrInvalid, "ttl: runner BatchSize (%d) is negative", opts.BatchSize)
 	case opts.Hold < 0:
@@ -152,14 +150,14 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 		names[r.String()] = true
 	}
 	if opts.Interval == 0 {
-		opts.Interval = DefaultInterval
+		opts.Interval = defaultInterval
 	}
 	if opts.BatchSize == 0 {
-		opts.BatchSize = DefaultBatchSize
+		opts.BatchSize = defaultBatchSize
 	}
 	minHold := opts.Hold
 	if opts.Hold == 0 {
-		opts.Hold = DefaultFlushInterval + opts.Interval
+		opts.Hold = defaultFlushInterval + max(opts.Interval, 0)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
@@ -190,7 +188,11 @@ func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.cancel = cancel
-	go r.loop(ctx, r.clock.Ticker(opts.Interval)) // made here so a mock clock drives it at once
+	if opts.Interval > 0 {
+		go r.loop(ctx, r.clock.Ticker(opts.Interval)) // made here so a mock clock drives it at once
+	} else {
+		close(r.stopped)
+	}
 	return r, nil
 }
 
@@ -392,7 +394,7 @@ func (r *Runner) holdFor() time.Duration {
 	if r.flush == 0 {
 		return r.hold
 	}
-	return max(r.minHold, r.flush+r.interval)
+	return max(r.minHold, r.flush+max(r.interval, 0))
 }
 
 // readFlushInterval reads the longest FlushInterval the Trackers noted in
@@ -475,7 +477,7 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 		if err := context.Cause(ctx); err != nil {
 			return stop(ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err))
 		}
-		if r.clock.Since(start) > r.interval {
+		if r.interval > 0 && r.clock.Since(start) > r.interval {
 			return stop(ReasonDrainIncomplete, nil)
 		}
 		batch, err := r.buffer.Peek(ctx, after, r.batchSize)

@@ -434,7 +434,6 @@ func TestNewRunnerValidates(t *testing.T) {
 		want  string
 	}{
 		{nil, ok, ttl.RunnerOptions{}, "store"},
-		{st, ok, ttl.RunnerOptions{Interval: -1}, "Interval"},
 		{st, ok, ttl.RunnerOptions{BatchSize: -1}, "BatchSize"},
 		{st, ok, ttl.RunnerOptions{EventQueue: -1}, "EventQueue"},
 		{st, ok, ttl.RunnerOptions{Hold: -1}, "Hold"},
@@ -606,5 +605,25 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, res.Skipped)
 		assert.Equal(t, []ttl.Expiry{{ID: "active", Rule: "standby", Then: "STANDBY", LastActivityAt: activeAt, DecidedAt: time.Now()}}, res.Expired)
+	})
+}
+
+// TestRunnerNegativeIntervalHasNoLoop: a negative Interval switches the
+// loop off; Tick by hand still works, with a drain that has no time budget.
+func TestRunnerNegativeIntervalHasNoLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New(memstore.Options{})
+		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
+		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: -1, Buffer: ttl.NewMemoryBuffer()})
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		assert.Zero(t, r.Stats().Ticks, "no loop ticked")
+		assert.Empty(t, get(t, st, "idle").DesiredState)
+		res, err := r.Tick(ctx)
+		require.NoError(t, err)
+		assert.True(t, res.Drained)
+		assert.Equal(t, "STANDBY", get(t, st, "idle").DesiredState)
+		require.NoError(t, r.Close(ctx))
 	})
 }

@@ -19,29 +19,23 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Defaults of TrackerOptions and RunnerOptions.
+// Defaults of TrackerOptions and RunnerOptions, as their fields document
+// them.
 const (
-	// DefaultFlushInterval is TrackerOptions.FlushInterval's default.
-	DefaultFlushInterval = 30 * time.Second
-	// DefaultResolution is TrackerOptions.Resolution's default.
-	DefaultResolution = time.Second
-	// DefaultMinShards is the least number of shards TrackerOptions.Shards
-	// defaults to (4 × GOMAXPROCS, at least DefaultMinShards).
-	DefaultMinShards = 16
-	// DefaultBatchSize is the default of TrackerOptions.BatchSize and
-	// RunnerOptions.BatchSize.
-	DefaultBatchSize = 1000
-	// DefaultInterval is RunnerOptions.Interval's default.
-	DefaultInterval = 60 * time.Second
-	// DefaultRetain is TrackerOptions.Retain's default.
-	DefaultRetain = 5 * time.Minute
+	defaultFlushInterval = 30 * time.Second
+	defaultResolution    = time.Second
+	defaultMinShards     = 16
+	defaultBatchSize     = 1000
+	defaultInterval      = 60 * time.Second
+	defaultRetain        = 5 * time.Minute
 )
 
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
-	// FlushInterval is how often the background loop flushes. 0 means
-	// DefaultFlushInterval (30 s). When the Sink is Paced (MemoryBuffer,
-	// ttl/redisttl), every flush notes it there, so that a Runner holds its
+	// FlushInterval is how often the background loop flushes. Zero means
+	// 30 s; negative means no loop: Flush is called by hand. When the Sink
+	// is Paced (ttl/redisttl) and the loop runs, every flush notes the
+	// interval there, so that a Runner holds its
 	// idle rules after a loss for as long as its Trackers need, and no
 	// longer (see RunnerOptions.Hold).
 	FlushInterval time.Duration
@@ -60,17 +54,17 @@ type TrackerOptions struct {
 	// earlier than the activity; it is later by up to as long as the
 	// refresh was late.
 	//
-	// 0 means DefaultResolution (1 s); a negative value reads the clock on
+	// Zero means 1 s; a negative value reads the clock on
 	// every Record. Tests that move time under testing/synctest call
 	// synctest.Wait after time.Sleep, so that the refresh runs before the
 	// next Record, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of independently locked parts of the buffer,
-	// rounded up to a power of two. 0 means 4 × GOMAXPROCS, at least
-	// DefaultMinShards (16).
+	// rounded up to a power of two. Zero means 4 × GOMAXPROCS, at least
+	// 16.
 	Shards int
 	// BatchSize caps the activities handed to the Sink in one Add call.
-	// 0 means DefaultBatchSize (1000).
+	// Zero means 1000.
 	BatchSize int
 	// Retain matters only when the Sink is Lossy (a Redis buffer): it is
 	// how long the Tracker keeps an id's latest activity after flushing it,
@@ -78,8 +72,8 @@ type TrackerOptions struct {
 	// that is when the Sink lost what it was sent. It must cover the time
 	// from a flush to the Runner's drain of it, plus the time until the
 	// Tracker sees the loss: at least twice FlushInterval plus the Runner's
-	// Interval, plus the longest outage of the Sink to ride out. 0 means
-	// DefaultRetain (5 minutes); negative is an error. With any other Sink,
+	// Interval, plus the longest outage of the Sink to ride out. Zero
+	// means 5 minutes; negative is an error. With any other Sink,
 	// a flushed id is kept for one more FlushInterval.
 	Retain time.Duration
 	// Clock is the time source. Nil means real time.
@@ -93,8 +87,7 @@ type TrackerOptions struct {
 	// EventQueue is the capacity of the queue that carries events to
 	// OnEvent; when it is full, or events of one kind fill their share of
 	// it (see Event), events are dropped and counted in
-	// TrackerStats.EventsDropped. 0 means DefaultEventQueue (1024);
-	// negative is an error.
+	// TrackerStats.EventsDropped. Zero means 1024; negative is an error.
 	EventQueue int
 }
 
@@ -191,8 +184,6 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	switch {
 	case sink == nil:
 		return nil, errs.Invalid(ErrInvalid, "ttl: tracker sink is nil")
-	case opts.FlushInterval < 0:
-		return nil, errs.Invalid(ErrInvalid, "ttl: tracker FlushInterval (%v) is negative", opts.FlushInterval)
 	case opts.Shards < 0:
 		return nil, errs.Invalid(ErrInvalid, "ttl: tracker Shards (%d) is negative", opts.Shards)
 	case opts.Shards > 1<<16:
@@ -206,19 +197,19 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 		return nil, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	if opts.FlushInterval == 0 {
-		opts.FlushInterval = DefaultFlushInterval
+		opts.FlushInterval = defaultFlushInterval
 	}
 	if opts.Resolution == 0 {
-		opts.Resolution = DefaultResolution
+		opts.Resolution = defaultResolution
 	}
 	if opts.Shards == 0 {
-		opts.Shards = max(DefaultMinShards, 4*runtime.GOMAXPROCS(0))
+		opts.Shards = max(defaultMinShards, 4*runtime.GOMAXPROCS(0))
 	}
 	if opts.BatchSize == 0 {
-		opts.BatchSize = DefaultBatchSize
+		opts.BatchSize = defaultBatchSize
 	}
 	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
+		opts.Retain = defaultRetain
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.New()
@@ -265,8 +256,10 @@ func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	}
 	// Tickers are made here, not in the goroutines, so that a mock clock
 	// advanced right after NewTracker returns already drives them.
-	t.wg.Add(1)
-	go t.loop(ctx, t.clock.Ticker(opts.FlushInterval))
+	if opts.FlushInterval > 0 {
+		t.wg.Add(1)
+		go t.loop(ctx, t.clock.Ticker(opts.FlushInterval))
+	}
 	return t, nil
 }
 
@@ -490,7 +483,7 @@ func (t *Tracker) send(ctx context.Context, acts []Activity) (FlushResult, error
 		return FlushResult{}, nil
 	}
 	t.flushes.Add(1)
-	if t.paced != nil {
+	if t.paced != nil && t.interval > 0 {
 		// Before the activity, so that a Runner that can read the activity
 		// knows how long this Tracker may take to send it again. A failure
 		// is not the flush's: the next flush notes it again, and meanwhile

@@ -381,7 +381,6 @@ func TestNewTrackerValidates(t *testing.T) {
 		want string
 	}{
 		{nil, ttl.TrackerOptions{}, "sink"},
-		{buf, ttl.TrackerOptions{FlushInterval: -time.Second}, "FlushInterval"},
 		{buf, ttl.TrackerOptions{Shards: -1}, "Shards"},
 		{buf, ttl.TrackerOptions{Shards: 1 << 20}, "Shards"},
 		{buf, ttl.TrackerOptions{BatchSize: -1}, "BatchSize"},
@@ -459,4 +458,27 @@ func BenchmarkTrackerRecord(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestTrackerNegativeFlushIntervalHasNoLoop: a negative FlushInterval
+// switches the loop off; Flush by hand still sends what was recorded.
+func TestTrackerNegativeFlushIntervalHasNoLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		buf := ttl.NewMemoryBuffer()
+		tr, err := ttl.NewTracker(buf, ttl.TrackerOptions{FlushInterval: -1, Resolution: -1})
+		require.NoError(t, err)
+		tr.Record("a")
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		assert.Zero(t, tr.Stats().Flushes, "no loop flushed")
+		res, err := tr.Flush(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, res.Flushed)
+		got, err := buf.Peek(ctx, ttl.Activity{}, 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, "a", got[0].ID)
+		require.NoError(t, tr.Close(ctx))
+	})
 }

@@ -314,11 +314,12 @@ func (s *System) startProxy(mux *http.ServeMux, routes proxy.Routes, deps Deps) 
 	s.tracker, err = ttl.NewTracker(sink, ttl.TrackerOptions{
 		FlushInterval: s.cfg.FlushInterval,
 		// Long enough to send again what a restarted Redis lost, with a
-		// margin for the outage itself.
-		Retain: max(ttl.DefaultRetain, 2*s.cfg.FlushInterval+s.cfg.TickInterval+time.Minute),
+		// margin for the outage itself, and at least the default 5 minutes.
+		Retain: max(5*time.Minute, 2*s.cfg.FlushInterval+s.cfg.TickInterval+time.Minute),
 		// Recorded times are rounded up by at most this: a tenth of a
-		// flush, so short test TTLs keep their precision.
-		Resolution: min(ttl.DefaultResolution, s.cfg.FlushInterval/10),
+		// flush, so short test TTLs keep their precision, and at most the
+		// default second.
+		Resolution: min(time.Second, s.cfg.FlushInterval/10),
 		Logger:     s.log,
 	})
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 	"github.com/ttlkit/ttlkit/ttl"
 )
 
-// DefaultKeyName is the name of the sorted set under Options.Prefix.
-const DefaultKeyName = "activity"
+// keyName is the name of the sorted set under Options.Prefix.
+const keyName = "activity"
 
 // intervalsName names the set of the Trackers' flush intervals (see
 // NoteFlushInterval): under Options.Prefix, or after Options.Key.
@@ -135,7 +135,7 @@ func New(client redis.UniversalClient, opts Options) (*Buffer, error) {
 	if err != nil {
 		return nil, errs.Invalid(ttl.ErrInvalid, "%v", err)
 	}
-	key := base + DefaultKeyName
+	key := base + keyName
 	return &Buffer{client: client, key: key, intervals: base + intervalsName,
 		scriptKeys: []string{key, base + redisrun.Guard}, cluster: cluster}, nil
 }
