@@ -147,7 +147,7 @@ func ExampleGate() {
 
 func ExampleTracker() {
 	ctx := context.Background()
-	t, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{})
+	t, err := ttl.NewTracker(new(ttl.MemoryBuffer), ttl.TrackerOptions{})
 	if err != nil {
 		panic(err)
 	}

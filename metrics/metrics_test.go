@@ -264,7 +264,7 @@ func requireRejected(t *testing.T, err error, reason lease.Reason) {
 func TestTracker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		tr, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{})
+		tr, err := ttl.NewTracker(new(ttl.MemoryBuffer), ttl.TrackerOptions{})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tr.Close(ctx)) }()
 		tr.Record("a")

@@ -84,9 +84,9 @@ type Paced interface {
 	FlushInterval(ctx context.Context) (time.Duration, error)
 }
 
-// Less reports whether a comes before b in the order Buffer.Peek walks:
+// less reports whether a comes before b in the order Buffer.Peek walks:
 // by At, then by ID.
-func Less(a, b Activity) bool {
+func less(a, b Activity) bool {
 	if !a.At.Equal(b.At) {
 		return a.At.Before(b.At)
 	}
@@ -95,27 +95,22 @@ func Less(a, b Activity) bool {
 
 // MemoryBuffer is an in-process Buffer: a map behind a mutex. It suits a
 // single process, or tests; use ttl/redisttl to share one buffer between
-// instances. The zero value is not usable; call NewMemoryBuffer.
+// instances. It never loses what it holds, so it is neither Lossy nor
+// Paced. The zero value is an empty buffer ready to use.
 type MemoryBuffer struct {
-	mu    sync.Mutex
-	m     map[string]time.Time
-	flush time.Duration // the longest FlushInterval noted
+	mu sync.Mutex
+	m  map[string]time.Time
 }
 
-var (
-	_ Buffer = (*MemoryBuffer)(nil)
-	_ Paced  = (*MemoryBuffer)(nil)
-)
-
-// NewMemoryBuffer returns an empty MemoryBuffer.
-func NewMemoryBuffer() *MemoryBuffer {
-	return &MemoryBuffer{m: make(map[string]time.Time)}
-}
+var _ Buffer = (*MemoryBuffer)(nil)
 
 // Add merges acts into the buffer, greater wins. It never fails.
 func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = make(map[string]time.Time)
+	}
 	for _, a := range acts {
 		if old, ok := b.m[a.ID]; !ok || a.At.After(old) {
 			b.m[a.ID] = a.At
@@ -136,12 +131,12 @@ func (b *MemoryBuffer) Peek(_ context.Context, after Activity, max int) ([]Activ
 	b.mu.Lock()
 	out := make([]Activity, 0, min(max, len(b.m)))
 	for id, at := range b.m {
-		if a := (Activity{ID: id, At: at}); start || Less(after, a) {
+		if a := (Activity{ID: id, At: at}); start || less(after, a) {
 			out = append(out, a)
 		}
 	}
 	b.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return Less(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
 	return out[:min(max, len(out))], nil
 }
 
@@ -157,26 +152,4 @@ func (b *MemoryBuffer) Remove(_ context.Context, acts []Activity) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// Len returns the number of buffered ids.
-func (b *MemoryBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.m)
-}
-
-// NoteFlushInterval records that a Tracker flushes every d. It never fails.
-func (b *MemoryBuffer) NoteFlushInterval(_ context.Context, d time.Duration) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.flush = max(b.flush, d)
-	return nil
-}
-
-// FlushInterval returns the longest interval noted, or 0 if none was.
-func (b *MemoryBuffer) FlushInterval(context.Context) (time.Duration, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.flush, nil
 }

@@ -24,7 +24,7 @@ func TestCoarseTimeNeverExpiresEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second})
 		r := newRunner(t, st, workspaceRules(8*time.Second, time.Hour), ttl.RunnerOptions{Buffer: buf, Interval: time.Hour})
 		defer r.Close(context.Background())
@@ -85,7 +85,7 @@ func TestCoarseTimeStarvedRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		const late = 5 * time.Second
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: time.Second,
 			Clock: starvedClock{Clock: clock.New(), every: late}})

@@ -27,7 +27,7 @@ func TestControllerKeepsEntityActiveAfterDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		var (
 			mu    sync.Mutex
 			woken []ttl.Expiry

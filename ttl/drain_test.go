@@ -26,7 +26,7 @@ func TestRunnerDrainsPastRefreshedBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
+		buf := &flakyBuffer{b: new(ttl.MemoryBuffer)}
 		r := newRunner(t, st, workspaceRules(5*time.Second, time.Hour),
 			ttl.RunnerOptions{Buffer: buf, Interval: time.Hour, BatchSize: 100})
 		defer r.Close(context.Background())
@@ -80,7 +80,7 @@ func TestRunnerDrainStopsAfterOneInterval(t *testing.T) {
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
 	st := memstore.New(memstore.Options{Clock: mock})
-	buf := slowBuffer{ttl.NewMemoryBuffer(), mock, 4 * time.Second}
+	buf := slowBuffer{new(ttl.MemoryBuffer), mock, 4 * time.Second}
 	r := newRunner(t, st, workspaceRules(time.Minute, time.Hour),
 		ttl.RunnerOptions{Buffer: buf, Interval: 10 * time.Second, BatchSize: 10, Clock: mock})
 	defer r.Close(context.Background())
@@ -134,13 +134,13 @@ func TestRunnerDrainCutShortByContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New(memstore.Options{})
 		create(t, mem, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
-		lossy := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
+		lossy := &lossyBuffer{flakyBuffer: &flakyBuffer{b: new(ttl.MemoryBuffer)}}
 		for _, c := range []struct {
 			name  string
 			store ttl.Store
 			buf   ttl.Buffer
 		}{
-			{"peek", mem, stuckPeekBuffer{ttl.NewMemoryBuffer()}},
+			{"peek", mem, stuckPeekBuffer{new(ttl.MemoryBuffer)}},
 			{"merge", stuckMergeStore{mem}, lossy},
 		} {
 			require.NoError(t, lossy.Add(context.Background(), []ttl.Activity{{ID: "other", At: time.Now()}}))

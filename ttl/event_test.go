@@ -86,7 +86,7 @@ func TestRunnerEventsDoNotBlockTick(t *testing.T) {
 func TestTrackerEventCallbackMayCallTracker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		var tr *ttl.Tracker
 		flushes := make(chan uint64, 1)
 		tr = newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, OnEvent: func(ttl.Event) {
@@ -106,7 +106,7 @@ func TestTrackerEventCallbackMayCallTracker(t *testing.T) {
 // TestTrackerFlushResultCountsKept: a refused batch is reported as kept.
 func TestTrackerFlushResultCountsKept(t *testing.T) {
 	ctx := context.Background()
-	sink := &failingSink{buf: ttl.NewMemoryBuffer(), failAt: 2}
+	sink := &failingSink{buf: new(ttl.MemoryBuffer), failAt: 2}
 	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour, BatchSize: 2})
 	defer tr.Close(ctx)
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
@@ -127,7 +127,7 @@ func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
+		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: new(ttl.MemoryBuffer)}}
 		release := make(chan struct{})
 		var log eventLog
 		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{

@@ -17,7 +17,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	buffer := ttl.NewMemoryBuffer()
+	buffer := new(ttl.MemoryBuffer)
 
 	tracker, err := ttl.NewTracker(buffer, ttl.TrackerOptions{})
 	if err != nil {
@@ -84,20 +84,21 @@ func ExampleRule() {
 		{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"},
 	}
 	for _, r := range append(workspaces, containers...) {
-		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, r.Since, r.Then)
+		since := map[ttl.Since]string{ttl.SinceLastActivity: "last activity", ttl.SincePhaseChanged: "phase change", ttl.SinceCreated: "creation"}[r.Since]
+		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, since, r.Then)
 	}
 	// Output:
-	// standby: RUNNING for 10m0s since last_activity -> STANDBY
-	// archive: STANDBY for 30m0s since phase_changed -> ARCHIVED
-	// inactive: RUNNING for 1h0m0s since last_activity -> DESTROYED
-	// lifetime: RUNNING for 8h0m0s since created -> DESTROYED
+	// standby: RUNNING for 10m0s since last activity -> STANDBY
+	// archive: STANDBY for 30m0s since phase change -> ARCHIVED
+	// inactive: RUNNING for 1h0m0s since last activity -> DESTROYED
+	// lifetime: RUNNING for 8h0m0s since creation -> DESTROYED
 }
 
 // ExampleBuffer shows the race-free drain: an update that lands between Peek
 // and Remove is kept.
 func ExampleBuffer() {
 	ctx := context.Background()
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	_ = buf.Add(ctx, []ttl.Activity{{ID: "ws-1", At: t0}, {ID: "ws-2", At: t0}})
 

@@ -3,6 +3,7 @@ package ttl_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,7 +54,7 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}
+		buf := &lossyBuffer{flakyBuffer: &flakyBuffer{b: new(ttl.MemoryBuffer)}}
 		var log eventLog
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1, Retain: 10 * time.Minute, OnEvent: log.add})
 		r := newRunner(t, st, workspaceRules(5*time.Minute, time.Hour),
@@ -168,31 +169,46 @@ func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
 	})
 }
 
-// pacedBuffer is a lossyBuffer that keeps the Trackers' FlushInterval in
-// the MemoryBuffer it wraps, so that a restart loses the notes with the
-// activity.
-type pacedBuffer struct{ *lossyBuffer }
+// pacedBuffer is a lossyBuffer that keeps the Trackers' FlushInterval
+// beside the MemoryBuffer it wraps, so that a restart loses the notes with
+// the activity.
+type pacedBuffer struct {
+	*lossyBuffer
+	notes *notes
+}
 
-func (p pacedBuffer) NoteFlushInterval(ctx context.Context, d time.Duration) error {
+// notes holds the longest FlushInterval noted, by the MemoryBuffer that
+// was current then.
+type notes struct {
+	mu sync.Mutex
+	m  map[*ttl.MemoryBuffer]time.Duration
+}
+
+func (p pacedBuffer) NoteFlushInterval(_ context.Context, d time.Duration) error {
 	b, err := p.get()
 	if err != nil {
 		return err
 	}
-	return b.NoteFlushInterval(ctx, d)
+	p.notes.mu.Lock()
+	defer p.notes.mu.Unlock()
+	p.notes.m[b] = max(p.notes.m[b], d)
+	return nil
 }
 
-func (p pacedBuffer) FlushInterval(ctx context.Context) (time.Duration, error) {
+func (p pacedBuffer) FlushInterval(context.Context) (time.Duration, error) {
 	b, err := p.get()
 	if err != nil {
 		return 0, err
 	}
-	return b.FlushInterval(ctx)
+	p.notes.mu.Lock()
+	defer p.notes.mu.Unlock()
+	return p.notes.m[b], nil
 }
 
 var _ ttl.Paced = pacedBuffer{}
 
 func newPacedBuffer() pacedBuffer {
-	return pacedBuffer{&lossyBuffer{flakyBuffer: &flakyBuffer{b: ttl.NewMemoryBuffer()}}}
+	return pacedBuffer{&lossyBuffer{flakyBuffer: &flakyBuffer{b: new(ttl.MemoryBuffer)}}, &notes{m: map[*ttl.MemoryBuffer]time.Duration{}}}
 }
 
 // TestRunnerHoldsAsLongAsTheTrackersNeed: the Trackers flush every second

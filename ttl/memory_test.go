@@ -28,7 +28,7 @@ func TestMemoryStoreConformanceMockClock(t *testing.T) {
 
 func TestMemoryBufferConformance(t *testing.T) {
 	ttltest.RunBuffer(t, ttltest.BufferHarness{
-		New: func(*testing.T) ttl.Buffer { return ttl.NewMemoryBuffer() },
+		New: func(*testing.T) ttl.Buffer { return new(ttl.MemoryBuffer) },
 	})
 }
 

@@ -1,7 +1,6 @@
 package ttl
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
@@ -21,19 +20,6 @@ const (
 	// lifetime).
 	SinceCreated
 )
-
-// String returns "last_activity", "phase_changed" or "created".
-func (s Since) String() string {
-	switch s {
-	case SinceLastActivity:
-		return "last_activity"
-	case SincePhaseChanged:
-		return "phase_changed"
-	case SinceCreated:
-		return "created"
-	}
-	return fmt.Sprintf("Since(%d)", int(s))
-}
 
 // Rule is one TTL of a phase state machine: an entity in Phase whose Since
 // timestamp lies more than After in the past gets Then as its desired

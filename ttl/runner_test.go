@@ -74,7 +74,7 @@ func TestRunnerWorkspaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		w := &wakes{}
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
 		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute),
@@ -136,7 +136,7 @@ func TestRunnerActivityBeforeSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		tr := newTracker(t, buf, ttl.TrackerOptions{})
 		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{Buffer: buf})
 		defer r.Close(context.Background())
@@ -170,7 +170,7 @@ type flakyBuffer struct {
 func (f *flakyBuffer) restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.b = ttl.NewMemoryBuffer()
+	f.b = new(ttl.MemoryBuffer)
 }
 
 func (f *flakyBuffer) get() (*ttl.MemoryBuffer, error) {
@@ -215,7 +215,7 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
-		buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
+		buf := &flakyBuffer{b: new(ttl.MemoryBuffer)}
 		// Loops slower than the test: every step is taken by hand.
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
 		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute),
@@ -277,7 +277,7 @@ func TestRunnerDrainKeepsConcurrentAdd(t *testing.T) {
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
 	st := memstore.New(memstore.Options{Clock: mock})
-	buf := &flakyBuffer{b: ttl.NewMemoryBuffer()}
+	buf := &flakyBuffer{b: new(ttl.MemoryBuffer)}
 	r := newRunner(t, st, nil, ttl.RunnerOptions{Buffer: buf, BatchSize: 2, Clock: mock})
 	defer r.Close(context.Background())
 	for _, id := range []string{"a", "b", "c"} {
@@ -556,7 +556,7 @@ func TestRunnerSkipsActivityRulesWhenMergeFails(t *testing.T) {
 		ctx := context.Background()
 		mem := memstore.New(memstore.Options{})
 		st := &mergeFailStore{Store: mem}
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		var log eventLog
 		r := newRunner(t, st, workspaceRules(10*time.Minute, 30*time.Minute), ttl.RunnerOptions{
 			Buffer: buf, Interval: time.Hour, OnEvent: log.add})
@@ -615,7 +615,7 @@ func TestRunnerNegativeIntervalHasNoLoop(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New(memstore.Options{})
 		create(t, st, memstore.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: time.Now().Add(-time.Hour)})
-		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: -1, Buffer: ttl.NewMemoryBuffer()})
+		r := newRunner(t, st, workspaceRules(time.Minute, time.Hour), ttl.RunnerOptions{Interval: -1, Buffer: new(ttl.MemoryBuffer)})
 		time.Sleep(24 * time.Hour)
 		synctest.Wait()
 		assert.Zero(t, r.Stats().Ticks, "no loop ticked")

@@ -368,12 +368,12 @@ func (t *Tracker) Record(id string) {
 	s.mu.Unlock()
 }
 
-// RecordAt notes that entity id was active at at. A time older than the one
-// buffered for id changes nothing. A time that Unix nanoseconds in an int64
-// cannot hold (before 1678 or after 2262), such as the zero Time, is
-// ignored: it would wrap around to an unrelated date, possibly one far in
-// the future that keeps the entity active for good.
-func (t *Tracker) RecordAt(id string, at time.Time) {
+// recordAt notes that entity id was active at at, for the tests. A time
+// older than the one buffered for id changes nothing. A time that Unix
+// nanoseconds in an int64 cannot hold (before 1678 or after 2262), such as
+// the zero Time, is ignored: it would wrap around to an unrelated date,
+// possibly one far in the future that keeps the entity active for good.
+func (t *Tracker) recordAt(id string, at time.Time) {
 	if at.Before(minTime) || at.After(maxTime) {
 		return
 	}
@@ -383,7 +383,7 @@ func (t *Tracker) RecordAt(id string, at time.Time) {
 	s.mu.Unlock()
 }
 
-// minTime and maxTime bound the times RecordAt accepts.
+// minTime and maxTime bound the times recordAt accepts.
 var (
 	minTime = time.Unix(0, math.MinInt64)
 	maxTime = time.Unix(0, math.MaxInt64&^flags)

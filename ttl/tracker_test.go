@@ -70,7 +70,7 @@ func newTracker(t *testing.T, sink ttl.Sink, opts ttl.TrackerOptions) *ttl.Track
 func TestTrackerRecordAndFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
 		defer tr.Close(ctx)
 		t0 := time.Now()
@@ -108,7 +108,7 @@ func TestTrackerRecordAndFlush(t *testing.T) {
 func TestTrackerResolution(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		coarseBuf, exactBuf := ttl.NewMemoryBuffer(), ttl.NewMemoryBuffer()
+		coarseBuf, exactBuf := new(ttl.MemoryBuffer), new(ttl.MemoryBuffer)
 		coarse := newTracker(t, coarseBuf, ttl.TrackerOptions{Resolution: time.Second})
 		exact := newTracker(t, exactBuf, ttl.TrackerOptions{Resolution: -1})
 		t0 := time.Now()
@@ -126,7 +126,7 @@ func TestTrackerResolution(t *testing.T) {
 func TestTrackerLoopAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		tr := newTracker(t, buf, ttl.TrackerOptions{}) // FlushInterval 30 s
 		t0 := time.Now()
 		tr.Record("a")
@@ -155,7 +155,7 @@ func TestTrackerLoopAndClose(t *testing.T) {
 
 func TestTrackerOutOfOrderNeverMovesBack(t *testing.T) {
 	ctx := context.Background()
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
@@ -176,7 +176,7 @@ func TestTrackerOutOfOrderNeverMovesBack(t *testing.T) {
 // is ignored.
 func TestTrackerRecordAtOutOfRange(t *testing.T) {
 	ctx := context.Background()
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
@@ -214,7 +214,7 @@ func (s *failingSink) Add(ctx context.Context, acts []ttl.Activity) error {
 
 func TestTrackerFailedFlushKeepsActivity(t *testing.T) {
 	ctx := context.Background()
-	sink := &failingSink{buf: ttl.NewMemoryBuffer(), failing: true}
+	sink := &failingSink{buf: new(ttl.MemoryBuffer), failing: true}
 	var log eventLog
 	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour, OnEvent: log.add})
 	defer tr.Close(ctx)
@@ -249,7 +249,7 @@ func TestTrackerFailedFlushKeepsActivity(t *testing.T) {
 
 func TestTrackerPartialFlushFailure(t *testing.T) {
 	ctx := context.Background()
-	sink := &failingSink{buf: ttl.NewMemoryBuffer(), failAt: 2}
+	sink := &failingSink{buf: new(ttl.MemoryBuffer), failAt: 2}
 	tr := newTracker(t, sink, ttl.TrackerOptions{FlushInterval: time.Hour, BatchSize: 2})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
@@ -272,7 +272,7 @@ func TestTrackerPartialFlushFailure(t *testing.T) {
 func TestTrackerCrashLosesAtMostOneInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		const interval = 30 * time.Second
 		tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: interval})
 		defer tr.Close(ctx)
@@ -294,7 +294,7 @@ func TestTrackerCrashLosesAtMostOneInterval(t *testing.T) {
 
 func TestTrackerConcurrentRecord(t *testing.T) {
 	ctx := context.Background()
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	tr := newTracker(t, buf, ttl.TrackerOptions{FlushInterval: time.Hour, Shards: 4})
 	defer tr.Close(ctx)
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
@@ -345,7 +345,7 @@ func TestTrackerConcurrentRecord(t *testing.T) {
 
 func TestTrackerRecordDoesNotAllocate(t *testing.T) {
 	ctx := context.Background()
-	tr := newTracker(t, ttl.NewMemoryBuffer(), ttl.TrackerOptions{FlushInterval: time.Hour})
+	tr := newTracker(t, new(ttl.MemoryBuffer), ttl.TrackerOptions{FlushInterval: time.Hour})
 	defer tr.Close(ctx)
 	id := "workspace-0123456789"
 	tr.Record(id)
@@ -362,7 +362,7 @@ func TestTrackerMockClock(t *testing.T) {
 	mock := clock.NewMock()
 	t0 := time.Date(2026, 2, 7, 10, 0, 0, 0, time.UTC)
 	mock.Set(t0)
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	tr := newTracker(t, buf, ttl.TrackerOptions{Clock: mock, Resolution: -1, FlushInterval: 30 * time.Second})
 	defer tr.Close(ctx)
 	tr.Record("a")
@@ -374,7 +374,7 @@ func TestTrackerMockClock(t *testing.T) {
 }
 
 func TestNewTrackerValidates(t *testing.T) {
-	buf := ttl.NewMemoryBuffer()
+	buf := new(ttl.MemoryBuffer)
 	for _, c := range []struct {
 		sink ttl.Sink
 		opts ttl.TrackerOptions
@@ -412,7 +412,7 @@ func (s *blockingSink) Add(ctx context.Context, acts []ttl.Activity) error {
 // dead sink, and the final flush still delivers that flush's activity.
 func TestTrackerCloseDuringStuckFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := &blockingSink{buf: ttl.NewMemoryBuffer()}
+		sink := &blockingSink{buf: new(ttl.MemoryBuffer)}
 		sink.block.Store(true)
 		tr := newTracker(t, sink, ttl.TrackerOptions{})
 		t0 := time.Now()
@@ -436,7 +436,7 @@ func BenchmarkTrackerRecord(b *testing.B) {
 		resolution time.Duration
 	}{{"coarse", 0}, {"exact", -1}} {
 		b.Run(c.name, func(b *testing.B) {
-			tr, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: c.resolution})
+			tr, err := ttl.NewTracker(new(ttl.MemoryBuffer), ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: c.resolution})
 			require.NoError(b, err)
 			defer tr.Close(context.Background())
 			ids := make([]string, 1000)
@@ -465,7 +465,7 @@ func BenchmarkTrackerRecord(b *testing.B) {
 func TestTrackerNegativeFlushIntervalHasNoLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		buf := ttl.NewMemoryBuffer()
+		buf := new(ttl.MemoryBuffer)
 		tr, err := ttl.NewTracker(buf, ttl.TrackerOptions{FlushInterval: -1, Resolution: -1})
 		require.NoError(t, err)
 		tr.Record("a")

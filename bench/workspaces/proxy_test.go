@@ -61,7 +61,7 @@ func workspacesProxy(b *testing.B, target *httptest.Server) (string, string, str
 	if _, err := store.Create(context.Background(), entities.Entity{ID: "ws", Phase: catalog.Running}); err != nil {
 		b.Fatal(err)
 	}
-	tracker, err := ttl.NewTracker(ttl.NewMemoryBuffer(), ttl.TrackerOptions{})
+	tracker, err := ttl.NewTracker(new(ttl.MemoryBuffer), ttl.TrackerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func (s *System) openBackends(ctx context.Context) error {
 	cfg := s.cfg
 	if cfg.PostgresURL == "" {
 		s.store = entities.NewMemoryStore(entities.MemoryStoreOptions{})
-		s.buffer = ttl.NewMemoryBuffer()
+		s.buffer = new(ttl.MemoryBuffer)
 		return nil
 	}
 	pool, err := pgxpool.New(ctx, cfg.PostgresURL)

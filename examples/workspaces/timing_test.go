@@ -72,7 +72,7 @@ func (backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func newBubble(t *testing.T, proxies int) *bubble {
-	b := &bubble{t: t, store: entities.NewMemoryStore(entities.MemoryStoreOptions{}), buffer: ttl.NewMemoryBuffer(),
+	b := &bubble{t: t, store: entities.NewMemoryStore(entities.MemoryStoreOptions{}), buffer: new(ttl.MemoryBuffer),
 		decisions: map[string][]ttl.Expiry{}}
 	b.host = newFakeHost(t, "workspace.test:80", 0)
 	var err error

@@ -354,7 +354,7 @@ func (s *bufferSuite) peekOrder(t *testing.T) {
 	}
 	mustAdd(t, ctx, b, want...)
 	slices.SortFunc(want, func(x, y ttl.Activity) int {
-		if ttl.Less(x, y) {
+		if less(x, y) {
 			return -1
 		}
 		return 1
@@ -396,7 +396,7 @@ func (s *bufferSuite) peekOrder(t *testing.T) {
 	} {
 		first := len(want)
 		for i, w := range want {
-			if ttl.Less(after, w) {
+			if less(after, w) {
 				first = i
 				break
 			}
@@ -466,4 +466,13 @@ func sameList(got, want []ttl.Activity) bool {
 		}
 	}
 	return true
+}
+
+// less reports whether a comes before b in the order Buffer.Peek walks:
+// by At, then by ID.
+func less(a, b ttl.Activity) bool {
+	if !a.At.Equal(b.At) {
+		return a.At.Before(b.At)
+	}
+	return a.ID < b.ID
 }

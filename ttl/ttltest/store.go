@@ -135,7 +135,7 @@ func (s *storeSuite) mustApply(t *testing.T, ctx context.Context, st ttl.Store, 
 		e := s.get(t, st, x.ID)
 		sameTime(t, "Apply("+r.String()+") Expiry "+x.ID+".LastActivityAt", x.LastActivityAt, e.LastActivityAt)
 		if x.DecidedAt.IsZero() || !x.DecidedAt.After(since(r, e).Add(r.After)) {
-			t.Errorf("Apply(%s): %s.DecidedAt = %v, want the store's now, past %s + %v", r, x.ID, x.DecidedAt, r.Since, r.After)
+			t.Errorf("Apply(%s): %s.DecidedAt = %v, want the store's now, past Since(%d) + %v", r, x.ID, x.DecidedAt, int(r.Since), r.After)
 		}
 	}
 	return ids

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -50,12 +51,15 @@ func TestDrainStallReproduction(t *testing.T) {
 	require.NoError(t, err)
 	proxyBuf, err := redisttl.New(rd.NewClient(t), redisttl.Options{Prefix: rd.Prefix + "codehub"})
 	require.NoError(t, err)
-	proxy, err := ttl.NewTracker(proxyBuf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1})
+	now := serverNow(t, pg.Pool)
+	// The proxy's clock stands a second before the server's now.
+	proxyClock := clock.NewMock()
+	proxyClock.Set(now.Add(-time.Second))
+	proxy, err := ttl.NewTracker(proxyBuf, ttl.TrackerOptions{FlushInterval: time.Hour, Resolution: -1, Clock: proxyClock})
 	require.NoError(t, err)
 	defer proxy.Close(ctx)
 
 	const n = 3000
-	now := serverNow(t, pg.Pool)
 	_, err = pg.Pool.Exec(ctx, `INSERT INTO workspaces (id, phase, last_activity_at, phase_changed_at, created_at)
 SELECT format('ws-%s', lpad(i::text, 4, '0')), 'RUNNING', $1, $1, $1 FROM generate_series(0, $2 - 1) i`, now.Add(-15*time.Second), n)
 	require.NoError(t, err)
@@ -67,7 +71,7 @@ SELECT format('ws-%s', lpad(i::text, 4, '0')), 'RUNNING', $1, $1, $1 FROM genera
 
 	st := &afterFirstMerge{Store: store, hook: func() {
 		for _, a := range older {
-			proxy.RecordAt(a.ID, now.Add(-time.Second))
+			proxy.Record(a.ID)
 		}
 		_, err := proxy.Flush(ctx)
 		require.NoError(t, err)
