@@ -17,49 +17,20 @@ const (
 	// EventFlush: a Tracker handed Count activities to its Sink. With Err
 	// set the flush failed and Count activities were kept for the next one.
 	EventFlush EventKind = iota + 1
-	// EventSync: a Runner moved Count activities from its Buffer into the
-	// Store. With Err set the sync stopped there; the rest stays buffered.
-	EventSync
-	// EventExpire: Rule set the DesiredState of entity ID to Then.
+	// EventExpire: Rule set the desired state of entity ID to Then.
 	EventExpire
 	// EventRuleError: applying Rule failed with Err; the other rules still ran.
 	EventRuleError
-	// EventWake: a Runner called Wake with Count ids; Err is what it returned.
-	EventWake
 	// EventRuleSkipped: a Runner did not apply Rule, a SinceLastActivity
-	// rule, because the Store's LastActivityAt could be stale (Reason, and
-	// Err when a failure caused it); see Runner.Tick.
+	// rule, because the Store's last activity could be stale: the drain did
+	// not reach the end of the Buffer (Err says why, if something failed),
+	// the Buffer was lost, or a hold is in force; see Runner.Tick.
 	EventRuleSkipped
 	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
 	// held was lost. A Runner then holds its idle rules (see
 	// RunnerOptions.Hold; TickResult.HeldUntil says until when); a Tracker
 	// sends again the Count activities it still retains.
 	EventBufferLost
-)
-
-// Reason says why a Runner skipped its SinceLastActivity rules on a tick
-// (Event.Reason, TickResult.SkipReason). Values are stable lower_snake
-// strings, usable as log fields and metric labels.
-type Reason string
-
-const (
-	// ReasonMergeFailed: activity read from the Buffer could not be merged
-	// into the Store.
-	ReasonMergeFailed Reason = "merge_failed"
-	// ReasonBufferError: reading or removing from the Buffer failed, so the
-	// drain did not reach the end of the buffer.
-	ReasonBufferError Reason = "buffer_error"
-	// ReasonDrainIncomplete: the drain did not reach the end of the buffer
-	// within one Interval (or its context ended).
-	ReasonDrainIncomplete Reason = "drain_incomplete"
-	// ReasonBufferLost: the Buffer lost its contents (a Lossy buffer's
-	// generation changed) since the last tick, or during this one's drain.
-	ReasonBufferLost Reason = "buffer_lost"
-	// ReasonHeld: the drain completed, but an earlier tick found the
-	// Buffer lost or unreadable, the hold that started then is not over
-	// (see RunnerOptions.Hold), and the Trackers may not all have flushed
-	// (or sent again) what they hold.
-	ReasonHeld Reason = "held"
 )
 
 // String returns the kind's stable lower_snake name ("flush", "rule_error"),
@@ -69,14 +40,10 @@ func (k EventKind) String() string {
 	switch k {
 	case EventFlush:
 		return "flush"
-	case EventSync:
-		return "sync"
 	case EventExpire:
 		return "expire"
 	case EventRuleError:
 		return "rule_error"
-	case EventWake:
-		return "wake"
 	case EventRuleSkipped:
 		return "rule_skipped"
 	case EventBufferLost:
@@ -109,10 +76,8 @@ type Event struct {
 	Rule string
 	// Then is the desired state the rule set (EventExpire).
 	Then string
-	// Count is the number of activities or ids concerned.
+	// Count is the number of activities concerned.
 	Count int
-	// Reason is why the rule was skipped (EventRuleSkipped).
-	Reason Reason
 	// Err is the failure, if any.
 	Err error
 }

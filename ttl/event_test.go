@@ -19,10 +19,8 @@ import (
 func TestEventKindString(t *testing.T) {
 	for k, want := range map[ttl.EventKind]string{
 		ttl.EventFlush:       "flush",
-		ttl.EventSync:        "sync",
 		ttl.EventExpire:      "expire",
 		ttl.EventRuleError:   "rule_error",
-		ttl.EventWake:        "wake",
 		ttl.EventRuleSkipped: "rule_skipped",
 		ttl.EventBufferLost:  "buffer_lost",
 		0:                    "EventKind(0)",
@@ -146,7 +144,7 @@ func TestRunnerEventBurstLeavesRoomForRareEvents(t *testing.T) {
 		buf.restart()
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
-		require.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+		require.True(t, res.Lost)
 
 		close(release)
 		require.NoError(t, r.Close(ctx))

@@ -75,7 +75,7 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, res.Expired)
 		assert.Equal(t, []string{"standby"}, res.Skipped)
-		assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+		assert.True(t, res.Lost)
 		assert.Equal(t, time.Now().Add(90*time.Second), res.HeldUntil)
 
 		fr, err := tr.Flush(ctx) // nothing new, but the retained activity goes again
@@ -85,7 +85,7 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Synced)
-		assert.Equal(t, ttl.ReasonHeld, res.SkipReason, "still within the hold")
+		assert.True(t, res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "held: still within the hold")
 		time.Sleep(31 * time.Second)
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
@@ -107,14 +107,14 @@ func TestRunnerHoldsIdleRulesAfterLoss(t *testing.T) {
 			time.Sleep(time.Minute)
 			res, err = r.Tick(ctx)
 			require.ErrorIs(t, err, errDown)
-			assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
+			assert.True(t, !res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "a buffer error: not drained, and a hold")
 		}
 		buf.mu.Lock()
 		buf.down = false
 		buf.mu.Unlock()
 		res, err = r.Tick(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, ttl.ReasonHeld, res.SkipReason, "the trackers have not flushed yet")
+		assert.True(t, res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "held: the trackers have not flushed yet")
 		assert.Empty(t, get(t, st, "active").DesiredState)
 		require.NoError(t, flushErr(tr.Flush(ctx)))
 		time.Sleep(91 * time.Second)
@@ -159,7 +159,7 @@ func TestRunnerHoldsWithoutBufferAfterStoreErrors(t *testing.T) {
 		st.failRule = "" // the store is back
 		res, err := r.Tick(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, ttl.ReasonHeld, res.SkipReason)
+		assert.True(t, res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "held")
 		assert.Empty(t, res.Expired)
 		time.Sleep(time.Minute + time.Second)
 		res, err = r.Tick(ctx)
@@ -280,7 +280,7 @@ func TestRunnerHoldsAsLongAsTheTrackersNeed(t *testing.T) {
 		fresh.restart()
 		res, err := unknown.Tick(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+		assert.True(t, res.Lost)
 		assert.Equal(t, time.Now().Add(30*time.Second+2*time.Second), res.HeldUntil)
 	})
 }

@@ -61,8 +61,8 @@ type RunnerOptions struct {
 	// Logger receives tick failures and the first dropped event. Nil means
 	// no logging.
 	Logger *slog.Logger
-	// OnEvent, if set, receives EventSync, EventExpire, EventRuleError,
-	// EventRuleSkipped and EventWake, asynchronously (see Event).
+	// OnEvent, if set, receives EventExpire, EventRuleError,
+	// EventRuleSkipped and EventBufferLost, asynchronously (see Event).
 	OnEvent func(Event)
 	// EventQueue is the capacity of the queue that carries events to
 	// OnEvent; when it is full, or events of one kind fill their share of
@@ -111,11 +111,16 @@ type TickResult struct {
 	// Drained reports whether the drain reached the end of the Buffer
 	// (always true without a Buffer).
 	Drained bool
+	// Lost reports whether the Buffer was found to have lost its contents
+	// (a Lossy Buffer's generation changed) since the last tick or during
+	// this one's drain.
+	Lost bool
 	// Skipped names the SinceLastActivity rules not applied because the
-	// Store's LastActivityAt could be stale, and SkipReason says why (see
-	// Tick).
-	Skipped    []string
-	SkipReason Reason
+	// Store's last activity could be stale: the drain did not reach the
+	// end of the Buffer (Drained is false, and the error Tick returns says
+	// why, if something failed), the Buffer was Lost, or an earlier hold
+	// is still in force (HeldUntil is after the tick). See Tick.
+	Skipped []string
 	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
 	// one is in force after this tick (see Tick); zero otherwise.
 	HeldUntil time.Time
@@ -227,13 +232,15 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 // within one Interval stops there; the next tick starts again from the
 // oldest entry.
 //
-// The rules measured from LastActivityAt (SinceLastActivity) run only on a
-// tick whose drain reached the end of the buffer: when the buffer cannot be
-// read, when activity read from it cannot be merged into the Store, or when
-// the drain ran out of time, the Store's LastActivityAt may be older than
-// the truth, so those rules are skipped for this tick (TickResult.Skipped
-// and SkipReason, an EventRuleSkipped each, RuleStats.Skipped) rather than
-// expire an entity whose recent activity is still buffered. The other
+// The rules measured from the last activity (SinceLastActivity) run only
+// on a tick whose drain reached the end of the buffer: when the buffer
+// cannot be read, when activity read from it cannot be merged into the
+// Store, or when the drain ran out of time, the Store's last activity may
+// be older than the truth, so those rules are skipped for this tick
+// (TickResult.Skipped, an EventRuleSkipped each, RuleStats.Skipped) rather
+// than expire an entity whose recent activity is still buffered. After a
+// loss of the buffer, or a failure to read it, they are skipped until the
+// hold is over (RunnerOptions.Hold, TickResult.HeldUntil). The other
 // rules and Wake run whatever happened before them. Tick returns what it
 // did and all the errors joined. Concurrent calls run one after the other.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
@@ -252,9 +259,6 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	if closing(ctx) {
 		syncErr = nil
 	}
-	if r.buffer != nil && (d.synced > 0 || syncErr != nil) {
-		r.emit(Event{Kind: EventSync, Count: d.synced, Err: syncErr})
-	}
 	if d.err != nil {
 		failed = append(failed, d.err)
 	}
@@ -263,29 +267,31 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		r.emit(Event{Kind: EventBufferLost})
 		r.logger.Warn("ttl: runner found the buffer lost; idle rules wait for the trackers to send again", "hold", r.holdFor())
 	}
-	if d.lost || d.reason == ReasonBufferError {
+	if d.lost || d.reason == reasonBufferError {
 		r.holdFrom(r.clock.Now())
 	}
+	res.Lost = d.lost
+	var skip reason
 	switch {
 	case !d.complete:
-		res.SkipReason = d.reason
+		skip = d.reason
 	case d.lost:
-		res.SkipReason = ReasonBufferLost
+		skip = reasonBufferLost
 	case r.clock.Now().Before(r.holdUntil):
-		res.SkipReason = ReasonHeld
+		skip = reasonHeld
 	}
-	if res.SkipReason != "" && res.SkipReason != ReasonHeld {
-		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(res.SkipReason), "synced", d.synced, "err", d.err)
+	if skip != "" && skip != reasonHeld {
+		r.logger.Warn("ttl: runner skips the last-activity rules this tick", "reason", string(skip), "synced", d.synced, "err", d.err)
 	}
 
 	perRule := make([]int, len(r.rules))
 	ruleErr := make([]bool, len(r.rules))
 	ruleSkip := make([]bool, len(r.rules))
 	for i, rule := range r.rules {
-		if res.SkipReason != "" && rule.Since == SinceLastActivity {
+		if skip != "" && rule.Since == SinceLastActivity {
 			ruleSkip[i] = true
 			res.Skipped = append(res.Skipped, rule.String())
-			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Reason: res.SkipReason, Err: d.err})
+			r.emit(Event{Kind: EventRuleSkipped, Rule: rule.String(), Err: d.err})
 			continue
 		}
 		exps, err := r.store.Apply(ctx, rule)
@@ -320,7 +326,6 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			wakeErr = fmt.Errorf("ttl: wake: %w", wakeErr)
 			failed = append(failed, wakeErr)
 		}
-		r.emit(Event{Kind: EventWake, Count: len(res.Expired), Err: wakeErr})
 	}
 
 	res.Duration = r.clock.Since(start)
@@ -370,11 +375,33 @@ func closing(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), errClosed)
 }
 
+// reason says why a tick skips its SinceLastActivity rules, in the log.
+type reason string
+
+const (
+	// reasonMergeFailed: activity read from the Buffer could not be
+	// merged into the Store.
+	reasonMergeFailed reason = "merge_failed"
+	// reasonBufferError: reading or removing from the Buffer failed, so
+	// the drain did not reach the end of the buffer.
+	reasonBufferError reason = "buffer_error"
+	// reasonDrainIncomplete: the drain did not reach the end of the buffer
+	// within one Interval (or its context ended).
+	reasonDrainIncomplete reason = "drain_incomplete"
+	// reasonBufferLost: the Buffer lost its contents since the last tick,
+	// or during this one's drain.
+	reasonBufferLost reason = "buffer_lost"
+	// reasonHeld: the drain completed, but an earlier tick found the
+	// Buffer lost or unreadable and the hold that started then is not
+	// over.
+	reasonHeld reason = "held"
+)
+
 // drainResult is what one drain did.
 type drainResult struct {
 	synced   int    // activities merged into the store
 	complete bool   // the walk reached the end of the buffer
-	reason   Reason // why not, when not complete
+	reason   reason // why not, when not complete
 	lost     bool   // the buffer's generation changed
 	err      error
 }
@@ -402,7 +429,7 @@ func (r *Runner) holdFor() time.Duration {
 // the longest it has read: a buffer that loses its contents loses the
 // notes too, just when the Runner needs them.
 func (r *Runner) readFlushInterval(ctx context.Context, d drainResult) {
-	if r.paced == nil || d.reason == ReasonBufferError {
+	if r.paced == nil || d.reason == reasonBufferError {
 		return
 	}
 	if f, err := r.paced.FlushInterval(ctx); err == nil {
@@ -428,7 +455,7 @@ func (r *Runner) checkGeneration(ctx context.Context) (lost bool, err error) {
 // Lossy buffer's generation is read after the walk: a change since the
 // previous read is a loss.
 //
-// A drain that ctx cut short is incomplete (ReasonDrainIncomplete),
+// A drain that ctx cut short is incomplete (reasonDrainIncomplete),
 // whatever call ctx's end made fail: the buffer and the store did not fail,
 // so it starts no hold.
 func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
@@ -436,25 +463,25 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 		d.complete = true
 		return d
 	}
-	stop := func(reason Reason, err error) drainResult {
+	stop := func(why reason, err error) drainResult {
 		if context.Cause(ctx) != nil {
-			reason = ReasonDrainIncomplete
+			why = reasonDrainIncomplete
 		}
-		d.reason, d.err = reason, err
+		d.reason, d.err = why, err
 		return d
 	}
 	if r.lossy != nil {
 		// One read after the walk sees every loss since the previous read,
 		// whether it happened between the ticks or during this walk.
 		defer func() {
-			if d.reason == ReasonBufferError {
+			if d.reason == reasonBufferError {
 				return // the buffer is unreachable, and the rules held anyway
 			}
 			if err := context.Cause(ctx); err != nil {
 				// Not read: a loss is seen by the next read, which
 				// compares with the generation seen before.
 				if d.complete {
-					d.complete, d.reason, d.err = false, ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err)
+					d.complete, d.reason, d.err = false, reasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err)
 				}
 				return
 			}
@@ -462,9 +489,9 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 			switch {
 			case err != nil:
 				d.complete = false
-				d.reason = ReasonBufferError
+				d.reason = reasonBufferError
 				if context.Cause(ctx) != nil {
-					d.reason = ReasonDrainIncomplete
+					d.reason = reasonDrainIncomplete
 				}
 				d.err = errors.Join(d.err, err)
 			case lost:
@@ -475,27 +502,27 @@ func (r *Runner) drain(ctx context.Context, start time.Time) (d drainResult) {
 	var after Activity
 	for {
 		if err := context.Cause(ctx); err != nil {
-			return stop(ReasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err))
+			return stop(reasonDrainIncomplete, fmt.Errorf("ttl: sync: %w", err))
 		}
 		if r.interval > 0 && r.clock.Since(start) > r.interval {
-			return stop(ReasonDrainIncomplete, nil)
+			return stop(reasonDrainIncomplete, nil)
 		}
 		batch, err := r.buffer.Peek(ctx, after, r.batchSize)
 		if err != nil {
-			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: read buffer: %w", err))
+			return stop(reasonBufferError, fmt.Errorf("ttl: sync: read buffer: %w", err))
 		}
 		if len(batch) == 0 {
 			d.complete = true
 			return d
 		}
 		if err := r.store.Add(ctx, batch); err != nil {
-			return stop(ReasonMergeFailed, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err))
+			return stop(reasonMergeFailed, fmt.Errorf("ttl: sync: merge %d activities into the store: %w", len(batch), err))
 		}
 		d.synced += len(batch)
 		// What Remove leaves behind was made newer since the Peek: it lies
 		// further along the walk, which reads it again.
 		if _, err := r.buffer.Remove(ctx, batch); err != nil {
-			return stop(ReasonBufferError, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err))
+			return stop(reasonBufferError, fmt.Errorf("ttl: sync: remove %d activities from the buffer: %w", len(batch), err))
 		}
 		if len(batch) < r.batchSize {
 			d.complete = true

@@ -248,7 +248,8 @@ func TestRunnerBufferLostOrDown(t *testing.T) {
 		require.ErrorIs(t, err, errDown)
 		assert.Empty(t, res.Expired)
 		assert.Equal(t, []string{"standby"}, res.Skipped)
-		assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
+		assert.False(t, res.Lost)
+		assert.True(t, res.HeldUntil.After(time.Now()), "a buffer error starts a hold")
 		assert.False(t, res.Drained)
 		tr.Record("ws")
 		require.ErrorIs(t, flushErr(tr.Flush(ctx)), errDown)
@@ -349,7 +350,7 @@ func TestRunnerErrorsDoNotStopOtherSteps(t *testing.T) {
 		for i, e := range events {
 			kinds[i] = e.Kind
 		}
-		assert.Equal(t, []ttl.EventKind{ttl.EventRuleError, ttl.EventExpire, ttl.EventWake}, kinds)
+		assert.Equal(t, []ttl.EventKind{ttl.EventRuleError, ttl.EventExpire}, kinds)
 		assert.Equal(t, "old", events[1].ID)
 	})
 }

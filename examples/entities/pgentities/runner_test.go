@@ -159,7 +159,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	assert.Zero(t, res.Synced)
 	assert.Empty(t, expiredIDs(res), "the idle rule waits for the trackers to send again")
 	assert.Equal(t, []string{"standby"}, res.Skipped)
-	assert.Equal(t, ttl.ReasonBufferLost, res.SkipReason)
+	assert.True(t, res.Lost)
 	assert.Equal(t, "", p.desired(t, "ws-synced"), "synced activity is kept in the store")
 	assert.Equal(t, "", p.desired(t, "ws-lost"))
 
@@ -170,7 +170,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Synced, "the buffer works again after the loss")
-	assert.Equal(t, ttl.ReasonHeld, res.SkipReason)
+	assert.True(t, res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "held")
 	e, err := p.store.Get(ctx, "ws-lost")
 	require.NoError(t, err)
 	assert.WithinDuration(t, p.now, e.LastActivityAt, time.Minute, "the lost activity reached the store")
@@ -196,7 +196,7 @@ func TestPipelineRedisDown(t *testing.T) {
 	assert.ErrorContains(t, err, "redisttl: peek")
 	assert.Empty(t, expiredIDs(res))
 	assert.Equal(t, []string{"standby"}, res.Skipped)
-	assert.Equal(t, ttl.ReasonBufferError, res.SkipReason)
+	assert.True(t, !res.Drained && !res.Lost && res.HeldUntil.After(time.Now()) && len(res.Skipped) > 0, "a buffer error: not drained, and a hold")
 }
 
 // TestPipelinePostgresTerminated: the store's server connections are
