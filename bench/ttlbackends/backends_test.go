@@ -127,7 +127,7 @@ func zrangeZrem(ctx context.Context, c redis.UniversalClient, key string) (int, 
 	members := make([]any, len(zs))
 	for i, z := range zs {
 		id := z.Member.(string)
-		acts[i] = ttl.Activity{ID: id, At: redisttl.ScoreTime(int64(z.Score))}
+		acts[i] = ttl.Activity{ID: id, At: time.UnixMilli(int64(z.Score)).UTC()}
 		members[i] = id
 	}
 	_ = acts // the store update goes here
@@ -138,6 +138,7 @@ func zrangeZrem(ctx context.Context, c redis.UniversalClient, key string) (int, 
 }
 
 func BenchmarkBufferDrain(b *testing.B) {
+	var key string // the sorted set of the run
 	impls := []struct {
 		name  string
 		drain func(ctx context.Context, c redis.UniversalClient, buf *redisttl.Buffer) (int, error)
@@ -164,14 +165,15 @@ func BenchmarkBufferDrain(b *testing.B) {
 			}
 		}},
 		{"zrangezrem", func(ctx context.Context, c redis.UniversalClient, buf *redisttl.Buffer) (int, error) {
-			return zrangeZrem(ctx, c, buf.Key())
+			return zrangeZrem(ctx, c, key)
 		}},
 	}
 	for _, impl := range impls {
 		b.Run(fmt.Sprintf("backend=redis/n=%d/impl=%s", n, impl.name), func(b *testing.B) {
 			ctx := context.Background()
 			rd := redistest.OpenRedis(b)
-			buf, err := redisttl.New(rd.Client, redisttl.Options{Prefix: rd.Prefix})
+			key = rd.Prefix + "activity"
+			buf, err := redisttl.New(rd.Client, redisttl.Options{Key: key})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
@@ -60,7 +61,15 @@ func TestStoresShareOneSlot(t *testing.T) {
 			continue
 		}
 		accepted++
-		keys := slices.Concat(s.Keys(), inv.Keys(), []string{b.Key(), base + "guard"})
+		// The buffer's one key, as its Options document it, holds what it
+		// is given.
+		if err := b.Add(ctx, []ttl.Activity{{ID: "x", At: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.Client.Exists(ctx, base+"activity").Result(); err != nil || n != 1 {
+			t.Fatalf("prefix %q: the buffer's key %q: exists %d, %v", p, base+"activity", n, err)
+		}
+		keys := slices.Concat(s.Keys(), inv.Keys(), []string{base + "activity", base + "guard"})
 		var want int64 = -1
 		for _, k := range keys {
 			if !strings.HasPrefix(k, base) {

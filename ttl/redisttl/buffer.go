@@ -155,11 +155,6 @@ func guardFor(key string) (string, error) {
 	return guard, nil
 }
 
-// Key returns the name of the sorted set. Deleting it drops every buffered
-// activity and the generation (see Generation), so Runners and Trackers
-// see the loss.
-func (b *Buffer) Key() string { return b.key }
-
 // NoteFlushInterval records that a Tracker flushes every d, in a set of
 // intervals (SADD of its nanoseconds) beside the sorted set and in its
 // Redis Cluster slot: Prefix + "flush-intervals", or Key +
@@ -198,12 +193,12 @@ func (b *Buffer) FlushInterval(ctx context.Context) (time.Duration, error) {
 	return longest, nil
 }
 
-// Score returns the score Add stores for t: Unix milliseconds. Finer
-// resolution is truncated, so Peek returns ScoreTime(Score(t)).
-func Score(t time.Time) int64 { return t.UnixMilli() }
+// score returns the score Add stores for t: Unix milliseconds. Finer
+// resolution is truncated, so Peek returns scoreTime(score(t)).
+func score(t time.Time) int64 { return t.UnixMilli() }
 
-// ScoreTime returns the time a score stands for, in UTC.
-func ScoreTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// scoreTime returns the time a score stands for, in UTC.
+func scoreTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 // Add merges acts into the sorted set with ZADD GT: for every id the
 // greatest time wins, including between repeats of an id in acts. A batch
@@ -219,7 +214,7 @@ func (b *Buffer) Add(ctx context.Context, acts []ttl.Activity) error {
 		members := make([]redis.Z, 0, len(acts))
 		for _, a := range acts {
 			if !strings.HasPrefix(a.ID, generationPrefix) {
-				members = append(members, redis.Z{Score: float64(Score(a.At)), Member: a.ID})
+				members = append(members, redis.Z{Score: float64(score(a.At)), Member: a.ID})
 			}
 		}
 		if len(members) == 0 {
@@ -301,7 +296,7 @@ func (b *Buffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.A
 		if !ok {
 			return nil, fmt.Errorf("redisttl: peek: member of type %T in %s", z.Member, b.key)
 		}
-		out[i] = ttl.Activity{ID: id, At: ScoreTime(int64(z.Score))}
+		out[i] = ttl.Activity{ID: id, At: scoreTime(int64(z.Score))}
 	}
 	return out, nil
 }
@@ -309,7 +304,7 @@ func (b *Buffer) Peek(ctx context.Context, after ttl.Activity, max int) ([]ttl.A
 // peekAfter runs peekAfterScript and parses its flat member, score reply.
 func (b *Buffer) peekAfter(ctx context.Context, after ttl.Activity, max int) ([]redis.Z, error) {
 	v, err := peekAfterScript.Run(ctx, b.client, []string{b.key},
-		strconv.FormatInt(Score(after.At), 10), after.ID, max).StringSlice()
+		strconv.FormatInt(score(after.At), 10), after.ID, max).StringSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +355,7 @@ return n
 `)
 
 // Remove deletes, atomically, every entry of acts whose score still equals
-// Score(At), and reports how many it deleted. An entry that an Add made
+// score(At), and reports how many it deleted. An entry that an Add made
 // newer since Peek, or that is gone, is left alone. Redis 6.2 or later is
 // required (ZMSCORE, as ZADD GT).
 //
@@ -419,7 +414,7 @@ func (b *Buffer) removeWatched(ctx context.Context, acts []ttl.Activity) (int, e
 		for i, a := range acts {
 			// A missing member reads as 0; deleting it is a no-op that
 			// ZREM does not count, so a time at the epoch needs no care.
-			if have[i] == float64(Score(a.At)) {
+			if have[i] == float64(score(a.At)) {
 				dels = append(dels, a.ID)
 			}
 		}
@@ -448,17 +443,7 @@ func (b *Buffer) removeScripted(ctx context.Context, acts []ttl.Activity) (int, 
 	args := make([]any, 2*len(acts))
 	for i, a := range acts {
 		args[i] = a.ID
-		args[len(acts)+i] = strconv.FormatInt(Score(a.At), 10)
+		args[len(acts)+i] = strconv.FormatInt(score(a.At), 10)
 	}
 	return removeScript.Run(ctx, b.client, b.scriptKeys, args...).Int()
-}
-
-// Len returns the number of buffered ids (ZCOUNT above -inf, so not the
-// generation member).
-func (b *Buffer) Len(ctx context.Context) (int, error) {
-	n, err := redisrun.Do(ctx, b.client, func() (int64, error) { return b.client.ZCount(ctx, b.key, "(-inf", "+inf").Result() })
-	if err != nil {
-		return 0, errs.Wrap(ctx, "redisttl", "len", err)
-	}
-	return int(n), nil
 }

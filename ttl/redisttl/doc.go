@@ -22,7 +22,7 @@
 // Redis is only a write buffer, and may lose it: a server restarted without
 // persistence comes back empty and accepts the next flushes as if nothing
 // happened. So the set also holds the buffer's generation (Buffer.Generation,
-// a member at score -inf that Peek and Len never show): whatever loses the
+// a member at score -inf that Peek never shows): whatever loses the
 // set loses it too. A ttl.Runner that sees a new generation holds its idle
 // rules, and every ttl.Tracker that sees it sends again the activity it
 // flushed within TrackerOptions.Retain, so the lost activity reaches the

@@ -11,17 +11,19 @@ import (
 	"github.com/ttlkit/ttlkit/ttl/redisttl"
 )
 
-// New does not contact the server; the key is hash-tagged, so it works on a
-// Redis Cluster too.
+// New does not contact the server. The prefix "app" gives the key
+// {app}:activity, hash-tagged so that it works on a Redis Cluster too; a
+// prefix whose "}" would end the tag early is refused.
 func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
-	buf, err := redisttl.New(client, redisttl.Options{Prefix: "codehub"})
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(buf.Key())
-	// Output: {codehub}:activity
+	_, err := redisttl.New(client, redisttl.Options{Prefix: "app"})
+	fmt.Println(err)
+	_, err = redisttl.New(client, redisttl.Options{Prefix: "}app"})
+	fmt.Println(err != nil)
+	// Output:
+	// <nil>
+	// true
 }
 
 // Every proxy instance flushes its Tracker into the shared buffer; the TTL
@@ -30,7 +32,7 @@ func ExampleBuffer() {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
-	buf, err := redisttl.New(client, redisttl.Options{Prefix: "codehub"})
+	buf, err := redisttl.New(client, redisttl.Options{Prefix: "app"})
 	if err != nil {
 		panic(err)
 	}

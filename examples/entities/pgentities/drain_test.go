@@ -85,7 +85,7 @@ SELECT format('ws-%s', lpad(i::text, 4, '0')), 'RUNNING', $1, $1, $1 FROM genera
 	assert.Empty(t, res.Expired, "workspaces with fresh buffered activity set to STANDBY")
 	assert.Empty(t, res.Skipped)
 	assert.Equal(t, n+1000, res.Synced, "the first batch, then all %d at their newer time", n)
-	left, err := buf.Len(ctx)
+	left, err := bufLen(ctx, buf)
 	require.NoError(t, err)
 	assert.Zero(t, left, "the drain reached the end of the buffer")
 	var stale int

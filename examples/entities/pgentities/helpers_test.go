@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
+	"github.com/ttlkit/ttlkit/ttl"
 )
 
 // wait bounds how long a test waits for a notification from the server.
@@ -75,4 +76,10 @@ func terminate(t *testing.T, pg *pgtest.Postgres, app string) int {
 	n, err := pg.Terminate(context.Background(), app)
 	require.NoError(t, err)
 	return n
+}
+
+// bufLen returns the number of activities buf holds.
+func bufLen(ctx context.Context, buf ttl.Buffer) (int, error) {
+	acts, err := buf.Peek(ctx, ttl.Activity{}, 1<<20)
+	return len(acts), err
 }

@@ -115,7 +115,7 @@ func TestPipelineActivityBeforeSyncKeepsRunning(t *testing.T) {
 	e, err := p.store.Get(ctx, "ws-active")
 	require.NoError(t, err)
 	assert.WithinDuration(t, p.now, e.LastActivityAt, time.Minute, "the tracked time reached the store")
-	n, err := p.buf.Len(ctx)
+	n, err := bufLen(ctx, p.buf)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the tick drained the buffer")
 
@@ -153,7 +153,7 @@ func TestPipelineBufferLost(t *testing.T) {
 	p.create(t, "ws-lost", 11*time.Minute)
 	p.tracker.Record("ws-lost")
 	require.NoError(t, flushErr(p.tracker.Flush(ctx)))
-	require.NoError(t, p.rd.Client.Del(ctx, p.buf.Key()).Err())
+	require.NoError(t, p.rd.Client.Del(ctx, "{"+p.rd.Prefix+"codehub}:activity").Err())
 	res, err = p.runner.Tick(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, res.Synced)
@@ -225,7 +225,7 @@ func TestPipelinePostgresTerminated(t *testing.T) {
 	// stale last_activity_at all the same.
 	assert.Equal(t, []string{"standby"}, res1.Skipped)
 	assert.Empty(t, res1.Expired)
-	n, err := p.buf.Len(ctx)
+	n, err := bufLen(ctx, p.buf)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "a failed sync leaves the activity buffered")
 
