@@ -53,14 +53,13 @@
 //   - [github.com/ttlkit/ttlkit/pool/provisionertest]: the conformance suite
 //     for provisioners that list what exists.
 //   - [github.com/ttlkit/ttlkit/ttl]: activity-driven TTL state machines: a
-//     zero-allocation activity Tracker, an optional Buffer, a Store as the
-//     source of truth and a Runner that applies phase Rules and wakes a
-//     controller.
+//     zero-allocation activity Tracker, an optional Buffer, a Store (the
+//     user's table: merge activity, apply a rule) as the source of truth
+//     and a Runner that applies phase Rules and wakes a controller.
 //   - [github.com/ttlkit/ttlkit/ttl/redisttl]: the activity Buffer as a Redis
-//     sorted set (ZADD GT, a drain that loses no concurrent update), and a
-//     ttl Store on Redis (rules on the server's TIME, one script per write).
-//   - [github.com/ttlkit/ttlkit/ttl/pgttl]: the ttl Store on PostgreSQL (bulk
-//     unnest/GREATEST sync, rules on now(), LISTEN/NOTIFY wake).
+//     sorted set (ZADD GT, a drain that loses no concurrent update).
+//   - [github.com/ttlkit/ttlkit/ttl/pgttl]: the ttl Store on a PostgreSQL
+//     table (bulk unnest/GREATEST merge, rules on now()).
 //   - [github.com/ttlkit/ttlkit/ttl/ttltest]: conformance suites for ttl Stores
 //     and Buffers.
 //   - [github.com/ttlkit/ttlkit/metrics]: Prometheus collectors over the
@@ -138,5 +137,6 @@
 // is a Redis-compatible server on expiry.Map; examples/loadwatch watches this
 // machine through the load gate; examples/workspaces is a cloud-IDE workspace
 // system (an activity-recording proxy, the TTL runner and the workspace
-// controller) on ttl, ttl/redisttl and ttl/pgttl.
+// controller) on ttl, ttl/redisttl and ttl/pgttl, its table's other
+// writes in examples/entities.
 package ttlkit

@@ -1,33 +1,47 @@
-// Package ttl drives activity-based TTL state machines: workspaces that go to
-// STANDBY after 10 idle minutes and are archived 30 minutes later, containers
-// destroyed after an hour without requests or 8 hours after creation.
+// Package ttl drives activity-based TTL state machines: entities that go
+// to STANDBY after 10 idle minutes and are archived 30 minutes later,
+// resources destroyed after an hour without requests or 8 hours after
+// creation. The smallest complete use, with the entities in the user's own
+// table (a [Store]: two methods) and a [Buffer] shared by the Trackers:
+//
+//	tracker, err := ttl.NewTracker(buffer, ttl.TrackerOptions{})
+//	...
+//	tracker.Record(id) // per request or message: the hot path
+//
+//	rules := []ttl.Rule{{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}}
+//	runner, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{
+//		Buffer: buffer,
+//		Wake:   func(ctx context.Context, expired []ttl.Expiry) error { return controller.Act(ctx, expired) },
+//	})
+//	...
+//	defer runner.Close(ctx)
 //
 // Activity flows through up to three stages, each merging with "greater
 // wins" so that late or reordered batches never move time backwards:
 //
 //	Tracker.Record(id)     in memory, per request or message (hot path)
-//	  │ Flush, every Tracker FlushInterval (30 s)
+//	  │ Flush, every TrackerOptions.FlushInterval (30 s)
 //	  ▼
 //	Buffer                 optional, shared by many trackers (ttl/redisttl)
-//	  │ Runner.Tick, every Runner Interval (60 s): walk with Peek,
-//	  │ MergeActivity, Remove, to the end of the buffer
+//	  │ Runner.Tick, every RunnerOptions.Interval (60 s): walk with Peek,
+//	  │ Store.Add, Remove, to the end of the buffer
 //	  ▼
 //	Store                  the source of truth (ttl/pgttl), decides expiry
 //
-// Runner.Tick then applies the Rules in order, each as one conditional update
-// in the Store using the Store's own clock, and calls Wake with what they
-// changed (Expiry: the decision and the LastActivityAt it was based on), so
-// that a controller acts on it. A controller that sees activity after the
-// decision keeps the entity: its compare-and-set (Update with
-// ExpectLastActivityAt) fails, and it clears the decision
-// (Update.ClearDesiredState). Wakes are not retried; Store.List finds what is
-// left for a full reconcile. Deletion is soft; a system that makes an entity
-// per resource purges the records it no longer needs (Purger, which every
-// store here implements).
+// [Runner.Tick] then applies the Rules in order, each as one conditional
+// update in the Store using the Store's own clock, and calls
+// [RunnerOptions.Wake] with what they changed ([Expiry]: the decision and
+// the last activity it was based on), so that a controller acts on it. The
+// Store asks of the user's table only what the Runner needs, [Store.Add]
+// and [Store.Apply]; the entities' other writes (creating them, moving their
+// phase, claiming one for an operation) are the system's. A controller that
+// sees activity after the decision keeps the entity and clears its desired
+// state, so that the rule can fire again. Wakes are not retried; the
+// controller also reconciles, reading the entities whose desired state is
+// set.
 //
 // Backends implement Buffer and Store and prove it with the conformance
-// suites in ttl/ttltest. MemoryBuffer and MemoryStore are the in-process
-// defaults.
+// suites in ttl/ttltest. [MemoryBuffer] is the in-process Buffer.
 //
 // # Guarantees
 //
@@ -35,8 +49,7 @@
 // expired, and that an idle one is. Below, F is the Trackers' FlushInterval,
 // T the Runner's Interval, R the Trackers' Resolution, H the Runner's hold
 // (with a Paced Buffer, the longest F the Trackers noted in it plus T, and
-// at least RunnerOptions.Hold; otherwise Hold, by default
-// DefaultFlushInterval + T), and After the TTL of a SinceLastActivity rule
+// at least RunnerOptions.Hold; otherwise Hold, by default 30 s + T), and After the TTL of a SinceLastActivity rule
 // ("idle rule"); "plus the work" means plus the time a flush, a drain and
 // the rules take. The bounds
 // assume After > F + T plus the work: activity needs that long to reach the
@@ -87,7 +100,8 @@
 // When the Store is down (or refuses a merge), a tick that read activity it
 // could not merge skips its idle rules; the activity stays buffered and the
 // next tick that reaches the Store merges it first. The bounds hold;
-// decisions are late by the outage. Without a Buffer (ToStore), the
+// decisions are late by the outage. Without a Buffer (the Trackers flushing
+// into the Store), the
 // Trackers keep their failed flushes and the Runner holds its idle rules for
 // H after any tick whose rules the Store refused, with the same result when
 // H ≥ F + T plus the work.

@@ -4,19 +4,67 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/internal/memstore"
 )
 
-// Example wires a cloud-IDE workspace system's pipeline in one process: a Tracker records
-// activity, a MemoryBuffer stands in for Redis, a MemoryStore for PostgreSQL,
-// and a Runner applies the workspace rules and wakes the controller. Flush and
+// entity is a row of a system's own table: what a Rule reads.
+type entity struct {
+	phase, desired                 string
+	lastActivity, changed, created time.Time
+}
+
+// table is a system's table of entities, in memory here: all that ttl
+// asks of it is a Store's Add and Apply.
+type table struct {
+	mu   sync.Mutex
+	rows map[string]*entity
+}
+
+// Add merges activity, greater wins.
+func (t *table) Add(_ context.Context, acts []ttl.Activity) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range acts {
+		if e, ok := t.rows[a.ID]; ok && a.At.After(e.lastActivity) {
+			e.lastActivity = a.At
+		}
+	}
+	return nil
+}
+
+// Apply sets r.Then on every entity that r matches now.
+func (t *table) Apply(_ context.Context, r ttl.Rule) ([]ttl.Expiry, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	var out []ttl.Expiry
+	for id, e := range t.rows {
+		since := map[ttl.Since]time.Time{ttl.SinceLastActivity: e.lastActivity, ttl.SincePhaseChanged: e.changed, ttl.SinceCreated: e.created}[r.Since]
+		if e.phase == r.Phase && e.desired != r.Then && now.Sub(since) > r.After {
+			e.desired = r.Then
+			out = append(out, ttl.Expiry{ID: id, Rule: r.String(), Then: r.Then, LastActivityAt: e.lastActivity, DecidedAt: now})
+		}
+	}
+	return out, nil
+}
+
+// Example wires the pipeline in one process: a Tracker records activity, a
+// MemoryBuffer stands in for a shared buffer, the system's table is the
+// Store, and a Runner applies the rules and wakes the controller. Flush and
 // Tick are called by hand here; their loops call them every 30 and 60 s.
 func Example() {
 	ctx := context.Background()
-	store := memstore.New(memstore.Options{})
+	old := time.Now().Add(-11 * time.Minute)
+	store := &table{rows: map[string]*entity{
+		"ws-1": {phase: "RUNNING", lastActivity: old, changed: old, created: old},
+		"ws-2": {phase: "RUNNING", lastActivity: old, changed: old, created: old},
+	}}
 	buffer := new(ttl.MemoryBuffer)
 
 	tracker, err := ttl.NewTracker(buffer, ttl.TrackerOptions{})
@@ -45,12 +93,7 @@ func Example() {
 	}
 	defer runner.Close(ctx)
 
-	// Two workspaces last active 11 minutes ago; one gets a request now.
-	for _, id := range []string{"ws-1", "ws-2"} {
-		if _, err := store.Create(ctx, memstore.Entity{ID: id, Phase: "RUNNING", CreatedAt: time.Now().Add(-11 * time.Minute)}); err != nil {
-			panic(err)
-		}
-	}
+	// Both last active 11 minutes ago; one gets a request now.
 	tracker.Record("ws-1") // in the proxy, per request or WebSocket message
 
 	if _, err := tracker.Flush(ctx); err != nil {
@@ -62,8 +105,7 @@ func Example() {
 	}
 	fmt.Println("synced:", res.Synced)
 	for _, id := range []string{"ws-1", "ws-2"} {
-		e, _ := store.Get(ctx, id)
-		fmt.Printf("%s: phase %s, desired %q\n", id, e.Phase, e.DesiredState)
+		fmt.Printf("%s: phase %s, desired %q\n", id, store.rows[id].phase, store.rows[id].desired)
 	}
 	// Output:
 	// wake controller: [ws-2 (standby -> STANDBY)]
@@ -72,8 +114,8 @@ func Example() {
 	// ws-2: phase RUNNING, desired "STANDBY"
 }
 
-// ExampleRule prints the rules of a cloud-IDE workspace system and of an AI
-// sandbox system.
+// ExampleRule prints two sets of rules: an idle timeout with a time limit
+// in the next phase, and an idle timeout with an absolute lifetime.
 func ExampleRule() {
 	workspaces := []ttl.Rule{
 		{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"},

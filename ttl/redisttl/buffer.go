@@ -37,12 +37,12 @@ type Options struct {
 	//
 	// The key is in one Redis Cluster hash slot by construction: if Prefix
 	// contains a hash tag ("{...}") the key is Prefix + "activity", else
-	// "{" + Prefix + "}:activity". So "codehub" gives {codehub}:activity.
+	// "{" + Prefix + "}:activity". So "app" gives {app}:activity.
 	// A Prefix whose "}" would end that hash tag early is refused.
 	// Required unless Key is set.
 	Prefix string
 	// Key, if set, is the sorted set's exact name, used as it is, for a
-	// system whose design names it ("codehub:activity"); Prefix is then
+	// system whose design names it ("app:activity"); Prefix is then
 	// ignored. The buffer is one key, so it needs no hash tag to live in
 	// one Redis Cluster slot; its scripts' guard key is put in the same
 	// slot (under the key's hash tag, or under one that is the whole key).

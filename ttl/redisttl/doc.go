@@ -1,6 +1,11 @@
 // Package redisttl keeps a ttl.Buffer in a Redis sorted set, so that the
 // Trackers of many instances (the proxies in front of the entities) share
-// one activity buffer that a ttl.Runner drains into the Store.
+// one activity buffer that a ttl.Runner drains into the Store:
+//
+//	buf, err := redisttl.New(client, redisttl.Options{Prefix: "app"}) // the key {app}:activity
+//	if err != nil { ... }
+//	tracker, err := ttl.NewTracker(buf, ttl.TrackerOptions{})         // in every proxy
+//	runner, err := ttl.NewRunner(store, rules, ttl.RunnerOptions{Buffer: buf})
 //
 // # Buffer
 //
