@@ -34,19 +34,19 @@ type RunnerOptions struct {
 	// failed, or to send again what it retained when the Buffer's
 	// generation changed: the Trackers' FlushInterval plus this Interval.
 	//
-	// When the Buffer is Paced (MemoryBuffer, ttl/redisttl), the Trackers
-	// note their FlushInterval in it, and the Runner, which reads it after
-	// every drain, holds for the longest it has seen plus Interval, and for
-	// at least Hold. Otherwise, or until it has seen one, it holds for
-	// Hold, and zero means the Trackers' default FlushInterval (30 s)
-	// plus Interval: 90 s with the defaults. The Runner learns a Tracker's interval at its first drain
-	// after the Tracker's first flush; a loss before that takes the note
-	// with it. So only a Tracker slower than every one the Runner has seen,
+	// When the Buffer is Paced (ttl/redisttl), the Trackers note their
+	// FlushInterval in it, and the Runner, which reads it after every
+	// drain, holds for the longest it has seen plus Interval, and for at
+	// least Hold. Otherwise, or until it has seen one, it holds for Hold,
+	// and zero means the Trackers' default FlushInterval (30 s) plus
+	// Interval: 90 s with the defaults. The Runner learns a Tracker's
+	// interval at its first drain after the Tracker's first flush; a loss
+	// before that takes the note with it. So only a Tracker slower than every one the Runner has seen,
 	// whose notes were all lost before it read one, can need longer than
 	// the hold. Negative is an error.
 	Hold time.Duration
 	// Wake, if set, is called at the end of a tick with the entities whose
-	// DesiredState the rules changed, when there are any, so that the
+	// desired state the rules changed, when there are any, so that the
 	// controller acts on them now rather than at its next reconcile. Each
 	// Expiry carries the decision and the last activity it was based on,
 	// so the controller can tell activity that arrived since and keep the
@@ -574,7 +574,7 @@ type RuleStats struct {
 	// Errors is the number of failed applications.
 	Errors uint64
 	// Skipped is the number of ticks that did not apply the rule because
-	// the Store's LastActivityAt could be stale (see Tick).
+	// the Store's last activity could be stale (see Tick).
 	Skipped uint64
 }
 
