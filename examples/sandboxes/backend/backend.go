@@ -108,10 +108,11 @@ type Config struct {
 	// Inventory shares the warm pool with the other instances; nil keeps
 	// it in this process.
 	Inventory shared.Inventory
-	// Claims holds the conversations' assignment claims, a lease per
-	// conversation being assigned (claim.go), shared with the other
-	// instances (a lease Store in Redis); nil keeps them in this process.
-	// Its budget must exceed the assignments that run at once.
+	// Claims holds the claims on assignments and destroys, a lease each
+	// (claim.go), shared with the other instances (a lease Store in
+	// Redis); nil keeps them in this process, which only a backend whose
+	// state is not Shared may do. Its budget must exceed the claims held
+	// at once.
 	Claims *lease.Manager
 	// ClaimGrace is how long the claim of an instance that died in the
 	// middle of an assignment outlives its last heartbeat; then another
@@ -156,6 +157,8 @@ func (c *Config) defaults() error {
 	switch {
 	case c.Provisioner == nil, c.Assignments == nil, c.Entities == nil, c.Archive == nil:
 		return errors.New("backend: Provisioner, Assignments, Entities and Archive are required")
+	case c.Shared && c.Claims == nil:
+		return errors.New("backend: Claims is required when the state is Shared: the instances must see each other's claims")
 	case c.MinWarm < 0, c.MaxWarm < 0:
 		return fmt.Errorf("backend: warm pool min (%d) and max (%d) must not be negative", c.MinWarm, c.MaxWarm)
 	}

@@ -54,7 +54,7 @@ func TestClaimConversation(t *testing.T) {
 
 		// An instance that died mid-assignment: its claim, granted as
 		// claimConversation grants one, is never heartbeated again.
-		_, err = claims.Grant(ctx, lease.Request{Holder: "c3", Resource: "dead", Cost: 1,
+		_, err = claims.Grant(ctx, lease.Request{Holder: "assign/c3", Resource: "dead", Cost: 1,
 			TTL: 2*time.Minute + grace, Grace: grace})
 		require.NoError(t, err)
 		time.Sleep(grace - time.Millisecond)

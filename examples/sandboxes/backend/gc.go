@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,30 +23,13 @@ import (
 //   - CheckHealth, every health interval, destroys assigned sandboxes
 //     that stopped answering.
 //
-// A destroy starts with a claim: the entity's Operation is set, by
-// compare-and-set, to "destroy:<instance>:<deadline>", so two instances
-// never destroy one sandbox, and a claim whose instance died expires.
+// A destroy starts with a claim (claim.go), then marks the entity: its
+// Operation set, by compare-and-set, to "destroy:<instance>", so that the
+// rules leave it alone and Reconcile finds a destroy that an instance
+// began and did not finish.
 
-// claimPrefix starts the Operation of a claimed entity.
-const claimPrefix = "destroy:"
-
-// claimTTL bounds one destroy: after it, another instance may take over.
-func (b *Backend) claimTTL() time.Duration { return b.cfg.Grace + 3*time.Minute }
-
-func (b *Backend) claimOp() string {
-	return claimPrefix + b.cfg.Instance + ":" + strconv.FormatInt(time.Now().Add(b.claimTTL()).UnixMilli(), 10)
-}
-
-// claimExpired reports whether op is a claim past its deadline.
-func claimExpired(op string, now time.Time) bool {
-	rest, ok := strings.CutPrefix(op, claimPrefix)
-	if !ok {
-		return false
-	}
-	i := strings.LastIndexByte(rest, ':')
-	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
-	return err == nil && now.UnixMilli() > ms
-}
+// destroyOp is the Operation of an entity this instance is destroying.
+func (b *Backend) destroyOp() string { return "destroy:" + b.cfg.Instance }
 
 // wake is the runner's Wake: it destroys the sandboxes the rules expired,
 // in the background.
@@ -104,10 +85,11 @@ func archives(reason string) bool {
 // an expired claim finishes the job.
 func (b *Backend) destroy(ctx context.Context, conv, sbID, reason string, expect time.Time) error {
 	id := entityID(conv, sbID)
-	e, op, ok, err := b.claim(ctx, id, reason, expect)
-	if err != nil || !ok {
+	e, op, unclaim, err := b.claim(ctx, id, expect)
+	if err != nil || unclaim == nil {
 		return err
 	}
+	defer unclaim()
 	release := func() {
 		_, err := b.cfg.Entities.Update(context.WithoutCancel(ctx), id, entities.Update{ExpectOperation: op, Operation: "", ClearDesiredState: true})
 		if err != nil {
@@ -197,42 +179,50 @@ func (b *Backend) purge(ctx context.Context, ids []string) {
 	}
 }
 
-// claim takes the entity id for a destroy. ok is false when it is gone,
-// deleted, claimed by a live claim of another instance, or (with expect
-// set) has seen activity after expect, in which case its decision is
-// cleared so that the rule can fire again later.
-func (b *Backend) claim(ctx context.Context, id, reason string, expect time.Time) (entities.Entity, string, bool, error) {
-	e, err := b.cfg.Entities.Get(ctx, id)
+// claim takes the entity id for a destroy: its claim, then its Operation
+// and desired state. unclaim is nil when it is gone, deleted, claimed by
+// another instance, or (with expect set) has seen activity after expect,
+// in which case its decision is cleared so that the rule can fire again
+// later. An Operation left by an instance whose claim lapsed is taken
+// over.
+func (b *Backend) claim(ctx context.Context, id string, expect time.Time) (e entities.Entity, op string, unclaim func(), err error) {
+	e, err = b.cfg.Entities.Get(ctx, id)
 	if errors.Is(err, entities.ErrNotFound) {
-		return e, "", false, nil
+		return e, "", nil, nil
 	}
-	if err != nil {
-		return e, "", false, err
+	if err != nil || !e.DeletedAt.IsZero() {
+		return e, "", nil, err
 	}
-	if !e.DeletedAt.IsZero() || (e.Operation != "" && !claimExpired(e.Operation, time.Now())) {
-		return e, "", false, nil
+	release, err := b.claimDestroy(ctx, id)
+	if err != nil || release == nil {
+		return e, "", nil, err
 	}
-	op := b.claimOp()
+	defer func() {
+		if unclaim == nil {
+			release()
+		}
+	}()
+	op = b.destroyOp()
 	u := entities.Update{ExpectOperation: e.Operation, Operation: op, DesiredState: desiredDestroy, ExpectLastActivityAt: expect}
 	got, err := b.cfg.Entities.Update(ctx, id, u)
 	if errors.Is(err, entities.ErrNotFound) {
-		return e, "", false, nil // destroyed and purged meanwhile
+		return e, "", nil, nil // destroyed and purged meanwhile
 	}
 	if errors.Is(err, entities.ErrConflict) {
 		if !expect.IsZero() {
-			// Activity since the decision (or another claim): undo the
-			// decision if nobody holds the entity.
+			// Activity since the decision: undo the decision (the
+			// claim keeps every other destroy out meanwhile).
 			_, _ = b.cfg.Entities.Update(ctx, id, entities.Update{ClearDesiredState: true})
 		}
-		return e, "", false, nil
+		return e, "", nil, nil
 	}
 	if err != nil {
-		return e, "", false, err
+		return e, "", nil, err
 	}
 	if e.Operation != "" {
-		b.log.Warn("took over an expired destroy claim", "entity", id, "claim", e.Operation)
+		b.log.Warn("took over a destroy whose instance's claim lapsed", "entity", id, "operation", e.Operation)
 	}
-	return got, op, true, nil
+	return got, op, release, nil
 }
 
 // find returns the sandbox sbID as the provisioner lists it (with its
@@ -302,12 +292,10 @@ func (b *Backend) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
 	waiting := map[string]bool{}
 	for _, e := range ents {
-		if e.Operation != "" && !claimExpired(e.Operation, now) {
-			continue
-		}
+		// One claimed by a live instance is tried too: its claim
+		// refuses the destroy, which then does nothing.
 		waiting[e.ID+"\x00"+e.Operation] = true
 		conv, sbID, ok := splitID(e.ID)
 		if ok && b.waiting[e.ID+"\x00"+e.Operation] {

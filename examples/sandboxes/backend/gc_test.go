@@ -13,7 +13,9 @@ import (
 	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/archive"
 	"github.com/ttlkit/ttlkit/examples/sandboxes/sandbox"
+	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/pool/probe"
+	"github.com/ttlkit/ttlkit/pool/shared"
 )
 
 // counting counts the Destroy calls per sandbox.
@@ -44,16 +46,22 @@ func newTestBackends(t *testing.T, n int) ([]*Backend, *counting) {
 	require.NoError(t, err)
 	assignments := NewMemoryAssignments(nil)
 	entities := entities.NewMemoryStore(entities.MemoryStoreOptions{})
+	claims, err := lease.New(claimBudget, lease.Options{})
+	require.NoError(t, err)
+	// The warm pool is shared too, else each instance's start-up cleanup
+	// would take the other's sandboxes for an earlier run's leftovers.
+	inv := shared.NewMemoryInventory(nil)
 	var bs []*Backend
 	for range n {
 		b, err := New(Config{
-			Provisioner: prov, Assignments: assignments, Entities: entities, Archive: arch, Shared: true,
+			Provisioner: prov, Assignments: assignments, Entities: entities, Archive: arch, Shared: true, Claims: claims, Inventory: inv,
 			Grace: 2 * time.Second, GCInterval: time.Hour, HealthInterval: time.Hour, MinWarm: 1,
 			// Above what a create takes on a loaded machine (an agent
 			// under the race detector), as OrphanGrace must be: else one
 			// instance's start-up cleanup takes the other's warm sandbox,
 			// still starting, for an orphan.
 			OrphanGrace: time.Minute,
+			ClaimGrace:  2 * time.Second,
 		})
 		require.NoError(t, err)
 		bs = append(bs, b)
@@ -64,6 +72,7 @@ func newTestBackends(t *testing.T, n int) ([]*Backend, *counting) {
 		for _, b := range bs {
 			require.NoError(t, b.Close(ctx))
 		}
+		require.NoError(t, claims.Close(ctx))
 	})
 	return bs, prov
 }
@@ -170,4 +179,46 @@ func TestDestroyPurges(t *testing.T) {
 	require.NoError(t, b.Reconcile(ctx))
 	_, err = b.cfg.Entities.Get(ctx, "c2/x")
 	assert.ErrorIs(t, err, entities.ErrNotFound)
+}
+
+// A destroy whose instance died midway (its claim granted and the entity
+// marked, then nothing) is taken over by another instance's Reconcile once
+// the dead instance's claim lapsed, and never before.
+func TestDestroyTakenOver(t *testing.T) {
+	bs, prov := newTestBackends(t, 2)
+	ctx := context.Background()
+	sbID := assigned(t, bs[0], "c1").ID
+	id := entityID("c1", sbID)
+	grace := bs[1].cfg.ClaimGrace
+	_, err := bs[0].claims.Grant(ctx, lease.Request{Holder: "destroy/" + id, Resource: "dead", Cost: 1, TTL: time.Hour, Grace: grace})
+	require.NoError(t, err)
+	granted := time.Now()
+	e, err := bs[1].cfg.Entities.Get(ctx, id)
+	require.NoError(t, err)
+	_, err = bs[1].cfg.Entities.Update(ctx, id, entities.Update{ExpectOperation: e.Operation, Operation: "destroy:dead", DesiredState: desiredDestroy})
+	require.NoError(t, err)
+
+	destroys := func() int {
+		prov.mu.Lock()
+		defer prov.mu.Unlock()
+		return prov.destroys[sbID]
+	}
+	passes := 0
+	for time.Since(granted) < grace-500*time.Millisecond {
+		require.NoError(t, bs[1].Reconcile(ctx))
+		bs[1].wg.Wait()
+		passes++
+		require.Zero(t, destroys(), "taken over while the dead instance's claim was live (pass %d)", passes)
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, passes, 2, "Reconcile found the destroy waiting twice before the claim lapsed")
+	require.Eventually(t, func() bool {
+		if err := bs[1].Reconcile(ctx); err != nil {
+			return false
+		}
+		bs[1].wg.Wait()
+		return destroys() == 1
+	}, 30*time.Second, 100*time.Millisecond, "taken over once the claim lapsed")
+	_, err = bs[1].cfg.Entities.Get(ctx, id)
+	assert.ErrorIs(t, err, entities.ErrNotFound, "deleted and purged")
 }
