@@ -29,7 +29,7 @@ func TestGrantSendTime(t *testing.T) {
 		store clock.Clock
 	}{{"other clock", sc}, {"same clock", mc}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := New(10, Options{Store: NewMemoryStore(tc.store), Clock: mc, ManualSweep: true})
+			m, err := New(10, Options{Store: NewMemoryStore(tc.store), Clock: mc, SweepInterval: -1})
 			require.NoError(t, err)
 			defer func() { require.NoError(t, m.Close(context.Background())) }()
 			l, err := m.Grant(context.Background(), Request{Holder: "h", Cost: 1})

@@ -26,7 +26,7 @@ func TestConcurrentGrantsNeverOversubscribe(t *testing.T) {
 					l, err := m.Grant(ctx, lease.Request{Holder: fmt.Sprint("u", w), Cost: 2, Fallback: []int{1}})
 					if err != nil {
 						var re *lease.RejectedError
-						if !errors.As(err, &re) || re.Reason != lease.ReasonOverCapacity {
+						if !errors.As(err, &re) || re.Err != lease.ErrOverCapacity {
 							t.Errorf("Grant: %v", err)
 						}
 						continue
@@ -37,10 +37,10 @@ func TestConcurrentGrantsNeverOversubscribe(t *testing.T) {
 						t.Errorf("%d units in use, budget %d", u.Units, budget)
 					}
 					if i%2 == 0 {
-						_, err = m.Heartbeat(ctx, l.ID)
+						_, err = m.Heartbeat(ctx, l.ID, "")
 						require.NoError(t, err)
 					}
-					_, err = m.Release(ctx, l.ID)
+					_, err = m.Release(ctx, l.ID, "")
 					require.NoError(t, err)
 				}
 			})

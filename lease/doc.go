@@ -1,29 +1,41 @@
 // Package lease grants time-bound leases on a weighted budget.
 //
-// A Manager grants a Lease to a holder for a resource at a cost in budget
-// units. A lease lives until its absolute ExpiresAt or until its heartbeat
-// grace runs out, whichever comes first; heartbeats move only the latter.
-// Grant is one atomic decision in the Store, in this order: the admission gate
-// (ReasonOverloaded), one live lease per holder (ReasonHolderHasLease), then the
-// budget (ReasonOverCapacity). Rejections are *RejectedError values that match
-// ErrOverloaded, ErrHolderHasLease and ErrOverCapacity with errors.Is. A
-// request may list fallback costs (main stream 2 units, else sub stream 1),
-// and every grant carries a fencing token that only grows.
+//	m, err := lease.New(35, lease.Options{}) // a budget of 35 units
+//	if err != nil { ... }
+//	defer m.Close(ctx)
+//	l, err := m.Grant(ctx, lease.Request{Holder: "alice", Resource: "stream-7", Cost: 2, Fallback: []int{1}})
+//	if errors.Is(err, lease.ErrOverCapacity) { ... } // also ErrOverloaded, ErrHolderHasLease
+//	k := m.KeepAlive(ctx, l, 0) // heartbeats; <-k.Done() when the lease is lost
+//	...
+//	_, err = m.Release(ctx, l.ID, "")
+//
+// A [Manager] grants a [Lease] to a holder for a resource at a cost in
+// budget units. A lease lives until its absolute ExpiresAt or until its
+// heartbeat grace runs out, whichever comes first; heartbeats move only the
+// latter. Grant is one atomic decision in the [Store], in this order: the
+// admission gate ([ErrOverloaded]), one live lease per holder
+// ([ErrHolderHasLease]), then the budget ([ErrOverCapacity]). A refusal is a
+// [*RejectedError] that carries what the store saw (the budget available,
+// the holder's existing lease) and matches its condition with errors.Is. A
+// request may list fallback costs, and every grant carries a fencing token
+// that only grows.
 //
 // Expired leases count as absent at once, for reads and for the budget; the
-// Manager's sweep loop (or Manager.Sweep by hand) only reclaims their records
-// and reports each one once as an expired event, even with several Managers
-// sweeping one shared store.
+// Manager's sweep loop (or [Manager.Sweep] by hand) only reclaims their
+// records and reports each one once as an [EventExpired] event, even with
+// several Managers sweeping one shared store.
 //
-// The Store interface is the unit of atomicity. MemoryStore is the default;
-// lease/redislease and lease/sqllease let several processes share one budget,
-// and lease/leasetest is the conformance suite every store passes.
+// The Store interface is the unit of atomicity. [MemoryStore] is the
+// default; lease/redislease and lease/sqllease let several processes share
+// one budget, and lease/leasetest is the conformance suite every store
+// passes.
 //
-// KeepAlive heartbeats a lease in the background and reports its loss as soon
-// as its own conservative deadline passes, without waiting for the server.
-// Manager.Heartbeat returns the same local deadline (HeartbeatResult), and
-// Manager.HeartbeatAs and Manager.ReleaseAs check the holder in the same
-// atomic step, so a server can let a user touch only its own leases.
+// [Manager.KeepAlive] heartbeats a lease in the background and reports its
+// loss as soon as its own conservative deadline passes, without waiting for
+// the server. [Manager.Heartbeat] returns the same local deadline
+// ([HeartbeatResult]), and [Manager.Heartbeat] and [Manager.Release] given
+// a holder check it in the same atomic step, so a server can let a user
+// touch only its own leases.
 //
 // # What a caller may rely on
 //
@@ -41,7 +53,7 @@
 //     ideally appendfsync always and WAITAOF or WAIT before acknowledging
 //     on a replicated setup). When the state is lost anyway (a restart
 //     without data or with older data, a failover to a replica that missed
-//     writes) the store detects it, refuses grants with ReasonRecovering
+//     writes) the store detects it, refuses grants with ErrRecovering
 //     for its MaxGrace, until every lease granted before must have lapsed
 //     for its holder, and keeps tokens growing (they never go below the
 //     server clock in µs). Leases lost with the state are gone: their
@@ -64,7 +76,7 @@
 //     ErrReleased: the lease was released (perhaps by a call of yours
 //     whose reply was lost).
 //   - ErrRecovering (a *RejectedError): the store lost state; retry after
-//     RejectedError.RetryAfter.
+//     [RejectedError].RetryAfter.
 //   - ErrNotApplied: the call failed and certainly changed nothing; retry
 //     it freely.
 //   - ErrUnknownOutcome: the call failed and may have taken effect. Retry

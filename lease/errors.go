@@ -17,8 +17,8 @@ var (
 	// gets ErrReleased knows that the lease was released (by that call or
 	// another), not lost to expiry.
 	ErrReleased = errors.New("lease: released")
-	// ErrWrongHolder is returned by a holder-checked call (Manager.HeartbeatAs,
-	// Manager.ReleaseAs, a Store call with a holder) on a lease that belongs
+	// ErrWrongHolder is returned by a holder-checked call (Manager.Heartbeat
+	// or Release, or a Store call, with a holder) on a lease that belongs
 	// to another holder, live or expired. The call changed nothing.
 	ErrWrongHolder = errors.New("lease: held by another holder")
 	// ErrExpired is returned for a lease that is expired but not yet swept.
@@ -47,18 +47,22 @@ var (
 	// Heartbeat may be repeated.
 	ErrUnknownOutcome = errors.New("lease: outcome unknown")
 
-	// ErrOverloaded matches a *RejectedError whose Reason is
-	// ReasonOverloaded.
-	ErrOverloaded = errors.New("lease: rejected: overloaded")
-	// ErrHolderHasLease matches a *RejectedError whose Reason is
-	// ReasonHolderHasLease.
-	ErrHolderHasLease = errors.New("lease: rejected: holder already has a lease")
-	// ErrOverCapacity matches a *RejectedError whose Reason is
-	// ReasonOverCapacity.
-	ErrOverCapacity = errors.New("lease: rejected: over capacity")
-	// ErrRecovering matches a *RejectedError whose Reason is
-	// ReasonRecovering.
+	// ErrRecovering is matched by the *RejectedError of a grant refused
+	// because the store detected that it lost state (a Redis that came back
+	// empty or older than what clients saw): it refuses grants until every
+	// lease granted before the loss must have lapsed, which
+	// RejectedError.RetryAfter says.
 	ErrRecovering = errors.New("lease: rejected: store recovering from lost state")
+	// ErrOverloaded is matched by the *RejectedError of a grant refused
+	// because Options.Overloaded reported overload.
+	ErrOverloaded = errors.New("lease: rejected: overloaded")
+	// ErrHolderHasLease is matched by the *RejectedError of a grant refused
+	// because one lease per holder is on and the holder already has a live
+	// lease, which RejectedError.Existing names.
+	ErrHolderHasLease = errors.New("lease: rejected: holder already has a lease")
+	// ErrOverCapacity is matched by the *RejectedError of a grant refused
+	// because no requested cost fits in the budget left.
+	ErrOverCapacity = errors.New("lease: rejected: over capacity")
 )
 
 // ReleasedRetention is how long a network store remembers a release, so
@@ -66,80 +70,40 @@ var (
 // ErrNotFound (see Store.Release).
 const ReleasedRetention = time.Minute
 
-// Reason says why a grant was refused. The values are stable lower_snake
-// strings, usable as an API error code or a metric label.
-type Reason string
-
-// The rejection reasons, in the order a grant checks them.
-const (
-	// ReasonRecovering: the store detected that it lost state (a Redis that
-	// came back empty or older than what clients saw) and refuses grants
-	// until every lease granted before the loss must have lapsed;
-	// RejectedError.RetryAfter says how long that is.
-	ReasonRecovering Reason = "recovering"
-	// ReasonOverloaded: the admission gate reported overload (a camera
-	// admission server's SYSTEM_OVERLOAD).
-	ReasonOverloaded Reason = "overloaded"
-	// ReasonHolderHasLease: one lease per holder is on and the holder
-	// already has a live lease (USER_ALREADY_HAS_MODAL).
-	ReasonHolderHasLease Reason = "holder_has_lease"
-	// ReasonOverCapacity: no requested cost fits in the budget left
-	// (OVER_CAPACITY).
-	ReasonOverCapacity Reason = "over_capacity"
-)
-
-// sentinel returns the sentinel error the reason matches.
-func (r Reason) sentinel() error {
-	switch r {
-	case ReasonOverloaded:
-		return ErrOverloaded
-	case ReasonHolderHasLease:
-		return ErrHolderHasLease
-	case ReasonOverCapacity:
-		return ErrOverCapacity
-	case ReasonRecovering:
-		return ErrRecovering
-	}
-	return nil
-}
-
-// RejectedError is returned when a grant is refused. errors.Is matches it
-// against ErrRecovering, ErrOverloaded, ErrHolderHasLease or ErrOverCapacity
-// according to Reason.
+// RejectedError is returned when a grant is refused. It carries what the
+// store saw when it decided, and errors.Is matches it against its Err, the
+// condition: ErrRecovering, ErrOverloaded, ErrHolderHasLease or
+// ErrOverCapacity, checked in that order.
 type RejectedError struct {
-	// Reason is the first rule, in decision order, that refused the grant.
-	Reason Reason
+	// Err is the condition that refused the grant: the first rule, in
+	// decision order, that did.
+	Err error
 	// Available is the budget left (budget − units of live leases) at the
-	// moment of the decision, whatever the reason.
+	// moment of the decision, whatever the condition.
 	Available int
-	// Existing is the id of the holder's live lease when Reason is
-	// ReasonHolderHasLease, else empty.
+	// Existing is the id of the holder's live lease when Err is
+	// ErrHolderHasLease, else empty.
 	Existing string
-	// RetryAfter is, for ReasonRecovering, how long the store keeps
-	// refusing grants; else 0.
+	// RetryAfter is, for ErrRecovering, how long the store keeps refusing
+	// grants; else 0.
 	RetryAfter time.Duration
 }
 
 // Error implements error.
 func (e *RejectedError) Error() string {
-	switch e.Reason {
-	case ReasonHolderHasLease:
-		return fmt.Sprintf("lease: rejected: holder already has lease %s", e.Existing)
-	case ReasonOverCapacity:
-		return fmt.Sprintf("lease: rejected: over capacity (%d units available)", e.Available)
-	case ReasonOverloaded:
-		return "lease: rejected: overloaded"
-	case ReasonRecovering:
-		return fmt.Sprintf("lease: rejected: store recovering from lost state (retry after %v)", e.RetryAfter)
+	switch e.Err {
+	case ErrHolderHasLease:
+		return fmt.Sprintf("%v %s", e.Err, e.Existing)
+	case ErrOverCapacity:
+		return fmt.Sprintf("%v (%d units available)", e.Err, e.Available)
+	case ErrRecovering:
+		return fmt.Sprintf("%v (retry after %v)", e.Err, e.RetryAfter)
 	}
-	return fmt.Sprintf("lease: rejected: %s", string(e.Reason))
+	return fmt.Sprint(e.Err)
 }
 
-// Is reports whether target is the sentinel error of e's Reason.
-func (e *RejectedError) Is(target error) bool {
-	s := e.Reason.sentinel()
-	return s != nil && target == s
-}
+// Unwrap returns Err, so that errors.Is matches the condition.
+func (e *RejectedError) Unwrap() error { return e.Err }
 
 // NotApplied returns err marked as a store failure that certainly changed
 // nothing: the result matches ErrNotApplied and everything err matches, and

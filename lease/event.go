@@ -12,9 +12,8 @@ type EventKind int
 const (
 	// EventGranted: a lease was granted.
 	EventGranted EventKind = iota + 1
-	// EventRejected: a grant was refused. Event.Reason says why,
-	// Event.Request what was asked and Event.Rejection the store's answer;
-	// no lease exists, and Event.Lease holds only the request's Holder,
+	// EventRejected: a grant was refused. Event.Rejection says why (its
+	// Err) and Event.Request what was asked; no lease exists, and Event.Lease holds only the request's Holder,
 	// Resource, Cost and Grace.
 	EventRejected
 	// EventHeartbeat: a heartbeat succeeded.
@@ -52,15 +51,13 @@ type Event struct {
 	// Lease is the lease as the store returned it (for EventExpired, as it
 	// was when it expired).
 	Lease Lease
-	// Reason is why the grant was refused, for EventRejected; else empty.
-	Reason Reason
 	// Request is, for EventRejected, the refused request: its Holder,
 	// Resource, Cost and Fallback as given, and the TTL and Grace the lease
 	// would have had (the Manager's defaults where it left them zero).
 	// Else zero.
 	Request Request
 	// Rejection is, for EventRejected, the refusal as Grant returned it:
-	// the budget Available at the decision, the Existing lease of a holder
+	// the condition (Err), the budget Available at the decision, the Existing lease of a holder
 	// that has one, the RetryAfter of a recovering store. Else nil.
 	Rejection *RejectedError
 	// Time is when the Manager observed the event, on its Options.Clock.

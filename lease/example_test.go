@@ -25,26 +25,26 @@ func Example() {
 	}
 	fmt.Println("granted cost", l.Cost, "token", l.Token, "ttl", l.ExpiresAt.Sub(l.CreatedAt))
 
-	// A second modal for the same user is refused with the reason and the
-	// id of the modal already open.
+	// A second modal for the same user is refused, and the refusal names
+	// the modal already open.
 	_, err = m.Grant(ctx, lease.Request{Holder: "session-1", Resource: "cam_1f_02", Cost: 1})
 	var re *lease.RejectedError
-	if errors.As(err, &re) {
-		fmt.Println("rejected:", re.Reason, re.Existing == l.ID)
+	if errors.As(err, &re) && errors.Is(err, lease.ErrHolderHasLease) {
+		fmt.Println("rejected: holder has a lease", re.Existing == l.ID)
 	}
 
-	hb, _ := m.Heartbeat(ctx, l.ID)
+	hb, _ := m.Heartbeat(ctx, l.ID, "")
 	fmt.Println("heartbeat, live for", hb.Remaining)
 
 	u, _ := m.Usage(ctx)
 	fmt.Printf("used %d of %d units\n", u.Units, u.Budget)
 
-	_, _ = m.Release(ctx, l.ID)
+	_, _ = m.Release(ctx, l.ID, "")
 	_, err = m.Get(ctx, l.ID)
 	fmt.Println(errors.Is(err, lease.ErrNotFound))
 	// Output:
 	// granted cost 2 token 1 ttl 5m0s
-	// rejected: holder_has_lease true
+	// rejected: holder has a lease true
 	// heartbeat, live for 45s
 	// used 2 of 35 units
 	// true
@@ -59,7 +59,7 @@ func ExampleManager_KeepAlive() {
 
 	k := m.KeepAlive(ctx, l, 0) // every Grace/3
 	// ... work while the lease is held; select on k.Done() to stop on loss.
-	_, _ = m.Release(ctx, l.ID)
+	_, _ = m.Release(ctx, l.ID, "")
 	<-k.Done()
 	fmt.Println("stopped, err:", k.Err())
 	// Output:

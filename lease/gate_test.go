@@ -12,7 +12,7 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-var _ lease.Gate = (*hysteresis.Gate)(nil)
+var _ interface{ Overloaded() bool } = (*hysteresis.Gate)(nil)
 
 // TestHysteresisGate: a camera admission server's CPU rule (trip at 85 %,
 // recover below 60 % after 60 s) as the Manager's admission gate.
@@ -21,7 +21,7 @@ func TestHysteresisGate(t *testing.T) {
 		g, err := hysteresis.New([]hysteresis.Signal{{Name: "cpu", Warn: 70, Trip: 85, Recover: 60}},
 			hysteresis.Options{Hold: 60 * time.Second})
 		require.NoError(t, err)
-		m := newManager(t, 35, lease.Options{Gate: g, ManualSweep: true})
+		m := newManager(t, 35, lease.Options{Gate: g, SweepInterval: -1})
 		req := lease.Request{Holder: "u", Cost: 2, Fallback: []int{1}}
 
 		require.NoError(t, g.Observe("cpu", 90))

@@ -157,7 +157,7 @@ func (k *KeepAlive) run(ctx context.Context, deadline time.Time) error {
 		hctx, cancel := c.WithDeadline(ctx, deadline)
 		unhookManager := context.AfterFunc(k.m.ctx, cancel)
 		unhookStop := context.AfterFunc(k.stop, cancel)
-		hb, err := k.m.heartbeat(hctx, k.id, k.holder)
+		hb, err := k.m.Heartbeat(hctx, k.id, k.holder)
 		unhookStop()
 		unhookManager()
 		cancel()

@@ -39,7 +39,7 @@ func (f *faulty) Heartbeat(ctx context.Context, id, holder string) (lease.Lease,
 // newCamerasManager returns a Manager as a camera admission server runs it:
 // 35 units, the default TTL and grace, sweeps by hand.
 func newCamerasManager(t *testing.T, s lease.Store) *lease.Manager {
-	return newManager(t, 35, lease.Options{Store: s, ManualSweep: true})
+	return newManager(t, 35, lease.Options{Store: s, SweepInterval: -1})
 }
 
 func TestKeepAliveUntilExpiresAt(t *testing.T) {
@@ -92,7 +92,7 @@ func TestKeepAliveStopsOnRelease(t *testing.T) {
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 0)
 		time.Sleep(time.Minute)
-		_, err = m.Release(ctx, l.ID)
+		_, err = m.Release(ctx, l.ID, "")
 		require.NoError(t, err)
 		<-k.Done()
 		assert.NoError(t, k.Err())
@@ -109,7 +109,7 @@ func TestKeepAliveLostElsewhere(t *testing.T) {
 		require.NoError(t, err)
 		k := m1.KeepAlive(ctx, l, 15*time.Second)
 		time.Sleep(20 * time.Second)
-		_, err = m2.Release(ctx, l.ID)
+		_, err = m2.Release(ctx, l.ID, "")
 		require.NoError(t, err)
 		<-k.Done()
 		assert.Equal(t, 30*time.Second, time.Since(l.CreatedAt))
@@ -204,7 +204,7 @@ func TestCloseStopsKeepAlives(t *testing.T) {
 func TestCloseCutsHangingHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &faulty{Store: lease.NewMemoryStore(nil)}
-		m, err := lease.New(3, lease.Options{Store: f, ManualSweep: true})
+		m, err := lease.New(3, lease.Options{Store: f, SweepInterval: -1})
 		require.NoError(t, err)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)

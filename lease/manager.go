@@ -56,15 +56,15 @@ type Usage struct {
 // sweep loop, and reports events and stats. Several Managers, in one process
 // or many, may share one Store: every decision is the store's.
 type Manager struct {
-	store Store
-	mem   *MemoryStore // store, when it is one: Grant calls it directly
-	// memClock: mem reads the Manager's time source, so a lease's
-	// CreatedAt is a Manager clock reading taken no earlier than the call.
-	memClock bool
-	budget   int
-	opts     Options
-	clock    clock.Clock
-	log      *slog.Logger
+	store  Store
+	budget int
+	opts   Options
+	clock  clock.Clock
+	// storeClock: the store's times are readings of the Manager's own
+	// clock, taken after each call began, so a lease's CreatedAt and
+	// HeartbeatAt serve as the moment the call was sent.
+	storeClock bool
+	log        *slog.Logger
 
 	events *event.Queue[Event] // nil without OnEvent
 
@@ -75,7 +75,7 @@ type Manager struct {
 	closing    chan struct{} // closed by Close
 	wg         sync.WaitGroup
 	stopped    chan struct{}      // closed once wg is done, after Close
-	sweepDone  chan struct{}      // closed when the sweep loop returns; nil with ManualSweep
+	sweepDone  chan struct{}      // closed when the sweep loop returns; nil without the loop
 	ctx        context.Context    // the Manager's own calls: the sweep loop, KeepAlive heartbeats
 	cancel     context.CancelFunc // cancels ctx, in Close
 
@@ -103,13 +103,13 @@ func New(budget int, opts Options) (*Manager, error) {
 		closing:    make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
-	if m.mem, _ = o.Store.(*MemoryStore); m.mem != nil {
-		m.memClock = sameClock(m.mem.clock, o.Clock)
+	if c, ok := o.Store.(clocked); ok {
+		m.storeClock = sameClock(c.clock(), o.Clock)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ctx, m.cancel = ctx, cancel
 	m.events = event.New(o.OnEvent, o.EventQueue, o.Logger, "lease")
-	if !o.ManualSweep {
+	if o.SweepInterval > 0 {
 		// The ticker starts now, not when the goroutine first runs, so the
 		// sweep schedule counts from New (which a mock clock relies on).
 		t := m.clock.Ticker(o.SweepInterval)
@@ -128,6 +128,25 @@ func (m *Manager) Budget() int { return m.budget }
 // Store returns the Manager's store.
 func (m *Manager) Store() Store { return m.store }
 
+// clocked is a Store in this process that reads its time from a clock
+// (MemoryStore).
+type clocked interface{ clock() clock.Clock }
+
+// sameClock reports whether a and b read the same time source: the same
+// clock, or both the real one.
+func sameClock(a, b clock.Clock) bool {
+	return a == b || reflect.TypeOf(a) == realClock && reflect.TypeOf(b) == realClock
+}
+
+// sendTime reads the Manager's clock for the moment a call is sent, unless
+// the store's answer will serve (storeClock).
+func (m *Manager) sendTime() time.Time {
+	if m.storeClock {
+		return time.Time{}
+	}
+	return m.clock.Now()
+}
+
 func (m *Manager) isClosed() bool {
 	select {
 	case <-m.closing:
@@ -138,11 +157,12 @@ func (m *Manager) isClosed() bool {
 }
 
 // Grant asks the store for a lease. The decision is one atomic step in the
-// store, in this order: the Gate (ReasonOverloaded), one live lease per
-// holder (ReasonHolderHasLease), the budget (ReasonOverCapacity); a refusal is a
-// *RejectedError. Bad input (empty holder, a cost ≤ 0 or above the budget,
-// negative TTL or Grace) returns an error matching ErrInvalid that names the
-// field, and stores nothing. After Close it returns ErrClosed.
+// store, in this order: the Gate (ErrOverloaded), one live lease per holder
+// (ErrHolderHasLease), the budget (ErrOverCapacity); a refusal is a
+// *RejectedError that matches its condition. Bad input (empty holder, a
+// cost ≤ 0 or above the budget, negative TTL or Grace) returns an error
+// matching ErrInvalid that names the field, and stores nothing. After Close
+// it returns ErrClosed.
 func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
@@ -166,32 +186,40 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if a.Grace == 0 {
 		a.Grace = m.opts.Grace
 	}
-	var l Lease
+	cs := costSlices.Get().(*[]int)
+	a.Costs = append(append((*cs)[:0], r.Cost), r.Fallback...)
 	var err error
-	if m.mem != nil {
-		err = m.grantMemory(ctx, a, r.Cost, r.Fallback, &l)
-	} else {
-		a.Costs = make([]int, 0, 1+len(r.Fallback))
-		a.Costs = append(append(a.Costs, r.Cost), r.Fallback...)
-		if err = m.admit(&a); err == nil {
-			sent := m.clock.Now()
-			if l, err = m.store.Grant(ctx, a); err == nil {
-				l.sent = sent
+	if m.opts.Gate != nil {
+		// The Gate is asked only about a request the store would decide.
+		if err = a.Validate(); err == nil {
+			a.Overloaded = m.opts.Gate.Overloaded()
+		}
+	}
+	var l Lease
+	if err == nil {
+		sent := m.sendTime()
+		if l, err = m.store.Grant(ctx, a); err == nil {
+			l.sent = sent
+			if m.storeClock {
+				l.sent = l.CreatedAt
 			}
 		}
 	}
+	*cs = a.Costs
+	a.Costs = nil
+	costSlices.Put(cs)
 	if err != nil {
 		var re *RejectedError
 		switch {
 		case errors.As(err, &re):
-			switch re.Reason {
-			case ReasonRecovering:
+			switch re.Err {
+			case ErrRecovering:
 				m.stats.rejRecovering.Add(1)
-			case ReasonOverloaded:
+			case ErrOverloaded:
 				m.stats.rejOverloaded.Add(1)
-			case ReasonHolderHasLease:
+			case ErrHolderHasLease:
 				m.stats.rejHolder.Add(1)
-			case ReasonOverCapacity:
+			case ErrOverCapacity:
 				m.stats.rejCapacity.Add(1)
 			}
 			if m.events.Enabled() {
@@ -211,6 +239,10 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	return l, nil
 }
 
+// costSlices recycles the GrantArgs.Costs of Grant, which a Store does not
+// keep, so that a grant allocates no slice for them.
+var costSlices = sync.Pool{New: func() any { return new([]int) }}
+
 // rejected is the event of the refusal re of request r, granted as a:
 // OnEvent runs later, so it gets copies of what the caller may change.
 func rejected(r Request, a GrantArgs, re *RejectedError) Event {
@@ -220,64 +252,9 @@ func rejected(r Request, a GrantArgs, re *RejectedError) Event {
 	return Event{
 		Kind:      EventRejected,
 		Lease:     Lease{Holder: r.Holder, Resource: r.Resource, Cost: r.Cost, Grace: r.Grace},
-		Reason:    re.Reason,
 		Request:   r,
 		Rejection: &rej,
 	}
-}
-
-// admit validates a and, if it is valid, asks the Gate. Grant counts the
-// error in Stats.Invalid like a store's ErrInvalid.
-func (m *Manager) admit(a *GrantArgs) error {
-	if err := a.Validate(); err != nil {
-		return err
-	}
-	if m.opts.Gate != nil {
-		a.Overloaded = m.opts.Gate.Overloaded()
-	}
-	return nil
-}
-
-// grantMemory is Grant on the Manager's *MemoryStore, called directly
-// rather than through the Store interface, so that a is validated once
-// (here, not again in MemoryStore.Grant), the costs stay on the stack
-// (they are kept out of a, which the store keeps parts of) and the lease is
-// written once, into *l.
-func (m *Manager) grantMemory(ctx context.Context, a GrantArgs, cost int, fallback []int, l *Lease) error {
-	var buf [4]int
-	costs := append(append(buf[:0], cost), fallback...)
-	v := a
-	v.Costs = costs
-	if err := m.admit(&v); err != nil {
-		return err
-	}
-	a.Overloaded = v.Overloaded
-	if m.memClock {
-		// The store reads the same clock after this point, and its
-		// CreatedAt is where the lease's deadlines count from: it serves
-		// as the send time without a clock read of our own.
-		if err := m.mem.grant(ctx, a, costs, l); err != nil {
-			return err
-		}
-		l.sent = l.CreatedAt
-		return nil
-	}
-	sent := m.clock.Now()
-	if err := m.mem.grant(ctx, a, costs, l); err != nil {
-		return err
-	}
-	l.sent = sent
-	return nil
-}
-
-// realClock is the type of clock.New()'s clock: every value of it reads
-// the same time source.
-var realClock = reflect.TypeOf(clock.New())
-
-// sameClock reports whether a and b read the same time source: the same
-// clock, or both the real one.
-func sameClock(a, b clock.Clock) bool {
-	return a == b || reflect.TypeOf(a) == realClock && reflect.TypeOf(b) == realClock
 }
 
 // HeartbeatResult is what a successful heartbeat returns.
@@ -302,51 +279,27 @@ type HeartbeatResult struct {
 
 // Heartbeat records a heartbeat for lease id and returns the lease's new
 // deadline, as the store and as the caller should see it. A lease that is
-// expired (ErrExpired) or unknown (ErrNotFound) stays so. Anyone who knows
-// the id may heartbeat the lease; HeartbeatAs checks the holder too. After
-// Close it returns ErrClosed.
-func (m *Manager) Heartbeat(ctx context.Context, id string) (HeartbeatResult, error) {
-	return m.heartbeat(ctx, id, "")
-}
-
-// HeartbeatAs is Heartbeat for holder only: if the lease id belongs to
-// another holder it returns ErrWrongHolder and changes nothing. The check
-// and the heartbeat are one atomic step in the store, so a server can let
-// user B heartbeat only B's own leases in one round trip. An empty holder
-// returns an error matching ErrInvalid.
-func (m *Manager) HeartbeatAs(ctx context.Context, id, holder string) (HeartbeatResult, error) {
-	if holder == "" {
-		m.stats.invalid.Add(1)
-		return HeartbeatResult{}, errs.Invalid(ErrInvalid, "lease: holder is empty")
-	}
-	return m.heartbeat(ctx, id, holder)
-}
-
-func (m *Manager) heartbeat(ctx context.Context, id, holder string) (HeartbeatResult, error) {
+// expired (ErrExpired) or unknown (ErrNotFound) stays so. With holder "",
+// anyone who knows the id may heartbeat the lease; with a holder, a lease
+// of another holder returns ErrWrongHolder and is not changed, the check
+// and the heartbeat being one atomic step in the store, so a server can let
+// user B heartbeat only B's own leases in one round trip. After Close it
+// returns ErrClosed.
+func (m *Manager) Heartbeat(ctx context.Context, id, holder string) (HeartbeatResult, error) {
 	if m.isClosed() {
 		return HeartbeatResult{}, ErrClosed
 	}
 	var (
-		r    HeartbeatResult
-		err  error
-		sent time.Time
+		r   HeartbeatResult
+		err error
 	)
-	if m.mem != nil {
-		if !m.memClock {
-			sent = m.clock.Now()
-		}
-		err = m.mem.heartbeat(ctx, id, holder, &r.Lease)
-		if m.memClock {
-			// The store read the Manager's clock after the call began.
-			sent = r.Lease.HeartbeatAt
-		}
-	} else {
-		sent = m.clock.Now()
-		r.Lease, err = m.store.Heartbeat(ctx, id, holder)
-	}
-	if err != nil {
+	sent := m.sendTime()
+	if r.Lease, err = m.store.Heartbeat(ctx, id, holder); err != nil {
 		m.countFailure(err, &m.stats.heartbeatsFailed)
 		return HeartbeatResult{}, err
+	}
+	if m.storeClock {
+		sent = r.Lease.HeartbeatAt
 	}
 	m.stats.heartbeats.Add(1)
 	if m.events.Enabled() {
@@ -359,46 +312,27 @@ func (m *Manager) heartbeat(ctx context.Context, id, holder string) (HeartbeatRe
 	return r, nil
 }
 
-// Release ends lease id at once and returns its units to the budget. It
-// first stops the lease's KeepAlives of this Manager (with a nil Err),
-// whatever the outcome. An expired lease returns ErrExpired and is left for
-// the sweep to report. Anyone who knows the id may release the lease;
-// ReleaseAs checks the holder too. After Close it returns ErrClosed.
+// Release ends lease id at once and returns its units to the budget. With
+// holder "", anyone who knows the id may release the lease; with a holder,
+// a lease of another holder returns ErrWrongHolder, is not changed and
+// keeps its KeepAlives running, the check and the release being one atomic
+// step in the store. Release first stops the lease's KeepAlives of this
+// Manager (with a nil Err), whatever the outcome. An expired lease returns
+// ErrExpired and is left for the sweep to report. After Close it returns
+// ErrClosed.
 //
 // After a Release that failed with ErrUnknownOutcome, call Release again:
 // it returns the lease if the first did not take effect, or, on a store
 // that remembers releases, an error matching ErrReleased (and ErrNotFound)
 // if it did.
-func (m *Manager) Release(ctx context.Context, id string) (Lease, error) {
-	return m.release(ctx, id, "")
-}
-
-// ReleaseAs is Release for holder only: if the lease id belongs to another
-// holder it returns ErrWrongHolder, changes nothing and leaves the lease's
-// KeepAlives running. The check and the release are one atomic step in the
-// store. An empty holder returns an error matching ErrInvalid.
-func (m *Manager) ReleaseAs(ctx context.Context, id, holder string) (Lease, error) {
-	if holder == "" {
-		m.stats.invalid.Add(1)
-		return Lease{}, errs.Invalid(ErrInvalid, "lease: holder is empty")
-	}
-	return m.release(ctx, id, holder)
-}
-
-func (m *Manager) release(ctx context.Context, id, holder string) (Lease, error) {
+func (m *Manager) Release(ctx context.Context, id, holder string) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
 	}
 	// Stop KeepAlives first, so none reports as lost the lease its owner
 	// is releasing.
 	m.releasedKeepAlives(id, holder)
-	var l Lease
-	var err error
-	if m.mem != nil {
-		err = m.mem.release(ctx, id, holder, &l)
-	} else {
-		l, err = m.store.Release(ctx, id, holder)
-	}
+	l, err := m.store.Release(ctx, id, holder)
 	if err != nil {
 		m.countFailure(err, nil)
 		return Lease{}, err

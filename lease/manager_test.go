@@ -42,12 +42,18 @@ func (r *recorder) kinds() []string {
 	var out []string
 	for _, e := range r.ev {
 		s := e.Kind.String()
-		if e.Reason != "" {
-			s += ":" + string(e.Reason)
+		if e.Rejection != nil {
+			s += ":" + condition[e.Rejection.Err]
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// condition names the refusals in kinds.
+var condition = map[error]string{
+	lease.ErrRecovering: "recovering", lease.ErrOverloaded: "overloaded",
+	lease.ErrHolderHasLease: "holder_has_lease", lease.ErrOverCapacity: "over_capacity",
 }
 
 func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
@@ -64,12 +70,11 @@ func TestNewValidates(t *testing.T) {
 		o      lease.Options
 		field  string
 	}{
-		"budget":   {0, lease.Options{}, "budget"},
-		"ttl":      {5, lease.Options{TTL: -1}, "TTL"},
-		"grace":    {5, lease.Options{Grace: -1}, "Grace"},
-		"interval": {5, lease.Options{SweepInterval: -time.Second}, "SweepInterval"},
-		"batch":    {5, lease.Options{SweepBatch: -1}, "SweepBatch"},
-		"queue":    {5, lease.Options{EventQueue: -1}, "EventQueue"},
+		"budget": {0, lease.Options{}, "budget"},
+		"ttl":    {5, lease.Options{TTL: -1}, "TTL"},
+		"grace":  {5, lease.Options{Grace: -1}, "Grace"},
+		"batch":  {5, lease.Options{SweepBatch: -1}, "SweepBatch"},
+		"queue":  {5, lease.Options{EventQueue: -1}, "EventQueue"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m, err := lease.New(c.budget, c.o)
@@ -114,7 +119,7 @@ func TestCameraAdmission(t *testing.T) {
 		assert.Equal(t, 0, re.Available)
 		_, err = m.Grant(ctx, main("a"))
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, lease.ReasonHolderHasLease, re.Reason)
+		assert.Equal(t, lease.ErrHolderHasLease, re.Err)
 		assert.Equal(t, leases[0].ID, re.Existing)
 		g.over.Store(true)
 		_, err = m.Grant(ctx, main("a"))
@@ -129,16 +134,16 @@ func TestCameraAdmission(t *testing.T) {
 		for range 2 {
 			time.Sleep(30 * time.Second)
 			for _, l := range leases[1:] {
-				rem, err := m.Heartbeat(ctx, l.ID)
+				rem, err := m.Heartbeat(ctx, l.ID, "")
 				require.NoError(t, err)
 				assert.Equal(t, 45*time.Second, rem.Remaining)
 			}
-			_, err := m.Heartbeat(ctx, l.ID)
+			_, err := m.Heartbeat(ctx, l.ID, "")
 			require.NoError(t, err)
 		}
 		// 60 s after its last heartbeat, a's lease is gone and its units
 		// are back, whether or not the 10 s cleanup has run yet.
-		_, err = m.Heartbeat(ctx, leases[0].ID)
+		_, err = m.Heartbeat(ctx, leases[0].ID, "")
 		require.Error(t, err)
 		assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
 		u, err = m.Usage(ctx)
@@ -149,7 +154,7 @@ func TestCameraAdmission(t *testing.T) {
 		assert.Equal(t, 2, l2.Cost)
 
 		// The user closing the modal releases; the units return at once.
-		_, err = m.Release(ctx, l2.ID)
+		_, err = m.Release(ctx, l2.ID, "")
 		require.NoError(t, err)
 		_, err = m.Get(ctx, l2.ID)
 		require.ErrorIs(t, err, lease.ErrNotFound)
@@ -200,25 +205,25 @@ func count(xs []string, x string) int {
 
 func TestHeartbeatNeverPastExpiresAt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newManager(t, 10, lease.Options{TTL: 100 * time.Second, Grace: 45 * time.Second, ManualSweep: true})
+		m := newManager(t, 10, lease.Options{TTL: 100 * time.Second, Grace: 45 * time.Second, SweepInterval: -1})
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		time.Sleep(80 * time.Second)
-		_, err = m.Heartbeat(ctx, l.ID) // too late: grace ran out at 45 s
+		_, err = m.Heartbeat(ctx, l.ID, "") // too late: grace ran out at 45 s
 		require.ErrorIs(t, err, lease.ErrExpired)
 
 		l, err = m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
 		time.Sleep(40 * time.Second)
-		rem, err := m.Heartbeat(ctx, l.ID)
+		rem, err := m.Heartbeat(ctx, l.ID, "")
 		require.NoError(t, err)
 		assert.Equal(t, 45*time.Second, rem.Remaining)
 		time.Sleep(40 * time.Second)
-		rem, err = m.Heartbeat(ctx, l.ID)
+		rem, err = m.Heartbeat(ctx, l.ID, "")
 		require.NoError(t, err)
 		assert.Equal(t, 20*time.Second, rem.Remaining, "capped by ExpiresAt")
 		time.Sleep(20 * time.Second)
-		_, err = m.Heartbeat(ctx, l.ID)
+		_, err = m.Heartbeat(ctx, l.ID, "")
 		require.ErrorIs(t, err, lease.ErrExpired)
 		g, err := m.Get(ctx, l.ID)
 		require.ErrorIs(t, err, lease.ErrExpired, "not resurrected: %+v", g)
@@ -259,7 +264,7 @@ func TestRequestOverridesAndBadInput(t *testing.T) {
 }
 
 func TestAllowMultiplePerHolder(t *testing.T) {
-	m := newManager(t, 5, lease.Options{AllowMultiplePerHolder: true, ManualSweep: true})
+	m := newManager(t, 5, lease.Options{AllowMultiplePerHolder: true, SweepInterval: -1})
 	for range 5 {
 		_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
@@ -273,7 +278,7 @@ func TestEventsInOrderAndOffLock(t *testing.T) {
 		var m *lease.Manager
 		rec := &recorder{}
 		// The callback calls back into the Manager: it must not hold a lock.
-		m = newManager(t, 2, lease.Options{ManualSweep: true, Grace: 5 * time.Second, OnEvent: func(e lease.Event) {
+		m = newManager(t, 2, lease.Options{SweepInterval: -1, Grace: 5 * time.Second, OnEvent: func(e lease.Event) {
 			_, _ = m.Usage(ctx)
 			rec.on(e)
 		}})
@@ -281,9 +286,9 @@ func TestEventsInOrderAndOffLock(t *testing.T) {
 		require.NoError(t, err)
 		_, err = m.Grant(ctx, lease.Request{Holder: "b", Cost: 1})
 		require.Error(t, err)
-		_, err = m.Heartbeat(ctx, a.ID)
+		_, err = m.Heartbeat(ctx, a.ID, "")
 		require.NoError(t, err)
-		_, err = m.Release(ctx, a.ID)
+		_, err = m.Release(ctx, a.ID, "")
 		require.NoError(t, err)
 		_, err = m.Grant(ctx, lease.Request{Holder: "c", Cost: 1})
 		require.NoError(t, err)
@@ -303,7 +308,7 @@ func TestEventsInOrderAndOffLock(t *testing.T) {
 func TestSlowCallbackNeverBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		m := newManager(t, 1000, lease.Options{ManualSweep: true, EventQueue: 4, OnEvent: func(lease.Event) { <-release }})
+		m := newManager(t, 1000, lease.Options{SweepInterval: -1, EventQueue: 4, OnEvent: func(lease.Event) { <-release }})
 		for i := range 100 {
 			_, err := m.Grant(ctx, lease.Request{Holder: string(rune(i + 1)), Cost: 1})
 			require.NoError(t, err)
@@ -329,9 +334,9 @@ func TestCloseIdempotentAndErrClosed(t *testing.T) {
 		assert.Equal(t, []string{"granted"}, rec.kinds(), "queued events are delivered before Close returns")
 		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 1})
 		assert.ErrorIs(t, err, lease.ErrClosed)
-		_, err = m.Heartbeat(ctx, l.ID)
+		_, err = m.Heartbeat(ctx, l.ID, "")
 		assert.ErrorIs(t, err, lease.ErrClosed)
-		_, err = m.Release(ctx, l.ID)
+		_, err = m.Release(ctx, l.ID, "")
 		assert.ErrorIs(t, err, lease.ErrClosed)
 		// Reads of state keep working: the lease stays in the store.
 		g, err := m.Get(ctx, l.ID)
@@ -388,7 +393,7 @@ func TestRejectedEventCarriesTheRequest(t *testing.T) {
 		require.Len(t, rej, 3)
 
 		e := rej[0]
-		assert.Equal(t, lease.ReasonOverCapacity, e.Reason)
+		assert.Equal(t, lease.ErrOverCapacity, e.Rejection.Err)
 		assert.Equal(t, lease.Request{Holder: "b", Resource: "cam2", Cost: 3, Fallback: []int{1}, TTL: time.Minute, Grace: 45 * time.Second}, e.Request)
 		assert.Equal(t, "b", e.Lease.Holder)
 		assert.Equal(t, "cam2", e.Lease.Resource)
@@ -397,20 +402,20 @@ func TestRejectedEventCarriesTheRequest(t *testing.T) {
 		assert.Equal(t, 0, e.Rejection.Available)
 
 		e = rej[1]
-		assert.Equal(t, lease.ReasonHolderHasLease, e.Reason)
+		assert.Equal(t, lease.ErrHolderHasLease, e.Rejection.Err)
 		assert.Equal(t, "a", e.Request.Holder)
 		assert.Equal(t, "cam4", e.Request.Resource)
 		assert.Equal(t, 1, e.Lease.Cost)
-		assert.Equal(t, lease.DefaultTTL, e.Request.TTL, "the TTL the lease would have had")
+		assert.Equal(t, 5*time.Minute, e.Request.TTL, "the TTL the lease would have had")
 		require.NotNil(t, e.Rejection)
 		assert.Equal(t, first.ID, e.Rejection.Existing)
 
 		e = rej[2]
-		assert.Equal(t, lease.ReasonOverloaded, e.Reason)
+		assert.Equal(t, lease.ErrOverloaded, e.Rejection.Err)
 		assert.Equal(t, "d", e.Request.Holder)
 		assert.Equal(t, "cam5", e.Request.Resource)
 		require.NotNil(t, e.Rejection)
-		assert.Equal(t, lease.ReasonOverloaded, e.Rejection.Reason)
+		assert.Equal(t, lease.ErrOverloaded, e.Rejection.Err)
 
 		for _, e := range all {
 			if e.Kind != lease.EventRejected {
@@ -452,11 +457,11 @@ func TestMockClock(t *testing.T) {
 	m := newManager(t, 2, lease.Options{Clock: mc, OnEvent: rec.on, SweepInterval: 10 * time.Second})
 	l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 2})
 	require.NoError(t, err)
-	assert.Equal(t, mc.Now().Add(lease.DefaultTTL), l.ExpiresAt)
+	assert.Equal(t, mc.Now().Add(5*time.Minute), l.ExpiresAt)
 	mc.Add(44 * time.Second)
-	rem, err := m.Heartbeat(ctx, l.ID)
+	rem, err := m.Heartbeat(ctx, l.ID, "")
 	require.NoError(t, err)
-	assert.Equal(t, lease.DefaultGrace, rem.Remaining)
+	assert.Equal(t, 45*time.Second, rem.Remaining)
 	mc.Add(50 * time.Second) // grace runs out at 89 s; the sweep ticker fires at 90 s
 	_, err = m.Get(ctx, l.ID)
 	assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
@@ -465,12 +470,12 @@ func TestMockClock(t *testing.T) {
 }
 
 func TestCancelledCallerIsNotAStoreError(t *testing.T) {
-	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	m := newManager(t, 3, lease.Options{SweepInterval: -1})
 	c, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err := m.Grant(c, lease.Request{Holder: "u", Cost: 1})
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = m.Heartbeat(c, "x")
+	_, err = m.Heartbeat(c, "x", "")
 	require.ErrorIs(t, err, context.Canceled)
 	st := m.Stats()
 	assert.Zero(t, st.StoreErrors)
@@ -482,7 +487,7 @@ func TestCancelledCallerIsNotAStoreError(t *testing.T) {
 
 // TestNegativeDurationsNamed: a negative TTL or Grace names its field.
 func TestNegativeDurationsNamed(t *testing.T) {
-	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	m := newManager(t, 3, lease.Options{SweepInterval: -1})
 	_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1, TTL: -time.Second})
 	require.ErrorIs(t, err, lease.ErrInvalid)
 	assert.Contains(t, err.Error(), "TTL (-1s)")
@@ -512,7 +517,7 @@ func (s *blockingGrant) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lea
 func TestEventAfterCloseIsCounted(t *testing.T) {
 	s := &blockingGrant{Store: lease.NewMemoryStore(nil), entered: make(chan struct{}), release: make(chan struct{})}
 	var got atomic.Int32
-	m, err := lease.New(3, lease.Options{Store: s, ManualSweep: true, OnEvent: func(lease.Event) { got.Add(1) }})
+	m, err := lease.New(3, lease.Options{Store: s, SweepInterval: -1, OnEvent: func(lease.Event) { got.Add(1) }})
 	require.NoError(t, err)
 	done := make(chan error)
 	go func() {
@@ -530,7 +535,7 @@ func TestEventAfterCloseIsCounted(t *testing.T) {
 // TestSweepCancelledIsNoStoreError: the caller's cancellation is not a store
 // error, in Sweep as in every other method.
 func TestSweepCancelledIsNoStoreError(t *testing.T) {
-	m := newManager(t, 3, lease.Options{ManualSweep: true})
+	m := newManager(t, 3, lease.Options{SweepInterval: -1})
 	c, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err := m.Sweep(c)
@@ -542,7 +547,7 @@ func TestSweepCancelledIsNoStoreError(t *testing.T) {
 // Sweep or Usage call first.
 func TestStatsGaugesExactInMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newManager(t, 10, lease.Options{ManualSweep: true, Grace: time.Minute})
+		m := newManager(t, 10, lease.Options{SweepInterval: -1, Grace: time.Minute})
 		_, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 2})
 		require.NoError(t, err)
 		_, err = m.Grant(ctx, lease.Request{Holder: "v", Cost: 3, Grace: time.Second})
@@ -562,7 +567,7 @@ func TestCloseWaitsForCallbackUntilCtx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		var delivered atomic.Int32
-		m, err := lease.New(3, lease.Options{ManualSweep: true, OnEvent: func(lease.Event) {
+		m, err := lease.New(3, lease.Options{SweepInterval: -1, OnEvent: func(lease.Event) {
 			<-release
 			delivered.Add(1)
 		}})
@@ -626,17 +631,11 @@ func TestEventKindString(t *testing.T) {
 	} {
 		assert.Equal(t, want, k.String())
 	}
-	for r, want := range map[lease.Reason]string{
-		lease.ReasonOverloaded: "overloaded", lease.ReasonHolderHasLease: "holder_has_lease",
-		lease.ReasonOverCapacity: "over_capacity",
-	} {
-		assert.Equal(t, want, string(r))
-	}
 }
 
-// TestHolderCheckedCalls: HeartbeatAs and ReleaseAs refuse another holder's
-// lease with ErrWrongHolder, change nothing and leave its KeepAlive
-// running; with the right holder they heartbeat and release.
+// TestHolderCheckedCalls: Heartbeat and Release with a holder refuse
+// another holder's lease with ErrWrongHolder, change nothing and leave its
+// KeepAlive running; with the right holder they heartbeat and release.
 func TestHolderCheckedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newCamerasManager(t, nil)
@@ -644,29 +643,27 @@ func TestHolderCheckedCalls(t *testing.T) {
 		require.NoError(t, err)
 		k := m.KeepAlive(ctx, l, 15*time.Second)
 
-		_, err = m.HeartbeatAs(ctx, l.ID, "bob")
+		_, err = m.Heartbeat(ctx, l.ID, "bob")
 		require.ErrorIs(t, err, lease.ErrWrongHolder)
-		_, err = m.ReleaseAs(ctx, l.ID, "bob")
+		_, err = m.Release(ctx, l.ID, "bob")
 		require.ErrorIs(t, err, lease.ErrWrongHolder)
-		_, err = m.HeartbeatAs(ctx, l.ID, "")
-		require.ErrorIs(t, err, lease.ErrInvalid)
-		_, err = m.ReleaseAs(ctx, l.ID, "")
-		require.ErrorIs(t, err, lease.ErrInvalid)
+		_, err = m.Heartbeat(ctx, l.ID, "")
+		require.NoError(t, err, "a heartbeat that names no holder is not checked")
 		time.Sleep(time.Minute)
-		require.NoError(t, k.Err(), "a refused ReleaseAs stopped the KeepAlive")
+		require.NoError(t, k.Err(), "a refused Release stopped the KeepAlive")
 		u, err := m.Usage(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 2, u.Units)
 
 		time.Sleep(10 * time.Second)
-		hb, err := m.HeartbeatAs(ctx, l.ID, "alice")
+		hb, err := m.Heartbeat(ctx, l.ID, "alice")
 		require.NoError(t, err)
 		assert.Equal(t, time.Now(), hb.Lease.HeartbeatAt)
-		assert.Equal(t, lease.DefaultGrace, hb.Remaining)
+		assert.Equal(t, 45*time.Second, hb.Remaining)
 		assert.Equal(t, hb.Lease.Deadline(), hb.Deadline)
-		assert.Equal(t, time.Now().Add(lease.DefaultGrace), hb.LocalDeadline)
+		assert.Equal(t, time.Now().Add(45*time.Second), hb.LocalDeadline)
 
-		got, err := m.ReleaseAs(ctx, l.ID, "alice")
+		got, err := m.Release(ctx, l.ID, "alice")
 		require.NoError(t, err)
 		assert.Equal(t, l.ID, got.ID)
 		<-k.Done()
@@ -682,14 +679,14 @@ func TestHolderCheckedCalls(t *testing.T) {
 func TestHeartbeatLocalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := lease.NewMemoryStore(clock.New()) // another clock value, same time source
-		m := newManager(t, 35, lease.Options{Store: &slowStore{Store: s, delay: 3 * time.Second}, ManualSweep: true})
+		m := newManager(t, 35, lease.Options{Store: &slowStore{Store: s, delay: 3 * time.Second}, SweepInterval: -1})
 		l, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
 		require.NoError(t, err)
 		sent := time.Now()
-		hb, err := m.Heartbeat(ctx, l.ID)
+		hb, err := m.Heartbeat(ctx, l.ID, "")
 		require.NoError(t, err)
 		assert.Equal(t, sent.Add(3*time.Second), hb.Lease.HeartbeatAt, "the store stamps on arrival")
-		assert.Equal(t, sent.Add(lease.DefaultGrace), hb.LocalDeadline)
+		assert.Equal(t, sent.Add(45*time.Second), hb.LocalDeadline)
 		assert.True(t, hb.LocalDeadline.Before(hb.Deadline))
 	})
 }

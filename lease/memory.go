@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -19,10 +20,17 @@ import (
 // reads and the budget at once, and no operation scans the whole store except
 // List. Sweep then only drops retired records.
 //
+// On the real clock, a MemoryStore reads the time as its creation time
+// plus the monotonic time elapsed since, so a step of the wall clock moves
+// none of its deadlines (and the reading costs half as much).
+//
 // A MemoryStore is safe for concurrent use, but it is shared only by the
 // Managers of one process.
 type MemoryStore struct {
-	clock clock.Clock
+	clk clock.Clock
+	// base is the store's creation time, when clk is the real clock;
+	// else zero.
+	base time.Time
 
 	mu       sync.Mutex
 	records  map[string]*record // live and retired, until swept or released
@@ -51,11 +59,31 @@ func NewMemoryStore(c clock.Clock) *MemoryStore {
 	if c == nil {
 		c = clock.New()
 	}
-	return &MemoryStore{
-		clock:    c,
+	s := &MemoryStore{
+		clk:      c,
 		records:  make(map[string]*record),
 		byHolder: make(map[string]*record),
 	}
+	if reflect.TypeOf(c) == realClock {
+		s.base = time.Now()
+	}
+	return s
+}
+
+// realClock is the type of clock.New()'s clock: every value of it reads
+// the real time.
+var realClock = reflect.TypeOf(clock.New())
+
+// clock returns the clock the store reads: a Manager on the same clock
+// takes the store's times as the moments its calls were sent.
+func (s *MemoryStore) clock() clock.Clock { return s.clk }
+
+// now reads the store's clock.
+func (s *MemoryStore) now() time.Time {
+	if !s.base.IsZero() {
+		return s.base.Add(time.Since(s.base))
+	}
+	return s.clk.Now()
 }
 
 // ctxErr returns the error of a call whose context has ended before it
@@ -73,14 +101,13 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 		return Lease{}, err
 	}
 	var l Lease
-	err := s.grant(ctx, a, a.Costs, &l)
+	err := s.grant(ctx, a, &l)
 	return l, err
 }
 
-// grant is Grant on valid args, with the costs apart from a (a.Costs is
-// ignored), storing the lease in *out: the Manager validates the args
-// itself and calls it directly.
-func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *Lease) error {
+// grant is Grant on valid args, storing the lease in *out, so that the
+// lease is copied once.
+func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -96,21 +123,21 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, costs []int, out *
 	}
 	available := max(a.Budget-s.used, 0)
 	if a.Overloaded {
-		return &RejectedError{Reason: ReasonOverloaded, Available: available}
+		return &RejectedError{Err: ErrOverloaded, Available: available}
 	}
 	h := s.byHolder[a.Holder] // the holder's newest live lease, if any
 	if a.OnePerHolder && h != nil {
-		return &RejectedError{Reason: ReasonHolderHasLease, Available: available, Existing: h.l.ID}
+		return &RejectedError{Err: ErrHolderHasLease, Available: available, Existing: h.l.ID}
 	}
 	cost := 0
-	for _, c := range costs {
+	for _, c := range a.Costs {
 		if c <= available {
 			cost = c
 			break
 		}
 	}
 	if cost == 0 {
-		return &RejectedError{Reason: ReasonOverCapacity, Available: available}
+		return &RejectedError{Err: ErrOverCapacity, Available: available}
 	}
 	s.token++
 	r := s.alloc()
@@ -143,8 +170,7 @@ func (s *MemoryStore) Heartbeat(ctx context.Context, id, holder string) (Lease, 
 	return l, err
 }
 
-// heartbeat is Heartbeat storing the lease in *out, which the Manager calls
-// directly.
+// heartbeat is Heartbeat storing the lease in *out.
 func (s *MemoryStore) heartbeat(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -177,8 +203,7 @@ func (s *MemoryStore) Release(ctx context.Context, id, holder string) (Lease, er
 	return l, err
 }
 
-// release is Release storing the lease in *out, which the Manager calls
-// directly.
+// release is Release storing the lease in *out.
 func (s *MemoryStore) release(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -320,7 +345,7 @@ func (s *MemoryStore) find(id, holder string) (*record, error) {
 // retire moves every lease whose deadline is at or before now from the live
 // set to the retired list, and returns now. Callers hold s.mu.
 func (s *MemoryStore) retire() time.Time {
-	now := s.clock.Now()
+	now := s.now()
 	for len(s.live) > 0 && !now.Before(s.live[0].deadline) {
 		r := s.live[0]
 		s.remove(0)

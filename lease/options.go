@@ -10,30 +10,14 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Defaults for Options: a camera admission server's lease of 300 s with a
-// 45 s heartbeat grace, cleaned up every 10 s.
+// The defaults of Options.
 const (
-	// DefaultTTL is the absolute lifetime of a lease when Options.TTL is 0.
-	DefaultTTL = 300 * time.Second
-	// DefaultGrace is the heartbeat grace when Options.Grace is 0.
-	DefaultGrace = 45 * time.Second
-	// DefaultSweepInterval is the sweep loop's period when
-	// Options.SweepInterval is 0.
-	DefaultSweepInterval = 10 * time.Second
-	// DefaultSweepBatch is the Store.Sweep limit when Options.SweepBatch
-	// is 0.
-	DefaultSweepBatch = 100
-	// DefaultEventQueue is the event queue's capacity when
-	// Options.EventQueue is 0.
-	DefaultEventQueue = 1024
+	defaultTTL           = 5 * time.Minute
+	defaultGrace         = 45 * time.Second
+	defaultSweepInterval = 10 * time.Second
+	defaultSweepBatch    = 100
+	defaultEventQueue    = 1024
 )
-
-// Gate is the admission gate a Manager asks before every grant.
-// hysteresis.Gate satisfies it.
-type Gate interface {
-	// Overloaded reports whether new grants must be refused.
-	Overloaded() bool
-}
 
 // Options configure a Manager. The zero value means the defaults.
 type Options struct {
@@ -42,29 +26,28 @@ type Options struct {
 	// the budget.
 	Store Store
 	// TTL is the default absolute lifetime of a lease (Request.TTL
-	// overrides it). 0 means DefaultTTL; negative is an error.
+	// overrides it). Zero means 5 minutes; negative is an error.
 	TTL time.Duration
 	// Grace is the default heartbeat grace (Request.Grace overrides it).
-	// 0 means DefaultGrace; negative is an error.
+	// Zero means 45 seconds; negative is an error.
 	Grace time.Duration
-	// SweepInterval is how often the background loop calls Sweep. 0 means
-	// DefaultSweepInterval; negative is an error. Expired leases are absent
-	// at once whatever the interval; the sweep only reclaims their records
-	// and fires EventExpired.
+	// SweepInterval is how often the background loop calls Sweep. Zero
+	// means 10 seconds; negative turns the loop off, and records of expired
+	// leases are then reclaimed (and EventExpired fired) only when Sweep is
+	// called. Expired leases are absent at once whatever the interval; the
+	// sweep only reclaims their records and fires EventExpired.
 	SweepInterval time.Duration
-	// ManualSweep disables the background loop: records of expired leases
-	// are reclaimed (and EventExpired fired) only when Sweep is called.
-	ManualSweep bool
 	// SweepBatch is how many expired leases one Store.Sweep call may take;
-	// Sweep repeats the call while batches are full. 0 means
-	// DefaultSweepBatch; negative is an error.
+	// Sweep repeats the call while batches are full. Zero means 100;
+	// negative is an error.
 	SweepBatch int
 	// AllowMultiplePerHolder turns off the one-live-lease-per-holder rule,
 	// which is on by default.
 	AllowMultiplePerHolder bool
-	// Gate, if set, is asked before every grant; while it reports
-	// Overloaded, grants are rejected with ReasonOverloaded.
-	Gate Gate
+	// Gate, if set, is the admission gate asked before every grant
+	// (hysteresis.Gate is one); while it reports Overloaded, grants are
+	// rejected with ErrOverloaded.
+	Gate interface{ Overloaded() bool }
 	// Clock is the Manager's time source: the sweep ticker, event times and
 	// KeepAlive's local deadlines. Nil means real time. Lease decisions use
 	// the store's clock (for the default MemoryStore, this one).
@@ -75,8 +58,8 @@ type Options struct {
 	// queue (EventQueue) is full an event is dropped and counted in
 	// Stats.EventsDropped. Close delivers the events queued before it.
 	OnEvent func(Event)
-	// EventQueue is the capacity of the event queue. 0 means
-	// DefaultEventQueue; negative is an error.
+	// EventQueue is the capacity of the event queue. Zero means 1024;
+	// negative is an error.
 	EventQueue int
 	// Logger receives sweep summaries (debug), store errors in the
 	// background loop and the first dropped event (warn). Nil means
@@ -94,9 +77,8 @@ func (o Options) resolve(budget int) (Options, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"TTL", &o.TTL, DefaultTTL},
-		{"Grace", &o.Grace, DefaultGrace},
-		{"SweepInterval", &o.SweepInterval, DefaultSweepInterval},
+		{"TTL", &o.TTL, defaultTTL},
+		{"Grace", &o.Grace, defaultGrace},
 	} {
 		if *f.v < 0 {
 			return o, errs.Invalid(ErrInvalid, "lease: %s (%v) must not be negative", f.name, *f.v)
@@ -105,17 +87,20 @@ func (o Options) resolve(budget int) (Options, error) {
 			*f.v = f.def
 		}
 	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = defaultSweepInterval
+	}
 	if o.SweepBatch < 0 {
 		return o, errs.Invalid(ErrInvalid, "lease: SweepBatch (%d) must not be negative", o.SweepBatch)
 	}
 	if o.SweepBatch == 0 {
-		o.SweepBatch = DefaultSweepBatch
+		o.SweepBatch = defaultSweepBatch
 	}
 	if err := event.CheckSize("lease", "EventQueue", o.EventQueue); err != nil {
 		return o, errs.Invalid(ErrInvalid, "%v", err)
 	}
 	if o.EventQueue == 0 {
-		o.EventQueue = DefaultEventQueue
+		o.EventQueue = defaultEventQueue
 	}
 	if o.Clock == nil {
 		o.Clock = clock.New()

@@ -65,14 +65,14 @@ type Store interface {
 	// store's current time now. Let used be the summed Cost of the leases
 	// live at now and available = a.Budget − used. In this order:
 	//
-	//  1. a.Overloaded → *RejectedError{Reason: ReasonOverloaded}.
+	//  1. a.Overloaded → *RejectedError{Err: ErrOverloaded}.
 	//  2. a.OnePerHolder and a.Holder has a lease live at now →
-	//     *RejectedError{Reason: ReasonHolderHasLease, Existing: that lease's ID}.
+	//     *RejectedError{Err: ErrHolderHasLease, Existing: that lease's ID}.
 	//  3. The first cost in a.Costs with cost ≤ available is granted; if
-	//     none fits → *RejectedError{Reason: ReasonOverCapacity}.
+	//     none fits → *RejectedError{Err: ErrOverCapacity}.
 	//
-	// A store that detected that it lost state (see ReasonRecovering) may
-	// refuse every grant first, with ReasonRecovering and RetryAfter, until
+	// A store that detected that it lost state (see ErrRecovering) may
+	// refuse every grant first, with ErrRecovering and RetryAfter, until
 	// every lease it granted before the loss must have lapsed.
 	//
 	// Every *RejectedError carries Available = available at now (never
@@ -143,8 +143,10 @@ type GrantArgs struct {
 	ID string
 	// Holder and Resource are copied into the lease. Holder is required.
 	Holder, Resource string
-	// Costs are the acceptable costs, most preferred first (a camera's main
-	// stream = 2, then its sub stream = 1). Each must be in 1..Budget.
+	// Costs are the acceptable costs, most preferred first (a main stream
+	// of 2 units, then a sub stream of 1). Each must be in 1..Budget.
+	// Grant reads Costs during the call only, and neither keeps nor
+	// changes it: a Manager reuses it.
 	Costs []int
 	// TTL sets ExpiresAt = now + TTL; Grace is the heartbeat grace. Both > 0.
 	TTL, Grace time.Duration

@@ -19,10 +19,10 @@ var leaseSpecs = []spec[lease.Stats]{
 	counter("grants_total", "Leases granted.", func(s lease.Stats) uint64 { return s.Granted }),
 	labeled(prometheus.CounterValue, "rejections_total", "Grants refused, by reason.", "reason",
 		func(s lease.Stats, put func(float64, ...string)) {
-			put(float64(s.RejectedRecovering), string(lease.ReasonRecovering))
-			put(float64(s.RejectedOverloaded), string(lease.ReasonOverloaded))
-			put(float64(s.RejectedHolderHasLease), string(lease.ReasonHolderHasLease))
-			put(float64(s.RejectedOverCapacity), string(lease.ReasonOverCapacity))
+			put(float64(s.RejectedRecovering), "recovering")
+			put(float64(s.RejectedOverloaded), "overloaded")
+			put(float64(s.RejectedHolderHasLease), "holder_has_lease")
+			put(float64(s.RejectedOverCapacity), "over_capacity")
 		}),
 	counter("invalid_total", "Grants refused for bad input.", func(s lease.Stats) uint64 { return s.Invalid }),
 	counter("heartbeats_total", "Successful heartbeats.", func(s lease.Stats) uint64 { return s.Heartbeats }),

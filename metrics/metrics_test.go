@@ -196,16 +196,16 @@ func TestLease(t *testing.T) {
 		a, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
 		require.NoError(t, err)
 		_, err = m.Grant(ctx, lease.Request{Holder: "alice", Cost: 1})
-		requireRejected(t, err, lease.ReasonHolderHasLease)
+		requireRejected(t, err, lease.ErrHolderHasLease)
 		_, err = m.Grant(ctx, lease.Request{Holder: "bob", Cost: 2})
-		requireRejected(t, err, lease.ReasonOverCapacity)
+		requireRejected(t, err, lease.ErrOverCapacity)
 		_, err = m.Grant(ctx, lease.Request{Holder: "", Cost: 1})
 		require.ErrorIs(t, err, lease.ErrInvalid)
-		_, err = m.Heartbeat(ctx, a.ID)
+		_, err = m.Heartbeat(ctx, a.ID, "")
 		require.NoError(t, err)
-		_, err = m.Heartbeat(ctx, "no-such-lease")
+		_, err = m.Heartbeat(ctx, "no-such-lease", "")
 		require.Error(t, err)
-		_, err = m.Release(ctx, a.ID)
+		_, err = m.Release(ctx, a.ID, "")
 		require.NoError(t, err)
 		_, err = m.Grant(ctx, lease.Request{Holder: "carol", Cost: 1, Grace: time.Minute})
 		require.NoError(t, err)
@@ -254,11 +254,11 @@ func TestLease(t *testing.T) {
 	})
 }
 
-func requireRejected(t *testing.T, err error, reason lease.Reason) {
+func requireRejected(t *testing.T, err error, reason error) {
 	t.Helper()
 	var re *lease.RejectedError
 	require.True(t, errors.As(err, &re), "%v", err)
-	require.Equal(t, reason, re.Reason)
+	require.Equal(t, reason, re.Err)
 }
 
 func TestTracker(t *testing.T) {

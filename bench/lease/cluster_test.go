@@ -32,7 +32,7 @@ func BenchmarkLeaseClusterInterleaved(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				_, err = m.Release(ctx, l.ID)
+				_, err = m.Release(ctx, l.ID, "")
 				return err
 			}
 		}

@@ -136,7 +136,7 @@ func BenchmarkLeaseGrantGrowth(b *testing.B) {
 		for _, n := range growthSizes {
 			b.Run(fmt.Sprintf("backend=%s/others=%d/impl=ttlkit", g.name, n), func(b *testing.B) {
 				s := g.open(b, n)
-				m, err := lease.New(n+100, lease.Options{Store: s, ManualSweep: true})
+				m, err := lease.New(n+100, lease.Options{Store: s, SweepInterval: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -151,7 +151,7 @@ func BenchmarkLeaseGrantGrowth(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := m.Release(ctx, l.ID); err != nil {
+					if _, err := m.Release(ctx, l.ID, ""); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -59,7 +59,7 @@ func measured(b *testing.B, body func(b *testing.B)) {
 }
 
 func newManager(b *testing.B, s lease.Store) *lease.Manager {
-	m, err := lease.New(35, lease.Options{Store: s, ManualSweep: true})
+	m, err := lease.New(35, lease.Options{Store: s, SweepInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkLeaseGrantRelease(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := m.Release(ctx, l.ID); err != nil {
+					if _, err := m.Release(ctx, l.ID, ""); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -107,7 +107,7 @@ func BenchmarkLeaseHeartbeat(b *testing.B) {
 			}
 			measured(b, func(b *testing.B) {
 				for b.Loop() {
-					if _, err := m.Heartbeat(ctx, l.ID); err != nil {
+					if _, err := m.Heartbeat(ctx, l.ID, ""); err != nil {
 						b.Fatal(err)
 					}
 				}

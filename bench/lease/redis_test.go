@@ -101,7 +101,7 @@ func BenchmarkLeaseRedisInterleaved(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				_, err = m.Release(ctx, l.ID)
+				_, err = m.Release(ctx, l.ID, "")
 				return err
 			}},
 			{"redislock", func() error {

@@ -197,7 +197,7 @@ func BenchmarkLeasePostgresInterleaved(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				_, err = m.Release(ctx, l.ID)
+				_, err = m.Release(ctx, l.ID, "")
 				return err
 			}},
 			{"commit", func() error {
@@ -242,7 +242,7 @@ func BenchmarkLeaseMySQLInterleaved(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				_, err = m.Release(ctx, l.ID)
+				_, err = m.Release(ctx, l.ID, "")
 				return err
 			}},
 			{"commit", func() error {

@@ -81,7 +81,7 @@ type statusResponse struct {
 // says which it got).
 func (a *Admission) Decode(r *http.Request, body []byte) (lease.Request, error) {
 	var req leaseRequest
-	if err := leasehttp.DecodeJSON(body, &req); err != nil {
+	if err := decodeBody(body, &req); err != nil {
 		return lease.Request{}, err
 	}
 	if !a.streams.Camera(req.CameraID) {
@@ -105,9 +105,9 @@ func unknownCamera(r *http.Request, id string) error {
 	return problem(r, http.StatusNotFound, "UNKNOWN_CAMERA", id)
 }
 
-// Granted answers a grant, and ends the streams of the session's earlier
-// leases: a session watches one modal at a time.
-func (a *Admission) Granted(_ *http.Request, l lease.Lease) any {
+// Granted ends the streams of the session's earlier leases (a session
+// watches one modal at a time) and returns the answer to the grant of l.
+func (a *Admission) Granted(l lease.Lease) leaseResponse {
 	a.streams.Supersede(l.Holder, l.ID)
 	return leaseResponse{
 		LeaseID:        l.ID,
@@ -117,23 +117,21 @@ func (a *Admission) Granted(_ *http.Request, l lease.Lease) any {
 	}
 }
 
-// Heartbeated answers a heartbeat with the time left until the modal's TTL.
-func (a *Admission) Heartbeated(_ *http.Request, hb leasehttp.Heartbeat) any {
-	return heartbeatResponse{OK: true, RemainingSec: leasehttp.Seconds(hb.Remaining)}
-}
-
-// Problem gives every refusal of leasehttp this API's code, and its
-// message in the request's language.
-func (a *Admission) Problem(r *http.Request, p *leasehttp.Problem) {
-	if c, ok := codes[p.Code]; ok {
-		p.Code, p.Message = c, message(langOf(r), c)
+// Heartbeated answers a heartbeat with the time left until the modal's
+// TTL: hb's own when the TTL ends within the grace (exact, by the store's
+// clock), else measured on this server's clock at now.
+func (a *Admission) Heartbeated(hb lease.HeartbeatResult, now time.Time) heartbeatResponse {
+	remaining := hb.Remaining
+	if remaining >= hb.Lease.Grace {
+		remaining = max(remaining, hb.Lease.ExpiresAt.Sub(now))
 	}
+	return heartbeatResponse{OK: true, RemainingSec: seconds(remaining)}
 }
 
 // Status answers GET /api/system/status, and counts the page that asked as
 // an active UI user: it heartbeats the page's seat (?seat=, the ui_seat of
 // its previous poll), or seats it when a seat is free.
-func (a *Admission) Status(r *http.Request, u lease.Usage) any {
+func (a *Admission) Status(r *http.Request, u lease.Usage) statusResponse {
 	a.sessions.Touch(r)
 	s := statusResponse{
 		Healthy:              true,

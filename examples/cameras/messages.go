@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-
-	"github.com/ttlkit/ttlkit/lease/leasehttp"
 )
 
 // text is one text in each language. The Japanese is the design's where
@@ -53,7 +51,7 @@ var messages = map[string]text{
 	"LEASE_EXPIRED":          {"Leaseの期限が切れています", "The lease has expired."},
 	"UNAVAILABLE":            {"サーバーが停止中です。しばらく経ってからお試しください", "The server is stopping. Please try again in a little while."},
 	"INTERNAL":               {"サーバー内部のエラーです", "Internal server error."},
-	leasehttp.CodeRecovering: {"Leaseの保存先が復旧中です。しばらく経ってからお試しください", "The lease store is recovering. Please try again in a little while."},
+	"recovering":             {"Leaseの保存先が復旧中です。しばらく経ってからお試しください", "The lease store is recovering. Please try again in a little while."},
 	"UNKNOWN_CAMERA":         {"カメラ %q はありません", "There is no camera %q."},
 	"INVALID_QUALITY":        {"quality %q は sub か main にしてください", "quality %q must be sub or main."},
 	"LEASE_CAMERA_MISMATCH":  {"このLeaseはカメラ %s のものではありません", "This lease is not for camera %s."},
@@ -75,22 +73,22 @@ func message(l Lang, code string, args ...any) string {
 
 // codes maps leasehttp's codes to this API's.
 var codes = map[string]string{
-	leasehttp.CodeOverloaded:           CodeSystemOverload,
-	leasehttp.CodeHolderHasLease:       CodeUserAlreadyHasModal,
-	leasehttp.CodeOverCapacity:         CodeOverCapacity,
-	leasehttp.CodeBadJSON:              "BAD_JSON",
-	leasehttp.CodeInvalidArgument:      "INVALID_ARGUMENT",
-	leasehttp.CodeBodyTooLarge:         "BODY_TOO_LARGE",
-	leasehttp.CodeUnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
-	leasehttp.CodeNoHolder:             "NO_SESSION",
-	leasehttp.CodeNotHolder:            "NOT_YOUR_LEASE",
-	leasehttp.CodeNotFound:             "LEASE_NOT_FOUND",
-	leasehttp.CodeExpired:              "LEASE_EXPIRED",
-	leasehttp.CodeUnavailable:          "UNAVAILABLE",
-	leasehttp.CodeInternal:             "INTERNAL",
-	leasehttp.CodeCrossSite:            CodeCrossOrigin,
-	leasehttp.CodeUnknownHost:          CodeUnknownHost,
-	leasehttp.CodeRecovering:           leasehttp.CodeRecovering,
+	"overloaded":             CodeSystemOverload,
+	"holder_has_lease":       CodeUserAlreadyHasModal,
+	"over_capacity":          CodeOverCapacity,
+	"bad_json":               "BAD_JSON",
+	"invalid_argument":       "INVALID_ARGUMENT",
+	"body_too_large":         "BODY_TOO_LARGE",
+	"unsupported_media_type": "UNSUPPORTED_MEDIA_TYPE",
+	"no_holder":              "NO_SESSION",
+	"not_holder":             "NOT_YOUR_LEASE",
+	"not_found":              "LEASE_NOT_FOUND",
+	"expired":                "LEASE_EXPIRED",
+	"unavailable":            "UNAVAILABLE",
+	"internal":               "INTERNAL",
+	"cross_site":             CodeCrossOrigin,
+	"unknown_host":           CodeUnknownHost,
+	"recovering":             "recovering",
 }
 
 // pageTexts are the page's texts: index.html's by key, and those app.js

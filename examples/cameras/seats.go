@@ -70,7 +70,7 @@ func (s *Seats) Take(ctx context.Context, holder, id string) (lease.Lease, error
 		return lease.Lease{}, errSeatsFull
 	}
 	if id != "" {
-		if hb, err := s.m.HeartbeatAs(ctx, id, holder); err == nil {
+		if hb, err := s.m.Heartbeat(ctx, id, holder); err == nil {
 			return hb.Lease, nil
 		}
 	}
@@ -79,8 +79,8 @@ func (s *Seats) Take(ctx context.Context, holder, id string) (lease.Lease, error
 	switch {
 	case err == nil:
 		return l, nil
-	case errors.As(err, &rej) && rej.Reason == lease.ReasonHolderHasLease:
-		hb, err := s.m.HeartbeatAs(ctx, rej.Existing, holder)
+	case errors.As(err, &rej) && rej.Err == lease.ErrHolderHasLease:
+		hb, err := s.m.Heartbeat(ctx, rej.Existing, holder)
 		return hb.Lease, err
 	case errors.Is(err, lease.ErrOverCapacity):
 		return lease.Lease{}, errors.Join(errSeatsFull, err)
@@ -94,7 +94,7 @@ func (s *Seats) Leave(ctx context.Context, holder, id string) error {
 	if s.m == nil {
 		return nil
 	}
-	_, err := s.m.ReleaseAs(ctx, id, holder)
+	_, err := s.m.Release(ctx, id, holder)
 	if errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrWrongHolder) {
 		return nil
 	}

@@ -37,7 +37,7 @@ type Server struct {
 	gate     *hysteresis.Gate
 	monitor  *sysload.Monitor
 	adm      *Admission
-	api      *leasehttp.Handler
+	api      API
 	sessions *Sessions
 	streams  *Streams
 	recorder *Recorder
@@ -112,20 +112,11 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 	}
 	s.sessions = NewSessions(cfg.SessionKey, cfg.SessionTTL, time.Now)
 	s.adm = &Admission{cfg: cfg, leases: s.leases, seats: s.seats, gate: s.gate, monitor: s.monitor, sessions: s.sessions, log: log}
-	s.api, err = leasehttp.New(s.leases, Holder, leasehttp.Options{
-		Decode:      s.adm.Decode,
-		Granted:     s.adm.Granted,
-		Heartbeated: s.adm.Heartbeated,
-		Status:      s.adm.Status,
-		Problem:     s.adm.Problem,
-		LeaseID:     func(r *http.Request) string { return r.PathValue("lease_id") },
-		MaxBody:     maxBody,
-		Hosts:       cfg.Hosts,
-		Logger:      log,
-	})
+	h, err := leasehttp.New(s.leases, Holder, leasehttp.Options{Hosts: cfg.Hosts, Logger: log})
 	if err != nil {
 		return nil, err
 	}
+	s.api = API{Handler: h, leases: s.leases, adm: s.adm}
 	s.streams = NewStreams(cfg, s.leases, s.api, log)
 	s.streams.seats = s.seats
 	s.adm.streams = s.streams
@@ -149,7 +140,7 @@ func (s *Server) onLeaseEvent(ev lease.Event) {
 	}
 	switch ev.Kind {
 	case lease.EventRejected:
-		s.log.Info("cameras: modal rejected", "reason", ev.Reason, "camera", l.Resource)
+		s.log.Info("cameras: modal rejected", "reason", ev.Rejection.Err, "camera", l.Resource)
 	case lease.EventExpired:
 		by := "ttl"
 		if l.Lapsed() {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ttlkit/ttlkit/lease"
-	"github.com/ttlkit/ttlkit/lease/leasehttp"
 )
 
 // recheckEvery bounds how long a stream goes without asking the store
@@ -31,7 +30,7 @@ const suggestEvery = 10 * time.Second
 // ends.
 type Streams struct {
 	leases  *lease.Manager
-	api     *leasehttp.Handler
+	api     API
 	cameras []string
 	cfg     Config
 	log     *slog.Logger
@@ -66,7 +65,7 @@ var (
 )
 
 // NewStreams returns Streams over the leases of m, checked through api.
-func NewStreams(cfg Config, m *lease.Manager, api *leasehttp.Handler, log *slog.Logger) *Streams {
+func NewStreams(cfg Config, m *lease.Manager, api API, log *slog.Logger) *Streams {
 	base, stop := context.WithCancel(context.Background())
 	return &Streams{
 		leases: m, api: api, cameras: cfg.Cameras, cfg: cfg, log: log,

@@ -2,12 +2,18 @@
 // grant, heartbeat, release and status on a lease.Manager, and a small
 // JavaScript client that heartbeats the lease while a page uses it.
 //
+//	m, _ := lease.New(35, lease.Options{})
+//	h, _ := leasehttp.New(m, sessionOf, leasehttp.Options{})
+//	mux.Handle("/leases/", http.StripPrefix("/leases", h))
+//	mux.Handle("GET /leasehttp.js", leasehttp.ClientScript())
+//
 // The holder of every lease is whoever the request says it is, through a
 // HolderFunc the server supplies (typically the session behind a cookie).
 // A lease's heartbeat and release belong to its holder: another holder gets
 // 403 not_holder and changes nothing. Handler.Held answers the same question
 // for the resource the lease guards (a stream, a download), so that resource
-// refuses every request but its holder's.
+// refuses every request but its holder's. [Handler.ServeHTTP] lists the
+// routes and their JSON bodies.
 //
 // # Other sites
 //
@@ -25,12 +31,12 @@
 // with a stable code and a fitting status:
 //
 //	code                    status  when
-//	overloaded              503     the admission gate is closed (lease.ReasonOverloaded)
-//	holder_has_lease        409     the holder already has a live lease (lease.ReasonHolderHasLease)
-//	over_capacity           429     no requested cost fits in the budget (lease.ReasonOverCapacity)
-//	recovering              503     the store lost its state and refuses grants for a while (lease.ReasonRecovering)
+//	overloaded              503     the admission gate is closed (lease.ErrOverloaded)
+//	holder_has_lease        409     the holder already has a live lease (lease.ErrHolderHasLease)
+//	over_capacity           429     no requested cost fits in the budget (lease.ErrOverCapacity)
+//	recovering              503     the store lost its state and refuses grants for a while (lease.ErrRecovering)
 //	bad_json                400     the body is not one JSON object of the expected shape
-//	invalid_argument        400     the decoded request is refused (lease.ErrInvalid, Options.Decode)
+//	invalid_argument        400     the decoded request is refused (lease.ErrInvalid)
 //	body_too_large          413     the body is longer than Options.MaxBody
 //	unsupported_media_type  415     a grant's Content-Type is not application/json
 //	no_holder               401     the HolderFunc found no holder in the request
@@ -42,10 +48,11 @@
 //	unavailable             503     the Manager is closed, or the request was cancelled
 //	internal                500     the store failed; the message says no more
 //
-// Options.Problem may rewrite any of them (a server that must answer with its
-// own codes and messages in its users' language), and Options.Decode,
-// Options.Granted, Options.Heartbeated and Options.Status shape the bodies, so
-// the handler can speak an API that already exists.
+// [ProblemFor] gives the Problem of any error, and [Handler.Error] answers
+// it: a server that speaks an API of its own (other routes, bodies, codes,
+// or its users' language) calls the lease.Manager in handlers of its own
+// and answers their errors with these, rewriting the Problem first if it
+// must.
 //
 // # The JavaScript client
 //

@@ -77,18 +77,18 @@ func crossSite(r *http.Request) bool {
 // page made the browser send, whatever its method and content type.
 func (h *Handler) refusal(r *http.Request) *Problem {
 	if !h.hosts.allows(r.Host) {
-		return &Problem{Status: http.StatusForbidden, Code: CodeUnknownHost,
+		return &Problem{Status: http.StatusForbidden, Code: codeUnknownHost,
 			Message: "this server does not answer to the host name " + r.Host}
 	}
 	if crossSite(r) {
-		return &Problem{Status: http.StatusForbidden, Code: CodeCrossSite,
+		return &Problem{Status: http.StatusForbidden, Code: codeCrossSite,
 			Message: "requests from other sites are refused"}
 	}
 	return nil
 }
 
 // guard answers the refusal of a request that must not reach next.
-func (h *Handler) guard(next http.HandlerFunc) http.Handler {
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := h.refusal(r); p != nil {
 			h.Error(w, r, p)

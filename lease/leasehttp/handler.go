@@ -1,13 +1,10 @@
 package leasehttp
 
 import (
-	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
@@ -17,10 +14,8 @@ import (
 // are 32 bytes, and no store keeps ids longer than 255.
 const maxIDLen = 255
 
-// Handler serves leases of one lease.Manager over HTTP. Its methods Grant,
-// Heartbeat, Release and Status return the handler of each operation, to
-// mount on paths of the server's choosing; ServeHTTP routes them itself
-// (see ServeHTTP).
+// Handler serves leases of one lease.Manager over HTTP (see ServeHTTP),
+// and answers for the resources the leases guard (Held, Error).
 type Handler struct {
 	m      *lease.Manager
 	holder HolderFunc
@@ -48,116 +43,117 @@ func New(m *lease.Manager, holder HolderFunc, opts Options) (*Handler, error) {
 		return nil, errs.Invalid(ErrInvalid, "leasehttp: Hosts (%q) holds an entry that is not a host name", o.Hosts)
 	}
 	h := &Handler{m: m, holder: holder, o: o, hosts: hs, mux: http.NewServeMux()}
-	h.mux.Handle("POST /{$}", h.Grant())
-	h.mux.Handle("GET /{$}", h.Status())
-	h.mux.Handle("POST /{id}/heartbeat", h.Heartbeat())
-	h.mux.Handle("DELETE /{id}", h.Release())
+	h.mux.Handle("POST /{$}", h.guard(h.grant))
+	h.mux.Handle("GET /{$}", h.guard(h.status))
+	h.mux.Handle("POST /{id}/heartbeat", h.guard(h.heartbeat))
+	h.mux.Handle("DELETE /{id}", h.guard(h.release))
 	return h, nil
 }
 
-// ServeHTTP routes, relative to where the Handler is mounted (use
-// http.StripPrefix): POST / grants, GET / reports the budget, POST
-// /{id}/heartbeat heartbeats and DELETE /{id} releases.
+// ServeHTTP serves, relative to where the Handler is mounted (use
+// http.StripPrefix):
+//
+//	POST /               grant: {"resource", "cost", "fallback"} → 201 {"lease_id", "resource",
+//	                     "cost", "token", "expires_at", "ttl_sec", "grace_sec"}
+//	POST /{id}/heartbeat heartbeat → 200 {"ok", "remaining_sec" (to ExpiresAt, whole
+//	                     seconds rounded down), "live_sec" (without another heartbeat)}
+//	DELETE /{id}         release → 200 {"ok"}
+//	GET /                the budget, as Manager.Usage reports it → 200 {"budget", "units",
+//	                     "leases", "available"}
+//
+// A grant's body is one JSON object (Content-Type application/json) with
+// no unknown fields; the holder is the request's. Only a lease's holder may
+// heartbeat and release it.
 //
 //	mux.Handle("/leases/", http.StripPrefix("/leases", h))
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Grant returns the handler of a grant: the body (Options.Decode) names the
-// resource and costs, the holder is the request's. It answers 201 with
-// Options.Granted's body.
-func (h *Handler) Grant() http.Handler {
-	return h.guard(func(w http.ResponseWriter, r *http.Request) {
-		holder, ok := h.holderOf(w, r)
-		if !ok {
-			return
-		}
-		if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-			h.Error(w, r, &Problem{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
-				Message: "the body must be application/json"})
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
-		if err != nil {
-			h.Error(w, r, err)
-			return
-		}
-		req, err := h.o.Decode(r, body)
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) {
-				err = &Problem{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: err.Error(), Err: err}
-			}
-			h.Error(w, r, err)
-			return
-		}
-		req.Holder = holder
-		l, err := h.m.Grant(r.Context(), req)
-		if err != nil {
-			h.Error(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, h.o.Granted(r, l))
-	})
+func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
+	holder, ok := h.holderOf(w, r)
+	if !ok {
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		h.Error(w, r, &Problem{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType,
+			Message: "the body must be application/json"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
+	if err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	req, err := decodeRequest(body)
+	if err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	req.Holder = holder
+	l, err := h.m.Grant(r.Context(), req)
+	if err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, grantResponse(l))
 }
 
-// Heartbeat returns the handler of a heartbeat on the lease Options.LeaseID
-// names. Only the lease's holder may heartbeat it. It answers 200 with
-// Options.Heartbeated's body.
-func (h *Handler) Heartbeat() http.Handler {
-	return h.guard(func(w http.ResponseWriter, r *http.Request) {
-		holder, ok := h.holderOf(w, r)
-		if !ok {
-			return
-		}
-		l, live, err := h.heartbeat(r.Context(), holder, h.o.LeaseID(r))
-		if err != nil {
-			h.Error(w, r, err)
-			return
-		}
-		remaining := live
-		if live >= l.Grace {
-			// The TTL ends after the grace: the store's answer says
-			// only that, so measure the rest on our clock.
-			remaining = max(live, l.ExpiresAt.Sub(h.o.Clock()))
-		}
-		writeJSON(w, http.StatusOK, h.o.Heartbeated(r, Heartbeat{Lease: l, Live: live, Remaining: remaining}))
-	})
+func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
+	holder, ok := h.holderOf(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > maxIDLen {
+		h.Error(w, r, lease.ErrNotFound)
+		return
+	}
+	res, err := h.m.Heartbeat(r.Context(), id, holder)
+	if err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	l, live := res.Lease, res.Remaining
+	remaining := live
+	if live >= l.Grace {
+		// The TTL ends after the grace: the store's answer says only
+		// that, so measure the rest on our clock.
+		remaining = max(live, l.ExpiresAt.Sub(h.o.Clock()))
+	}
+	writeJSON(w, http.StatusOK, heartbeatBody{OK: true, RemainingSec: seconds(remaining), LiveSec: live.Seconds()})
 }
 
-// Release returns the handler of a release of the lease Options.LeaseID
-// names. Only the lease's holder may release it. It answers 200 {"ok":true}.
-func (h *Handler) Release() http.Handler {
-	return h.guard(func(w http.ResponseWriter, r *http.Request) {
-		holder, ok := h.holderOf(w, r)
-		if !ok {
-			return
-		}
-		if err := h.release(r.Context(), holder, h.o.LeaseID(r)); err != nil {
-			h.Error(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, okBody{OK: true})
-	})
+func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
+	holder, ok := h.holderOf(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > maxIDLen {
+		h.Error(w, r, lease.ErrNotFound)
+		return
+	}
+	if _, err := h.m.Release(r.Context(), id, holder); err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, okBody{OK: true})
 }
 
-// Status returns the handler of a status request: the budget as
-// Manager.Usage reports it, in Options.Status's body. It needs no holder.
-func (h *Handler) Status() http.Handler {
-	return h.guard(func(w http.ResponseWriter, r *http.Request) {
-		u, err := h.m.Usage(r.Context())
-		if err != nil {
-			h.Error(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, h.o.Status(r, u))
-	})
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	u, err := h.m.Usage(r.Context())
+	if err != nil {
+		h.Error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody{Budget: u.Budget, Units: u.Units, Leases: u.Leases, Available: u.Available})
 }
 
 // Held returns the live lease id if the request's holder holds it: the
 // check a resource guarded by leases makes before it serves. Otherwise it
 // returns an error that Error answers: lease.ErrNotFound or
-// lease.ErrExpired, ErrNotHolder for another holder's lease, a *Problem
-// (no_holder) when the request has no holder.
+// lease.ErrExpired, lease.ErrWrongHolder for another holder's lease, a
+// *Problem (no_holder) when the request has no holder, or one that refuses
+// the request as ServeHTTP does (unknown_host, cross_site).
 func (h *Handler) Held(r *http.Request, id string) (lease.Lease, error) {
 	if p := h.refusal(r); p != nil {
 		return lease.Lease{}, p
@@ -166,23 +162,30 @@ func (h *Handler) Held(r *http.Request, id string) (lease.Lease, error) {
 	if err != nil || holder == "" {
 		return lease.Lease{}, noHolder(err)
 	}
-	return h.owned(r.Context(), holder, id)
+	if id == "" || len(id) > maxIDLen {
+		return lease.Lease{}, lease.ErrNotFound
+	}
+	l, err := h.m.Get(r.Context(), id)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	if l.Holder != holder {
+		return lease.Lease{}, lease.ErrWrongHolder
+	}
+	return l, nil
 }
 
-// Error answers err as its Problem (see the package doc), after
-// Options.Problem, and logs internal errors.
+// Error answers err as ProblemFor(err) and logs it: internal errors
+// (status 500) as errors, the rest at debug level.
 func (h *Handler) Error(w http.ResponseWriter, r *http.Request, err error) {
-	p := *problemFor(err)
-	if p.Status >= 500 && p.Code == CodeInternal {
+	p := ProblemFor(err)
+	if p.Status == http.StatusInternalServerError {
 		h.o.Logger.ErrorContext(r.Context(), "leasehttp: "+r.Method+" "+r.URL.Path, "err", err)
 	} else {
 		h.o.Logger.DebugContext(r.Context(), "leasehttp: refused", "method", r.Method, "path", r.URL.Path,
 			"code", p.Code, slog.Any("err", err))
 	}
-	if h.o.Problem != nil {
-		h.o.Problem(r, &p)
-	}
-	writeJSON(w, p.Status, &p)
+	writeJSON(w, p.Status, p)
 }
 
 // holderOf returns the request's holder, or answers 401 and returns false.
@@ -196,46 +199,7 @@ func (h *Handler) holderOf(w http.ResponseWriter, r *http.Request) (string, bool
 }
 
 func noHolder(err error) error {
-	return &Problem{Status: http.StatusUnauthorized, Code: CodeNoHolder, Message: "the request names no holder", Err: err}
-}
-
-// owned returns lease id if it is live and held by holder: the read
-// behind Held. Heartbeat and Release check the holder inside the store, in
-// the same atomic step as the change (Manager.HeartbeatAs, ReleaseAs).
-func (h *Handler) owned(ctx context.Context, holder, id string) (lease.Lease, error) {
-	if id == "" || len(id) > maxIDLen {
-		return lease.Lease{}, lease.ErrNotFound
-	}
-	l, err := h.m.Get(ctx, id)
-	if err != nil {
-		return lease.Lease{}, err
-	}
-	if l.Holder != holder {
-		return lease.Lease{}, ErrNotHolder
-	}
-	return l, nil
-}
-
-// heartbeat heartbeats lease id of holder; it returns the lease and how
-// long it now stays live.
-func (h *Handler) heartbeat(ctx context.Context, holder, id string) (lease.Lease, time.Duration, error) {
-	if id == "" || len(id) > maxIDLen {
-		return lease.Lease{}, 0, lease.ErrNotFound
-	}
-	res, err := h.m.HeartbeatAs(ctx, id, holder)
-	if err != nil {
-		return lease.Lease{}, 0, err
-	}
-	return res.Lease, res.Remaining, nil
-}
-
-// release releases lease id of holder.
-func (h *Handler) release(ctx context.Context, holder, id string) error {
-	if id == "" || len(id) > maxIDLen {
-		return lease.ErrNotFound
-	}
-	_, err := h.m.ReleaseAs(ctx, id, holder)
-	return err
+	return &Problem{Status: http.StatusUnauthorized, Code: codeNoHolder, Message: "the request names no holder", Err: err}
 }
 
 // isJSON reports whether the Content-Type ct is application/json.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -36,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts leasehttp.Options) *fixture {
 	t.Helper()
 	g := &gate{}
-	m, err := lease.New(3, lease.Options{Gate: g, ManualSweep: true})
+	m, err := lease.New(3, lease.Options{Gate: g, SweepInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Close(context.Background())) })
 	h, err := leasehttp.New(m, func(r *http.Request) (string, error) { return r.Header.Get("X-Holder"), nil }, opts)
@@ -80,6 +81,14 @@ func (f *fixture) grant(t *testing.T, holder string, cost int) string {
 	r := f.do(t, "POST", "/leases/", holder, `{"resource":"cam","cost":`+itoa(cost)+`}`)
 	require.Equal(t, http.StatusCreated, r.status, r.body)
 	return r.body["lease_id"].(string)
+}
+
+// answer is the reply rec recorded.
+func answer(t *testing.T, rec *httptest.ResponseRecorder) reply {
+	t.Helper()
+	r := reply{status: rec.Code, header: rec.Header()}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r.body), rec.Body.String())
+	return r
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -127,10 +136,10 @@ func TestGrantAnswersTheLease(t *testing.T) {
 func TestRejectionsHaveStableCodes(t *testing.T) {
 	f := newFixture(t, leasehttp.Options{})
 	f.grant(t, "alice", 2)
-	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"cam","cost":1}`), http.StatusConflict, leasehttp.CodeHolderHasLease)
-	requireProblem(t, f.do(t, "POST", "/leases/", "bob", `{"resource":"cam","cost":2}`), http.StatusTooManyRequests, leasehttp.CodeOverCapacity)
+	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"cam","cost":1}`), http.StatusConflict, "holder_has_lease")
+	requireProblem(t, f.do(t, "POST", "/leases/", "bob", `{"resource":"cam","cost":2}`), http.StatusTooManyRequests, "over_capacity")
 	f.gate.closed = true
-	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"cam","cost":1}`), http.StatusServiceUnavailable, leasehttp.CodeOverloaded)
+	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"cam","cost":1}`), http.StatusServiceUnavailable, "overloaded")
 	u, err := f.m.Usage(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, u.Leases)
@@ -145,16 +154,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 		status            int
 		code              string
 	}{
-		{"malformed", `{"resource":`, "application/json", 400, leasehttp.CodeBadJSON},
-		{"not an object", `[1,2]`, "application/json", 400, leasehttp.CodeBadJSON},
-		{"unknown field", `{"resource":"a","cost":1,"x":1}`, "application/json", 400, leasehttp.CodeBadJSON},
-		{"trailing data", `{"resource":"a","cost":1} {}`, "application/json", 400, leasehttp.CodeBadJSON},
-		{"empty", ``, "application/json", 400, leasehttp.CodeBadJSON},
-		{"cost zero", `{"resource":"a","cost":0}`, "application/json", 400, leasehttp.CodeInvalidArgument},
-		{"cost above budget", `{"resource":"a","cost":4}`, "application/json", 400, leasehttp.CodeInvalidArgument},
-		{"too large", `{"resource":"` + strings.Repeat("a", 100) + `","cost":1}`, "application/json", 413, leasehttp.CodeBodyTooLarge},
-		{"form", `resource=a&cost=1`, "application/x-www-form-urlencoded", 415, leasehttp.CodeUnsupportedMediaType},
-		{"text", `{"resource":"a","cost":1}`, "text/plain", 415, leasehttp.CodeUnsupportedMediaType},
+		{"malformed", `{"resource":`, "application/json", 400, "bad_json"},
+		{"not an object", `[1,2]`, "application/json", 400, "bad_json"},
+		{"unknown field", `{"resource":"a","cost":1,"x":1}`, "application/json", 400, "bad_json"},
+		{"trailing data", `{"resource":"a","cost":1} {}`, "application/json", 400, "bad_json"},
+		{"empty", ``, "application/json", 400, "bad_json"},
+		{"cost zero", `{"resource":"a","cost":0}`, "application/json", 400, "invalid_argument"},
+		{"cost above budget", `{"resource":"a","cost":4}`, "application/json", 400, "invalid_argument"},
+		{"too large", `{"resource":"` + strings.Repeat("a", 100) + `","cost":1}`, "application/json", 413, "body_too_large"},
+		{"form", `resource=a&cost=1`, "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+		{"text", `{"resource":"a","cost":1}`, "text/plain", 415, "unsupported_media_type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest("POST", "http://127.0.0.1/leases/", strings.NewReader(tc.body))
@@ -167,7 +176,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			requireProblem(t, reply{rec.Code, body, rec.Header()}, tc.status, tc.code)
 		})
 	}
-	requireProblem(t, f.do(t, "POST", "/leases/", "", `{"resource":"a","cost":1}`), http.StatusUnauthorized, leasehttp.CodeNoHolder)
+	requireProblem(t, f.do(t, "POST", "/leases/", "", `{"resource":"a","cost":1}`), http.StatusUnauthorized, "no_holder")
 	u, err := f.m.Usage(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, u.Leases)
@@ -181,9 +190,9 @@ func TestOnlyTheHolderHeartbeatsAndReleases(t *testing.T) {
 		f := newFixture(t, leasehttp.Options{})
 		id := f.grant(t, "alice", 1)
 		time.Sleep(10 * time.Second)
-		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "mallory", ""), http.StatusForbidden, leasehttp.CodeNotHolder)
-		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "mallory", ""), http.StatusForbidden, leasehttp.CodeNotHolder)
-		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "", ""), http.StatusUnauthorized, leasehttp.CodeNoHolder)
+		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "mallory", ""), http.StatusForbidden, "not_holder")
+		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "mallory", ""), http.StatusForbidden, "not_holder")
+		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "", ""), http.StatusUnauthorized, "no_holder")
 		l, err := f.m.Get(t.Context(), id)
 		require.NoError(t, err, "the lease is still there")
 		assert.Equal(t, l.CreatedAt, l.HeartbeatAt, "and was not heartbeaten")
@@ -196,7 +205,7 @@ func TestOnlyTheHolderHeartbeatsAndReleases(t *testing.T) {
 		r = f.do(t, "DELETE", "/leases/"+id, "alice", "")
 		require.Equal(t, http.StatusOK, r.status, r.body)
 		assert.Equal(t, map[string]any{"ok": true}, r.body)
-		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "alice", ""), http.StatusNotFound, leasehttp.CodeNotFound)
+		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "alice", ""), http.StatusNotFound, "not_found")
 	})
 }
 
@@ -218,66 +227,46 @@ func TestHeartbeatNearTheTTL(t *testing.T) {
 		assert.EqualValues(t, 9, r.body["remaining_sec"])
 		assert.InDelta(t, 9.5, r.body["live_sec"], 0.001)
 		time.Sleep(10 * time.Second)
-		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusGone, leasehttp.CodeExpired)
+		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusGone, "expired")
 		_, err := f.m.Sweep(t.Context())
 		require.NoError(t, err)
-		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusNotFound, leasehttp.CodeNotFound)
+		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusNotFound, "not_found")
 	})
 }
 
 func TestUnknownAndOddIDs(t *testing.T) {
 	f := newFixture(t, leasehttp.Options{})
 	for _, id := range []string{"nope", strings.Repeat("a", 300), "%00"} {
-		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusNotFound, leasehttp.CodeNotFound)
-		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "alice", ""), http.StatusNotFound, leasehttp.CodeNotFound)
+		requireProblem(t, f.do(t, "POST", "/leases/"+id+"/heartbeat", "alice", ""), http.StatusNotFound, "not_found")
+		requireProblem(t, f.do(t, "DELETE", "/leases/"+id, "alice", ""), http.StatusNotFound, "not_found")
 	}
 	r := f.do(t, "PUT", "/leases/x", "alice", "")
 	assert.Equal(t, http.StatusMethodNotAllowed, r.status)
 }
 
-// TestHooksShapeTheAPI: Decode, Granted, Heartbeated, Status and Problem let
-// a server speak its own API, and a Decode error that is a *Problem keeps
-// its code.
-func TestHooksShapeTheAPI(t *testing.T) {
-	type camReq struct {
-		Camera  string `json:"camera_id"`
-		Quality string `json:"quality"`
-	}
-	f := newFixture(t, leasehttp.Options{
-		Decode: func(r *http.Request, body []byte) (lease.Request, error) {
-			var c camReq
-			if err := leasehttp.DecodeJSON(body, &c); err != nil {
-				return lease.Request{}, err
-			}
-			if c.Camera != "cam_1" {
-				return lease.Request{}, &leasehttp.Problem{Status: 404, Code: "UNKNOWN_CAMERA", Message: "no such camera"}
-			}
-			if c.Quality != "sub" {
-				return lease.Request{}, errors.New("quality must be sub")
-			}
-			return lease.Request{Resource: c.Camera, Cost: 1}, nil
-		},
-		Granted:     func(r *http.Request, l lease.Lease) any { return map[string]any{"id": l.ID, "camera": l.Resource} },
-		Heartbeated: func(r *http.Request, hb leasehttp.Heartbeat) any { return map[string]any{"camera": hb.Lease.Resource} },
-		Status:      func(r *http.Request, u lease.Usage) any { return map[string]any{"left": u.Available} },
-		Problem: func(r *http.Request, p *leasehttp.Problem) {
-			if errors.Is(p.Err, lease.ErrHolderHasLease) {
-				p.Code, p.Message = "USER_ALREADY_HAS_MODAL", "既に別のカメラを表示中です"
-			}
-		},
-	})
-	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"camera_id":"cam_9","quality":"sub"}`), 404, "UNKNOWN_CAMERA")
-	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"camera_id":"cam_1","quality":"4k"}`), 400, leasehttp.CodeInvalidArgument)
-	r := f.do(t, "POST", "/leases/", "alice", `{"camera_id":"cam_1","quality":"sub"}`)
-	require.Equal(t, 201, r.status, r.body)
-	assert.Equal(t, "cam_1", r.body["camera"])
-	r2 := f.do(t, "POST", "/leases/", "alice", `{"camera_id":"cam_1","quality":"sub"}`)
-	requireProblem(t, r2, http.StatusConflict, "USER_ALREADY_HAS_MODAL")
-	assert.Equal(t, "既に別のカメラを表示中です", r2.body["message"])
-	r = f.do(t, "POST", "/leases/"+r.body["id"].(string)+"/heartbeat", "alice", "")
-	assert.Equal(t, map[string]any{"camera": "cam_1"}, r.body)
-	r = f.do(t, "GET", "/leases/", "", "")
-	assert.Equal(t, map[string]any{"left": 2.0}, r.body)
+// TestErrorAnswersProblems: Error answers a *Problem of the server's own as
+// it is, and ProblemFor gives the Problem of a lease error, which a server
+// may rewrite (its own codes, its users' language) before Error sends it.
+func TestErrorAnswersProblems(t *testing.T) {
+	f := newFixture(t, leasehttp.Options{})
+	req := httptest.NewRequest("POST", "http://127.0.0.1/leases/", nil)
+	rec := httptest.NewRecorder()
+	f.h.Error(rec, req, fmt.Errorf("decoding: %w", &leasehttp.Problem{Status: 404, Code: "UNKNOWN_CAMERA", Message: "no such camera"}))
+	requireProblem(t, answer(t, rec), 404, "UNKNOWN_CAMERA")
+
+	f.grant(t, "alice", 1)
+	_, err := f.m.Grant(t.Context(), lease.Request{Holder: "alice", Cost: 1})
+	p := leasehttp.ProblemFor(err)
+	require.Equal(t, http.StatusConflict, p.Status)
+	require.Equal(t, "holder_has_lease", p.Code)
+	require.ErrorIs(t, p, lease.ErrHolderHasLease)
+	p.Code, p.Message = "USER_ALREADY_HAS_MODAL", "既に別のカメラを表示中です"
+	rec = httptest.NewRecorder()
+	f.h.Error(rec, req, p)
+	r := answer(t, rec)
+	requireProblem(t, r, http.StatusConflict, "USER_ALREADY_HAS_MODAL")
+	assert.Equal(t, "既に別のカメラを表示中です", r.body["message"])
+	assert.Equal(t, "holder_has_lease", leasehttp.ProblemFor(err).Code, "ProblemFor returns a copy")
 }
 
 // TestHeld is the check of a guarded resource: the holder's live lease,
@@ -294,7 +283,7 @@ func TestHeld(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, l.ID)
 	_, err = f.h.Held(req("bob"), id)
-	require.ErrorIs(t, err, leasehttp.ErrNotHolder)
+	require.ErrorIs(t, err, lease.ErrWrongHolder)
 	_, err = f.h.Held(req("alice"), "nope")
 	require.ErrorIs(t, err, lease.ErrNotFound)
 	_, err = f.h.Held(req(""), id)
@@ -312,11 +301,11 @@ func TestStoreFailureIsInternal(t *testing.T) {
 	assert.Equal(t, 500, rec.Code)
 	assert.NotContains(t, rec.Body.String(), "secret-host")
 	require.NoError(t, f.m.Close(t.Context()))
-	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"a","cost":1}`), 503, leasehttp.CodeUnavailable)
+	requireProblem(t, f.do(t, "POST", "/leases/", "alice", `{"resource":"a","cost":1}`), 503, "unavailable")
 }
 
 func TestNewRefusesBadArguments(t *testing.T) {
-	m, err := lease.New(1, lease.Options{ManualSweep: true})
+	m, err := lease.New(1, lease.Options{SweepInterval: -1})
 	require.NoError(t, err)
 	defer func() { _ = m.Close(context.Background()) }()
 	holder := func(*http.Request) (string, error) { return "x", nil }

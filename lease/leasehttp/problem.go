@@ -9,30 +9,25 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// The error codes of a Problem. They are stable: clients may switch on them.
+// The error codes of a Problem (see the package doc).
 const (
-	CodeOverloaded           = string(lease.ReasonOverloaded)
-	CodeHolderHasLease       = string(lease.ReasonHolderHasLease)
-	CodeOverCapacity         = string(lease.ReasonOverCapacity)
-	CodeRecovering           = string(lease.ReasonRecovering)
-	CodeBadJSON              = "bad_json"
-	CodeInvalidArgument      = "invalid_argument"
-	CodeBodyTooLarge         = "body_too_large"
-	CodeUnsupportedMediaType = "unsupported_media_type"
-	CodeNoHolder             = "no_holder"
-	CodeNotHolder            = "not_holder"
-	CodeNotFound             = "not_found"
-	CodeCrossSite            = "cross_site"
-	CodeUnknownHost          = "unknown_host"
-	CodeExpired              = "expired"
-	CodeUnavailable          = "unavailable"
-	CodeInternal             = "internal"
+	codeOverloaded           = "overloaded"
+	codeHolderHasLease       = "holder_has_lease"
+	codeOverCapacity         = "over_capacity"
+	codeRecovering           = "recovering"
+	codeBadJSON              = "bad_json"
+	codeInvalidArgument      = "invalid_argument"
+	codeBodyTooLarge         = "body_too_large"
+	codeUnsupportedMediaType = "unsupported_media_type"
+	codeNoHolder             = "no_holder"
+	codeNotHolder            = "not_holder"
+	codeNotFound             = "not_found"
+	codeCrossSite            = "cross_site"
+	codeUnknownHost          = "unknown_host"
+	codeExpired              = "expired"
+	codeUnavailable          = "unavailable"
+	codeInternal             = "internal"
 )
-
-// ErrNotHolder is returned by Handler.Held, and matched by Problem.Err, when
-// the lease belongs to another holder than the request's.
-// It is lease.ErrWrongHolder, which the holder-checked store calls return.
-var ErrNotHolder = lease.ErrWrongHolder
 
 // Problem is the JSON body of every error response, and its status.
 type Problem struct {
@@ -47,50 +42,56 @@ type Problem struct {
 	Err error `json:"-"`
 }
 
-// Error implements error, so that Options.Decode can return a Problem of its
-// own (an unknown camera, a bad quality) with the code and status it wants.
+// Error implements error, so that a server can pass Handler.Error a Problem
+// of its own (an unknown resource, a bad field) with the code and status
+// it wants.
 func (p *Problem) Error() string { return p.Code + ": " + p.Message }
 
 // Unwrap returns Err.
 func (p *Problem) Unwrap() error { return p.Err }
 
-// problemFor maps err to its Problem.
-func problemFor(err error) *Problem {
+// ProblemFor returns the Problem that answers err: a copy of err's own
+// *Problem if it has one (errors.As), else the one the package doc's table
+// gives for the error, with Err set to err. A server that speaks other
+// codes or another language rewrites the Problem it gets and passes it to
+// Handler.Error.
+func ProblemFor(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
-		return p
+		c := *p
+		return &c
 	}
 	var re *lease.RejectedError
 	if errors.As(err, &re) {
-		switch re.Reason {
-		case lease.ReasonOverloaded:
-			return &Problem{http.StatusServiceUnavailable, CodeOverloaded, "the server is overloaded; try again later", err}
-		case lease.ReasonHolderHasLease:
-			return &Problem{http.StatusConflict, CodeHolderHasLease, "you already hold a lease; release it first", err}
-		case lease.ReasonRecovering:
-			return &Problem{http.StatusServiceUnavailable, CodeRecovering, "the lease store is recovering from a restart; try again later", err}
+		switch {
+		case errors.Is(err, lease.ErrOverloaded):
+			return &Problem{http.StatusServiceUnavailable, codeOverloaded, "the server is overloaded; try again later", err}
+		case errors.Is(err, lease.ErrHolderHasLease):
+			return &Problem{http.StatusConflict, codeHolderHasLease, "you already hold a lease; release it first", err}
+		case errors.Is(err, lease.ErrRecovering):
+			return &Problem{http.StatusServiceUnavailable, codeRecovering, "the lease store is recovering from a restart; try again later", err}
 		default:
-			return &Problem{http.StatusTooManyRequests, CodeOverCapacity, "no capacity is left; try again later", err}
+			return &Problem{http.StatusTooManyRequests, codeOverCapacity, "no capacity is left; try again later", err}
 		}
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Problem{http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the request body is too large", err}
-	case errors.Is(err, ErrNotHolder):
-		return &Problem{http.StatusForbidden, CodeNotHolder, "the lease belongs to someone else", err}
+		return &Problem{http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is too large", err}
+	case errors.Is(err, lease.ErrWrongHolder):
+		return &Problem{http.StatusForbidden, codeNotHolder, "the lease belongs to someone else", err}
 	case errors.Is(err, lease.ErrReleased):
-		return &Problem{http.StatusNotFound, CodeNotFound, "the lease was released", err}
+		return &Problem{http.StatusNotFound, codeNotFound, "the lease was released", err}
 	case errors.Is(err, lease.ErrNotFound):
-		return &Problem{http.StatusNotFound, CodeNotFound, "no such lease", err}
+		return &Problem{http.StatusNotFound, codeNotFound, "no such lease", err}
 	case errors.Is(err, lease.ErrExpired):
-		return &Problem{http.StatusGone, CodeExpired, "the lease has expired", err}
+		return &Problem{http.StatusGone, codeExpired, "the lease has expired", err}
 	case errors.Is(err, lease.ErrInvalid):
-		return &Problem{http.StatusBadRequest, CodeInvalidArgument, err.Error(), err}
+		return &Problem{http.StatusBadRequest, codeInvalidArgument, err.Error(), err}
 	case errors.Is(err, lease.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Problem{http.StatusServiceUnavailable, CodeUnavailable, "the server is not available; try again later", err}
+		return &Problem{http.StatusServiceUnavailable, codeUnavailable, "the server is not available; try again later", err}
 	}
-	return &Problem{http.StatusInternalServerError, CodeInternal, "internal error", err}
+	return &Problem{http.StatusInternalServerError, codeInternal, "internal error", err}
 }
 
 // writeJSON writes v with status, never cached.

@@ -32,7 +32,7 @@ func testConcurrentGrants(t *testing.T, e *env) {
 				}
 				tokens[l.Token] = true
 				mu.Unlock()
-			case errors.As(err, &re) && re.Reason == lease.ReasonOverCapacity:
+			case errors.As(err, &re) && re.Err == lease.ErrOverCapacity:
 				// Cost 1 did not fit: nothing was left at that moment.
 				if re.Available != 0 {
 					t.Errorf("OverCapacity with %d available for cost 1", re.Available)
@@ -70,7 +70,7 @@ func testConcurrentSameHolder(t *testing.T, e *env) {
 			switch {
 			case err == nil:
 				winners = append(winners, l.ID)
-			case errors.As(err, &re) && re.Reason == lease.ReasonHolderHasLease:
+			case errors.As(err, &re) && re.Err == lease.ErrHolderHasLease:
 				existing = append(existing, re.Existing)
 			default:
 				t.Errorf("Grant: %v", err)

@@ -46,23 +46,20 @@ func (e *env) grant(t *testing.T, a lease.GrantArgs) lease.Lease {
 
 // rejected checks that err is a *RejectedError with the given fields and
 // that errors.Is matches exactly the right sentinel.
-func rejected(t *testing.T, err error, reason lease.Reason, available int, existing string) {
+func rejected(t *testing.T, err error, cond error, available int, existing string) {
 	t.Helper()
 	var re *lease.RejectedError
 	if !errors.As(err, &re) {
-		t.Errorf("error = %v, want *lease.RejectedError %s", err, reason)
+		t.Errorf("error = %v, want *lease.RejectedError %v", err, cond)
 		return
 	}
-	if re.Reason != reason || re.Available != available || re.Existing != existing {
-		t.Errorf("rejection = {%s, Available %d, Existing %q}, want {%s, Available %d, Existing %q}",
-			re.Reason, re.Available, re.Existing, reason, available, existing)
+	if re.Err != cond || re.Available != available || re.Existing != existing {
+		t.Errorf("rejection = {%v, Available %d, Existing %q}, want {%v, Available %d, Existing %q}",
+			re.Err, re.Available, re.Existing, cond, available, existing)
 	}
-	for r, s := range map[lease.Reason]error{
-		lease.ReasonOverloaded: lease.ErrOverloaded, lease.ReasonHolderHasLease: lease.ErrHolderHasLease,
-		lease.ReasonOverCapacity: lease.ErrOverCapacity,
-	} {
-		if errors.Is(err, s) != (r == reason) {
-			t.Errorf("errors.Is(%v, %v) = %v", err, s, !(r == reason))
+	for _, s := range []error{lease.ErrOverloaded, lease.ErrHolderHasLease, lease.ErrOverCapacity, lease.ErrRecovering} {
+		if errors.Is(err, s) != (s == cond) {
+			t.Errorf("errors.Is(%v, %v) = %v", err, s, !(s == cond))
 		}
 	}
 }

@@ -81,15 +81,15 @@ func testDecisionOrder(t *testing.T, e *env) {
 	r := e.args("alice", budget, 1)
 	r.Overloaded = true
 	_, err := e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.ReasonOverloaded, 0, "")
+	rejected(t, err, lease.ErrOverloaded, 0, "")
 
 	// Holder and budget fail: the holder rule decides.
 	_, err = e.s.Grant(e.ctx, e.args("alice", budget, 1))
-	rejected(t, err, lease.ReasonHolderHasLease, 0, a.ID)
+	rejected(t, err, lease.ErrHolderHasLease, 0, a.ID)
 
 	// Only the budget fails.
 	_, err = e.s.Grant(e.ctx, e.args("bob", budget, 1))
-	rejected(t, err, lease.ReasonOverCapacity, 0, "")
+	rejected(t, err, lease.ErrOverCapacity, 0, "")
 
 	// Overloaded with budget to spare still reports what is available.
 	if _, err := e.s.Release(e.ctx, a.ID, ""); err != nil {
@@ -98,12 +98,12 @@ func testDecisionOrder(t *testing.T, e *env) {
 	r = e.args("bob", budget, 1)
 	r.Overloaded = true
 	_, err = e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.ReasonOverloaded, 3, "")
+	rejected(t, err, lease.ErrOverloaded, 3, "")
 	b := e.grant(t, e.args("bob", budget, 1))
 	_, err = e.s.Grant(e.ctx, e.args("bob", budget, 1))
-	rejected(t, err, lease.ReasonHolderHasLease, 2, b.ID)
+	rejected(t, err, lease.ErrHolderHasLease, 2, b.ID)
 	_, err = e.s.Grant(e.ctx, e.args("carol", budget, 3))
-	rejected(t, err, lease.ReasonOverCapacity, 2, "")
+	rejected(t, err, lease.ErrOverCapacity, 2, "")
 	e.usage(t, 1, 1)
 }
 
@@ -115,12 +115,12 @@ func testOnePerHolderOff(t *testing.T, e *env) {
 	e.grant(t, a)
 	a.ID = lease.NewID()
 	_, err := e.s.Grant(e.ctx, a)
-	rejected(t, err, lease.ReasonOverCapacity, 0, "")
+	rejected(t, err, lease.ErrOverCapacity, 0, "")
 	e.usage(t, 4, 2)
 	// With the rule on again, the holder's live leases count.
 	_, err = e.s.Grant(e.ctx, e.args("alice", 4, 1))
 	var re *lease.RejectedError
-	if !errors.As(err, &re) || re.Reason != lease.ReasonHolderHasLease || re.Existing == "" {
+	if !errors.As(err, &re) || re.Err != lease.ErrHolderHasLease || re.Existing == "" {
 		t.Errorf("error = %v, want HolderHasLease naming one of alice's leases", err)
 	}
 }
@@ -136,7 +136,7 @@ func testFallbackCosts(t *testing.T, e *env) {
 		t.Errorf("second grant cost %d, want the fallback 1", y.Cost)
 	}
 	_, err := e.s.Grant(e.ctx, e.args("z", budget, 2, 1))
-	rejected(t, err, lease.ReasonOverCapacity, 0, "")
+	rejected(t, err, lease.ErrOverCapacity, 0, "")
 	if _, err := e.s.Release(e.ctx, y.ID, ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -154,13 +154,13 @@ func testFallbackCosts(t *testing.T, e *env) {
 func testBudgetPerCall(t *testing.T, e *env) {
 	a := e.grant(t, e.args("a", 10, 4))
 	_, err := e.s.Grant(e.ctx, e.args("b", 3, 1))
-	rejected(t, err, lease.ReasonOverCapacity, 0, "")
+	rejected(t, err, lease.ErrOverCapacity, 0, "")
 	r := e.args("b", 3, 1)
 	r.Overloaded = true
 	_, err = e.s.Grant(e.ctx, r)
-	rejected(t, err, lease.ReasonOverloaded, 0, "")
+	rejected(t, err, lease.ErrOverloaded, 0, "")
 	_, err = e.s.Grant(e.ctx, e.args("a", 3, 1))
-	rejected(t, err, lease.ReasonHolderHasLease, 0, a.ID)
+	rejected(t, err, lease.ErrHolderHasLease, 0, a.ID)
 	e.grant(t, e.args("b", 6, 2))
 	e.usage(t, 6, 2)
 }

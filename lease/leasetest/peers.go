@@ -22,9 +22,9 @@ func testSharedByPeers(t *testing.T, e *env) {
 
 	// The peer decides on the same holder rule and budget.
 	_, err = p.Grant(e.ctx, e.args("alice", budget, 1))
-	rejected(t, err, lease.ReasonHolderHasLease, 1, a.ID)
+	rejected(t, err, lease.ErrHolderHasLease, 1, a.ID)
 	_, err = p.Grant(e.ctx, e.args("bob", budget, 2))
-	rejected(t, err, lease.ReasonOverCapacity, 1, "")
+	rejected(t, err, lease.ErrOverCapacity, 1, "")
 	b, err := p.Grant(e.ctx, e.args("bob", budget, 2, 1))
 	if err != nil {
 		t.Fatalf("peer Grant with the fallback that fits: %v", err)

@@ -232,7 +232,7 @@ func startFailoverRun(t *testing.T, c *redistest.ClusterServer, waitReplicas int
 	r.longOpt.Prefix, r.longOpt.MaxGrace = "{cams}long:", 10*time.Minute
 	r.long = newManager(t, 1<<20, lease.Options{
 		Store: timedStore{clusterStore(t, c, r.longOpt), &r.errs},
-		TTL:   10 * time.Minute, Grace: 10 * time.Minute, ManualSweep: true,
+		TTL:   10 * time.Minute, Grace: 10 * time.Minute, SweepInterval: -1,
 	})
 	// A lease whose grace exceeds the failover window plus the heartbeat
 	// interval, kept alive across it.
@@ -373,7 +373,7 @@ func TestClusterHardFailover(t *testing.T) {
 			require.NoError(t, c.Rejoin(wctx, master, replica, "{cams}probe"))
 			synced := time.Now()
 			t.Logf("%s is back as a replica after %v", master, synced.Sub(killed))
-			until = later(until, synced.Add(redislease.DefaultWaitTimeout+100*time.Millisecond))
+			until = later(until, synced.Add(time.Second+100*time.Millisecond))
 		}
 		time.Sleep(time.Until(until) + 2*time.Second)
 		lost, recovering := r.finish()

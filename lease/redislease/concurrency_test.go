@@ -93,14 +93,14 @@ func TestManagersHistoryLinearizable(t *testing.T) {
 						mine = append(mine, l.ID)
 					}
 				case n < 55:
-					_, _ = m.Heartbeat(ctx, pick())
+					_, _ = m.Heartbeat(ctx, pick(), "")
 				case n < 75:
 					if len(mine) > 0 && rnd.IntN(8) != 0 {
 						i := rnd.IntN(len(mine))
-						_, _ = m.Release(ctx, mine[i])
+						_, _ = m.Release(ctx, mine[i], "")
 						mine = append(mine[:i], mine[i+1:]...)
 					} else {
-						_, _ = m.Release(ctx, pick())
+						_, _ = m.Release(ctx, pick(), "")
 					}
 				case n < 82:
 					_, _ = m.Get(ctx, pick())
@@ -192,7 +192,7 @@ func TestManagersWithExpiry(t *testing.T) {
 				case n < 60 && len(mine) > 0:
 					// Heartbeat the newest lease only: the older ones are
 					// abandoned and expire by grace.
-					if _, err := m.Heartbeat(ctx, mine[len(mine)-1]); err != nil &&
+					if _, err := m.Heartbeat(ctx, mine[len(mine)-1], ""); err != nil &&
 						!errors.Is(err, lease.ErrExpired) && !errors.Is(err, lease.ErrNotFound) {
 						t.Errorf("Heartbeat: %v", err)
 					}
@@ -200,7 +200,7 @@ func TestManagersWithExpiry(t *testing.T) {
 					i := rnd.IntN(len(mine))
 					id := mine[i]
 					mine = append(mine[:i], mine[i+1:]...)
-					_, err := m.Release(ctx, id)
+					_, err := m.Release(ctx, id, "")
 					switch {
 					case err == nil:
 						mu.Lock()

@@ -74,7 +74,7 @@
 //     writes), is a loss. A state that went back gets a new generation, so
 //     that every Store that saw the old one holds grants back too.
 //
-// After a loss the store refuses every grant with lease.ReasonRecovering,
+// After a loss the store refuses every grant with lease.ErrRecovering,
 // RejectedError.RetryAfter saying for how long, for the store's window from
 // the moment it noticed: the largest, over the leases granted, of the
 // smaller of TTL and Grace. A holder trusts its lease at most that long

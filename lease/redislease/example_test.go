@@ -35,7 +35,7 @@ func Example() {
 	var re *lease.RejectedError
 	switch {
 	case errors.As(err, &re):
-		fmt.Println("rejected:", re.Reason, "available", re.Available)
+		fmt.Println("rejected:", re.Err, "available", re.Available)
 		return
 	case err != nil:
 		log.Fatal(err) // Redis unreachable: the grant may or may not have happened
@@ -46,7 +46,7 @@ func Example() {
 	// server-side holder can let KeepAlive do it.
 	k := m.KeepAlive(ctx, l, 15*time.Second)
 	defer func() { _ = k.Close(ctx) }()
-	if _, err := m.Release(ctx, l.ID); err != nil {
+	if _, err := m.Release(ctx, l.ID, ""); err != nil {
 		log.Print(err)
 	}
 }

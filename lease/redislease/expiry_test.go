@@ -28,7 +28,7 @@ func TestAbandonedHolderLosesLease(t *testing.T) {
 		mu      sync.Mutex
 		expired []lease.Lease
 	)
-	tab := newManager(t, 2, lease.Options{Store: newStore(t, r.Client, storePrefix(r)), Grace: grace, ManualSweep: true})
+	tab := newManager(t, 2, lease.Options{Store: newStore(t, r.Client, storePrefix(r)), Grace: grace, SweepInterval: -1})
 	other := newManager(t, 2, lease.Options{
 		Store: newStore(t, r.NewClient(t), storePrefix(r)), Grace: grace, SweepInterval: 20 * time.Millisecond,
 		OnEvent: func(e lease.Event) {
@@ -53,7 +53,7 @@ func TestAbandonedHolderLosesLease(t *testing.T) {
 	}, 3*time.Second, 10*time.Millisecond, "units never came back: %v", err)
 	assert.GreaterOrEqual(t, time.Since(start), grace-10*time.Millisecond, "granted before the grace passed")
 	assert.Equal(t, 2, got.Cost)
-	_, err = tab.Heartbeat(ctx, l.ID)
+	_, err = tab.Heartbeat(ctx, l.ID, "")
 	assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "heartbeat after grace: %v", err)
 
 	require.Eventually(t, func() bool {
@@ -104,8 +104,8 @@ func TestKeepAliveReportsLoss(t *testing.T) {
 	p := &partition{}
 	c := r.NewClient(t)
 	c.AddHook(p)
-	m := newManager(t, 10, lease.Options{Store: newStore(t, c, storePrefix(r)), Grace: grace, ManualSweep: true})
-	peer := newManager(t, 10, lease.Options{Store: newStore(t, r.Client, storePrefix(r)), Grace: grace, ManualSweep: true})
+	m := newManager(t, 10, lease.Options{Store: newStore(t, c, storePrefix(r)), Grace: grace, SweepInterval: -1})
+	peer := newManager(t, 10, lease.Options{Store: newStore(t, r.Client, storePrefix(r)), Grace: grace, SweepInterval: -1})
 
 	l, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 1})
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestKeepAliveReportsLoss(t *testing.T) {
 	l2, err := m.Grant(ctx, lease.Request{Holder: "bob", Cost: 1})
 	require.NoError(t, err)
 	k2 := m.KeepAlive(ctx, l2, 30*time.Millisecond)
-	_, err = peer.Release(ctx, l2.ID)
+	_, err = peer.Release(ctx, l2.ID, "")
 	require.NoError(t, err)
 	select {
 	case <-k2.Done():

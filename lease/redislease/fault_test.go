@@ -103,11 +103,11 @@ func testConnectionKilled(t *testing.T, maxRetries int) {
 					mu.Unlock()
 					mine = append(mine, l.ID)
 				case rnd.IntN(2) == 0:
-					_, err := m.Heartbeat(ctx, mine[rnd.IntN(len(mine))])
+					_, err := m.Heartbeat(ctx, mine[rnd.IntN(len(mine))], "")
 					checkErr("Heartbeat", err)
 				default:
 					id := mine[0]
-					_, err := m.Release(ctx, id)
+					_, err := m.Release(ctx, id, "")
 					checkErr("Release", err)
 					// Our leases outlive the test, so ErrNotFound means an
 					// earlier attempt whose reply was lost (or the client's
@@ -159,7 +159,7 @@ func testConnectionKilled(t *testing.T, maxRetries int) {
 	require.NoError(t, err)
 	l, err := m.Grant(ctx, lease.Request{Holder: "after", Cost: 1})
 	require.NoError(t, err)
-	_, err = m.Release(ctx, l.ID)
+	_, err = m.Release(ctx, l.ID, "")
 	require.NoError(t, err)
 	assert.Zero(t, m.Stats().Expired)
 }

@@ -34,7 +34,7 @@ func lossStore(t *testing.T, srv *redistest.RedisServer, maxGrace time.Duration)
 
 // TestStateLossDetected restarts a Redis of the test's own while a lease
 // is held. Empty, the store notices (its state is gone), refuses grants
-// with ReasonRecovering for MaxGrace, which covers every lease granted
+// with ErrRecovering for MaxGrace, which covers every lease granted
 // before, and its tokens keep growing. On the old code the grant after the
 // restart succeeded at once, over the budget the holder still trusted,
 // with token 1. With every acknowledged write kept (appendfsync always),
@@ -52,7 +52,7 @@ func TestStateLossDetected(t *testing.T) {
 			const maxGrace = 800 * time.Millisecond
 			srv := redistest.StartRedis(t, redistest.RedisServerOptions{AppendOnly: c.aof})
 			s := lossStore(t, srv, maxGrace)
-			m := newManager(t, 3, lease.Options{Store: s, TTL: time.Minute, Grace: maxGrace, ManualSweep: true})
+			m := newManager(t, 3, lease.Options{Store: s, TTL: time.Minute, Grace: maxGrace, SweepInterval: -1})
 			alice, err := m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
 			require.NoError(t, err)
 
@@ -62,13 +62,13 @@ func TestStateLossDetected(t *testing.T) {
 			if !c.hold {
 				// Persisted: alice's lease is still there.
 				require.ErrorIs(t, err, lease.ErrOverCapacity)
-				_, err = m.Heartbeat(ctx, alice.ID)
+				_, err = m.Heartbeat(ctx, alice.ID, "")
 				require.NoError(t, err)
 				return
 			}
 			var re *lease.RejectedError
 			require.ErrorAs(t, err, &re, "a grant right after the loss")
-			assert.Equal(t, lease.ReasonRecovering, re.Reason)
+			assert.Equal(t, lease.ErrRecovering, re.Err)
 			require.ErrorIs(t, err, lease.ErrRecovering)
 			assert.Positive(t, re.RetryAfter)
 			assert.LessOrEqual(t, re.RetryAfter, maxGrace)
@@ -328,7 +328,7 @@ func TestLossHoldsForTheWindow(t *testing.T) {
 	for range 2 {
 		s, err := redislease.New(srv.NewClient(t, nil), redislease.Options{Prefix: "cams"})
 		require.NoError(t, err)
-		ms = append(ms, newManager(t, 2, lease.Options{Store: s, TTL: time.Minute, Grace: grace, ManualSweep: true}))
+		ms = append(ms, newManager(t, 2, lease.Options{Store: s, TTL: time.Minute, Grace: grace, SweepInterval: -1}))
 	}
 	alice, err := ms[0].Grant(ctx, lease.Request{Holder: "alice", Cost: 1})
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ func waitable(c redis.UniversalClient) bool {
 }
 
 // autoTimeout is the wait timeout when Options.WaitTimeout is 0 and the
-// Store waits for the replicas its master has: DefaultWaitTimeout, or half
+// Store waits for the replicas its master has: defaultWaitTimeout, or half
 // the client's ReadTimeout when that is not above it (the wait must end
 // before the read of its reply gives up).
 func autoTimeout(c redis.UniversalClient) time.Duration {
@@ -55,10 +55,10 @@ func autoTimeout(c redis.UniversalClient) time.Duration {
 	case *redis.ClusterClient:
 		read = c.Options().ReadTimeout
 	}
-	if read > 0 && read <= DefaultWaitTimeout {
+	if read > 0 && read <= defaultWaitTimeout {
 		return read / 2
 	}
-	return DefaultWaitTimeout
+	return defaultWaitTimeout
 }
 
 // replicas returns how many replicas a write waits for when

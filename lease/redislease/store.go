@@ -41,10 +41,10 @@ type Options struct {
 	// without a heartbeat: Grant refuses, with lease.ErrInvalid, a lease
 	// whose Grace and TTL both exceed it. After the store detects that it
 	// lost state (see "State loss" in the package documentation) it
-	// refuses grants, with lease.ReasonRecovering, until every lease
+	// refuses grants, with lease.ErrRecovering, until every lease
 	// granted before has lapsed for its holder: for the store's window,
 	// the largest, over the leases granted, of the smaller of TTL and
-	// Grace, which MaxGrace bounds. 0 means DefaultMaxGrace.
+	// Grace, which MaxGrace bounds. Zero means 45 seconds.
 	MaxGrace time.Duration
 
 	// TrustRestarts has no effect: a restart or a failover is a loss only
@@ -76,13 +76,13 @@ type Options struct {
 	WaitReplicas int
 
 	// WaitTimeout bounds how long a call waits for the replicas; it must be
-	// below the client's ReadTimeout. 0 means DefaultWaitTimeout, or half
+	// below the client's ReadTimeout. Zero means 1 second, or half
 	// the client's ReadTimeout when that is not above it.
 	WaitTimeout time.Duration
 }
 
-// DefaultWaitTimeout is Options.WaitTimeout when it is 0.
-const DefaultWaitTimeout = time.Second
+// defaultWaitTimeout is Options.WaitTimeout when it is 0.
+const defaultWaitTimeout = time.Second
 
 // ErrNotReplicated is matched, with lease.ErrUnknownOutcome, by the error
 // of a call that the master ran but fewer than Options.WaitReplicas
@@ -92,9 +92,9 @@ const DefaultWaitTimeout = time.Second
 // heartbeats it.
 var ErrNotReplicated = errors.New("redislease: not acknowledged by the replicas")
 
-// DefaultMaxGrace is Options.MaxGrace when it is 0: lease.DefaultGrace, a
-// camera admission server's heartbeat grace.
-const DefaultMaxGrace = lease.DefaultGrace
+// defaultMaxGrace is Options.MaxGrace when it is 0: the lease Manager's
+// default grace.
+const defaultMaxGrace = 45 * time.Second
 
 // Store is a lease.Store on Redis. Each operation is one round trip: a Lua
 // script (EVALSHA, falling back to EVAL when the server does not have it
@@ -164,18 +164,18 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, errs.Invalid(ErrInvalid, "redislease: MaxGrace (%v) must not be negative", opts.MaxGrace)
 	}
 	if opts.MaxGrace == 0 {
-		opts.MaxGrace = DefaultMaxGrace
+		opts.MaxGrace = defaultMaxGrace
 	}
 	var wait redisrun.Wait
 	auto := opts.WaitReplicas == 0 && waitable(client)
 	switch {
 	case opts.WaitReplicas > 0:
-		wait, err = redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, DefaultWaitTimeout)
+		wait, err = redisrun.WaitOptions(client, opts.WaitReplicas, opts.WaitTimeout, defaultWaitTimeout)
 	case auto:
 		wait, err = redisrun.WaitOptions(client, 1, opts.WaitTimeout, autoTimeout(client))
 		wait.Replicas = 0
 	default:
-		wait, err = redisrun.WaitOptions(client, 0, opts.WaitTimeout, DefaultWaitTimeout)
+		wait, err = redisrun.WaitOptions(client, 0, opts.WaitTimeout, defaultWaitTimeout)
 	}
 	if err != nil {
 		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
@@ -394,6 +394,14 @@ func flag(b bool) int {
 	return 0
 }
 
+// rejections are the conditions of the reasons in a REJ reply.
+var rejections = map[string]error{
+	"recovering":       lease.ErrRecovering,
+	"overloaded":       lease.ErrOverloaded,
+	"holder_has_lease": lease.ErrHolderHasLease,
+	"over_capacity":    lease.ErrOverCapacity,
+}
+
 // rejection turns a REJ reply (reason, available, existing id, retry after
 // in µs) into a *lease.RejectedError.
 func rejection(v []any) error {
@@ -401,7 +409,10 @@ func rejection(v []any) error {
 	if len(v) >= 3 {
 		reason, _ := v[1].(string)
 		avail, _ := v[2].(int64)
-		re.Reason, re.Available = lease.Reason(reason), int(avail)
+		re.Err, re.Available = rejections[reason], int(avail)
+		if re.Err == nil {
+			re.Err = fmt.Errorf("redislease: rejected: %s", reason)
+		}
 	}
 	if len(v) >= 4 {
 		re.Existing, _ = v[3].(string)

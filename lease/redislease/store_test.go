@@ -446,7 +446,7 @@ func TestHolderIndex(t *testing.T) {
 		t.Helper()
 		_, err := s.Grant(ctx, args("alice", 10, time.Minute, time.Minute))
 		var re *lease.RejectedError
-		if errors.As(err, &re) && re.Reason == lease.ReasonHolderHasLease {
+		if errors.As(err, &re) && re.Err == lease.ErrHolderHasLease {
 			return re.Existing
 		}
 		require.NoError(t, err, "want HolderHasLease or a grant")

@@ -25,7 +25,7 @@ func testAbandoned(t *testing.T, s lease.Store) {
 		expired []string
 	)
 	m, err := lease.New(3, lease.Options{
-		Store: s, TTL: time.Minute, Grace: grace, ManualSweep: true,
+		Store: s, TTL: time.Minute, Grace: grace, SweepInterval: -1,
 		OnEvent: func(e lease.Event) {
 			if e.Kind == lease.EventExpired {
 				mu.Lock()
@@ -57,7 +57,7 @@ func testAbandoned(t *testing.T, s lease.Store) {
 	assert.GreaterOrEqual(t, time.Since(start), grace/2, "lost long before its grace")
 	_, err = m.Get(ctx, tab.ID)
 	assert.ErrorIs(t, err, lease.ErrExpired)
-	_, err = m.Heartbeat(ctx, tab.ID)
+	_, err = m.Heartbeat(ctx, tab.ID, "")
 	assert.ErrorIs(t, err, lease.ErrExpired, "a late heartbeat does not bring it back")
 
 	// Its units are back before any sweep.

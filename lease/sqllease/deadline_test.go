@@ -101,7 +101,7 @@ func testHeartbeatAcrossDeadline(t *testing.T, s lease.Store) {
 	assert.Equal(t, [2]int{1, 1}, <-used, "Usage between the deadline and the heartbeat's commit")
 	var re *lease.RejectedError
 	require.True(t, errors.As(err, &re), "grant after the deadline, before the heartbeat's commit: %v", err)
-	assert.Equal(t, lease.ReasonOverCapacity, re.Reason, "the grant counted the heartbeated lease")
+	assert.Equal(t, lease.ErrOverCapacity, re.Err, "the grant counted the heartbeated lease")
 	got, err := s.Get(ctx, l.ID)
 	require.NoError(t, err)
 	assert.True(t, got.HeartbeatAt.After(l.HeartbeatAt))

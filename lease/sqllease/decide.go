@@ -59,16 +59,16 @@ func decide(a lease.GrantArgs, used int, existing string) (int, error) {
 	available := max(a.Budget-used, 0)
 	switch {
 	case a.Overloaded:
-		return 0, &lease.RejectedError{Reason: lease.ReasonOverloaded, Available: available}
+		return 0, &lease.RejectedError{Err: lease.ErrOverloaded, Available: available}
 	case a.OnePerHolder && existing != "":
-		return 0, &lease.RejectedError{Reason: lease.ReasonHolderHasLease, Available: available, Existing: existing}
+		return 0, &lease.RejectedError{Err: lease.ErrHolderHasLease, Available: available, Existing: existing}
 	}
 	for _, c := range a.Costs {
 		if c <= available {
 			return c, nil
 		}
 	}
-	return 0, &lease.RejectedError{Reason: lease.ReasonOverCapacity, Available: available}
+	return 0, &lease.RejectedError{Err: lease.ErrOverCapacity, Available: available}
 }
 
 // newLease builds the lease granted at now (database time, microseconds),

@@ -476,7 +476,7 @@ func (c *Controller) unclaim(ctx context.Context, ka *lease.KeepAlive) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = ka.Close(ctx)
-	if _, err := c.claims.Release(ctx, ka.ID()); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
+	if _, err := c.claims.Release(ctx, ka.ID(), ""); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
 		c.log.Debug("controller: releasing a claim failed; it lapses", "lease", ka.ID(), "err", err)
 	}
 }

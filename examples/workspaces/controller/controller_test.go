@@ -80,7 +80,7 @@ const grace = 10 * time.Second
 // the controller dying (its claims are no longer renewed).
 func newController(t *testing.T, store entities.Store, claims lease.Store, rt controller.Runtime, name string) (*controller.Controller, *lease.Manager) {
 	t.Helper()
-	m, err := lease.New(controller.ClaimBudget, lease.Options{Store: claims, ManualSweep: true})
+	m, err := lease.New(controller.ClaimBudget, lease.Options{Store: claims, SweepInterval: -1})
 	require.NoError(t, err)
 	c, err := controller.New(store, rt, controller.Options{Standby: time.Minute, Interval: -1, Workers: 1, Claims: m, ClaimGrace: grace, Name: name})
 	require.NoError(t, err)

@@ -119,14 +119,14 @@ func TestModelRules(t *testing.T) {
 	o := args("a", 3, 1)
 	o.Overloaded = true
 	assert.Empty(t, step(s, input{kind: opGrant, args: o, now: t0}, output{outcome: rejected,
-		rej: lease.RejectedError{Reason: lease.ReasonHolderHasLease, Available: 1, Existing: l.ID}}))
+		rej: lease.RejectedError{Err: lease.ErrHolderHasLease, Available: 1, Existing: l.ID}}))
 	assert.Len(t, step(s, input{kind: opGrant, args: o, now: t0}, output{outcome: rejected,
-		rej: lease.RejectedError{Reason: lease.ReasonOverloaded, Available: 1}}), 1)
+		rej: lease.RejectedError{Err: lease.ErrOverloaded, Available: 1}}), 1)
 	// An ambiguous grant may or may not have taken the holder's slot.
 	b := args("b", 3, 1)
 	next := step(s, input{kind: opGrant, args: b}, output{outcome: ambiguous})
 	require.Len(t, next, 2)
-	rej := output{outcome: rejected, rej: lease.RejectedError{Reason: lease.ReasonHolderHasLease, Existing: "unseen"}}
+	rej := output{outcome: rejected, rej: lease.RejectedError{Err: lease.ErrHolderHasLease, Existing: "unseen"}}
 	assert.Empty(t, step(next[0].(state), input{kind: opGrant, args: args("b", 3, 1)}, rej))
 	assert.Len(t, step(next[1].(state), input{kind: opGrant, args: args("b", 3, 1)}, rej), 1)
 }

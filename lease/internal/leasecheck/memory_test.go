@@ -135,9 +135,9 @@ func TestConcurrentHistoryLinearizable(t *testing.T) {
 							mine = append(mine, l.ID)
 						}
 					case n < 55:
-						_, _ = m.Heartbeat(ctx, pick())
+						_, _ = m.Heartbeat(ctx, pick(), "")
 					case n < 70:
-						_, _ = m.Release(ctx, pick())
+						_, _ = m.Release(ctx, pick(), "")
 					case n < 78:
 						_, _ = m.Get(ctx, pick())
 					case n < 86:

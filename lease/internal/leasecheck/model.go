@@ -120,7 +120,7 @@ func describe(in, out any) string {
 			res = fmt.Sprintf("%s cost %d token %d", short(o.lease.ID), o.lease.Cost, o.lease.Token)
 		}
 	case rejected:
-		res = fmt.Sprintf("%s avail %d %s", o.rej.Reason, o.rej.Available, short(o.rej.Existing))
+		res = fmt.Sprintf("%v avail %d %s", o.rej.Err, o.rej.Available, short(o.rej.Existing))
 	default:
 		res = [...]string{"", "", "invalid", "expired", "not found", "ambiguous", "wrong holder"}[o.outcome]
 	}

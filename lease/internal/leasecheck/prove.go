@@ -39,7 +39,7 @@ func newManagers(t *testing.T, h *History, stores []lease.Store) []*lease.Manage
 	var ms []*lease.Manager
 	for i, s := range stores {
 		m, err := lease.New(proofBudget, lease.Options{
-			Store: h.Store(i, s), TTL: 10 * time.Minute, Grace: 10 * time.Minute, ManualSweep: true, SweepBatch: 3,
+			Store: h.Store(i, s), TTL: 10 * time.Minute, Grace: 10 * time.Minute, SweepInterval: -1, SweepBatch: 3,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -78,10 +78,10 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int, lists bool) 
 				mine = append(mine, l.ID)
 			}
 		case n < 55:
-			_, err = m.Heartbeat(ctx, pick())
+			_, err = m.Heartbeat(ctx, pick(), "")
 		case n < 75:
 			id := pick()
-			if _, err = m.Release(ctx, id); err != nil {
+			if _, err = m.Release(ctx, id, ""); err != nil {
 				uncertain[id] = true
 			} else {
 				for i, x := range mine {
@@ -260,7 +260,7 @@ func ProveFault(t *testing.T, stores []lease.Store, prefix string, every time.Du
 	}
 	leasetest.CheckList(t, live, proofBudget)
 	for i, l := range live {
-		if _, err := ms[i%len(ms)].Release(ctx, l.ID); err != nil {
+		if _, err := ms[i%len(ms)].Release(ctx, l.ID, ""); err != nil {
 			t.Fatalf("Release of %s after the faults: %v", l.ID, err)
 		}
 	}
@@ -275,10 +275,10 @@ func ProveFault(t *testing.T, stores []lease.Store, prefix string, every time.Du
 				t.Fatalf("manager %d after recovery: Grant: %v", i, err)
 			}
 			granted++
-			if _, err = m.Heartbeat(ctx, l.ID); err != nil {
+			if _, err = m.Heartbeat(ctx, l.ID, ""); err != nil {
 				t.Fatalf("manager %d after recovery: Heartbeat: %v", i, err)
 			}
-			if _, err = m.Release(ctx, l.ID); err != nil {
+			if _, err = m.Release(ctx, l.ID, ""); err != nil {
 				t.Fatalf("manager %d after recovery: Release: %v", i, err)
 			}
 		}

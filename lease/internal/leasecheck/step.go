@@ -179,13 +179,13 @@ func stepGrant(s state, in input, out output) []any {
 		}
 	}
 	holderPhantom := slices.ContainsFunc(s.phantoms, func(p phantom) bool { return p.holder == a.Holder })
-	var reason lease.Reason
+	var reason error
 	cost := 0
 	switch {
 	case a.Overloaded:
-		reason = lease.ReasonOverloaded
+		reason = lease.ErrOverloaded
 	case a.OnePerHolder && (len(holderLeases) > 0 || holderPhantom):
-		reason = lease.ReasonHolderHasLease
+		reason = lease.ErrHolderHasLease
 	default:
 		for _, c := range a.Costs {
 			if c <= available {
@@ -194,19 +194,19 @@ func stepGrant(s state, in input, out output) []any {
 			}
 		}
 		if cost == 0 {
-			reason = lease.ReasonOverCapacity
+			reason = lease.ErrOverCapacity
 		}
 	}
 	switch out.outcome {
 	case rejected:
 		r := out.rej
-		if r.Reason == lease.ReasonRecovering {
+		if r.Err == lease.ErrRecovering {
 			return []any{s} // the store's own condition, never the model's
 		}
-		if r.Reason != reason || r.Available != available {
+		if r.Err != reason || r.Available != available {
 			return nil
 		}
-		if reason == lease.ReasonHolderHasLease {
+		if reason == lease.ErrHolderHasLease {
 			if _, known := s.find(r.Existing); !slices.Contains(holderLeases, r.Existing) && (known || !holderPhantom) {
 				return nil
 			}
@@ -216,7 +216,7 @@ func stepGrant(s state, in input, out output) []any {
 		return []any{s}
 	case ok:
 		l := out.lease
-		if reason != "" || l.Cost != cost || l.ID != a.ID || l.Holder != a.Holder || l.Resource != a.Resource ||
+		if reason != nil || l.Cost != cost || l.ID != a.ID || l.Holder != a.Holder || l.Resource != a.Resource ||
 			l.Grace != a.Grace || l.Token <= s.maxToken || !l.HeartbeatAt.Equal(l.CreatedAt) {
 			return nil
 		}
@@ -229,7 +229,7 @@ func stepGrant(s state, in input, out output) []any {
 		ns.leases = slices.Insert(ns.leases, i, l)
 		return []any{ns}
 	case ambiguous:
-		if reason != "" {
+		if reason != nil {
 			return []any{s}
 		}
 		ns := s.clone()

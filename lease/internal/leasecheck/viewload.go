@@ -68,7 +68,7 @@ func ViewLoad(ms []*lease.Manager, v *Views, workers, holders int, interval time
 					// Release: the client stops trusting the lease first.
 					v.Lost(h.id, time.Now())
 					delete(mine, holder)
-					if _, err := m.Release(ctx, h.id); err != nil && storeError(err) {
+					if _, err := m.Release(ctx, h.id, ""); err != nil && storeError(err) {
 						fails++
 					}
 				case n < 20:
@@ -77,7 +77,7 @@ func ViewLoad(ms []*lease.Manager, v *Views, workers, holders int, interval time
 					delete(mine, holder)
 				default:
 					sent := time.Now()
-					hb, err := m.HeartbeatAs(ctx, h.id, holder)
+					hb, err := m.Heartbeat(ctx, h.id, holder)
 					switch {
 					case err == nil:
 						v.Heartbeat(h.id, sent, hb.Remaining)
