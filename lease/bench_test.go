@@ -11,17 +11,10 @@ import (
 // and release without a Manager. The side-by-side benchmarks against peers
 // are in bench/lease.
 
-func BenchmarkNewID(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = lease.NewID()
-	}
-}
-
 func BenchmarkMemoryStoreGrantRelease(b *testing.B) {
 	b.ReportAllocs()
 	s := lease.NewMemoryStore(nil)
-	a := lease.GrantArgs{ID: lease.NewID(), Holder: "session-1", Costs: []int{2, 1}, TTL: time.Minute,
+	a := lease.GrantArgs{ID: "0f1e2d3c4b5a69788796a5b4c3d2e1f0", Holder: "session-1", Costs: []int{2, 1}, TTL: time.Minute,
 		Grace: time.Minute, Budget: 35, OnePerHolder: true}
 	for b.Loop() {
 		l, err := s.Grant(ctx, a)

@@ -11,8 +11,9 @@ var (
 	// granted, released, or expired and already swept.
 	ErrNotFound = errors.New("lease: not found")
 	// ErrReleased is matched, together with ErrNotFound, by the error of a
-	// call on a lease that was released within the last ReleasedRetention,
-	// on stores whose Release can end with ErrUnknownOutcome.
+	// call on a lease that was released within the last minute or more, on
+	// stores whose Release can end with ErrUnknownOutcome (see
+	// Store.Release).
 	// A caller whose Release failed with ErrUnknownOutcome and whose retry
 	// gets ErrReleased knows that the lease was released (by that call or
 	// another), not lost to expiry.
@@ -65,11 +66,6 @@ var (
 	ErrOverCapacity = errors.New("lease: rejected: over capacity")
 )
 
-// ReleasedRetention is how long a network store remembers a release, so
-// that a call on the released lease matches ErrReleased as well as
-// ErrNotFound (see Store.Release).
-const ReleasedRetention = time.Minute
-
 // RejectedError is returned when a grant is refused. It carries what the
 // store saw when it decided, and errors.Is matches it against its Err, the
 // condition: ErrRecovering, ErrOverloaded, ErrHolderHasLease or
@@ -105,15 +101,10 @@ func (e *RejectedError) Error() string {
 // Unwrap returns Err, so that errors.Is matches the condition.
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// NotApplied returns err marked as a store failure that certainly changed
+// notApplied returns err marked as a store failure that certainly changed
 // nothing: the result matches ErrNotApplied and everything err matches, and
-// has err's message. Stores use it; a nil err stays nil.
-func NotApplied(err error) error { return classify(err, ErrNotApplied) }
-
-// UnknownOutcome returns err marked as a store failure that may or may not
-// have taken effect: the result matches ErrUnknownOutcome and everything
-// err matches, and has err's message. Stores use it; a nil err stays nil.
-func UnknownOutcome(err error) error { return classify(err, ErrUnknownOutcome) }
+// has err's message. A nil err stays nil.
+func notApplied(err error) error { return classify(err, ErrNotApplied) }
 
 func classify(err, class error) error {
 	if err == nil || errors.Is(err, ErrNotApplied) || errors.Is(err, ErrUnknownOutcome) {

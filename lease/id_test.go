@@ -1,4 +1,4 @@
-package lease_test
+package lease
 
 import (
 	"encoding/hex"
@@ -6,11 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ttlkit/ttlkit/lease"
 )
 
-// NewID: 32 lower-case hex digits (128 bits), distinct, with every digit
+// newID: 32 lower-case hex digits (128 bits), distinct, with every digit
 // position random.
 func TestNewID(t *testing.T) {
 	const n = 2000
@@ -20,7 +18,7 @@ func TestNewID(t *testing.T) {
 		digits[i] = map[byte]bool{}
 	}
 	for range n {
-		id := lease.NewID()
+		id := newID()
 		require.Len(t, id, 32)
 		b, err := hex.DecodeString(id)
 		require.NoError(t, err)
@@ -33,5 +31,12 @@ func TestNewID(t *testing.T) {
 	}
 	for i, d := range digits {
 		assert.Len(t, d, 16, "digit %d takes %d values in %d ids", i, len(d), n)
+	}
+}
+
+func BenchmarkNewID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = newID()
 	}
 }

@@ -60,7 +60,7 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 	if start.IsZero() {
 		start = m.clock.Now()
 	}
-	deadline := start.Add(l.Remaining(l.HeartbeatAt))
+	deadline := start.Add(remaining(l, l.HeartbeatAt))
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -81,9 +81,6 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 	}()
 	return k
 }
-
-// ID returns the id of the lease kept alive.
-func (k *KeepAlive) ID() string { return k.id }
 
 // Done is closed when the KeepAlive stops, for whatever reason.
 func (k *KeepAlive) Done() <-chan struct{} { return k.done }

@@ -20,7 +20,7 @@ import (
 // Compare Leases by their fields (ID, Token...), not with == or
 // reflect.DeepEqual.
 type Lease struct {
-	// ID identifies the lease. It is random and unguessable (see NewID), so
+	// ID identifies the lease. A Manager's are random and unguessable, so
 	// it can be handed to a browser as a capability.
 	ID string
 	// Holder is who holds the lease (a user or session id). With one lease
@@ -54,43 +54,28 @@ type Lease struct {
 	sent time.Time
 }
 
-// HeartbeatDeadline returns HeartbeatAt + Grace: the lease expires then
-// unless a heartbeat arrives first.
-func (l Lease) HeartbeatDeadline() time.Time { return l.HeartbeatAt.Add(l.Grace) }
-
-// Deadline returns the earlier of ExpiresAt and HeartbeatDeadline: the first
-// instant at which the lease is expired.
+// Deadline returns the earlier of ExpiresAt and the heartbeat deadline,
+// HeartbeatAt + Grace: the first instant at which the lease is expired.
 func (l Lease) Deadline() time.Time {
-	if hb := l.HeartbeatDeadline(); hb.Before(l.ExpiresAt) {
+	if hb := l.HeartbeatAt.Add(l.Grace); hb.Before(l.ExpiresAt) {
 		return hb
 	}
 	return l.ExpiresAt
 }
 
-// Lapsed reports whether the lease ends (or ended) by missing heartbeats
+// lapsed reports whether the lease ends (or ended) by missing heartbeats
 // rather than by reaching ExpiresAt: its heartbeat deadline comes first.
-// A camera admission server, for one, cleans up both kinds but counts
-// them apart.
-func (l Lease) Lapsed() bool { return l.HeartbeatDeadline().Before(l.ExpiresAt) }
+func lapsed(l Lease) bool { return l.HeartbeatAt.Add(l.Grace).Before(l.ExpiresAt) }
 
-// Live reports whether the lease is live at now, that is now is before
-// Deadline.
-func (l Lease) Live(now time.Time) bool { return now.Before(l.Deadline()) }
+// remaining returns how long l stays live after now, or 0 if it is expired
+// at now.
+func remaining(l Lease, now time.Time) time.Duration { return max(l.Deadline().Sub(now), 0) }
 
-// Remaining returns how long the lease stays live after now, or 0 if it is
-// expired at now.
-func (l Lease) Remaining(now time.Time) time.Duration {
-	if d := l.Deadline().Sub(now); d > 0 {
-		return d
-	}
-	return 0
-}
-
-// NewID returns a new random lease id: 128 bits as 32 hex digits, from a
+// newID returns a new random lease id: 128 bits as 32 hex digits, from a
 // ChaCha8 generator (a cryptographically secure stream) seeded from
 // crypto/rand, so ids are unguessable. A pool of generators makes it a few
 // times cheaper than reading crypto/rand for every id.
-func NewID() string {
+func newID() string {
 	g := idSources.Get().(*rand.ChaCha8)
 	hi, lo := g.Uint64(), g.Uint64()
 	idSources.Put(g)

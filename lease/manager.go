@@ -122,12 +122,6 @@ func New(budget int, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Budget returns the Manager's budget in units.
-func (m *Manager) Budget() int { return m.budget }
-
-// Store returns the Manager's store.
-func (m *Manager) Store() Store { return m.store }
-
 // clocked is a Store in this process that reads its time from a clock
 // (MemoryStore).
 type clocked interface{ clock() clock.Clock }
@@ -176,7 +170,7 @@ func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 		return Lease{}, errs.Invalid(ErrInvalid, "lease: Request.Grace (%v) must not be negative", r.Grace)
 	}
 	a := GrantArgs{
-		ID: NewID(), Holder: r.Holder, Resource: r.Resource,
+		ID: newID(), Holder: r.Holder, Resource: r.Resource,
 		TTL: r.TTL, Grace: r.Grace, Budget: m.budget,
 		OnePerHolder: !m.opts.AllowMultiplePerHolder,
 	}
@@ -305,7 +299,7 @@ func (m *Manager) Heartbeat(ctx context.Context, id, holder string) (HeartbeatRe
 	if m.events.Enabled() {
 		m.emit(Event{Kind: EventHeartbeat, Lease: r.Lease})
 	}
-	// Lease.Remaining(HeartbeatAt), computing the deadline once.
+	// remaining(Lease, HeartbeatAt), computing the deadline once.
 	r.Deadline = r.Lease.Deadline()
 	r.Remaining = max(r.Deadline.Sub(r.Lease.HeartbeatAt), 0)
 	r.LocalDeadline = sent.Add(r.Remaining)

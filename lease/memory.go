@@ -90,7 +90,7 @@ func (s *MemoryStore) now() time.Time {
 // began: it changed nothing.
 func ctxErr(ctx context.Context) error {
 	if ctx.Err() != nil {
-		return NotApplied(errs.Canceled(ctx, "lease", "memory store"))
+		return notApplied(errs.Canceled(ctx, "lease", "memory store"))
 	}
 	return nil
 }

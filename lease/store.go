@@ -44,7 +44,7 @@ import (
 // Every error is of exactly one of these kinds:
 //
 //   - a rule outcome: ErrNotFound (with ErrReleased for a lease released
-//     within ReleasedRetention), ErrExpired, ErrWrongHolder, ErrInvalid or a
+//     within the last minute), ErrExpired, ErrWrongHolder, ErrInvalid or a
 //     *RejectedError. The call was decided and changed nothing.
 //   - ErrNotApplied: the call failed and certainly changed nothing (it never
 //     reached the server, or the server refused or rolled it back whole).
@@ -54,7 +54,8 @@ import (
 //     while the call was in flight gives this kind.
 //
 // Store failures wrap the backend's error with %w and match exactly one of
-// ErrNotApplied and ErrUnknownOutcome (see NotApplied and UnknownOutcome);
+// ErrNotApplied and ErrUnknownOutcome (fmt.Errorf("%w: %w", ErrNotApplied,
+// err) will do);
 // a cancelled context is also matched by the context's error. What a caller
 // may conclude after ErrUnknownOutcome: a repeated Grant with the same ID
 // returns the lease if the first took effect; a repeated Release returns
@@ -85,7 +86,8 @@ type Store interface {
 	// Grant first calls a.Validate and returns its error, matching
 	// ErrInvalid, without storing anything.
 	//
-	// Grant is idempotent per ID. Every decision gets a fresh a.ID (NewID),
+	// Grant is idempotent per ID. Every decision gets a fresh, unguessable
+	// a.ID (a Manager's are 32 random hex digits; crypto/rand.Text will do),
 	// so a Grant whose a.ID names a record the store still holds (live, or
 	// expired and not yet swept) is a repeat of a grant that took effect,
 	// typically a client retrying after a lost reply. With the same Holder
@@ -110,7 +112,7 @@ type Store interface {
 	// it was. An expired lease returns ErrExpired and its record stays for
 	// Sweep to report; an unknown id returns ErrNotFound. A store whose
 	// Release can fail with ErrUnknownOutcome (one over a network)
-	// remembers the release for at least ReleasedRetention: until then,
+	// remembers the release for at least one minute: until then,
 	// Get, Heartbeat and Release of id return an error that matches both
 	// ErrNotFound and ErrReleased. (MemoryStore never needs to.) A holder
 	// other than "" is checked as for Heartbeat.
@@ -139,7 +141,7 @@ type Store interface {
 // GrantArgs is one grant decision handed to Store.Grant. Managers build it
 // from a Request and their Options.
 type GrantArgs struct {
-	// ID is the new lease's id (NewID), unique.
+	// ID is the new lease's id: unique and unguessable.
 	ID string
 	// Holder and Resource are copied into the lease. Holder is required.
 	Holder, Resource string

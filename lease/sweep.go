@@ -11,8 +11,9 @@ type SweepResult struct {
 	// Expired is how many records of expired leases the sweep reclaimed;
 	// it fired one EventExpired for each.
 	Expired int
-	// Lapsed is how many of them ended by missing heartbeats
-	// (Lease.Lapsed) rather than by reaching ExpiresAt.
+	// Lapsed is how many of them ended by missing heartbeats (their
+	// HeartbeatAt + Grace came before ExpiresAt) rather than by reaching
+	// ExpiresAt.
 	Lapsed int
 	// Batches is how many Store.Sweep calls the sweep made: it repeats the
 	// call while a batch of Options.SweepBatch comes back full.
@@ -36,7 +37,7 @@ func (m *Manager) Sweep(ctx context.Context) (SweepResult, error) {
 		r.Expired += len(ls)
 		m.stats.expired.Add(uint64(len(ls)))
 		for _, l := range ls {
-			if l.Lapsed() {
+			if lapsed(l) {
 				r.Lapsed++
 				m.stats.expiredLapsed.Add(1)
 			}

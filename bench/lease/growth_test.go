@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,7 +110,7 @@ func grantOthers(b *testing.B, s lease.Store, n, workers int) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				_, err := s.Grant(ctx, lease.GrantArgs{ID: lease.NewID(), Holder: fmt.Sprintf("holder-%d", i),
+				_, err := s.Grant(ctx, lease.GrantArgs{ID: crand.Text(), Holder: fmt.Sprintf("holder-%d", i),
 					Resource: "cam", Costs: []int{1}, TTL: time.Hour, Grace: 40 * time.Second, Budget: n + 10, OnePerHolder: true})
 				if err != nil {
 					mu.Lock()

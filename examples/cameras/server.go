@@ -143,7 +143,7 @@ func (s *Server) onLeaseEvent(ev lease.Event) {
 		s.log.Info("cameras: modal rejected", "reason", ev.Rejection.Err, "camera", l.Resource)
 	case lease.EventExpired:
 		by := "ttl"
-		if l.Lapsed() {
+		if l.HeartbeatAt.Add(l.Grace).Before(l.ExpiresAt) { // missed heartbeats
 			by = "heartbeat"
 		}
 		s.log.Info("cameras: modal expired", "lease", l.ID, "camera", l.Resource, "by", by)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -303,7 +304,7 @@ type redisRow struct {
 }
 
 func (h *redisHistory) Record(ctx context.Context, r Row) error {
-	b, err := json.Marshal(redisRow{ID: lease.NewID()[:12], Row: r})
+	b, err := json.Marshal(redisRow{ID: crand.Text()[:12], Row: r})
 	if err != nil {
 		return err
 	}

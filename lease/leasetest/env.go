@@ -2,6 +2,8 @@ package leasetest
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ func (e *env) wait(t *testing.T, units float64) {
 // args returns valid GrantArgs with a fresh id: TTL 10 units, grace 10 units.
 func (e *env) args(holder string, budget int, costs ...int) lease.GrantArgs {
 	return lease.GrantArgs{
-		ID: lease.NewID(), Holder: holder, Resource: "res-" + holder,
+		ID: newID(), Holder: holder, Resource: "res-" + holder,
 		Costs: costs, TTL: 10 * e.u, Grace: 10 * e.u,
 		Budget: budget, OnePerHolder: true,
 	}
@@ -150,4 +152,12 @@ func CheckList(t testing.TB, ls []lease.Lease, budget int) {
 	if sum > budget {
 		t.Errorf("List holds %d units, budget %d", sum, budget)
 	}
+}
+
+// newID returns a fresh lease id as a Manager makes them: 32 random
+// lower-case hex digits.
+func newID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -2,6 +2,7 @@ package leasetest_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"testing"
@@ -30,7 +31,7 @@ func Example() {
 	peer := h.Peer(nil, first)
 	grant := func(s lease.Store, holder string) error {
 		_, err := s.Grant(ctx, lease.GrantArgs{
-			ID: lease.NewID(), Holder: holder, Costs: []int{2}, Budget: 3,
+			ID: crand.Text(), Holder: holder, Costs: []int{2}, Budget: 3,
 			TTL: time.Minute, Grace: time.Minute, OnePerHolder: true,
 		})
 		return err

@@ -111,9 +111,9 @@ func testOnePerHolderOff(t *testing.T, e *env) {
 	a := e.args("alice", 4, 2)
 	a.OnePerHolder = false
 	e.grant(t, a)
-	a.ID = lease.NewID()
+	a.ID = newID()
 	e.grant(t, a)
-	a.ID = lease.NewID()
+	a.ID = newID()
 	_, err := e.s.Grant(e.ctx, a)
 	rejected(t, err, lease.ErrOverCapacity, 0, "")
 	e.usage(t, 4, 2)
@@ -217,7 +217,7 @@ func testBadInput(t *testing.T, e *env) {
 	sort.Strings(names)
 	for _, n := range names {
 		a := good
-		a.ID = lease.NewID()
+		a.ID = newID()
 		a.Costs = []int{1}
 		cases[n](&a)
 		l, err := e.s.Grant(e.ctx, a)

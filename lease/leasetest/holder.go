@@ -43,7 +43,7 @@ func testHolderChecked(t *testing.T, e *env) {
 	if h.ID != l.ID || h.HeartbeatAt.Before(l.HeartbeatAt) {
 		t.Errorf("Heartbeat as alice = %+v", h)
 	}
-	for _, id := range []string{lease.NewID(), ""} {
+	for _, id := range []string{newID(), ""} {
 		if _, err := e.s.Heartbeat(e.ctx, id, "alice"); !errors.Is(err, lease.ErrNotFound) {
 			t.Errorf("Heartbeat(%q) as alice: error = %v, want ErrNotFound", id, err)
 		}

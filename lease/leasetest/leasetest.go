@@ -65,7 +65,7 @@ type Harness struct {
 	LocalClock bool
 
 	// RemembersReleases says that the store keeps releases for
-	// lease.ReleasedRetention, as every store whose Release can fail with
+	// at least a minute, as every store whose Release can fail with
 	// lease.ErrUnknownOutcome must. It enables the ReleaseRemembered
 	// subtest.
 	RemembersReleases bool

@@ -12,7 +12,7 @@ import (
 )
 
 func testUnknownID(t *testing.T, e *env) {
-	e.gone(t, lease.NewID(), lease.ErrNotFound)
+	e.gone(t, newID(), lease.ErrNotFound)
 	e.gone(t, "", lease.ErrNotFound)
 }
 

@@ -186,7 +186,7 @@ func testReleaseRemembered(t *testing.T, e *env) {
 	if swept, err := e.s.Sweep(e.ctx, 10); err != nil || len(swept) != 1 {
 		t.Fatalf("Sweep = %v, %v; want bob's lease", ids(swept), err)
 	}
-	for _, id := range []string{x.ID, lease.NewID()} {
+	for _, id := range []string{x.ID, newID()} {
 		if _, err := e.s.Release(e.ctx, id, ""); !errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrReleased) {
 			t.Errorf("Release of a lease never released: error = %v, want ErrNotFound without ErrReleased", err)
 		}

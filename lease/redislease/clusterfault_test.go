@@ -2,6 +2,7 @@ package redislease_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -247,7 +248,7 @@ func startFailoverRun(t *testing.T, c *redistest.ClusterServer, waitReplicas int
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if l, err := r.long.Grant(ctx, lease.Request{Holder: lease.NewID(), Cost: 1}); err == nil {
+			if l, err := r.long.Grant(ctx, lease.Request{Holder: crand.Text(), Cost: 1}); err == nil {
 				r.mu.Lock()
 				r.acked = append(r.acked, l.ID)
 				r.mu.Unlock()

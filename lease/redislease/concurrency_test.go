@@ -1,6 +1,7 @@
 package redislease_test
 
 import (
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -76,7 +77,7 @@ func TestManagersHistoryLinearizable(t *testing.T) {
 			var mine []string
 			pick := func() string {
 				if len(mine) == 0 || rnd.IntN(10) == 0 {
-					return lease.NewID()
+					return crand.Text()
 				}
 				return mine[rnd.IntN(len(mine))]
 			}

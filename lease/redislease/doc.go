@@ -19,7 +19,7 @@
 //	expired    ZSET    expired, not yet swept lease ids
 //	holders    ZSET    live leases by holder (lexicographic index)
 //	state      HASH    units in use, last token, generation, version, window, hold
-//	released   ZSET    ids released in the last lease.ReleasedRetention
+//	released   ZSET    ids released in the last minute
 //	receipts   HASH    the replies of Release and Sweep calls in flight
 //	receipted  ZSET    when each receipt may go
 //

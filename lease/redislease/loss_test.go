@@ -2,6 +2,7 @@ package redislease_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func TestStateLossDetected(t *testing.T) {
 
 			// A second Store, new to this state, obeys the hold too.
 			fresh := lossStore(t, srv, maxGrace)
-			_, err = fresh.Grant(ctx, lease.GrantArgs{ID: lease.NewID(), Holder: "carol", Costs: []int{1}, TTL: time.Minute,
+			_, err = fresh.Grant(ctx, lease.GrantArgs{ID: crand.Text(), Holder: "carol", Costs: []int{1}, TTL: time.Minute,
 				Grace: maxGrace, Budget: 3, OnePerHolder: true})
 			require.ErrorIs(t, err, lease.ErrRecovering)
 

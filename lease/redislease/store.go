@@ -2,6 +2,7 @@ package redislease
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -212,9 +213,9 @@ var refusals = []string{"LOADING ", "BUSY ", "READONLY ", "MASTERDOWN ", "MISCON
 // lease.ErrUnknownOutcome.
 func (s *Store) classify(err, wrapped error) error {
 	if s.once && notSent(err) {
-		return lease.NotApplied(wrapped)
+		return notApplied(wrapped)
 	}
-	return lease.UnknownOutcome(wrapped)
+	return unknownOutcome(wrapped)
 }
 
 // notSent reports whether err proves that one attempt of a command had no
@@ -262,7 +263,7 @@ func (s *Store) write(ctx context.Context, op string, script *redis.Script, args
 
 func (s *Store) call(ctx context.Context, op string, write bool, script *redis.Script, args []any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
-		return nil, lease.NotApplied(err)
+		return nil, notApplied(err)
 	}
 	type reply struct {
 		v     any
@@ -293,16 +294,16 @@ func (s *Store) call(ctx context.Context, op string, write bool, script *redis.S
 	switch {
 	case err != nil && r.v != nil:
 		// The script ran; waiting for the replicas failed.
-		return nil, lease.UnknownOutcome(errs.Wrap(ctx, "redislease", op, err))
+		return nil, unknownOutcome(errs.Wrap(ctx, "redislease", op, err))
 	case err != nil:
 		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
 	case r.acked < w.Replicas:
-		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
+		return nil, unknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
 			op, ErrNotReplicated, r.acked, w.Replicas, w.Timeout))
 	}
 	v, _ := r.v.([]any)
 	if len(v) == 0 {
-		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, r.v))
+		return nil, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, r.v))
 	}
 	return v, nil
 }
@@ -321,7 +322,7 @@ func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 		}
 		if len(v) == 2 {
 			l, err := parse(id, v[1])
-			return l, lease.UnknownOutcome(err)
+			return l, unknownOutcome(err)
 		}
 	case "NOTFOUND":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
@@ -332,7 +333,7 @@ func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 	case "WRONGHOLDER":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
-	return lease.Lease{}, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
+	return lease.Lease{}, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
 }
 
 // Grant implements lease.Store.
@@ -452,7 +453,7 @@ func (s *Store) Release(ctx context.Context, id, holder string) (lease.Lease, er
 // receipts can go). Once the call has returned, its own nonce joins them;
 // those it carried rejoin them unless the call certainly ran.
 func (s *Store) receipted(ctx context.Context, op string, script *redis.Script, a, b any) ([]any, error) {
-	nonce := lease.NewID()
+	nonce := crand.Text()
 	gone := s.returned.Take()
 	args := make([]any, 0, 4+len(gone))
 	args = append(args, a, b, nonce, receiptTTL.Microseconds())
@@ -505,7 +506,7 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, err
 	}
 	if len(v) != 3 || v[0] != "OK" {
-		return 0, 0, lease.NotApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
+		return 0, 0, notApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
 	}
 	u, _ := v[1].(int64)
 	n, _ := v[2].(int64)
@@ -521,7 +522,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
-	v, err := s.receipted(ctx, "sweep", sweepScript, limit, lease.ReleasedRetention.Microseconds())
+	v, err := s.receipted(ctx, "sweep", sweepScript, limit, releasedRetention.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +532,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 // pairs parses an 'OK', id, record, id, record ... reply.
 func pairs(op string, v []any) ([]lease.Lease, error) {
 	if v[0] != "OK" || len(v)%2 != 1 {
-		return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
+		return nil, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
 	}
 	if len(v) == 1 {
 		return nil, nil
@@ -541,7 +542,7 @@ func pairs(op string, v []any) ([]lease.Lease, error) {
 		id, _ := v[i].(string)
 		l, err := parse(id, v[i+1])
 		if err != nil {
-			return nil, lease.UnknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
+			return nil, unknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
 		}
 		out = append(out, l)
 	}

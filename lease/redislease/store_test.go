@@ -2,6 +2,7 @@ package redislease_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"net"
 	"strings"
@@ -290,7 +291,7 @@ func args(holder string, budget int, ttl, grace time.Duration, costs ...int) lea
 		costs = []int{1}
 	}
 	return lease.GrantArgs{
-		ID: lease.NewID(), Holder: holder, Resource: "cam-" + holder, Costs: costs,
+		ID: crand.Text(), Holder: holder, Resource: "cam-" + holder, Costs: costs,
 		TTL: ttl, Grace: grace, Budget: budget, OnePerHolder: true,
 	}
 }

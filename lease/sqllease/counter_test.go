@@ -1,6 +1,7 @@
 package sqllease_test
 
 import (
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -54,7 +55,7 @@ func testCounter(t *testing.T, s lease.Store, state counterState) {
 						grace = time.Duration(20+rng.IntN(150)) * time.Millisecond
 					}
 					var l lease.Lease
-					l, err = s.Grant(ctx, lease.GrantArgs{ID: lease.NewID(), Holder: fmt.Sprintf("h%d", rng.IntN(10)),
+					l, err = s.Grant(ctx, lease.GrantArgs{ID: crand.Text(), Holder: fmt.Sprintf("h%d", rng.IntN(10)),
 						Costs: []int{1 + rng.IntN(3), 1}, TTL: time.Minute, Grace: grace, Budget: budget, OnePerHolder: true})
 					if err == nil {
 						mu.Lock()
@@ -129,7 +130,7 @@ FROM ttlkit_leases_state s WHERE name = 'ttlkit_leases'`).Scan(&used, &counted))
 // set to the live leases' units, and grants keep to the budget.
 func testMigrateCounter(t *testing.T, s migrator, exec func(string) error) {
 	args := func(holder string, cost int, grace time.Duration) lease.GrantArgs {
-		return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Costs: []int{cost}, TTL: time.Minute,
+		return lease.GrantArgs{ID: crand.Text(), Holder: holder, Costs: []int{cost}, TTL: time.Minute,
 			Grace: grace, Budget: 6, OnePerHolder: true}
 	}
 	for _, a := range []lease.GrantArgs{args("a", 2, time.Minute), args("b", 1, time.Minute), args("gone", 3, 50*time.Millisecond)} {

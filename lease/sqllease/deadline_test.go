@@ -1,6 +1,7 @@
 package sqllease_test
 
 import (
+	crand "crypto/rand"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -48,7 +49,7 @@ END$$`,
 // heartbeat takes 3 s between reading the time and committing.
 func testHeartbeatAcrossDeadline(t *testing.T, s lease.Store) {
 	args := func(holder string) lease.GrantArgs {
-		return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Costs: []int{1}, TTL: time.Minute,
+		return lease.GrantArgs{ID: crand.Text(), Holder: holder, Costs: []int{1}, TTL: time.Minute,
 			Grace: 4 * time.Second, Budget: 1, OnePerHolder: true}
 	}
 	l, err := s.Grant(ctx, args("a"))

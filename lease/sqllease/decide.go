@@ -20,7 +20,7 @@ import (
 // each with its own error naming the field: a NUL byte and invalid UTF-8
 // (PostgreSQL text holds neither; MySQL's binary columns could, but both
 // dialects accept the same values), and more than limit bytes (0: no
-// limit). IDs come from lease.NewID and are not checked here.
+// limit). IDs come from the Manager and are not checked here.
 func validText(a lease.GrantArgs, limit int, dialect string) error {
 	for _, f := range []struct{ name, v string }{{"Holder", a.Holder}, {"Resource", a.Resource}} {
 		switch {
@@ -84,7 +84,7 @@ func newLease(a lease.GrantArgs, cost int, token uint64, now time.Time) lease.Le
 
 // deadline is the stored deadline of l: the earlier of ExpiresAt and
 // HeartbeatAt + Grace, with the grace rounded up to whole microseconds so
-// that "deadline > now" (now in microseconds) is exactly l.Live(now).
+// that "deadline > now" (now in microseconds) is exactly now.Before(l.Deadline()).
 func deadline(l lease.Lease) time.Time {
 	hb := l.HeartbeatAt.Add(graceMicros(l.Grace) * time.Microsecond)
 	if hb.Before(l.ExpiresAt) {
@@ -112,7 +112,7 @@ func wrap(ctx context.Context, dialect, op string, err error) error {
 // lease.ErrNotApplied, if ctx has already ended, so that a call with a dead
 // context sends nothing.
 func checkCtx(ctx context.Context, dialect, op string) error {
-	return lease.NotApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
+	return notApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
 }
 
 // afterCommit classifies wrapped, the wrapped form of err, an error of a
@@ -127,18 +127,18 @@ func afterCommit(wrapped, err error) error {
 	switch {
 	case errors.As(err, &pe):
 		if pe.Severity == "ERROR" {
-			return lease.NotApplied(wrapped)
+			return notApplied(wrapped)
 		}
 	case errors.As(err, &me):
 		switch me.Number {
 		case 1053, 1317, 1927: // server shutdown, query interrupted, connection killed
 		default:
-			return lease.NotApplied(wrapped)
+			return notApplied(wrapped)
 		}
 	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn):
-		return lease.NotApplied(wrapped)
+		return notApplied(wrapped)
 	}
-	return lease.UnknownOutcome(wrapped)
+	return unknownOutcome(wrapped)
 }
 
 // storable reports whether s could be a stored id: valid UTF-8 without NUL

@@ -108,7 +108,7 @@
 // server ended it with a FATAL error or a kill). A failed read matches
 // lease.ErrNotApplied. A Release also records the id in a table of recent
 // releases (Table + ReleasedSuffix, pruned by Sweep after
-// lease.ReleasedRetention), so that a Release repeated after
+// a minute), so that a Release repeated after
 // lease.ErrUnknownOutcome returns lease.ErrNotFound with lease.ErrReleased
 // if the first took effect.
 //

@@ -1,6 +1,7 @@
 package sqllease_test
 
 import (
+	crand "crypto/rand"
 	"database/sql"
 	"fmt"
 	"testing"
@@ -136,7 +137,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'old_leases' AND COLUMN_NAME IN
 	assert.Equal(t, uint64(7), old.Token)
 	_, err = s.Get(ctx, "old-lease ")
 	require.ErrorIs(t, err, lease.ErrNotFound)
-	l, err := s.Grant(ctx, lease.GrantArgs{ID: lease.NewID(), Holder: "alice ", Costs: []int{1}, TTL: time.Hour,
+	l, err := s.Grant(ctx, lease.GrantArgs{ID: crand.Text(), Holder: "alice ", Costs: []int{1}, TTL: time.Hour,
 		Grace: time.Hour, Budget: 5, OnePerHolder: true})
 	require.NoError(t, err, "another holder than alice")
 	assert.Greater(t, l.Token, old.Token)

@@ -2,6 +2,7 @@ package sqllease_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
 	"errors"
 	"strings"
@@ -74,7 +75,7 @@ func TestInvalidNamesRejected(t *testing.T) {
 func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists func(name string) bool,
 	exec func(query string) error, a, b sqllease.Options, objects []string) {
 	s := newStore(a)
-	args := lease.GrantArgs{ID: lease.NewID(), Holder: "h", Costs: []int{2}, TTL: time.Minute, Grace: time.Minute, Budget: 2}
+	args := lease.GrantArgs{ID: crand.Text(), Holder: "h", Costs: []int{2}, TTL: time.Minute, Grace: time.Minute, Budget: 2}
 	_, err := s.Grant(ctx, args)
 	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	assert.False(t, errors.Is(err, lease.ErrInvalid))
@@ -95,24 +96,24 @@ func testMigrate(t *testing.T, newStore func(sqllease.Options) migrator, exists 
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), l.Token)
 	// The other table has its own budget and its own token counter.
-	args.ID = lease.NewID()
+	args.ID = crand.Text()
 	l2, err := s2.Grant(ctx, args)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), l2.Token)
-	args.ID, args.Holder = lease.NewID(), "other"
+	args.ID, args.Holder = crand.Text(), "other"
 	_, err = s.Grant(ctx, args)
 	assert.ErrorIs(t, err, lease.ErrOverCapacity)
 
 	// Without its state row a store refuses to grant, and Migrate puts
 	// the row back with the counter above the tokens in the table.
 	require.NoError(t, exec("DELETE FROM lease_state WHERE name = '"+b.Table+"'"))
-	args.ID = lease.NewID()
+	args.ID = crand.Text()
 	_, err = s2.Grant(ctx, args)
 	require.ErrorIs(t, err, sqllease.ErrNotMigrated)
 	require.NoError(t, s2.Migrate(ctx))
 	_, err = s2.Get(ctx, l2.ID)
 	assert.NoError(t, err)
-	args.ID, args.Costs = lease.NewID(), []int{1}
+	args.ID, args.Costs = crand.Text(), []int{1}
 	args.Holder = "third"
 	args.Budget = 5
 	l3, err := s2.Grant(ctx, args)

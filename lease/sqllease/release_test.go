@@ -3,6 +3,7 @@ package sqllease_test
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"database/sql"
 	"io"
 	"net"
@@ -67,7 +68,7 @@ func (l *losingConn) Read(p []byte) (int, error) {
 // ErrReleased (and ErrNotFound), not a bare ErrNotFound that an expired and
 // swept lease would give.
 func testReleaseRetry(t *testing.T, s lease.Store, loser *commitLoser) {
-	a := lease.GrantArgs{ID: lease.NewID(), Holder: "alice", Costs: []int{2}, TTL: time.Hour, Grace: time.Hour,
+	a := lease.GrantArgs{ID: crand.Text(), Holder: "alice", Costs: []int{2}, TTL: time.Hour, Grace: time.Hour,
 		Budget: 5, OnePerHolder: true}
 	l, err := s.Grant(ctx, a)
 	require.NoError(t, err)

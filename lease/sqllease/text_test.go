@@ -1,6 +1,7 @@
 package sqllease_test
 
 import (
+	crand "crypto/rand"
 	"database/sql"
 	"errors"
 	"strings"
@@ -24,7 +25,7 @@ import (
 // and a lease expires after its grace.
 func testTextAndTime(t *testing.T, s lease.Store, maxLen int) {
 	args := func(holder string) lease.GrantArgs {
-		return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Resource: "cam_2f_19", Costs: []int{1},
+		return lease.GrantArgs{ID: crand.Text(), Holder: holder, Resource: "cam_2f_19", Costs: []int{1},
 			TTL: time.Hour, Grace: 400 * time.Millisecond, Budget: 5, OnePerHolder: true}
 	}
 	bad := []string{"nul\x00byte", "bad\xffutf8"}

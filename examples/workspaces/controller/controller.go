@@ -446,13 +446,19 @@ const ClaimBudget = 1 << 20
 // until the operation ends.
 type claimed struct {
 	op string
-	ka *lease.KeepAlive
+	ka *hold
+}
+
+// hold is a claim's lease, kept alive.
+type hold struct {
+	id string // the lease's
+	*lease.KeepAlive
 }
 
 // lease claims workspace id's operation as a lease. It returns nil, nil if
 // another controller holds it (or the budget is spent): it is not this
 // one's to run now.
-func (c *Controller) lease(ctx context.Context, id string) (*lease.KeepAlive, error) {
+func (c *Controller) lease(ctx context.Context, id string) (*hold, error) {
 	grace := c.opts.ClaimGrace
 	l, err := c.claims.Grant(ctx, lease.Request{
 		Holder: id, Resource: c.opts.Name, Cost: 1,
@@ -467,17 +473,17 @@ func (c *Controller) lease(ctx context.Context, id string) (*lease.KeepAlive, er
 		c.errs.Add(1)
 		return nil, fmt.Errorf("controller: claim %s: %w", id, err)
 	}
-	return c.claims.KeepAlive(context.WithoutCancel(ctx), l, grace/4), nil
+	return &hold{id: l.ID, KeepAlive: c.claims.KeepAlive(context.WithoutCancel(ctx), l, grace/4)}, nil
 }
 
 // unclaim releases a claim; a lost release is harmless (the lease
 // lapses after its grace, and the row no longer shows the operation).
-func (c *Controller) unclaim(ctx context.Context, ka *lease.KeepAlive) {
+func (c *Controller) unclaim(ctx context.Context, ka *hold) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = ka.Close(ctx)
-	if _, err := c.claims.Release(ctx, ka.ID(), ""); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
-		c.log.Debug("controller: releasing a claim failed; it lapses", "lease", ka.ID(), "err", err)
+	if _, err := c.claims.Release(ctx, ka.id, ""); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
+		c.log.Debug("controller: releasing a claim failed; it lapses", "lease", ka.id, "err", err)
 	}
 }
 

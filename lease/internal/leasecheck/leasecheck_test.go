@@ -2,6 +2,7 @@ package leasecheck
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -14,7 +15,7 @@ import (
 )
 
 func args(holder string, budget int, costs ...int) lease.GrantArgs {
-	return lease.GrantArgs{ID: lease.NewID(), Holder: holder, Costs: costs, TTL: 10 * time.Second,
+	return lease.GrantArgs{ID: crand.Text(), Holder: holder, Costs: costs, TTL: 10 * time.Second,
 		Grace: 5 * time.Second, Budget: budget, OnePerHolder: true}
 }
 

@@ -2,6 +2,7 @@ package leasecheck_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -44,7 +45,7 @@ func TestMemoryStoreMatchesModel(t *testing.T) {
 		var ids []string
 		pick := func() string {
 			if len(ids) == 0 || r.IntN(10) == 0 {
-				return lease.NewID()
+				return crand.Text()
 			}
 			return ids[r.IntN(len(ids))]
 		}
@@ -52,7 +53,7 @@ func TestMemoryStoreMatchesModel(t *testing.T) {
 			switch n := r.IntN(100); {
 			case n < 35:
 				a := lease.GrantArgs{
-					ID: lease.NewID(), Holder: fmt.Sprint("h", r.IntN(40)), Costs: []int{1 + r.IntN(3), 1},
+					ID: crand.Text(), Holder: fmt.Sprint("h", r.IntN(40)), Costs: []int{1 + r.IntN(3), 1},
 					TTL: time.Duration(1+r.IntN(30)) * time.Second, Grace: time.Duration(1+r.IntN(10)) * time.Second,
 					Budget: 50, OnePerHolder: r.IntN(5) != 0, Overloaded: r.IntN(20) == 0,
 				}
@@ -120,7 +121,7 @@ func TestConcurrentHistoryLinearizable(t *testing.T) {
 				var mine []string
 				pick := func() string {
 					if len(mine) == 0 {
-						return lease.NewID()
+						return crand.Text()
 					}
 					return mine[r.IntN(len(mine))]
 				}

@@ -31,7 +31,7 @@ func (s state) clone() state {
 	return state{leases: slices.Clone(s.leases), maxToken: s.maxToken, phantoms: slices.Clone(s.phantoms)}
 }
 
-func live(l lease.Lease, now time.Time) bool { return now.IsZero() || l.Live(now) }
+func live(l lease.Lease, now time.Time) bool { return now.IsZero() || now.Before(l.Deadline()) }
 
 func (s state) find(id string) (int, bool) {
 	return sort.Find(len(s.leases), func(i int) int { return strings.Compare(id, s.leases[i].ID) })

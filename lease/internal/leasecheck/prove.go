@@ -2,6 +2,7 @@ package leasecheck
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -61,7 +62,7 @@ func workload(t *testing.T, m *lease.Manager, seed uint64, ops int, lists bool) 
 	uncertain := map[string]bool{}
 	pick := func() string {
 		if len(mine) == 0 || r.IntN(10) == 0 {
-			return lease.NewID()
+			return crand.Text()
 		}
 		return mine[r.IntN(len(mine))]
 	}

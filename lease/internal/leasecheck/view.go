@@ -45,7 +45,7 @@ func NewViews() *Views { return &Views{leases: map[string]*view{}} }
 func (v *Views) Granted(l lease.Lease, sent, ack time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	w := &view{l: l, sent: sent, ack: ack, start: ack, end: sent.Add(l.Remaining(l.HeartbeatAt))}
+	w := &view{l: l, sent: sent, ack: ack, start: ack, end: sent.Add(max(l.Deadline().Sub(l.HeartbeatAt), 0))}
 	v.leases[l.ID] = w
 	v.order = append(v.order, w)
 }

@@ -59,7 +59,7 @@ func ViewLoad(ms []*lease.Manager, v *Views, workers, holders int, interval time
 					ack := time.Now()
 					if err == nil {
 						v.Granted(l, sent, ack)
-						mine[holder] = &held{id: l.ID, deadline: sent.Add(l.Remaining(l.HeartbeatAt))}
+						mine[holder] = &held{id: l.ID, deadline: sent.Add(max(l.Deadline().Sub(l.HeartbeatAt), 0))}
 					} else if storeError(err) {
 						fails++
 					}
