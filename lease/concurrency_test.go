@@ -31,7 +31,7 @@ func TestConcurrentGrantsNeverOversubscribe(t *testing.T) {
 						}
 						continue
 					}
-					u, err := m.Usage(ctx)
+					u, err := usage(m)
 					require.NoError(t, err)
 					if u.Units > budget {
 						t.Errorf("%d units in use, budget %d", u.Units, budget)
@@ -46,7 +46,7 @@ func TestConcurrentGrantsNeverOversubscribe(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		u, err := m.Usage(ctx)
+		u, err := usage(m)
 		require.NoError(t, err)
 		assert.Zero(t, u.Units)
 		st := m.Stats()

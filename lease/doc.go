@@ -25,7 +25,7 @@
 // records and reports each one once as an [EventExpired] event, even with
 // several Managers sweeping one shared store.
 //
-// The Store interface is the unit of atomicity. [MemoryStore] is the
+// The Store interface is the unit of atomicity. [NewMemoryStore] is the
 // default; lease/redislease and lease/sqllease let several processes share
 // one budget, and lease/leasetest is the conformance suite every store
 // passes.
@@ -47,7 +47,7 @@
 // What each store needs from its server for that, and what it does when
 // the server loses data:
 //
-//   - MemoryStore: nothing; it lives and dies with the process, and so do
+//   - NewMemoryStore: nothing; it lives and dies with the process, and so do
 //     the Managers that use it.
 //   - lease/redislease: persistence for acknowledged state (appendonly yes,
 //     ideally appendfsync always and WAITAOF or WAIT before acknowledging
@@ -87,6 +87,6 @@
 //     that succeeded.
 //
 // Files: lease.go (the Lease type), store.go (the Store contract), memory.go
-// (MemoryStore), manager.go (Manager), sweep.go (Sweep and its loop),
+// (NewMemoryStore), manager.go (Manager), sweep.go (Sweep and its loop),
 // keepalive.go, options.go, event.go, stats.go and errors.go.
 package lease

@@ -36,8 +36,8 @@ func Example() {
 	hb, _ := m.Heartbeat(ctx, l.ID, "")
 	fmt.Println("heartbeat, live for", hb.Remaining)
 
-	u, _ := m.Usage(ctx)
-	fmt.Printf("used %d of %d units\n", u.Units, u.Budget)
+	units, _, _ := m.Usage(ctx)
+	fmt.Printf("used %d of %d units\n", units, m.Stats().Budget)
 
 	_, _ = m.Release(ctx, l.ID, "")
 	_, err = m.Get(ctx, l.ID)

@@ -49,7 +49,7 @@ type Lease struct {
 
 	// sent is when the Manager sent the call that returned the lease
 	// (Manager clock); zero for a Lease from anywhere else. With a
-	// MemoryStore on the Manager's time source it is CreatedAt, which
+	// memory store on the Manager's time source it is CreatedAt, which
 	// that clock read after the call began and where the deadlines start.
 	sent time.Time
 }

@@ -24,7 +24,7 @@ import (
 // spaces and case count) by every store. Every store accepts valid UTF-8
 // without NUL bytes up to 255 bytes; beyond that the stores differ, and a
 // store that cannot keep a value refuses the grant with an error matching
-// ErrInvalid that names the field and the problem: MemoryStore and
+// ErrInvalid that names the field and the problem: the memory store and
 // lease/redislease keep any bytes of any length; lease/sqllease refuses a
 // NUL byte and invalid UTF-8 on both dialects, and on MySQL/MariaDB more
 // than 255 bytes.
@@ -42,14 +42,6 @@ type Request struct {
 	Fallback []int
 	// TTL and Grace override the Manager's defaults when > 0.
 	TTL, Grace time.Duration
-}
-
-// Usage is the budget as seen at one moment.
-type Usage struct {
-	Units     int // units taken by live leases
-	Leases    int // number of live leases
-	Budget    int // the Manager's budget
-	Available int // Budget − Units, at least 0
 }
 
 // Manager grants, heartbeats and releases leases over a Store, runs the
@@ -123,7 +115,7 @@ func New(budget int, opts Options) (*Manager, error) {
 }
 
 // clocked is a Store in this process that reads its time from a clock
-// (MemoryStore).
+// (NewMemoryStore).
 type clocked interface{ clock() clock.Clock }
 
 // sameClock reports whether a and b read the same time source: the same
@@ -348,27 +340,18 @@ func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
 	return l, err
 }
 
-// List returns the live leases, oldest grant first. It keeps working after
-// Close.
-func (m *Manager) List(ctx context.Context) ([]Lease, error) {
-	ls, err := m.store.List(ctx)
+// Usage returns the units taken by the live leases and their number, as
+// the store counts them now, and refreshes the Stats gauges. It keeps
+// working after Close.
+func (m *Manager) Usage(ctx context.Context) (units, leases int, err error) {
+	units, leases, err = m.store.Usage(ctx)
 	if err != nil {
 		m.countFailure(err, nil)
-	}
-	return ls, err
-}
-
-// Usage returns the units and number of live leases and the budget left.
-// It keeps working after Close.
-func (m *Manager) Usage(ctx context.Context) (Usage, error) {
-	units, n, err := m.store.Usage(ctx)
-	if err != nil {
-		m.countFailure(err, nil)
-		return Usage{}, err
+		return 0, 0, err
 	}
 	m.stats.unitsInUse.Store(int64(units))
-	m.stats.activeLeases.Store(int64(n))
-	return Usage{Units: units, Leases: n, Budget: m.budget, Available: max(m.budget-units, 0)}, nil
+	m.stats.activeLeases.Store(int64(leases))
+	return units, leases, nil
 }
 
 // Close stops the Manager: the sweep loop, every KeepAlive of this Manager
@@ -382,7 +365,7 @@ func (m *Manager) Usage(ctx context.Context) (Usage, error) {
 //
 // Leases stay in the store: they belong to their holders and end by release
 // or expiry. After Close, Grant, Heartbeat, Release, Sweep and KeepAlive
-// return ErrClosed; Get, List, Usage and Stats keep working. Events of calls
+// return ErrClosed; Get, Usage and Stats keep working. Events of calls
 // still in flight when Close runs are counted in Stats.EventsDropped.
 //
 // Close is idempotent: a later call waits the same way and returns nil once

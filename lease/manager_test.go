@@ -58,10 +58,34 @@ var condition = map[error]string{
 
 func newManager(t *testing.T, budget int, o lease.Options) *lease.Manager {
 	t.Helper()
+	if o.Store == nil {
+		o.Store = lease.NewMemoryStore(o.Clock)
+	}
 	m, err := lease.New(budget, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close(ctx) })
+	storeOf.Store(m, o.Store)
+	t.Cleanup(func() { _ = m.Close(ctx); storeOf.Delete(m) })
 	return m
+}
+
+// storeOf holds the store of each Manager newManager made, for the list of
+// live leases, which is the store's to read.
+var storeOf sync.Map // *lease.Manager → lease.Store
+
+// list returns the live leases of m's store.
+func list(m *lease.Manager) ([]lease.Lease, error) {
+	s, _ := storeOf.Load(m)
+	return s.(lease.Store).List(ctx)
+}
+
+// use is the budget as seen at one moment, from Manager.Usage and Stats.
+type use struct{ Units, Leases, Budget, Available int }
+
+// usage returns m's budget as seen now.
+func usage(m *lease.Manager) (use, error) {
+	units, n, err := m.Usage(ctx)
+	b := m.Stats().Budget
+	return use{Units: units, Leases: n, Budget: b, Available: max(b-units, 0)}, err
 }
 
 func TestNewValidates(t *testing.T) {
@@ -126,9 +150,9 @@ func TestCameraAdmission(t *testing.T) {
 		require.ErrorIs(t, err, lease.ErrOverloaded)
 		g.over.Store(false)
 
-		u, err := m.Usage(ctx)
+		u, err := usage(m)
 		require.NoError(t, err)
-		assert.Equal(t, lease.Usage{Units: 35, Leases: 18, Budget: 35, Available: 0}, u)
+		assert.Equal(t, use{Units: 35, Leases: 18, Budget: 35, Available: 0}, u)
 
 		// Every user but "a" heartbeats every 30 s; "a" abandoned its tab.
 		for range 2 {
@@ -146,7 +170,7 @@ func TestCameraAdmission(t *testing.T) {
 		_, err = m.Heartbeat(ctx, leases[0].ID, "")
 		require.Error(t, err)
 		assert.True(t, errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotFound), "%v", err)
-		u, err = m.Usage(ctx)
+		u, err = usage(m)
 		require.NoError(t, err)
 		assert.Equal(t, 33, u.Units)
 		l2, err := m.Grant(ctx, main("s"))
@@ -183,11 +207,11 @@ func TestCameraAdmission(t *testing.T) {
 		// grace; the loop reclaims them all.
 		time.Sleep(300 * time.Second)
 		synctest.Wait()
-		u, err = m.Usage(ctx)
+		u, err = usage(m)
 		require.NoError(t, err)
-		assert.Equal(t, lease.Usage{Budget: 35, Available: 35}, u)
+		assert.Equal(t, use{Budget: 35, Available: 35}, u)
 		assert.Equal(t, 1+17, count(rec.kinds(), "expired"))
-		ls, err := m.List(ctx)
+		ls, err := list(m)
 		require.NoError(t, err)
 		assert.Empty(t, ls)
 	})
@@ -252,7 +276,7 @@ func TestRequestOverridesAndBadInput(t *testing.T) {
 			assert.ErrorIs(t, err, lease.ErrInvalid, name)
 		}
 		assert.Equal(t, uint64(7), m.Stats().Invalid)
-		u, err := m.Usage(ctx)
+		u, err := usage(m)
 		require.NoError(t, err)
 		assert.Zero(t, u.Leases)
 
@@ -279,7 +303,7 @@ func TestEventsInOrderAndOffLock(t *testing.T) {
 		rec := &recorder{}
 		// The callback calls back into the Manager: it must not hold a lock.
 		m = newManager(t, 2, lease.Options{SweepInterval: -1, Grace: 5 * time.Second, OnEvent: func(e lease.Event) {
-			_, _ = m.Usage(ctx)
+			_, _ = usage(m)
 			rec.on(e)
 		}})
 		a, err := m.Grant(ctx, lease.Request{Holder: "a", Cost: 2})
@@ -325,7 +349,8 @@ func TestSlowCallbackNeverBlocks(t *testing.T) {
 func TestCloseIdempotentAndErrClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		m, err := lease.New(3, lease.Options{OnEvent: rec.on})
+		s := lease.NewMemoryStore(nil)
+		m, err := lease.New(3, lease.Options{Store: s, OnEvent: rec.on})
 		require.NoError(t, err)
 		l, err := m.Grant(ctx, lease.Request{Holder: "u", Cost: 1})
 		require.NoError(t, err)
@@ -342,13 +367,13 @@ func TestCloseIdempotentAndErrClosed(t *testing.T) {
 		g, err := m.Get(ctx, l.ID)
 		require.NoError(t, err)
 		assert.Equal(t, l.ID, g.ID)
-		ls, err := m.List(ctx)
+		ls, err := s.List(ctx)
 		require.NoError(t, err)
 		require.Len(t, ls, 1)
 		assert.Equal(t, l.ID, ls[0].ID)
-		u, err := m.Usage(ctx)
+		u, err := usage(m)
 		require.NoError(t, err)
-		assert.Equal(t, lease.Usage{Units: 1, Leases: 1, Budget: 3, Available: 2}, u)
+		assert.Equal(t, use{Units: 1, Leases: 1, Budget: 3, Available: 2}, u)
 		assert.Equal(t, 1, m.Stats().ActiveLeases)
 		_, err = m.Sweep(ctx)
 		assert.ErrorIs(t, err, lease.ErrClosed)
@@ -480,7 +505,7 @@ func TestCancelledCallerIsNotAStoreError(t *testing.T) {
 	st := m.Stats()
 	assert.Zero(t, st.StoreErrors)
 	assert.Zero(t, st.Granted)
-	u, err := m.Usage(ctx)
+	u, err := usage(m)
 	require.NoError(t, err)
 	assert.Zero(t, u.Leases)
 }
@@ -651,7 +676,7 @@ func TestHolderCheckedCalls(t *testing.T) {
 		require.NoError(t, err, "a heartbeat that names no holder is not checked")
 		time.Sleep(time.Minute)
 		require.NoError(t, k.Err(), "a refused Release stopped the KeepAlive")
-		u, err := m.Usage(ctx)
+		u, err := usage(m)
 		require.NoError(t, err)
 		assert.Equal(t, 2, u.Units)
 

@@ -13,20 +13,8 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// MemoryStore is the in-memory Store: one mutex, a map of records, a
-// per-holder index, a running total of live units and a min-heap of live
-// leases by deadline. Every operation first retires the leases whose deadline
-// has passed (O(log n) each, once per lease), so expired leases are absent for
-// reads and the budget at once, and no operation scans the whole store except
-// List. Sweep then only drops retired records.
-//
-// On the real clock, a MemoryStore reads the time as its creation time
-// plus the monotonic time elapsed since, so a step of the wall clock moves
-// none of its deadlines (and the reading costs half as much).
-//
-// A MemoryStore is safe for concurrent use, but it is shared only by the
-// Managers of one process.
-type MemoryStore struct {
+// memoryStore is the in-memory Store (see NewMemoryStore).
+type memoryStore struct {
 	clk clock.Clock
 	// base is the store's creation time, when clk is the real clock;
 	// else zero.
@@ -42,7 +30,7 @@ type MemoryStore struct {
 	spare    []*record          // cleared records for reuse, at most maxSpare
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
 // record is one lease in the store.
 type record struct {
@@ -53,13 +41,26 @@ type record struct {
 	prev, next *record
 }
 
-// NewMemoryStore returns an empty in-memory store that takes time from c
-// (nil means the real clock).
-func NewMemoryStore(c clock.Clock) *MemoryStore {
+// NewMemoryStore returns an empty in-memory Store that takes time from c
+// (nil means the real clock): the reference implementation of Store, and
+// the one a Manager makes when Options.Store is nil. Pass one to several
+// Managers of one process to share its budget.
+//
+// It keeps one mutex, a map of records, a per-holder index, a running
+// total of live units and a min-heap of live leases by deadline. Every
+// operation first retires the leases whose deadline has passed (O(log n)
+// each, once per lease), so expired leases are absent for reads and the
+// budget at once, and no operation scans the whole store except List.
+// Sweep then only drops retired records. On the real clock it reads the
+// time as its creation time plus the monotonic time elapsed since, so a
+// step of the wall clock moves none of its deadlines. A Manager on the same
+// clock takes the store's times as the moments its calls were sent, and
+// reads no clock of its own.
+func NewMemoryStore(c clock.Clock) Store {
 	if c == nil {
 		c = clock.New()
 	}
-	s := &MemoryStore{
+	s := &memoryStore{
 		clk:      c,
 		records:  make(map[string]*record),
 		byHolder: make(map[string]*record),
@@ -76,10 +77,10 @@ var realClock = reflect.TypeOf(clock.New())
 
 // clock returns the clock the store reads: a Manager on the same clock
 // takes the store's times as the moments its calls were sent.
-func (s *MemoryStore) clock() clock.Clock { return s.clk }
+func (s *memoryStore) clock() clock.Clock { return s.clk }
 
 // now reads the store's clock.
-func (s *MemoryStore) now() time.Time {
+func (s *memoryStore) now() time.Time {
 	if !s.base.IsZero() {
 		return s.base.Add(time.Since(s.base))
 	}
@@ -96,7 +97,7 @@ func ctxErr(ctx context.Context) error {
 }
 
 // Grant implements Store.
-func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
+func (s *memoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 	if err := a.Validate(); err != nil {
 		return Lease{}, err
 	}
@@ -107,7 +108,7 @@ func (s *MemoryStore) Grant(ctx context.Context, a GrantArgs) (Lease, error) {
 
 // grant is Grant on valid args, storing the lease in *out, so that the
 // lease is copied once.
-func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, out *Lease) error {
+func (s *memoryStore) grant(ctx context.Context, a GrantArgs, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -164,14 +165,14 @@ func (s *MemoryStore) grant(ctx context.Context, a GrantArgs, out *Lease) error 
 }
 
 // Heartbeat implements Store.
-func (s *MemoryStore) Heartbeat(ctx context.Context, id, holder string) (Lease, error) {
+func (s *memoryStore) Heartbeat(ctx context.Context, id, holder string) (Lease, error) {
 	var l Lease
 	err := s.heartbeat(ctx, id, holder, &l)
 	return l, err
 }
 
 // heartbeat is Heartbeat storing the lease in *out.
-func (s *MemoryStore) heartbeat(ctx context.Context, id, holder string, out *Lease) error {
+func (s *memoryStore) heartbeat(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -197,14 +198,14 @@ func (s *MemoryStore) heartbeat(ctx context.Context, id, holder string, out *Lea
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, id, holder string) (Lease, error) {
+func (s *memoryStore) Release(ctx context.Context, id, holder string) (Lease, error) {
 	var l Lease
 	err := s.release(ctx, id, holder, &l)
 	return l, err
 }
 
 // release is Release storing the lease in *out.
-func (s *MemoryStore) release(ctx context.Context, id, holder string, out *Lease) error {
+func (s *memoryStore) release(ctx context.Context, id, holder string, out *Lease) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -224,7 +225,7 @@ func (s *MemoryStore) release(ctx context.Context, id, holder string, out *Lease
 }
 
 // Get implements Store.
-func (s *MemoryStore) Get(ctx context.Context, id string) (Lease, error) {
+func (s *memoryStore) Get(ctx context.Context, id string) (Lease, error) {
 	if err := ctxErr(ctx); err != nil {
 		return Lease{}, err
 	}
@@ -239,7 +240,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Lease, error) {
 }
 
 // List implements Store.
-func (s *MemoryStore) List(ctx context.Context) ([]Lease, error) {
+func (s *memoryStore) List(ctx context.Context) ([]Lease, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -263,7 +264,7 @@ func (s *MemoryStore) List(ctx context.Context) ([]Lease, error) {
 }
 
 // Usage implements Store.
-func (s *MemoryStore) Usage(ctx context.Context) (units, leases int, err error) {
+func (s *memoryStore) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := ctxErr(ctx); err != nil {
 		return 0, 0, err
 	}
@@ -274,7 +275,7 @@ func (s *MemoryStore) Usage(ctx context.Context) (units, leases int, err error) 
 }
 
 // Sweep implements Store.
-func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
+func (s *memoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -303,7 +304,7 @@ func (s *MemoryStore) Sweep(ctx context.Context, limit int) ([]Lease, error) {
 }
 
 // alloc returns a zeroed record, recycled if one is free. Callers hold s.mu.
-func (s *MemoryStore) alloc() *record {
+func (s *memoryStore) alloc() *record {
 	if n := len(s.spare); n > 0 {
 		r := s.spare[n-1]
 		s.spare[n-1] = nil
@@ -320,7 +321,7 @@ const maxSpare = 64
 // while fewer than maxSpare are kept: released and swept records are
 // recycled under s.mu, so a grant then allocates no record. Callers hold
 // s.mu.
-func (s *MemoryStore) free(r *record) {
+func (s *memoryStore) free(r *record) {
 	*r = record{}
 	if len(s.spare) < maxSpare {
 		s.spare = append(s.spare, r)
@@ -329,7 +330,7 @@ func (s *MemoryStore) free(r *record) {
 
 // find returns the live record id, or ErrNotFound, ErrWrongHolder (holder
 // is set and the record is another's) or ErrExpired, checked in that order.
-func (s *MemoryStore) find(id, holder string) (*record, error) {
+func (s *memoryStore) find(id, holder string) (*record, error) {
 	r := s.records[id]
 	switch {
 	case r == nil:
@@ -344,7 +345,7 @@ func (s *MemoryStore) find(id, holder string) (*record, error) {
 
 // retire moves every lease whose deadline is at or before now from the live
 // set to the retired list, and returns now. Callers hold s.mu.
-func (s *MemoryStore) retire() time.Time {
+func (s *memoryStore) retire() time.Time {
 	now := s.now()
 	for len(s.live) > 0 && !now.Before(s.live[0].deadline) {
 		r := s.live[0]
@@ -356,7 +357,7 @@ func (s *MemoryStore) retire() time.Time {
 }
 
 // unlink takes r out of its holder's list.
-func (s *MemoryStore) unlink(r *record) {
+func (s *memoryStore) unlink(r *record) {
 	if r.prev != nil {
 		r.prev.next = r.next
 	} else if r.next != nil {
@@ -373,14 +374,14 @@ func (s *MemoryStore) unlink(r *record) {
 // The live heap: a binary min-heap on deadline, each record knowing its
 // index, so removal and a heartbeat's re-position are O(log n).
 
-func (s *MemoryStore) push(r *record) {
+func (s *memoryStore) push(r *record) {
 	r.heap = len(s.live)
 	s.live = append(s.live, r)
 	s.up(r.heap)
 }
 
 // remove takes the record at index i out of the heap and of the budget.
-func (s *MemoryStore) remove(i int) {
+func (s *memoryStore) remove(i int) {
 	r := s.live[i]
 	last := len(s.live) - 1
 	if i != last {
@@ -396,14 +397,14 @@ func (s *MemoryStore) remove(i int) {
 	s.used -= r.l.Cost
 }
 
-func (s *MemoryStore) less(i, j int) bool { return s.live[i].deadline.Before(s.live[j].deadline) }
+func (s *memoryStore) less(i, j int) bool { return s.live[i].deadline.Before(s.live[j].deadline) }
 
-func (s *MemoryStore) swap(i, j int) {
+func (s *memoryStore) swap(i, j int) {
 	s.live[i], s.live[j] = s.live[j], s.live[i]
 	s.live[i].heap, s.live[j].heap = i, j
 }
 
-func (s *MemoryStore) up(i int) {
+func (s *memoryStore) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !s.less(i, p) {
@@ -414,7 +415,7 @@ func (s *MemoryStore) up(i int) {
 	}
 }
 
-func (s *MemoryStore) down(i int) {
+func (s *memoryStore) down(i int) {
 	n := len(s.live)
 	for {
 		c := 2*i + 1

@@ -21,7 +21,7 @@ const (
 
 // Options configure a Manager. The zero value means the defaults.
 type Options struct {
-	// Store keeps the leases. Nil means a new MemoryStore on Clock. Share
+	// Store keeps the leases. Nil means NewMemoryStore(Clock). Share
 	// one server store (redislease, sqllease) between processes to share
 	// the budget.
 	Store Store
@@ -50,7 +50,7 @@ type Options struct {
 	Gate interface{ Overloaded() bool }
 	// Clock is the Manager's time source: the sweep ticker, event times and
 	// KeepAlive's local deadlines. Nil means real time. Lease decisions use
-	// the store's clock (for the default MemoryStore, this one).
+	// the store's clock (for the default memory store, this one).
 	Clock clock.Clock
 	// OnEvent receives lifecycle events in order, on a goroutine of the
 	// Manager's, never under a lock, so it may call the Manager. Events

@@ -22,7 +22,7 @@ type Stats struct {
 	StoreErrors                                                                          uint64 // store calls that failed other than by a rule or the caller's context
 	EventsDropped                                                                        uint64 // events dropped: the queue was full, or Close had ended it
 
-	// Gauges for the whole store: exact with a *MemoryStore; with any
+	// Gauges for the whole store: exact with a NewMemoryStore; with any
 	// other store (a round trip away) as of the last Sweep or Usage call,
 	// so at most SweepInterval old while the background loop runs.
 	ActiveLeases int
@@ -43,7 +43,7 @@ type counters struct {
 // Stats returns a snapshot of the Manager's counters and gauges.
 func (m *Manager) Stats() Stats {
 	c := &m.stats
-	if ms, ok := m.store.(*MemoryStore); ok {
+	if ms, ok := m.store.(*memoryStore); ok {
 		if units, n, err := ms.Usage(context.Background()); err == nil {
 			c.unitsInUse.Store(int64(units))
 			c.activeLeases.Store(int64(n))

@@ -114,7 +114,7 @@ type Store interface {
 	// Release can fail with ErrUnknownOutcome (one over a network)
 	// remembers the release for at least one minute: until then,
 	// Get, Heartbeat and Release of id return an error that matches both
-	// ErrNotFound and ErrReleased. (MemoryStore never needs to.) A holder
+	// ErrNotFound and ErrReleased. (The memory store never needs to.) A holder
 	// other than "" is checked as for Heartbeat.
 	Release(ctx context.Context, id, holder string) (Lease, error)
 

@@ -54,7 +54,7 @@ func (m *Manager) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	m.stats.sweeps.Add(1)
-	if _, err := m.Usage(ctx); err != nil {
+	if _, _, err := m.Usage(ctx); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -131,14 +131,15 @@ func (a *Admission) Heartbeated(hb lease.HeartbeatResult, now time.Time) heartbe
 // Status answers GET /api/system/status, and counts the page that asked as
 // an active UI user: it heartbeats the page's seat (?seat=, the ui_seat of
 // its previous poll), or seats it when a seat is free.
-func (a *Admission) Status(r *http.Request, u lease.Usage) statusResponse {
+func (a *Admission) Status(r *http.Request, units, leases int) statusResponse {
 	a.sessions.Touch(r)
+	budget := a.cfg.ModalBudget()
 	s := statusResponse{
 		Healthy:              true,
-		ActiveModals:         u.Leases,
-		ModalBudgetRemaining: u.Available,
-		ModalBudget:          u.Budget,
-		ModalUnitsInUse:      u.Units,
+		ActiveModals:         leases,
+		ModalBudgetRemaining: max(budget-units, 0),
+		ModalBudget:          budget,
+		ModalUnitsInUse:      units,
 		TotalStreamUnits:     a.cfg.TotalStreamUnits,
 		State:                "unmeasured",
 	}
@@ -162,7 +163,7 @@ func (a *Admission) Status(r *http.Request, u lease.Usage) statusResponse {
 		s.ActiveUIUsers = users
 	}
 	s.SuggestActive = a.suggestActive(s.ActiveUIUsers)
-	s.CurrentUsage = a.currentUsage(s.ActiveUIUsers, u.Units)
+	s.CurrentUsage = a.currentUsage(s.ActiveUIUsers, units)
 	return s
 }
 

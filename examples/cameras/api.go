@@ -133,12 +133,12 @@ func (a API) Release() http.Handler {
 // Status serves GET /api/system/status (Admission.Status).
 func (a API) Status() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, err := a.leases.Usage(r.Context())
+		units, n, err := a.leases.Usage(r.Context())
 		if err != nil {
 			a.Error(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, a.adm.Status(r, u))
+		writeJSON(w, http.StatusOK, a.adm.Status(r, units, n))
 	})
 }
 

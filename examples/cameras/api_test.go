@@ -178,7 +178,7 @@ func TestAPI(t *testing.T) {
 			requireRefusal(t, bob.do("GET", "/stream/cam_2f_19?lease_id=nope", "", ""), 404, "LEASE_NOT_FOUND", "")
 			assert.Equal(t, http.StatusMethodNotAllowed, bob.do("PUT", "/api/modal/lease", "", "").Status)
 			assert.Equal(t, granted, srv.leases.Stats().Granted)
-			u, err := srv.leases.Usage(t.Context())
+			u, err := usageOf(t.Context(), srv.leases)
 			require.NoError(t, err)
 			assert.Zero(t, u.Leases)
 
@@ -290,7 +290,7 @@ func TestTwoInstancesShareTheBudget(t *testing.T) {
 			go func() {
 				defer close(auditDone)
 				for ctx.Err() == nil {
-					u, err := srvA.leases.Usage(ctx)
+					u, err := usageOf(ctx, srvA.leases)
 					if err == nil {
 						audits.Add(1)
 						for {
@@ -360,7 +360,7 @@ func TestTwoInstancesShareTheBudget(t *testing.T) {
 			assert.Positive(t, sa.Granted)
 			assert.Positive(t, sb.Granted)
 			assert.Equal(t, uint64(granted.Load()), sa.Granted+sb.Granted)
-			u, err := srvB.leases.Usage(t.Context())
+			u, err := usageOf(t.Context(), srvB.leases)
 			require.NoError(t, err)
 			assert.Zero(t, u.Units, "every modal was closed")
 		})

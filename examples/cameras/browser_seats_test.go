@@ -105,7 +105,7 @@ func TestBrowserUIUserCap(t *testing.T) {
 			// the store still holds when it is read next.
 			streams := srvA.streams.activeSuggest.Load() + srvB.streams.activeSuggest.Load()
 			users, err1 := srvA.seats.Users(actx)
-			u, err2 := srvB.leases.Usage(actx)
+			u, err2 := usageOf(actx, srvB.leases)
 			if err1 == nil && err2 == nil {
 				audits.Add(1)
 				raise(&maxUsers, int64(users))

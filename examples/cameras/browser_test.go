@@ -112,7 +112,7 @@ func setMinimized(t *testing.T, ctx context.Context, minimized bool) {
 }
 
 func units(t *testing.T, srv *Server) int {
-	u, err := srv.leases.Usage(context.Background())
+	u, err := usageOf(context.Background(), srv.leases)
 	require.NoError(t, err)
 	return u.Units
 }
@@ -265,7 +265,7 @@ func TestBrowserOtherSites(t *testing.T) {
 	srv, _, url := browserServer(t, fastConfig())
 	openCamera(t, ctx, url, "cam_2f_19")
 	waitJS(t, ctx, `document.getElementById('modal').dataset.state === 'streaming'`)
-	leases, err := srv.leases.List(t.Context())
+	leases, err := srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, leases, 1, "the user's own modal")
 	users := srv.sessions.Active()
@@ -288,7 +288,7 @@ func TestBrowserOtherSites(t *testing.T) {
 		browsertest.Request{Kind: "fetch", Method: "POST", URL: url + "/api/modal/lease/" + leases[0].ID + "/heartbeat"},
 	)
 	browsertest.Attack(t, evil, reqs...)
-	after, err := srv.leases.List(t.Context())
+	after, err := srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, holders(leases), holders(after), "no lease taken; the user's is still there")
 	assert.Equal(t, users, srv.sessions.Active(), "no UI user counted for the other site")
@@ -304,7 +304,7 @@ func TestBrowserOtherSites(t *testing.T) {
 	assert.Equal(t, 403, status)
 	body := js[string](t, evil, `document.body.innerText`)
 	assert.Contains(t, body, CodeUnknownHost, "the page itself was refused")
-	after, err = srv.leases.List(t.Context())
+	after, err = srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, holders(leases), holders(after), "no lease through the rebinding name")
 	assert.Equal(t, users, srv.sessions.Active())

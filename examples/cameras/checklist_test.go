@@ -55,7 +55,7 @@ func TestChecklist11_1Admission(t *testing.T) {
 			// Then nothing fits.
 			requireRefusal(t, inProcess(t, srv).grant("cam_1f_01", "sub"), http.StatusTooManyRequests, CodeOverCapacity, MsgOverCapacity)
 			requireRefusal(t, inProcess(t, srv).grant("cam_1f_01", "main"), http.StatusTooManyRequests, CodeOverCapacity, MsgOverCapacity)
-			u, err := srv.leases.Usage(t.Context())
+			u, err := usageOf(t.Context(), srv.leases)
 			require.NoError(t, err)
 			assert.Equal(t, 35, u.Units)
 			assert.Equal(t, 18, u.Leases)
@@ -319,7 +319,7 @@ func TestChecklist11_3LongRun(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				time.Sleep(7 * time.Second)
-				u, err := srv.leases.Usage(context.Background())
+				u, err := usageOf(context.Background(), srv.leases)
 				if err == nil {
 					mu.Lock()
 					res.maxUnits = max(res.maxUnits, u.Units)
@@ -336,7 +336,7 @@ func TestChecklist11_3LongRun(t *testing.T) {
 		res.elapsed = time.Since(start)
 		st := srv.leases.Stats()
 		res.granted, res.released, res.expired, res.sweeps = st.Granted, st.Released, st.Expired, st.Sweeps
-		u, err := srv.leases.Usage(context.Background())
+		u, err := usageOf(context.Background(), srv.leases)
 		require.NoError(t, err)
 		res.leases, res.units = u.Leases, u.Units
 		rows, err := srv.history.Since(context.Background(), time.Time{})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/hysteresis/sysload"
 	"github.com/ttlkit/ttlkit/internal/leakcheck"
+	"github.com/ttlkit/ttlkit/lease"
 )
 
 func TestMain(m *testing.M) {
@@ -272,4 +273,13 @@ func (u *user) openPath(ctx context.Context, path string) (w *streamWriter, done
 		u.h.ServeHTTP(w, req)
 	}()
 	return w, done
+}
+
+// use is the budget of a lease Manager as seen at one moment.
+type use struct{ Units, Leases int }
+
+// usageOf returns m's units in use and live leases.
+func usageOf(ctx context.Context, m *lease.Manager) (use, error) {
+	units, n, err := m.Usage(ctx)
+	return use{Units: units, Leases: n}, err
 }

@@ -130,7 +130,7 @@ func requests(s lease.Stats) (total, rejected uint64) {
 
 // Record writes one row now: the loop's step.
 func (r *Recorder) Record(ctx context.Context) (Row, error) {
-	u, err := r.leases.Usage(ctx)
+	_, modals, err := r.leases.Usage(ctx)
 	if err != nil {
 		return Row{}, err
 	}
@@ -140,7 +140,7 @@ func (r *Recorder) Record(ctx context.Context) (Row, error) {
 			return Row{}, err
 		}
 	}
-	row := Row{RecordedAt: time.Now().UTC().Truncate(time.Millisecond), ActiveModals: u.Leases,
+	row := Row{RecordedAt: time.Now().UTC().Truncate(time.Millisecond), ActiveModals: modals,
 		ActiveSuggest: r.adm.suggestActive(users)}
 	if r.monitor != nil {
 		last := r.monitor.Stats().Last

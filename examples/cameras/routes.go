@@ -161,7 +161,7 @@ func (s *Server) healthz() http.Handler {
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if _, err := s.leases.Usage(ctx); err != nil {
+		if _, _, err := s.leases.Usage(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("store unavailable\n"))
 			return

@@ -111,8 +111,8 @@ func (s *Seats) Users(ctx context.Context) (int, error) {
 	if s.m == nil {
 		return 0, nil
 	}
-	u, err := s.m.Usage(ctx)
-	return u.Leases, err
+	_, n, err := s.m.Usage(ctx)
+	return n, err
 }
 
 // Stats returns the seat Manager's stats (zero when nobody can be seated).

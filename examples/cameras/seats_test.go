@@ -114,7 +114,7 @@ func TestUIUserCap(t *testing.T) {
 				n, err := srv.seats.Users(t.Context())
 				require.NoError(t, err)
 				assert.LessOrEqual(t, n, 10)
-				u, err := srv.leases.Usage(t.Context())
+				u, err := usageOf(t.Context(), srv.leases)
 				require.NoError(t, err)
 				assert.LessOrEqual(t, srv.adm.currentUsage(n, u.Units), cfg.TotalStreamUnits)
 			}

@@ -62,7 +62,7 @@ func TestSessionCookies(t *testing.T) {
 	cookie := sessionOf(res)
 	require.NotEmpty(t, cookie)
 	id := strings.SplitN(cookie, ".", 2)[0]
-	leases, err := srv.leases.List(t.Context())
+	leases, err := srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, leases, 1)
 	lease := leases[0].ID
@@ -130,13 +130,13 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, res.StatusCode, name)
 		assert.Equal(t, "CROSS_ORIGIN", code, name)
 	}
-	leases, err := srv.leases.List(t.Context())
+	leases, err := srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	assert.Empty(t, leases, "nothing was granted")
 
 	res, _ = call(t, srv, "POST", "/api/modal/lease", cookie, map[string]string{"Sec-Fetch-Site": "same-origin"})
 	require.Equal(t, http.StatusCreated, res.StatusCode, "the page's own request")
-	leases, err = srv.leases.List(t.Context())
+	leases, err = srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, leases, 1)
 	res, code := call(t, srv, "DELETE", "/api/modal/lease/"+leases[0].ID, cookie, map[string]string{"Sec-Fetch-Site": "cross-site"})
@@ -178,7 +178,7 @@ func TestForeignHostRefused(t *testing.T) {
 			assert.Empty(t, rec.Result().Cookies(), "no session for %s %s", method, path)
 		}
 	}
-	leases, err := srv.leases.List(t.Context())
+	leases, err := srv.leaseStore.List(t.Context())
 	require.NoError(t, err)
 	assert.Empty(t, leases, "nothing was granted")
 	assert.Zero(t, srv.sessions.Active())

@@ -30,19 +30,20 @@ type Deps struct {
 
 // Server is one instance of the camera admission server.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	leases   *lease.Manager
-	seats    *Seats
-	gate     *hysteresis.Gate
-	monitor  *sysload.Monitor
-	adm      *Admission
-	api      API
-	sessions *Sessions
-	streams  *Streams
-	recorder *Recorder
-	history  History
-	handler  http.Handler
+	cfg        Config
+	log        *slog.Logger
+	leases     *lease.Manager
+	leaseStore lease.Store // the Manager's: the list of live leases is its to read
+	seats      *Seats
+	gate       *hysteresis.Gate
+	monitor    *sysload.Monitor
+	adm        *Admission
+	api        API
+	sessions   *Sessions
+	streams    *Streams
+	recorder   *Recorder
+	history    History
+	handler    http.Handler
 }
 
 // NewServer builds and starts an instance: the overload gate and its
@@ -91,8 +92,12 @@ func NewServer(cfg Config, deps Deps) (s *Server, err error) {
 		}
 	}
 
+	s.leaseStore = deps.Backend.Leases
+	if s.leaseStore == nil {
+		s.leaseStore = lease.NewMemoryStore(nil)
+	}
 	opts := lease.Options{
-		Store:         deps.Backend.Leases,
+		Store:         s.leaseStore,
 		TTL:           cfg.ModalTTL,
 		Grace:         cfg.HeartbeatGrace,
 		SweepInterval: cfg.CleanupInterval,

@@ -38,7 +38,7 @@ const (
 
 // Backend is where leases, UI user seats and admission_metrics live.
 type Backend struct {
-	Leases  lease.Store // nil means a lease.MemoryStore of the Manager's
+	Leases  lease.Store // nil means a lease.NewMemoryStore
 	Seats   lease.Store // likewise, for the seats
 	History History
 	Close   func() error

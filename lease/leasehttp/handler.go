@@ -140,12 +140,13 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	u, err := h.m.Usage(r.Context())
+	units, n, err := h.m.Usage(r.Context())
 	if err != nil {
 		h.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusBody{Budget: u.Budget, Units: u.Units, Leases: u.Leases, Available: u.Available})
+	budget := h.m.Stats().Budget
+	writeJSON(w, http.StatusOK, statusBody{Budget: budget, Units: units, Leases: n, Available: max(budget-units, 0)})
 }
 
 // Held returns the live lease id if the request's holder holds it: the

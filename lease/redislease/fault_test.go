@@ -136,7 +136,7 @@ func testConnectionKilled(t *testing.T, maxRetries int) {
 
 	// The Manager recovered: every acknowledged grant not released is live,
 	// and the only other leases are grants whose reply was lost.
-	ls, err := m.List(ctx)
+	ls, err := list(m)
 	require.NoError(t, err)
 	live := map[string]lease.Lease{}
 	for _, l := range ls {
