@@ -2,8 +2,12 @@
 // MariaDB (go-sql-driver/mysql), so that several server instances share one
 // lease budget through one database.
 //
-// Three tables hold a store: the lease table (the shape of a camera admission
-// server's modal_leases: id, holder, resource, cost, token, created_at,
+//	store, err := sqllease.NewPostgres(pool, sqllease.Options{}) // or NewMySQL(db, ...)
+//	if err != nil { ... }
+//	if err := store.Migrate(ctx); err != nil { ... } // once, from any instance
+//	m, err := lease.New(35, lease.Options{Store: store})
+//
+// Three tables hold a store: the lease table (id, holder, resource, cost, token, created_at,
 // expires_at, heartbeat_at, grace_ns, plus the deadline min(expires_at,
 // heartbeat_at + grace) that the sweep and the holder rule are indexed on), a
 // state table whose row per lease table is the fencing-token counter, the
@@ -107,7 +111,7 @@
 // may have happened (the connection broke after COMMIT was sent, or the
 // server ended it with a FATAL error or a kill). A failed read matches
 // lease.ErrNotApplied. A Release also records the id in a table of recent
-// releases (Table + ReleasedSuffix, pruned by Sweep after
+// releases (Table + "_released", pruned by Sweep after
 // a minute), so that a Release repeated after
 // lease.ErrUnknownOutcome returns lease.ErrNotFound with lease.ErrReleased
 // if the first took effect.

@@ -42,11 +42,10 @@ func ExampleNewPostgres() {
 }
 
 // The same on MySQL or MariaDB. The DSN needs no parseTime or loc: the
-// store reads and writes times in UTC microseconds; interpolateParams saves a
-// round trip per statement. (Compiled only.)
+// store reads and writes times in UTC microseconds. (Compiled only.)
 func ExampleNewMySQL() {
 	ctx := context.Background()
-	db, err := sql.Open("mysql", "app@tcp(db:3306)/cameras?interpolateParams=true")
+	db, err := sql.Open("mysql", "app@tcp(db:3306)/app")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,25 +14,15 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// MySQL is a lease.Store in a MySQL (8.0+) or MariaDB (10.6+) database,
-// InnoDB tables. It is safe for concurrent use, and any number of MySQL
-// stores, in any number of processes, may share the same tables.
-//
-// Times are read and written as microseconds since the epoch and stored as
-// UTC DATETIME(6), taken from UTC_TIMESTAMP(6): the DSN's parseTime and loc
-// and the session time_zone do not matter.
-//
-// Every operation is a few statements with arguments; with the driver's
-// default each is a prepare and an execute round trip. interpolateParams=true
-// in the DSN sends each in one, about halving the time of a grant.
-type MySQL struct {
+// mysqlStore is the MySQL/MariaDB dialect of Store (see NewMySQL).
+type mysqlStore struct {
 	db    *sql.DB
 	n     names
 	q     myQueries
 	stmts stmtCache
 }
 
-var _ lease.Store = (*MySQL)(nil)
+var _ dialect = (*mysqlStore)(nil)
 
 type myQueries struct {
 	lock, share, excl, read, insert       string
@@ -65,10 +55,20 @@ var myCols = `id, holder, resource, cost, token, ` + us("created_at") + `, ` + u
 // "alice", and utf8mb4_0900_bin, which does not pad, exists only on MySQL 8.
 const maxMyField = 255
 
-// NewMySQL returns a store on the tables that opts names in the database of
-// db. It does not touch the database; call Migrate once (at start-up, from
-// any instance) to create the tables.
-func NewMySQL(db *sql.DB, opts Options) (*MySQL, error) {
+// NewMySQL returns a Store in a MySQL (8.0+) or MariaDB (10.6+) database,
+// InnoDB tables, on the tables that opts names in the database of db. It
+// does not touch the database; call Migrate once (at start-up, from any
+// instance) to create the tables. Any number of stores, in any number of
+// processes, may share the same tables.
+//
+// Times are read and written as microseconds since the epoch and stored as
+// UTC DATETIME(6), taken from UTC_TIMESTAMP(6): the DSN's parseTime and loc
+// and the session time_zone do not matter.
+//
+// Every operation is a few statements with arguments, each prepared once per
+// connection and kept: one round trip each, whether or not the DSN sets
+// interpolateParams.
+func NewMySQL(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errs.Invalid(ErrInvalid, "sqllease: db is nil")
 	}
@@ -172,11 +172,11 @@ ON DUPLICATE KEY UPDATE released_at = VALUES(released_at)`,
 			`INSERT IGNORE INTO ` + st + ` (name, token) SELECT ?, COALESCE(MAX(token), 0) FROM ` + t,
 		},
 	}
-	return &MySQL{db: db, n: n, q: q}, nil
+	return &Store{d: &mysqlStore{db: db, n: n, q: q}}, nil
 }
 
 // Migrate creates the lease table with its indexes, the state table, the
-// table of recent releases (Table + ReleasedSuffix) and the store's state
+// table of recent releases (Table + "_released") and the store's state
 // row if they do not exist, adds the counter of units to a state table of
 // an earlier version and counts the units of the live leases into it (see
 // "The counter" in the package documentation), and turns the text columns of a lease table
@@ -185,7 +185,7 @@ ON DUPLICATE KEY UPDATE released_at = VALUES(released_at)`,
 // idempotent. Run it after every upgrade of
 // this package: a store whose tables lack what this version uses fails with
 // ErrNotMigrated.
-func (s *MySQL) Migrate(ctx context.Context) error {
+func (s *mysqlStore) Migrate(ctx context.Context) error {
 	if err := checkCtx(ctx, "mysql", "migrate"); err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func schemaOf(table string) string {
 // was sent matches lease.ErrNotApplied (the transaction rolls back, on the
 // server if the connection is gone); an error of the COMMIT itself is
 // classified by afterCommit.
-func (s *MySQL) inTx(ctx context.Context, op string, fn func(tx myTx) error) error {
+func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx myTx) error) error {
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func isRuleError(err error) bool {
 // counter, commit. The units are the counter less the leases that expired
 // since the last grant or sweep (see pgReclaimed): the read does not grow
 // with the number of live leases.
-func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+func (s *mysqlStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
@@ -381,7 +381,7 @@ func (s *MySQL) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, erro
 //
 // With exclusive set it takes the state row exclusively instead (see
 // settled), for a second look at a lease that looked expired.
-func (s *MySQL) lockLive(ctx context.Context, tx myTx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
+func (s *mysqlStore) lockLive(ctx context.Context, tx myTx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
 	lock := s.q.share
 	if exclusive {
@@ -414,7 +414,7 @@ func (s *MySQL) lockLive(ctx context.Context, tx myTx, id, holder string, exclus
 // Heartbeat implements lease.Store in one transaction, and a second one,
 // holding the state row exclusively, if the lease looked expired (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+func (s *mysqlStore) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
 	if !storable(id, maxMyField) {
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
@@ -425,7 +425,7 @@ func (s *MySQL) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, 
 	return l, err
 }
 
-func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
+func (s *mysqlStore) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
 	err := s.inTx(ctx, "heartbeat", func(tx myTx) error {
 		cur, now, err := s.lockLive(ctx, tx, id, holder, exclusive)
@@ -449,7 +449,7 @@ func (s *MySQL) heartbeat(ctx context.Context, id, holder string, exclusive bool
 // Release implements lease.Store in one transaction that holds the state
 // row exclusively (it updates the counter, so releases wait for each other
 // as grants do; and a lease that looks expired under that lock is).
-func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+func (s *mysqlStore) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
 	if !storable(id, maxMyField) {
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
@@ -476,7 +476,7 @@ func (s *MySQL) Release(ctx context.Context, id, holder string) (lease.Lease, er
 }
 
 // wasReleased reports whether id was released recently.
-func (s *MySQL) wasReleased(ctx context.Context, q interface {
+func (s *mysqlStore) wasReleased(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, id string) (bool, error) {
 	var n int
@@ -491,7 +491,7 @@ func (s *MySQL) wasReleased(ctx context.Context, q interface {
 // and a lease whose deadline falls in that moment must not be seen expired
 // first and live after. Rows are expired for good once a sweep has them,
 // so this path is taken only between a deadline and the next sweep.
-func (s *MySQL) settled(ctx context.Context, op string, fn func(tx myTx) error) error {
+func (s *mysqlStore) settled(ctx context.Context, op string, fn func(tx myTx) error) error {
 	return s.inTx(ctx, op, func(tx myTx) error {
 		var one int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -504,7 +504,7 @@ func (s *MySQL) settled(ctx context.Context, op string, fn func(tx myTx) error) 
 // Get implements lease.Store in one statement, or, for a lease that looks
 // expired, in a transaction that waits for writes in flight (see "Calls at
 // a deadline" in the package documentation).
-func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
+func (s *mysqlStore) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "get"); err != nil {
 		return lease.Lease{}, err
 	}
@@ -541,7 +541,7 @@ func (s *MySQL) Get(ctx context.Context, id string) (lease.Lease, error) {
 // List implements lease.Store in one statement, or, when an expired row is
 // still there, in a transaction that waits for writes in flight (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
+func (s *mysqlStore) List(ctx context.Context) ([]lease.Lease, error) {
 	if err := checkCtx(ctx, "mysql", "list"); err != nil {
 		return nil, err
 	}
@@ -563,7 +563,7 @@ func (s *MySQL) List(ctx context.Context) ([]lease.Lease, error) {
 }
 
 // list returns the live leases and whether any expired row was there.
-func (s *MySQL) list(ctx context.Context, q interface {
+func (s *mysqlStore) list(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }) (out []lease.Lease, expired bool, err error) {
 	rows, err := q.QueryContext(ctx, s.q.list)
@@ -589,7 +589,7 @@ func (s *MySQL) list(ctx context.Context, q interface {
 // Usage implements lease.Store in one statement, or, when an expired row
 // is still there, in a transaction that waits for writes in flight (see "Calls at a
 // deadline" in the package documentation).
-func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
+func (s *mysqlStore) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "mysql", "usage"); err != nil {
 		return 0, 0, err
 	}
@@ -612,7 +612,7 @@ func (s *MySQL) Usage(ctx context.Context) (units, leases int, err error) {
 // take the leases expired since the horizon out of the counter and move
 // the horizon to now (see pgReclaimed), lock up to limit rows expired by
 // then with FOR UPDATE SKIP LOCKED, delete them, commit.
-func (s *MySQL) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+func (s *mysqlStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}

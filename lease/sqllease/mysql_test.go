@@ -18,7 +18,7 @@ import (
 )
 
 // newMy returns a migrated store on db.
-func newMy(t *testing.T, db *sql.DB, opts sqllease.Options) *sqllease.MySQL {
+func newMy(t *testing.T, db *sql.DB, opts sqllease.Options) *sqllease.Store {
 	t.Helper()
 	s, err := sqllease.NewMySQL(db, opts)
 	require.NoError(t, err)

@@ -7,16 +7,13 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// DefaultTable is the lease table used when Options.Table is empty.
-const DefaultTable = "ttlkit_leases"
-
-// DefaultStateSuffix follows Table in the state table's name when
-// Options.StateTable is empty.
-const DefaultStateSuffix = "_state"
-
-// ReleasedSuffix follows Table in the name of the table that remembers
+// The names a store takes when Options leaves them empty, and the table of
 // recent releases (see lease.ErrReleased).
-const ReleasedSuffix = "_released"
+const (
+	defaultTable       = "ttlkit_leases"
+	defaultStateSuffix = "_state"
+	releasedSuffix     = "_released"
+)
 
 // Options configure a store. The zero value means the defaults; a bad name
 // makes NewPostgres and NewMySQL return an error matching ErrInvalid.
@@ -24,12 +21,12 @@ type Options struct {
 	// Table is the lease table: an identifier of letters, digits and
 	// underscores (at most 48, so that index names derived from it fit),
 	// optionally qualified by a schema or database ("ops.modal_leases").
-	// Empty means DefaultTable.
+	// Empty means "ttlkit_leases".
 	Table string
 	// StateTable holds the per-store row that grants lock and that counts
 	// fencing tokens: an identifier as Table, at most 63 characters.
 	// Several lease tables may share one state table: each has its own
-	// row, keyed by Table. Empty means Table + DefaultStateSuffix.
+	// row, keyed by Table. Empty means Table + "_state".
 	StateTable string
 }
 
@@ -61,13 +58,13 @@ func validName(s string, limit int) bool {
 func (o Options) resolve() (names, error) {
 	n := names{table: o.Table, state: o.StateTable}
 	if n.table == "" {
-		n.table = DefaultTable
+		n.table = defaultTable
 	}
 	if !validName(n.table, 48) {
 		return n, errs.Invalid(ErrInvalid, "sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	if n.state == "" {
-		n.state = n.table + DefaultStateSuffix
+		n.state = n.table + defaultStateSuffix
 	}
 	if !validName(n.state, 63) {
 		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
@@ -76,7 +73,7 @@ func (o Options) resolve() (names, error) {
 		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is the same as Table", o.StateTable)
 	}
 	n.base = n.table[strings.LastIndexByte(n.table, '.')+1:]
-	n.released = n.table + ReleasedSuffix
+	n.released = n.table + releasedSuffix
 	n.key = n.table
 	return n, nil
 }

@@ -13,16 +13,14 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// Postgres is a lease.Store in a PostgreSQL database. It is safe for
-// concurrent use, and any number of Postgres stores, in any number of
-// processes, may share the same tables.
-type Postgres struct {
+// postgresStore is the PostgreSQL dialect of Store (see NewPostgres).
+type postgresStore struct {
 	pool *pgxpool.Pool
 	n    names
 	q    pgQueries
 }
 
-var _ lease.Store = (*Postgres)(nil)
+var _ dialect = (*postgresStore)(nil)
 
 // pgQueries are the statements of one store, built once from its names.
 type pgQueries struct {
@@ -38,10 +36,11 @@ type pgQueries struct {
 // pgCols are the columns scanPG reads, in order.
 const pgCols = "id, holder, resource, cost, token, created_at, expires_at, heartbeat_at, grace_ns, deadline"
 
-// NewPostgres returns a store on the tables that opts names in the database
-// of pool. It does not touch the database; call Migrate once (at start-up,
-// from any instance) to create the tables.
-func NewPostgres(pool *pgxpool.Pool, opts Options) (*Postgres, error) {
+// NewPostgres returns a Store in a PostgreSQL database, on the tables that
+// opts names in the database of pool. It does not touch the database; call
+// Migrate once (at start-up, from any instance) to create the tables. Any
+// number of stores, in any number of processes, may share the same tables.
+func NewPostgres(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, errs.Invalid(ErrInvalid, "sqllease: pool is nil")
 	}
@@ -148,18 +147,18 @@ RETURNING ` + pgCols,
 			`CREATE INDEX IF NOT EXISTS ` + quote(n.base+"_released_at_idx", `"`) + ` ON ` + rt + ` (released_at)`,
 		},
 	}
-	return &Postgres{pool: pool, n: n, q: q}, nil
+	return &Store{d: &postgresStore{pool: pool, n: n, q: q}}, nil
 }
 
 // Migrate creates the lease table, its indexes, the state table, the table
-// of recent releases (Table + ReleasedSuffix) and the store's state row if
+// of recent releases (Table + "_released") and the store's state row if
 // they do not exist, adds the counter of units to a state table of an
 // earlier version, and counts the units of the live leases into it (see
 // "The counter" in the package documentation). It is idempotent and safe to run from several
 // instances at once (it holds a transaction-level advisory lock). Run it
 // after every upgrade of this package: a store whose tables lack what this
 // version uses fails with ErrNotMigrated.
-func (s *Postgres) Migrate(ctx context.Context) error {
+func (s *postgresStore) Migrate(ctx context.Context) error {
 	if err := checkCtx(ctx, "postgres", "migrate"); err != nil {
 		return err
 	}
@@ -207,7 +206,7 @@ SELECT $1, COALESCE(MAX(token), 0) FROM `+quote(s.n.table, `"`)+` ON CONFLICT (n
 // the token and the counter) and COMMIT (or ROLLBACK). The read does not grow with the number of live
 // leases: it takes the counter of units and subtracts the leases that
 // expired since the last grant or sweep, found on the deadline index.
-func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
+func (s *postgresStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, error) {
 	if err := a.Validate(); err != nil {
 		return lease.Lease{}, err
 	}
@@ -278,7 +277,7 @@ func (s *Postgres) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease, e
 // transaction if one is open and the connection still works; otherwise the
 // pool discards the connection, and the server rolls the transaction back.
 // Nothing was committed: the error matches lease.ErrNotApplied.
-func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
+func (s *postgresStore) abort(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
 	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
@@ -288,7 +287,7 @@ func (s *Postgres) abort(ctx context.Context, conn *pgxpool.Conn, op string, err
 // abortCommit is abort for an error of a pipeline that ended with COMMIT:
 // the transaction may have committed unless the server reported an error
 // (which aborts the whole transaction) or nothing was sent.
-func (s *Postgres) abortCommit(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
+func (s *postgresStore) abortCommit(ctx context.Context, conn *pgxpool.Conn, op string, err error) error {
 	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
@@ -298,7 +297,7 @@ func (s *Postgres) abortCommit(ctx context.Context, conn *pgxpool.Conn, op strin
 // Heartbeat implements lease.Store in one round trip: BEGIN, a share lock
 // on the state row, the update, an existence check and COMMIT go in one
 // pipeline.
-func (s *Postgres) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
+func (s *postgresStore) Heartbeat(ctx context.Context, id, holder string) (lease.Lease, error) {
 	return s.change(ctx, "heartbeat", s.q.share, s.q.heartbeat, id, holder)
 }
 
@@ -306,7 +305,7 @@ func (s *Postgres) Heartbeat(ctx context.Context, id, holder string) (lease.Leas
 // state row, the delete (which also takes the cost out of the counter),
 // an existence check and COMMIT go in one pipeline. Releases update the
 // state row, so they wait for each other as grants do.
-func (s *Postgres) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
+func (s *postgresStore) Release(ctx context.Context, id, holder string) (lease.Lease, error) {
 	return s.change(ctx, "release", s.q.excl, s.q.release, id, holder, s.n.key)
 }
 
@@ -320,7 +319,7 @@ func (s *Postgres) Release(ctx context.Context, id, holder string) (lease.Lease,
 // heartbeat that read its time just before a lease's deadline could commit
 // after a grant had counted that lease as expired, and overfill the budget.
 // BEGIN, lock, change, existence check and COMMIT go in one pipeline.
-func (s *Postgres) change(ctx context.Context, op, lock, query, id, holder string, extra ...any) (lease.Lease, error) {
+func (s *postgresStore) change(ctx context.Context, op, lock, query, id, holder string, extra ...any) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", op); err != nil {
 		return lease.Lease{}, err
 	}
@@ -393,7 +392,7 @@ func (s *Postgres) change(ctx context.Context, op, lock, query, id, holder strin
 // later, and a lease whose deadline falls in that moment must not be seen
 // expired first and live after. Rows are expired for good once a sweep has
 // them, so this path is taken only between a deadline and the next sweep.
-func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+func (s *postgresStore) settled(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.q.excl, s.n.key); err != nil {
 			return err
@@ -409,7 +408,7 @@ func (s *Postgres) settled(ctx context.Context, op string, fn func(tx pgx.Tx) er
 // Get implements lease.Store in one statement, or, for a lease that looks
 // expired, in a transaction that waits for writes in flight (see "Calls at
 // a deadline" in the package documentation).
-func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
+func (s *postgresStore) Get(ctx context.Context, id string) (lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "get"); err != nil {
 		return lease.Lease{}, err
 	}
@@ -446,7 +445,7 @@ func (s *Postgres) Get(ctx context.Context, id string) (lease.Lease, error) {
 // List implements lease.Store in one statement, or, when an expired row is
 // still there, in a transaction that waits for writes in flight (see "Calls at a
 // deadline" in the package documentation).
-func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
+func (s *postgresStore) List(ctx context.Context) ([]lease.Lease, error) {
 	if err := checkCtx(ctx, "postgres", "list"); err != nil {
 		return nil, err
 	}
@@ -468,7 +467,7 @@ func (s *Postgres) List(ctx context.Context) ([]lease.Lease, error) {
 }
 
 // list returns the live leases and whether any expired row was there.
-func (s *Postgres) list(ctx context.Context, q interface {
+func (s *postgresStore) list(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }) (out []lease.Lease, expired bool, err error) {
 	rows, err := q.Query(ctx, s.q.list)
@@ -494,7 +493,7 @@ func (s *Postgres) list(ctx context.Context, q interface {
 // Usage implements lease.Store in one statement, or, when an expired row
 // is still there, in a transaction that waits for writes in flight (see "Calls at a
 // deadline" in the package documentation).
-func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
+func (s *postgresStore) Usage(ctx context.Context) (units, leases int, err error) {
 	if err := checkCtx(ctx, "postgres", "usage"); err != nil {
 		return 0, 0, err
 	}
@@ -518,7 +517,7 @@ func (s *Postgres) Usage(ctx context.Context) (units, leases int, err error) {
 // releases, the DELETE of up to limit rows expired by the new horizon
 // (locked with FOR UPDATE SKIP LOCKED, RETURNING them) and COMMIT go in
 // one pipeline.
-func (s *Postgres) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
+func (s *postgresStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}

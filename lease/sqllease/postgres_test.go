@@ -19,7 +19,7 @@ import (
 var ctx = context.Background()
 
 // newPG returns a migrated store on pool.
-func newPG(t *testing.T, pool *pgxpool.Pool, opts sqllease.Options) *sqllease.Postgres {
+func newPG(t *testing.T, pool *pgxpool.Pool, opts sqllease.Options) *sqllease.Store {
 	t.Helper()
 	s, err := sqllease.NewPostgres(pool, opts)
 	require.NoError(t, err)
