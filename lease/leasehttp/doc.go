@@ -8,7 +8,7 @@
 //	mux.Handle("GET /leasehttp.js", leasehttp.ClientScript())
 //
 // The holder of every lease is whoever the request says it is, through a
-// HolderFunc the server supplies (typically the session behind a cookie).
+// function the server gives New (typically the session behind a cookie).
 // A lease's heartbeat and release belong to its holder: another holder gets
 // 403 not_holder and changes nothing. Handler.Held answers the same question
 // for the resource the lease guards (a stream, a download), so that resource
@@ -39,7 +39,7 @@
 //	invalid_argument        400     the decoded request is refused (lease.ErrInvalid)
 //	body_too_large          413     the body is longer than Options.MaxBody
 //	unsupported_media_type  415     a grant's Content-Type is not application/json
-//	no_holder               401     the HolderFunc found no holder in the request
+//	no_holder               401     the holder function found no holder in the request
 //	not_holder              403     the lease belongs to another holder (lease.ErrWrongHolder; checked in the store, atomically)
 //	not_found               404     no such lease (never granted, released, or swept)
 //	cross_site              403     a page of another site made the browser send the request

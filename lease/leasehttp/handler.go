@@ -18,21 +18,23 @@ const maxIDLen = 255
 // and answers for the resources the leases guard (Held, Error).
 type Handler struct {
 	m      *lease.Manager
-	holder HolderFunc
+	holder func(*http.Request) (string, error)
 	o      Options
 	hosts  hosts
 	mux    *http.ServeMux
 }
 
 // New returns a Handler on m whose leases belong to the holder that holder
-// finds in each request. A nil m or holder, or a bad option, returns an
-// error matching ErrInvalid.
-func New(m *lease.Manager, holder HolderFunc, opts Options) (*Handler, error) {
+// finds in each request: a session id from a signed cookie, a user from an
+// authenticated header. A request for which holder returns an error (or "")
+// is answered with 401 no_holder and changes nothing. A nil m or holder, or
+// a bad option, returns an error matching ErrInvalid.
+func New(m *lease.Manager, holder func(r *http.Request) (string, error), opts Options) (*Handler, error) {
 	if m == nil {
 		return nil, errs.Invalid(ErrInvalid, "leasehttp: Manager is nil")
 	}
 	if holder == nil {
-		return nil, errs.Invalid(ErrInvalid, "leasehttp: HolderFunc is nil")
+		return nil, errs.Invalid(ErrInvalid, "leasehttp: holder is nil")
 	}
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -3,7 +3,6 @@ package leasehttp
 import (
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
@@ -16,11 +15,6 @@ const defaultMaxBody = 4 << 10
 // ErrInvalid is matched by the error of New for a bad option or argument;
 // the error names it.
 var ErrInvalid = errors.New("leasehttp: invalid argument")
-
-// HolderFunc returns the holder a request speaks for: a session id from a
-// signed cookie, a user from an authenticated header. An error (or "") is
-// answered with 401 no_holder and the request changes nothing.
-type HolderFunc func(r *http.Request) (string, error)
 
 // Options shape a Handler. The zero value is ready to use.
 type Options struct {

@@ -9,11 +9,11 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// PortableTextLimit is the length in bytes up to which every store accepts
+// portableTextLimit is the length in bytes up to which every store accepts
 // a Holder or Resource of valid UTF-8 without NUL bytes. Longer or other
 // strings a store may refuse (with lease.ErrInvalid, naming the field) or
 // keep exactly; see each store's documentation.
-const PortableTextLimit = 255
+const portableTextLimit = 255
 
 // testTextIsExact: holders, resources and ids compare byte for byte:
 // trailing spaces and case make different values (a PAD SPACE collation
@@ -49,12 +49,12 @@ func testTextIsExact(t *testing.T, e *env) {
 }
 
 // testTextLimits: every store accepts Holder and Resource of valid UTF-8
-// without NUL up to PortableTextLimit bytes; for anything else it either
+// without NUL up to portableTextLimit bytes; for anything else it either
 // keeps the value exactly or refuses the grant with lease.ErrInvalid, an
 // error that names the field and the problem, and stores nothing.
 func testTextLimits(t *testing.T, e *env) {
 	const budget = 100
-	long := strings.Repeat("é", PortableTextLimit/2) + "x" // 255 bytes
+	long := strings.Repeat("é", portableTextLimit/2) + "x" // 255 bytes
 	a := e.args(long, budget, 1)
 	a.Resource = long
 	l := e.grant(t, a)
@@ -70,7 +70,7 @@ func testTextLimits(t *testing.T, e *env) {
 	}{
 		{"NUL byte", "nul\x00byte", "NUL"},
 		{"invalid UTF-8", "bad\xffutf8", "UTF-8"},
-		{"256 bytes", strings.Repeat("x", PortableTextLimit+1), "bytes"},
+		{"256 bytes", strings.Repeat("x", portableTextLimit+1), "bytes"},
 		{"64 KiB", strings.Repeat("y", 64<<10), "bytes"},
 	} {
 		for _, field := range []string{"Holder", "Resource"} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
+	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/lease/redislease"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -51,7 +52,7 @@ func TestStoresShareOneSlot(t *testing.T) {
 		inv, perr := redispool.New(r.Client, redispool.Options{Prefix: p})
 		b, terr := redisttl.New(r.Client, redisttl.Options{Prefix: p})
 		if err != nil {
-			if !errors.Is(lerr, redislease.ErrInvalid) || !errors.Is(perr, redispool.ErrInvalid) || !errors.Is(terr, ttl.ErrInvalid) {
+			if !errors.Is(lerr, lease.ErrInvalid) || !errors.Is(perr, redispool.ErrInvalid) || !errors.Is(terr, ttl.ErrInvalid) {
 				t.Errorf("prefix %q: Base refuses it (%v), but the stores say %v, %v, %v", p, err, lerr, perr, terr)
 			}
 			continue

@@ -19,11 +19,6 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// ErrInvalid is matched by the error of New for a bad option or argument;
-// the error names it. (Bad grant arguments match lease.ErrInvalid, as the
-// lease.Store contract says.)
-var ErrInvalid = errors.New("redislease: invalid argument")
-
 // Options configure a Store.
 type Options struct {
 	// Prefix names the store's data in Redis; required. Stores (in any
@@ -148,21 +143,21 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns a Store that keeps its leases in Redis through client, under
 // opts.Prefix. It does not contact the server. A nil client or a bad Prefix
-// returns an error matching ErrInvalid.
+// returns an error matching lease.ErrInvalid.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
-		return nil, errs.Invalid(ErrInvalid, "redislease: client is nil")
+		return nil, errs.Invalid(lease.ErrInvalid, "redislease: client is nil")
 	}
 	base, err := rediskey.Base("redislease", opts.Prefix)
 	if err != nil {
-		return nil, errs.Invalid(ErrInvalid, "%v", err)
+		return nil, errs.Invalid(lease.ErrInvalid, "%v", err)
 	}
 	keys := make([]string, len(keyNames))
 	for i, n := range keyNames {
 		keys[i] = base + n
 	}
 	if opts.MaxGrace < 0 {
-		return nil, errs.Invalid(ErrInvalid, "redislease: MaxGrace (%v) must not be negative", opts.MaxGrace)
+		return nil, errs.Invalid(lease.ErrInvalid, "redislease: MaxGrace (%v) must not be negative", opts.MaxGrace)
 	}
 	if opts.MaxGrace == 0 {
 		opts.MaxGrace = defaultMaxGrace
@@ -179,7 +174,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		wait, err = redisrun.WaitOptions(client, 0, opts.WaitTimeout, defaultWaitTimeout)
 	}
 	if err != nil {
-		return nil, errs.Invalid(ErrInvalid, "redislease: %v", err)
+		return nil, errs.Invalid(lease.ErrInvalid, "redislease: %v", err)
 	}
 	s := &Store{client: client, keys: keys, scriptKeys: append(slices.Clip(keys), base+redisrun.Guard), base: base, once: noRetries(client),
 		maxGrace: opts.MaxGrace, wait: wait, auto: auto}

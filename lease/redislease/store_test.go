@@ -68,10 +68,10 @@ func TestNewValidates(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
 	_, err := redislease.New(c, redislease.Options{})
-	require.ErrorIs(t, err, redislease.ErrInvalid)
+	require.ErrorIs(t, err, lease.ErrInvalid)
 	assert.Contains(t, err.Error(), "Prefix")
 	_, err = redislease.New(nil, redislease.Options{Prefix: "x"})
-	require.ErrorIs(t, err, redislease.ErrInvalid)
+	require.ErrorIs(t, err, lease.ErrInvalid)
 	assert.Contains(t, err.Error(), "client")
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer ring.Close()
@@ -87,7 +87,7 @@ func TestNewValidates(t *testing.T) {
 		{ring, redislease.Options{Prefix: "x", WaitReplicas: 1}, "redislease: WaitReplicas (1) needs a *redis.Client or *redis.ClusterClient, not *redis.Ring"},
 	} {
 		_, err = redislease.New(tc.c, tc.o)
-		require.ErrorIs(t, err, redislease.ErrInvalid)
+		require.ErrorIs(t, err, lease.ErrInvalid)
 		assert.EqualError(t, err, tc.want)
 	}
 	// Never waiting, and waiting for the replicas there are (which a ring
@@ -199,7 +199,7 @@ func TestKeysAreHashTagged(t *testing.T) {
 	// tag is "a{", not the prefix; a prefix with an early "}" likewise.
 	for _, prefix := range []string{"a{}b", "}x", "a}b"} {
 		_, err := redislease.New(c, redislease.Options{Prefix: prefix})
-		require.ErrorIs(t, err, redislease.ErrInvalid, "prefix %q", prefix)
+		require.ErrorIs(t, err, lease.ErrInvalid, "prefix %q", prefix)
 		assert.Contains(t, err.Error(), "Prefix", "prefix %q", prefix)
 	}
 }

@@ -44,7 +44,7 @@ func validText(a lease.GrantArgs, limit int, dialect string) error {
 var errRepeat = errors.New("sqllease: repeated grant")
 
 // repeated tells, from the holder stored under a.ID ("" if no row), whether
-// the grant is a repeat; the ID stored for another holder is ErrInvalid.
+// the grant is a repeat; the ID stored for another holder is lease.ErrInvalid.
 func repeated(a lease.GrantArgs, stored string) (bool, error) {
 	switch stored {
 	case "":
@@ -153,10 +153,6 @@ var (
 	// whose tables or state row do not exist: Migrate has not run on this
 	// database.
 	ErrNotMigrated = errors.New("sqllease: not migrated: run Migrate")
-	// ErrInvalid is matched by the error of NewPostgres or NewMySQL for a
-	// bad option or argument; the error names it. (Bad grant arguments
-	// match lease.ErrInvalid, as the lease.Store contract says.)
-	ErrInvalid = errors.New("sqllease: invalid argument")
 )
 
 // missingTable reports whether err is the server's "no such table".

@@ -70,7 +70,7 @@ const maxMyField = 255
 // interpolateParams.
 func NewMySQL(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
-		return nil, errs.Invalid(ErrInvalid, "sqllease: db is nil")
+		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: db is nil")
 	}
 	n, err := opts.resolve()
 	if err != nil {

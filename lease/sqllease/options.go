@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ttlkit/ttlkit/internal/errs"
+	"github.com/ttlkit/ttlkit/lease"
 )
 
 // The names a store takes when Options leaves them empty, and the table of
@@ -16,7 +17,7 @@ const (
 )
 
 // Options configure a store. The zero value means the defaults; a bad name
-// makes NewPostgres and NewMySQL return an error matching ErrInvalid.
+// makes NewPostgres and NewMySQL return an error matching lease.ErrInvalid.
 type Options struct {
 	// Table is the lease table: an identifier of letters, digits and
 	// underscores (at most 48, so that index names derived from it fit),
@@ -61,16 +62,16 @@ func (o Options) resolve() (names, error) {
 		n.table = defaultTable
 	}
 	if !validName(n.table, 48) {
-		return n, errs.Invalid(ErrInvalid, "sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
+		return n, errs.Invalid(lease.ErrInvalid, "sqllease: Table %q is not a valid identifier (letters, digits, _; at most 48; optional schema.)", o.Table)
 	}
 	if n.state == "" {
 		n.state = n.table + defaultStateSuffix
 	}
 	if !validName(n.state, 63) {
-		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
+		return n, errs.Invalid(lease.ErrInvalid, "sqllease: StateTable %q is not a valid identifier (letters, digits, _; at most 63; optional schema.)", n.state)
 	}
 	if n.state == n.table {
-		return n, errs.Invalid(ErrInvalid, "sqllease: StateTable %q is the same as Table", o.StateTable)
+		return n, errs.Invalid(lease.ErrInvalid, "sqllease: StateTable %q is the same as Table", o.StateTable)
 	}
 	n.base = n.table[strings.LastIndexByte(n.table, '.')+1:]
 	n.released = n.table + releasedSuffix

@@ -54,7 +54,7 @@ func TestInvalidNamesRejected(t *testing.T) {
 	for name, newStore := range open {
 		for _, c := range bad {
 			err := newStore(c.opts)
-			if assert.ErrorIs(t, err, sqllease.ErrInvalid, "%s %+v", name, c.opts) {
+			if assert.ErrorIs(t, err, lease.ErrInvalid, "%s %+v", name, c.opts) {
 				assert.Contains(t, err.Error(), c.field+" ", "%s %+v", name, c.opts)
 			}
 		}
@@ -64,9 +64,9 @@ func TestInvalidNamesRejected(t *testing.T) {
 		}
 	}
 	_, err = sqllease.NewPostgres(nil, sqllease.Options{})
-	assert.ErrorIs(t, err, sqllease.ErrInvalid)
+	assert.ErrorIs(t, err, lease.ErrInvalid)
 	_, err = sqllease.NewMySQL(nil, sqllease.Options{})
-	assert.ErrorIs(t, err, sqllease.ErrInvalid)
+	assert.ErrorIs(t, err, lease.ErrInvalid)
 }
 
 // testMigrate checks Migrate on two stores over custom names: it refuses

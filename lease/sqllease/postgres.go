@@ -42,7 +42,7 @@ const pgCols = "id, holder, resource, cost, token, created_at, expires_at, heart
 // number of stores, in any number of processes, may share the same tables.
 func NewPostgres(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
-		return nil, errs.Invalid(ErrInvalid, "sqllease: pool is nil")
+		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: pool is nil")
 	}
 	n, err := opts.resolve()
 	if err != nil {
