@@ -23,7 +23,7 @@
 //     the Map's own or over any Keyspace.
 //   - [github.com/ttlkit/ttlkit/lease]: leases on a weighted budget with an
 //     absolute TTL, heartbeat grace, one lease per holder, typed rejections,
-//     fencing tokens and KeepAlive; an in-memory Store.
+//     fencing tokens and KeepAlive; an in-memory Store (NewMemoryStore).
 //   - [github.com/ttlkit/ttlkit/lease/redislease]: a lease Store on Redis, one
 //     Lua script per operation on the server's clock.
 //   - [github.com/ttlkit/ttlkit/lease/sqllease]: a lease Store on PostgreSQL

@@ -10,7 +10,7 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// maxIDLen bounds the lease ids the handler passes to the store: NewID's
+// maxIDLen bounds the lease ids the handler passes to the store: a Manager's
 // are 32 bytes, and no store keeps ids longer than 255.
 const maxIDLen = 255
 
