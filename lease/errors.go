@@ -55,7 +55,7 @@ var (
 	// RejectedError.RetryAfter says.
 	ErrRecovering = errors.New("lease: rejected: store recovering from lost state")
 	// ErrOverloaded is matched by the *RejectedError of a grant refused
-	// because Options.Overloaded reported overload.
+	// because the admission gate (Options.Gate) reported overload.
 	ErrOverloaded = errors.New("lease: rejected: overloaded")
 	// ErrHolderHasLease is matched by the *RejectedError of a grant refused
 	// because one lease per holder is on and the holder already has a live

@@ -26,7 +26,7 @@ type Lease struct {
 	// Holder is who holds the lease (a user or session id). With one lease
 	// per holder, a holder has at most one live lease at a time.
 	Holder string
-	// Resource is what the lease is for (a camera id, a stream). The store
+	// Resource is what the lease is for (a stream, a job). The store
 	// keeps it but makes no decision on it.
 	Resource string
 	// Cost is the number of budget units the lease takes: the first cost of

@@ -36,9 +36,8 @@ type Request struct {
 	// Cost is the preferred cost in budget units, 1..budget.
 	Cost int
 	// Fallback lists cheaper costs to take, in order, when Cost does not
-	// fit (a camera admission server asks Cost 2 for the main stream with
-	// Fallback [1] for the sub stream). The granted Lease.Cost says which one
-	// was taken.
+	// fit (Cost 2 for a main stream with Fallback [1] for a sub stream).
+	// The granted [Lease].Cost says which one was taken.
 	Fallback []int
 	// TTL and Grace override the Manager's defaults when > 0.
 	TTL, Grace time.Duration
@@ -80,10 +79,11 @@ type Manager struct {
 	stats counters
 }
 
-// New returns a Manager that grants leases from a budget of budget units
-// (a camera admission server: 35). It starts the sweep loop and, with
-// Options.OnEvent, the event goroutine; Close stops them. A budget ≤ 0 or a
-// bad option returns an error matching ErrInvalid that names it.
+// New returns a Manager that grants leases from a budget of budget units.
+// It starts the sweep loop (unless [Options].SweepInterval is negative)
+// and, with [Options].OnEvent, the event goroutine; Close stops them. A
+// budget ≤ 0 or a bad option returns an error matching [ErrInvalid] that
+// names it.
 func New(budget int, opts Options) (*Manager, error) {
 	o, err := opts.resolve(budget)
 	if err != nil {

@@ -1,6 +1,11 @@
 // Package redislease is a lease.Store on Redis, shared by any number of
 // lease.Managers in any number of processes.
 //
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // or a ClusterClient
+//	store, err := redislease.New(client, redislease.Options{Prefix: "cams"})
+//	if err != nil { ... }
+//	m, err := lease.New(35, lease.Options{Store: store}) // the same budget and prefix on every instance
+//
 // Every operation is one round trip: a Lua script run with EVALSHA (EVAL
 // when the server has not cached it yet) that takes the time from the
 // server's TIME, so clients' clocks never matter, and decides atomically.
