@@ -20,7 +20,7 @@ func TestSameClock(t *testing.T) {
 }
 
 // A Manager takes a granted lease's send time (KeepAlive's start) from the
-// store's CreatedAt only when the MemoryStore reads the Manager's clock.
+// store's CreatedAt only when the memory store reads the Manager's clock.
 func TestGrantSendTime(t *testing.T) {
 	mc, sc := clock.NewMock(), clock.NewMock()
 	sc.Add(time.Hour) // the store's clock runs an hour ahead
