@@ -59,7 +59,7 @@ func (b *Backend) takeClaim(ctx context.Context, holder string, d time.Duration)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_ = ka.Close(ctx)
-		if _, err := b.claims.Release(ctx, l.ID); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
+		if _, err := b.claims.Release(ctx, l.ID, holder); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
 			b.log.Warn("releasing a claim failed; it lapses", "claim", holder, "err", err)
 		}
 	}, nil
