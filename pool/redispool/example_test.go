@@ -11,7 +11,7 @@ import (
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
 
-// container is what the gateways pool: a pre-started workspace container,
+// container is what the instances pool: a pre-started container,
 // described completely by its exported fields (the default JSON codec
 // carries it from the instance that created it to the one that uses it).
 type container struct {
@@ -41,7 +41,7 @@ func Example() {
 	for _, name := range []string{"gw-a", "gw-b", "gw-c"} {
 		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 		defer rdb.Close()
-		inv, err := redispool.New(rdb, redispool.Options{Prefix: "workspace:warm"})
+		inv, err := redispool.New(rdb, redispool.Options{Prefix: "app:warm"})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -73,9 +73,9 @@ func ExampleNew() {
 	if _, err := redispool.New(rdb, redispool.Options{}); err != nil {
 		fmt.Println(err)
 	}
-	inv, _ := redispool.New(rdb, redispool.Options{Prefix: "workspace:warm"})
+	inv, _ := redispool.New(rdb, redispool.Options{Prefix: "app:warm"})
 	fmt.Println(inv.Keys())
 	// Output:
 	// redispool: Prefix is empty
-	// [{workspace:warm}:idle {workspace:warm}:items {workspace:warm}:res {workspace:warm}:records {workspace:warm}:replies {workspace:warm}:replied]
+	// [{app:warm}:idle {app:warm}:items {app:warm}:res {app:warm}:records {app:warm}:replies {app:warm}:replied]
 }
