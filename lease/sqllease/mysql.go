@@ -35,6 +35,20 @@ type myQueries struct {
 	migrate                               []string
 }
 
+// prepared returns the fixed queries that take arguments, which a store
+// runs as statements prepared once (see stmtCache).
+func (q *myQueries) prepared() []string {
+	var out []string
+	for _, s := range []string{q.lock, q.share, q.excl, q.read, q.insert, q.count, q.reclaimed, q.reclaim,
+		q.subtract, q.lockRow, q.heartbeat, q.release, q.get, q.list, q.usage, q.sweepSelect,
+		q.remember, q.released, q.forget} {
+		if strings.Contains(s, "?") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Reading and writing DATETIME(6) as integer microseconds since the epoch.
 const (
 	myEpoch = `'1970-01-01 00:00:00'`
@@ -265,6 +279,7 @@ func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx myTx) error
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
 	}
+	s.stmts.prepare(ctx, s.db, s.q.prepared())
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
