@@ -17,12 +17,10 @@ const (
 	sampleWaits = 8
 )
 
-// Acquire returns an item, waiting while the pool is at MaxSize. Waiters are
-// served first come, first served, by direct hand-off. If ctx ends first,
-// Acquire returns an error wrapping context.Cause(ctx) and leaves no trace: a
-// create it started goes on under the pool's context and its item goes to
-// the next waiter or to the idle set. A failed create is returned to one
-// waiter as an error wrapping ErrCreate.
+// Acquire returns an item, waiting first come, first served while the pool is at
+// MaxSize. If ctx ends first it returns an error wrapping context.Cause(ctx), and a
+// create it started goes on for the next waiter or the idle set. A failed create
+// fails one waiter with an error matching [ErrCreate].
 func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
@@ -45,12 +43,10 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	}
 }
 
-// Do runs fn with an item: it acquires one, calls fn, and releases the item
-// when fn returns nil. When fn fails (or panics) the item is destroyed with
-// ReasonUnhealthy, and fn is called once more with another item, unless
-// ctx has ended. Do returns nil, or the errors of Acquire and fn joined.
-// Use it when a failure of fn may mean a dead item (a worker that crashed
-// while idle) and fn may safely run twice.
+// Do acquires an item, calls fn with it and releases it. If fn fails or panics, the
+// item is destroyed ([ReasonUnhealthy]) and, unless ctx has ended, fn runs once more
+// on another item, so fn must be safe to run twice. Do returns nil or the errors
+// of Acquire and fn, joined.
 func (p *Pool[T]) Do(ctx context.Context, fn func(T) error) error {
 	var errs []error
 	for attempt := 0; attempt < 2 && (attempt == 0 || ctx.Err() == nil); attempt++ {
@@ -255,10 +251,8 @@ func (p *Pool[T]) offer(h *Handle[T]) bool {
 	return true
 }
 
-// TryAcquire returns an idle item at once, or ErrUnavailable (ErrClosed once
-// closed). When it finds none and there is capacity, it starts a create in
-// the background so that a later call may succeed. With a shared Inventory
-// it pops from the inventory, which is I/O, hence the ctx.
+// TryAcquire returns an idle item at once, or [ErrUnavailable] after starting a
+// create if there is capacity, or [ErrClosed]. ctx bounds a pop from an Inventory.
 func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 	for {
 		select {

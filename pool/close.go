@@ -8,20 +8,17 @@ import (
 	"strings"
 )
 
-// Close drains the pool: new acquires fail with ErrClosed, waiters are woken
-// with ErrClosed, idle items are destroyed, and Close waits until every
-// handle is released (each is destroyed on release) or ctx ends, when the
-// items still in use are destroyed anyway and their handles become inert.
-// It then waits for the janitor, every create, check and destroy in flight
-// and the delivery of the events queued so far, until ctx ends.
+// Close drains the pool: acquires and waiters fail with [ErrClosed], idle items are
+// destroyed, and each handle's item is destroyed on release; if ctx ends first,
+// items still in use are destroyed anyway and their handles become inert. Close
+// then waits, until ctx ends, for the janitor, the creates, checks and destroys in
+// flight and the delivery of queued events. With an Inventory only this instance's
+// items are destroyed; the shared idle set stays.
 //
-// It returns the destroy errors joined, plus an error wrapping
-// context.Cause(ctx) if it had to destroy items in use, and one that says
-// what is still running (a Create that ignores its context, say) if ctx
-// ended before everything stopped. With a shared Inventory only this
-// instance's items are destroyed; the shared idle set stays for the other
-// instances. Close is idempotent: a later call waits the same way, and
-// once everything has stopped returns the destroy errors only.
+// It returns the destroy errors joined, plus an error wrapping context.Cause(ctx)
+// if it destroyed items in use, and one naming what still runs if ctx ended first.
+// Close is idempotent: a later call waits the same way, and once all has stopped
+// returns the destroy errors only.
 func (p *Pool[T]) Close(ctx context.Context) error {
 	p.closeOnce.Do(p.beginClose)
 	var errs []error

@@ -13,12 +13,9 @@ var (
 	ErrClosed = errors.New("pool: closed")
 	// ErrUnavailable is returned by TryAcquire when no idle item is ready.
 	ErrUnavailable = errors.New("pool: no idle item available")
-	// ErrCreate wraps every error a create produced (Provisioner.Create
-	// failing, panicking or running past CreateTimeout) as seen by Acquire.
+	// ErrCreate is matched by Acquire's error when a create failed, panicked or timed out.
 	ErrCreate = errors.New("pool: create")
-	// ErrCreateTimeout is wrapped by the error of a Create call that ran
-	// past Options.CreateTimeout. It does not match
-	// context.DeadlineExceeded: the caller's own deadline did not pass.
+	// ErrCreateTimeout, not context.DeadlineExceeded, is matched by a Create past CreateTimeout.
 	ErrCreateTimeout = errors.New("pool: create ran past CreateTimeout")
 )
 
@@ -50,6 +47,6 @@ type PanicError struct {
 // Error describes the panic.
 func (e *PanicError) Error() string { return fmt.Sprintf("pool: %s panicked: %v", e.Op, e.Value) }
 
-// ErrInvalid is matched by every error about bad Options or arguments; the
-// message names the field or argument as the caller set it.
+// ErrInvalid is matched by every error about a bad Options field or argument,
+// which the message names as the caller set it.
 var ErrInvalid = errors.New("pool: invalid argument")

@@ -9,9 +9,8 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Group holds one Pool per key (one per function of a serverless
-// platform, say), with per-key options. A key's pool is created by Start or on
-// its first use. All methods are safe for concurrent use.
+// Group holds one Pool per key, each with its own options, created by Start or on
+// first use. All methods are safe for concurrent use.
 type Group[K comparable, T any] struct {
 	newPool func(key K) (Provisioner[T], Options, error)
 
@@ -20,11 +19,8 @@ type Group[K comparable, T any] struct {
 	closed bool
 }
 
-// NewGroup returns a Group whose pool for key is made from the Provisioner
-// and Options newPool returns for it; the options must set MaxSize (a
-// function's reserved concurrency, say): a Group has no default capacity.
-// Call Start to create the pools of the keys known up front (and run their
-// start-up cleanup); other keys get their pool on first use.
+// NewGroup returns a Group whose pool for key uses the Provisioner and Options
+// newPool returns for it. The Options must set MaxSize: a Group has no default.
 func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error)) (*Group[K, T], error) {
 	if newPool == nil {
 		return nil, errs.Invalid(ErrInvalid, "pool: NewGroup: newPool is nil")
@@ -32,11 +28,9 @@ func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options,
 	return &Group[K, T]{newPool: newPool, pools: map[K]*Pool[T]{}}, nil
 }
 
-// Start creates the pools for keys, which starts their janitors and warm
-// items, and waits until their start-up cleanup (Options.CleanupOnStart)
-// is over or ctx ends. It returns the errors of newPool, of the options and
-// of the cleanups, each naming its key. Keys that already have a pool are
-// only waited for.
+// Start creates the pools for keys not yet started and waits until every one's
+// [Options.CleanupOnStart] is over or ctx ends. It returns the errors of newPool,
+// the Options and the cleanups, each naming its key.
 func (g *Group[K, T]) Start(ctx context.Context, keys ...K) error {
 	var errs []error
 	started := make(map[K]*Pool[T], len(keys))
@@ -130,10 +124,9 @@ func (g *Group[K, T]) each(fn func(p *Pool[T]) error) error {
 	return errors.Join(errs...)
 }
 
-// Close closes every pool concurrently (see Pool.Close) and returns their
-// errors joined, each naming its key. New keys fail with ErrClosed. Close
-// is idempotent: a later call closes the pools again, which waits the same
-// way.
+// Close closes every pool at once (see [Pool.Close]) and returns their errors
+// joined, each naming its key; new keys then fail with [ErrClosed]. Close is
+// idempotent.
 func (g *Group[K, T]) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true

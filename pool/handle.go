@@ -17,10 +17,9 @@ const (
 	stateSettling         // released, on its way back (to a waiter, idle or destroy)
 )
 
-// Handle is an item handed out by Acquire. Exactly one of Release or
-// Destroy must be called, once; a second call panics with "pool: handle
-// released twice". Handles are reused for the same item: do not keep one
-// after releasing it.
+// Handle is an item handed out by Acquire. Call exactly one of Release, Destroy or
+// Detach, once; a second call panics with "pool: handle released twice". Do not keep
+// a Handle after that: it is reused for the same item.
 type Handle[T any] struct {
 	p        *Pool[T]
 	value    T
@@ -49,17 +48,14 @@ type Handle[T any] struct {
 // Value returns the item.
 func (h *Handle[T]) Value() T { return h.value }
 
-// ID returns the item's ID, or "" when the Provisioner has no ID(T) string
-// method.
+// ID returns the item's ID, or "" when the Provisioner has no ID(T) string method.
 func (h *Handle[T]) ID() string { return h.id }
 
 // CreatedAt returns when the item was created.
 func (h *Handle[T]) CreatedAt() time.Time { return time.Unix(0, h.created) }
 
-// Release returns the item to the pool: to the longest waiter, else to the
-// idle set; an item past its lifetime, or beyond MaxIdle, is destroyed
-// instead. After Close has destroyed the item (its context ended first),
-// Release does nothing.
+// Release returns the item to the longest waiter, else to the idle set, or destroys
+// it if past its lifetime or beyond MaxIdle. It does nothing if Close destroyed it.
 func (h *Handle[T]) Release() {
 	// Settling, not idle: until the item is back in the idle set (or
 	// destroyed), Close must keep waiting for it.
@@ -79,10 +75,8 @@ func (h *Handle[T]) Release() {
 	p.settle(h)
 }
 
-// Destroy discards the item instead of returning it, for the given reason,
-// which its [Event] carries (empty means "evicted"; a broken item is
-// [ReasonUnhealthy]). The pool destroys it in the background and counts it
-// against capacity until Destroy returns.
+// Destroy destroys the item in the background, for reason (empty means "evicted";
+// a broken item is [ReasonUnhealthy]). It counts against MaxSize until destroyed.
 func (h *Handle[T]) Destroy(reason Reason) {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
 		h.misuse()
@@ -94,18 +88,11 @@ func (h *Handle[T]) Destroy(reason Reason) {
 	h.p.discard(h, reason)
 }
 
-// Detach takes the item out of the pool for good and returns it, for an
-// application that assigns warm items to long-lived owners (a container
-// to a user's session for hours): the pool forgets it at once (it no
-// longer counts against MaxSize, a replacement is created for the warm
-// target, and its Inventory record is removed in the background) and never
-// destroys it; the caller destroys it with the Provisioner when done.
-//
-// With a [Lister], the provider still lists a detached item, so Reconcile
-// and the start-up cleanup, on any instance, would take it for an orphan:
-// record the owner before calling Detach, and report the items you own
-// through [Options].Owned. Detach counts as a release: a second Release,
-// Destroy or Detach panics.
+// Detach takes the item out of the pool for good and returns it, for a long-lived
+// owner: the pool stops counting it, creates a replacement for MinIdle, removes its
+// Inventory record and never destroys it; destroy it with the Provisioner when done.
+// A [Lister] still lists it, so record the owner first and report it through
+// [Options.Owned], or Reconcile on any instance destroys it as an orphan.
 func (h *Handle[T]) Detach() T {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
 		h.misuse()

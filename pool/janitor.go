@@ -12,13 +12,11 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Result counts what one janitor step did: Tick fills every field but
-// Checked and Unhealthy, which only CheckHealth fills, and Reconcile fills
-// Orphans and Lost.
+// Result counts what a Tick, CheckHealth or Reconcile call did.
 type Result struct {
 	Destroyed int // idle items destroyed: expired, dead, or not needed
-	Checked   int // idle items health-checked
-	Unhealthy int // of which failed their check and were destroyed
+	Checked   int // idle items health-checked (CheckHealth only)
+	Unhealthy int // of which failed their check and were destroyed (CheckHealth only)
 	Orphans   int // listed items nobody knew, destroyed
 	Lost      int // known idle items the provider no longer lists, forgotten
 	Started   int // creates started towards MinIdle
@@ -33,13 +31,10 @@ func (r *Result) add(o Result) {
 	r.Started += o.Started
 }
 
-// Tick runs one janitor pass and counts what it did. It destroys idle items
-// past their lifetime or WarmTTL and those above MinIdle not needed for
-// IdleTimeout (with an Inventory it also refreshes the records of this
-// instance's items in use, and prunes the shared idle set), runs
-// [Pool.Reconcile], and starts the creates that bring the idle items up to
-// MinIdle, ending a create-failure backoff early. The janitor calls it
-// every [Options].JanitorInterval; call it by hand to run a pass now.
+// Tick runs one janitor pass now: it destroys expired idle items and those above
+// MinIdle unused for IdleTimeout, runs [Pool.Reconcile], and starts creates up to
+// MinIdle, ending any create-failure backoff. The janitor runs it every
+// [Options.JanitorInterval].
 func (p *Pool[T]) Tick(ctx context.Context) (Result, error) {
 	var r Result
 	pr, e1 := p.prune(ctx)
@@ -152,10 +147,9 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 	return ""
 }
 
-// CheckHealth checks every idle item with the [Checker], one at a time (the
-// others stay available), and destroys those that fail with
-// [ReasonUnhealthy]; new ones replace them. It does nothing without a
-// Checker. The janitor calls it every [Options].HealthCheckInterval.
+// CheckHealth checks the idle items with the [Checker] one at a time (the others
+// stay available) and replaces those that fail ([ReasonUnhealthy]). It does
+// nothing without a Checker. The janitor runs it every [Options.HealthCheckInterval].
 func (p *Pool[T]) CheckHealth(ctx context.Context) (Result, error) {
 	var res Result
 	if p.checker == nil {
@@ -241,14 +235,11 @@ func (p *Pool[T]) replenish(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// Reconcile compares the provider's list ([Lister]) with the items the pool
-// knows (its own and, with an Inventory, every instance's records). A
-// listed item nobody knows is an orphan: it is destroyed once it is older
-// than [Options].OrphanGracePeriod (by [Listed].Created, else since
-// Reconcile first saw it). A known idle item the provider no longer lists
-// is forgotten ([ReasonLost]) and replaced; one in use is forgotten when
-// released. Reconcile returns the errors of List and of the orphans'
-// Destroy calls. It does nothing without a Lister; Tick runs it.
+// Reconcile compares the [Lister]'s list with the items known to the pool (to every
+// instance, with an Inventory). It destroys listed items nobody knows once older than
+// [Options.OrphanGracePeriod] ([ReasonOrphan]), and forgets known items no longer
+// listed ([ReasonLost]): idle ones at once, to be replaced, others on release. It
+// returns the errors of List and Destroy, and does nothing without a Lister.
 func (p *Pool[T]) Reconcile(ctx context.Context) (Result, error) {
 	if p.lister == nil {
 		return Result{}, nil

@@ -26,92 +26,58 @@ const (
 	defaultMaxConcurrentDestroys = 4
 )
 
-// Options configures a Pool. The zero value of every field means its
-// default, stated on the field; a duration that can be switched off is
-// switched off by a negative value.
+// Options configures a Pool. A zero field means the default stated on it.
 type Options struct {
-	// MinIdle is the warm target: the idle items, counting creates in
-	// flight, that the pool keeps and refills after each acquire. Zero means
-	// none: the pool scales to zero.
+	// MinIdle is the warm target: idle items, creates in flight included. Zero means none.
 	MinIdle int
-	// MaxIdle caps the idle items; one released beyond it is destroyed.
-	// Zero means MaxSize. With an Inventory, MinIdle and MaxIdle count the
-	// idle items of every instance.
+	// MaxIdle caps idle items; one released beyond it is destroyed. Zero means MaxSize.
 	MaxIdle int
-	// MaxSize is the capacity: the items in use, idle, being created or
-	// being destroyed by this instance. Acquire waits while it is reached.
-	// Zero means 10, or MinIdle if that is larger; a [Group] requires it.
+	// MaxSize caps this instance's items in use, idle, being created or destroyed;
+	// Acquire waits at it. Zero means 10, or MinIdle if larger; a [Group] requires it.
 	MaxSize int
-	// IdleTimeout destroys the idle items above MinIdle that were not
-	// needed for this long. Zero means 30 minutes; negative keeps them.
+	// IdleTimeout destroys idle items above MinIdle unused this long.
+	// Zero means 30 minutes; negative, never.
 	IdleTimeout time.Duration
-	// MaxLifetime is each item's absolute TTL from its creation, enforced
-	// on acquire, on release and by the janitor. Zero means 1 hour;
-	// negative means none.
+	// MaxLifetime is each item's TTL from creation, enforced on acquire, on release
+	// and by the janitor. Zero means 1 hour; negative, none.
 	MaxLifetime time.Duration
-	// LifetimeJitter shortens each item's MaxLifetime by a random amount
-	// in [0, LifetimeJitter), so that items created together do not expire
-	// together. It must be below MaxLifetime. Zero means none.
+	// LifetimeJitter shortens each MaxLifetime by a random [0, LifetimeJitter), so
+	// items created together expire apart. Must be below MaxLifetime; zero means none.
 	LifetimeJitter time.Duration
-	// WarmTTL replaces an idle item never used within this time of its
-	// creation. Zero means MaxLifetime; negative switches it off.
+	// WarmTTL replaces an idle item never used this long after its creation.
+	// Zero means MaxLifetime; negative, none.
 	WarmTTL time.Duration
-	// HealthCheckInterval is how often CheckHealth checks the idle items,
-	// when the Provisioner is a [Checker]. Zero means 30 seconds; negative
-	// switches the periodic check off.
+	// HealthCheckInterval is how often the janitor runs CheckHealth.
+	// Zero means 30 seconds; negative, never.
 	HealthCheckInterval time.Duration
-	// CheckOnAcquire checks an idle item with the [Checker] before Acquire
-	// hands it out, and takes another if the check fails (an item handed
-	// straight from its create is not checked). It costs a Check per
-	// acquire; a [Watcher] finds dead items without it, so it is for
-	// failures nobody reports (a worker that hangs).
-	CheckOnAcquire bool
-	// JanitorInterval is how often Tick runs. Zero means 30 seconds;
-	// negative starts no janitor.
-	JanitorInterval time.Duration
-	// OrphanGracePeriod spares an item the provider lists but the pool
-	// does not know for this long after its creation, so Reconcile never
-	// takes an item still being recorded for an orphan (items of this
-	// instance's creates in flight are spared however long they take).
-	// Zero means 1 minute; negative means no grace. With an Inventory keep
-	// it longer than a Create takes.
-	OrphanGracePeriod time.Duration
-	// MaxConcurrentCreates limits the Create calls in flight. Zero means
-	// MaxSize.
-	MaxConcurrentCreates int
-	// MaxConcurrentDestroys limits the orphans one Reconcile destroys at
-	// once. Zero means 4.
-	MaxConcurrentDestroys int
-	// CreateTimeout bounds each Create and Check call. Zero means 1 minute.
-	CreateTimeout time.Duration
-	// DestroyTimeout bounds each Destroy call. Zero means 30 seconds.
-	DestroyTimeout time.Duration
-	// CleanupOnStart destroys, once the pool has started, every listed item
-	// nobody knows that was created before the start: the leftovers of an
-	// earlier process. Warm creates wait for it. It needs a [Lister].
+	// CheckOnAcquire has Acquire check an idle, not fresh, item with the [Checker] and
+	// take another if it fails: a Check per acquire, for failures no [Watcher] reports.
+	CheckOnAcquire  bool
+	JanitorInterval time.Duration // how often Tick runs; zero means 30 seconds; negative, no janitor
+	// OrphanGracePeriod spares an unknown listed item this long after its creation, as it may
+	// still be being recorded (this instance's creates in flight are always spared). Zero means
+	// 1 minute; negative, none. With an Inventory keep it longer than a Create takes.
+	OrphanGracePeriod     time.Duration
+	MaxConcurrentCreates  int           // limits the Create calls in flight; zero means MaxSize
+	MaxConcurrentDestroys int           // limits the orphans one Reconcile destroys at once; zero means 4
+	CreateTimeout         time.Duration // bounds each Create and Check call; zero means 1 minute
+	DestroyTimeout        time.Duration // bounds each Destroy call; zero means 30 seconds
+	// CleanupOnStart destroys, at start and before warm creates, every listed item
+	// nobody knows created before the start: an earlier process's. Needs a [Lister].
 	CleanupOnStart bool
-	// Owned, if set, receives the IDs of would-be orphans and returns those
-	// owned outside the pool (detached items the application recorded):
-	// Reconcile spares them. An error spares them all for that pass. Nil
-	// means the pool owns everything the [Lister] lists.
+	// Owned returns the would-be orphans (by ID) owned outside the pool, such as detached
+	// items, for Reconcile to spare; an error spares all. Nil means the pool owns them all.
 	Owned func(ctx context.Context, ids []string) (owned []string, err error)
-	// Inventory shares the idle set and item records with the pool
-	// instances of other processes (see pool/shared). Nil keeps them in
-	// this pool's memory.
+	// Inventory shares the idle set and item records with other processes' pools (pool/shared);
+	// MinIdle and MaxIdle then count every instance's idle items. Nil keeps them in memory.
 	Inventory shared.Inventory
-	// Instance names this instance in the Inventory. Empty means a random
-	// name.
-	Instance string
-	// Clock is the time source; nil means real time.
-	Clock clock.Clock
-	// OnEvent receives lifecycle events, in order, on a goroutine of the
-	// pool's, outside its locks; it may call the pool.
+	Instance  string      // names this instance in the Inventory; empty means a random name
+	Clock     clock.Clock // the time source; nil means real time
+	// OnEvent receives events in order on a pool goroutine, outside its locks; it may call the pool.
 	OnEvent func(Event)
-	// EventQueue is how many events may wait for OnEvent before new ones
-	// are dropped (Stats.EventsDropped). Zero means 1024.
+	// EventQueue is how many events may wait for OnEvent; more are dropped. Zero means 1024.
 	EventQueue int
-	// Logger receives create and destroy failures; nil logs nothing.
-	Logger *slog.Logger
+	Logger     *slog.Logger // receives create and destroy failures; nil logs nothing
 }
 
 // normalize validates o and fills defaults. Its errors match ErrInvalid

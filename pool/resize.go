@@ -6,23 +6,14 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// SetLimits changes the pool's capacity (Options.MaxSize) and warm target
-// (Options.MinIdle) while it runs, as a serverless gateway does when a
-// function's reserved concurrency is edited.
-//
-// Growing takes effect at once: waiters get creates for the new capacity.
-// Shrinking never takes an item from its user: idle items above the new
-// capacity are destroyed at once ("idle", longest idle first), and items
-// in use above it are destroyed when they are released instead of going
-// back to the idle set. Until then Stats.Size may exceed MaxSize, and no
-// create starts.
-//
-// MaxIdle stays as New set it (MaxSize at New when left zero): an item
-// released beyond it is destroyed, so a pool that will grow should set
-// MaxIdle at New. minIdle must not exceed it. SetLimits needs a pool
-// without an Inventory, whose limits are shared by every instance.
-// Bad arguments return an error matching ErrInvalid and change nothing;
-// after Close it returns ErrClosed.
+// SetLimits changes [Options.MaxSize] and [Options.MinIdle] of a running pool
+// without an Inventory. Growing takes effect at once. Shrinking never takes an item
+// from its user: idle items above the new size are destroyed at once (longest idle
+// first) and items in use on release; until then Stats.Size may exceed MaxSize and
+// no create starts.
+// MaxIdle stays as New set it, so a pool that will grow should set it; minIdle must
+// not exceed it. Bad arguments match [ErrInvalid] and change nothing; after Close
+// SetLimits returns [ErrClosed].
 func (p *Pool[T]) SetLimits(maxSize, minIdle int) error {
 	switch {
 	case p.opts.Inventory != nil:

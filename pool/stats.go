@@ -5,29 +5,19 @@ import (
 	"time"
 )
 
-// Reason says why an item was destroyed, in an [Event] and as a key of
-// [Stats].Destroyed. The pool reports these, as stable lower_snake words:
-//
-//	idle       idle beyond IdleTimeout or MaxIdle, or above a new capacity
-//	lifetime   MaxLifetime reached
-//	warm_ttl   never used within WarmTTL
-//	unhealthy  Check failed, or the function of Do failed
-//	died       reported dead by the Provisioner's Watcher
-//	orphan     listed by the provider, unknown to the pool
-//	lost       no longer listed by the provider: forgotten, not destroyed
-//	shutdown   destroyed by Close
-//	evicted    Handle.Destroy with a reason of the caller's, which its event carries
-//
-// The failures a user may act on have constants: [ReasonUnhealthy],
-// [ReasonDied], [ReasonOrphan] and [ReasonLost].
+// Reason says why an item left the pool, in an [Event] and as a key of
+// [Stats.Destroyed]. Besides the constants, the pool reports "idle" (beyond IdleTimeout
+// or MaxIdle, or above a new MaxSize), "lifetime" (MaxLifetime), "warm_ttl" (WarmTTL),
+// "shutdown" (Close) and "evicted" (Handle.Destroy with an empty reason, or with one of
+// the caller's, which its Event carries).
 type Reason string
 
-// The reasons of failures a user may act on; [Reason] lists the others.
+// The reasons of failures a user may act on.
 const (
-	ReasonUnhealthy Reason = "unhealthy" // Check failed; Handle.Destroy(ReasonUnhealthy) for an item found broken
+	ReasonUnhealthy Reason = "unhealthy" // Check or the fn of Do failed; Handle.Destroy(ReasonUnhealthy) for an item found broken
 	ReasonDied      Reason = "died"      // reported dead by the Provisioner's Watcher
 	ReasonOrphan    Reason = "orphan"    // listed by the provider, unknown to the pool
-	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider
+	ReasonLost      Reason = "lost"      // known to the pool, no longer listed by the provider: forgotten, not destroyed
 )
 
 const (
@@ -59,8 +49,8 @@ const (
 	EventDetached                       // an item was taken out of the pool for good (Handle.Detach)
 )
 
-// String returns the kind's stable lower_snake name ("destroyed"), usable
-// as a log field or a metric label, or "EventKind(N)" for an unknown kind.
+// String returns "created", "destroyed" or "detached", stable for logs and metric
+// labels, or "EventKind(N)" for an unknown kind.
 func (k EventKind) String() string {
 	switch k {
 	case EventCreated:
@@ -82,9 +72,8 @@ type Event struct {
 	Err    error     // the error of a failed Create or Destroy
 }
 
-// Stats is a snapshot of a Pool's state and counters, in the spirit of
-// sql.DBStats. Counters (uint64) are cumulative since New; gauges (int)
-// are current amounts.
+// Stats is a snapshot of a Pool: gauges (int) are current, counters (uint64)
+// cumulative since New.
 type Stats struct {
 	MaxSize    int // Options.MaxSize
 	Size       int // items counted against MaxSize: idle + in use + creating + destroying (+ being checked)
