@@ -17,10 +17,9 @@ const (
 	sampleWaits = 8
 )
 
-// Acquire returns an item, waiting first come, first served while the pool is at
-// MaxSize. If ctx ends first it returns an error wrapping context.Cause(ctx), and a
-// create it started goes on for the next waiter or the idle set. A failed create
-// fails one waiter with an error matching [ErrCreate].
+// Acquire returns an item, waiting first come, first served at MaxSize. If ctx ends
+// first, the error wraps context.Cause(ctx) and its create serves another. A failed
+// create fails one waiter with an error matching [ErrCreate].
 func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("pool: acquire: %w", context.Cause(ctx))
@@ -43,10 +42,9 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Handle[T], error) {
 	}
 }
 
-// Do acquires an item, calls fn with it and releases it. If fn fails or panics, the
-// item is destroyed ([ReasonUnhealthy]) and, unless ctx has ended, fn runs once more
-// on another item, so fn must be safe to run twice. Do returns nil or the errors
-// of Acquire and fn, joined.
+// Do calls fn with an acquired item and releases it. If fn fails or panics, the item
+// is destroyed ([ReasonUnhealthy]) and, unless ctx ended, fn (safe to repeat) runs
+// once more on another. Errors of Acquire and fn are joined.
 func (p *Pool[T]) Do(ctx context.Context, fn func(T) error) error {
 	var errs []error
 	for attempt := 0; attempt < 2 && (attempt == 0 || ctx.Err() == nil); attempt++ {
@@ -251,8 +249,8 @@ func (p *Pool[T]) offer(h *Handle[T]) bool {
 	return true
 }
 
-// TryAcquire returns an idle item at once, or [ErrUnavailable] after starting a
-// create if there is capacity, or [ErrClosed]. ctx bounds a pop from an Inventory.
+// TryAcquire returns an idle item or, at once, [ErrUnavailable] (starting a create
+// if there is room) or [ErrClosed].
 func (p *Pool[T]) TryAcquire(ctx context.Context) (*Handle[T], error) {
 	for {
 		select {

@@ -8,17 +8,14 @@ import (
 	"strings"
 )
 
-// Close drains the pool: acquires and waiters fail with [ErrClosed], idle items are
-// destroyed, and each handle's item is destroyed on release; if ctx ends first,
-// items still in use are destroyed anyway and their handles become inert. Close
-// then waits, until ctx ends, for the janitor, the creates, checks and destroys in
-// flight and the delivery of queued events. With an Inventory only this instance's
-// items are destroyed; the shared idle set stays.
-//
-// It returns the destroy errors joined, plus an error wrapping context.Cause(ctx)
-// if it destroyed items in use, and one naming what still runs if ctx ended first.
-// Close is idempotent: a later call waits the same way, and once all has stopped
-// returns the destroy errors only.
+// Close drains the pool: acquires and waiters fail with [ErrClosed], and items are
+// destroyed, idle ones at once and those in use on release or, once ctx ends, anyway
+// (their handles become inert). It then waits, until ctx ends, for the janitor, the
+// Provisioner calls in flight and the queued events. With an Inventory the shared
+// idle set stays. It returns the destroy errors joined, plus an error wrapping
+// context.Cause(ctx) if it destroyed items in use and one naming what still runs if
+// ctx ended first. A later call waits the same way, and once all has stopped returns
+// the destroy errors only.
 func (p *Pool[T]) Close(ctx context.Context) error {
 	p.closeOnce.Do(p.beginClose)
 	var errs []error

@@ -47,6 +47,6 @@ type PanicError struct {
 // Error describes the panic.
 func (e *PanicError) Error() string { return fmt.Sprintf("pool: %s panicked: %v", e.Op, e.Value) }
 
-// ErrInvalid is matched by every error about a bad Options field or argument,
-// which the message names as the caller set it.
+// ErrInvalid is matched by every error about a bad Options field or argument, which
+// the message names.
 var ErrInvalid = errors.New("pool: invalid argument")

@@ -9,8 +9,8 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Group holds one Pool per key, each with its own options, created by Start or on
-// first use. All methods are safe for concurrent use.
+// Group holds one Pool per key, each with its own Options, created by Start or on
+// first use. It is safe for concurrent use.
 type Group[K comparable, T any] struct {
 	newPool func(key K) (Provisioner[T], Options, error)
 
@@ -19,8 +19,8 @@ type Group[K comparable, T any] struct {
 	closed bool
 }
 
-// NewGroup returns a Group whose pool for key uses the Provisioner and Options
-// newPool returns for it. The Options must set MaxSize: a Group has no default.
+// NewGroup returns a Group making key's pool from newPool(key), whose Options must
+// set MaxSize (no default).
 func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options, error)) (*Group[K, T], error) {
 	if newPool == nil {
 		return nil, errs.Invalid(ErrInvalid, "pool: NewGroup: newPool is nil")
@@ -124,9 +124,8 @@ func (g *Group[K, T]) each(fn func(p *Pool[T]) error) error {
 	return errors.Join(errs...)
 }
 
-// Close closes every pool at once (see [Pool.Close]) and returns their errors
-// joined, each naming its key; new keys then fail with [ErrClosed]. Close is
-// idempotent.
+// Close, idempotent, closes every pool at once ([Pool.Close]), naming the key in
+// each error; new keys then get [ErrClosed].
 func (g *Group[K, T]) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true

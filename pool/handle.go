@@ -75,8 +75,8 @@ func (h *Handle[T]) Release() {
 	p.settle(h)
 }
 
-// Destroy destroys the item in the background, for reason (empty means "evicted";
-// a broken item is [ReasonUnhealthy]). It counts against MaxSize until destroyed.
+// Destroy destroys the item in the background for reason (empty: "evicted"),
+// counting it against MaxSize until done.
 func (h *Handle[T]) Destroy(reason Reason) {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
 		h.misuse()
@@ -89,10 +89,9 @@ func (h *Handle[T]) Destroy(reason Reason) {
 }
 
 // Detach takes the item out of the pool for good and returns it, for a long-lived
-// owner: the pool stops counting it, creates a replacement for MinIdle, removes its
-// Inventory record and never destroys it; destroy it with the Provisioner when done.
-// A [Lister] still lists it, so record the owner first and report it through
-// [Options.Owned], or Reconcile on any instance destroys it as an orphan.
+// owner: the pool stops counting it, refills MinIdle, drops its Inventory record and
+// never destroys it; the caller does. A [Lister] still lists it, so record the owner
+// first and report it through [Options.Owned], or Reconcile destroys it as an orphan.
 func (h *Handle[T]) Detach() T {
 	if !h.state.CompareAndSwap(stateInUse, stateGone) {
 		h.misuse()

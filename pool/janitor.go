@@ -31,10 +31,9 @@ func (r *Result) add(o Result) {
 	r.Started += o.Started
 }
 
-// Tick runs one janitor pass now: it destroys expired idle items and those above
-// MinIdle unused for IdleTimeout, runs [Pool.Reconcile], and starts creates up to
-// MinIdle, ending any create-failure backoff. The janitor runs it every
-// [Options.JanitorInterval].
+// Tick runs a janitor pass now: it destroys expired idle items and those above
+// MinIdle past IdleTimeout, runs [Pool.Reconcile] and starts creates up to MinIdle,
+// ending any create backoff.
 func (p *Pool[T]) Tick(ctx context.Context) (Result, error) {
 	var r Result
 	pr, e1 := p.prune(ctx)
@@ -147,9 +146,8 @@ func (p *Pool[T]) pruneReason(h *Handle[T], now time.Time, aboveMin bool) Reason
 	return ""
 }
 
-// CheckHealth checks the idle items with the [Checker] one at a time (the others
-// stay available) and replaces those that fail ([ReasonUnhealthy]). It does
-// nothing without a Checker. The janitor runs it every [Options.HealthCheckInterval].
+// CheckHealth checks idle items one by one with the [Checker], if any, and replaces
+// those that fail ([ReasonUnhealthy]).
 func (p *Pool[T]) CheckHealth(ctx context.Context) (Result, error) {
 	var res Result
 	if p.checker == nil {
@@ -235,11 +233,10 @@ func (p *Pool[T]) replenish(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// Reconcile compares the [Lister]'s list with the items known to the pool (to every
-// instance, with an Inventory). It destroys listed items nobody knows once older than
-// [Options.OrphanGracePeriod] ([ReasonOrphan]), and forgets known items no longer
-// listed ([ReasonLost]): idle ones at once, to be replaced, others on release. It
-// returns the errors of List and Destroy, and does nothing without a Lister.
+// Reconcile destroys the items the [Lister] lists but no instance knows once past
+// [Options.OrphanGracePeriod] ([ReasonOrphan]), and forgets known items it no longer
+// lists ([ReasonLost]): idle ones at once, to be replaced, others on release. It
+// returns the errors of List and Destroy; without a Lister it does nothing.
 func (p *Pool[T]) Reconcile(ctx context.Context) (Result, error) {
 	if p.lister == nil {
 		return Result{}, nil

@@ -111,8 +111,8 @@ type Pool[T any] struct {
 	closeErr    error
 }
 
-// New returns a pool of items made by prov. It starts the janitor and the warm
-// creates for [Options.MinIdle]; Close stops them. Bad opts match [ErrInvalid].
+// New returns a pool of prov's items with its janitor and warm creates started; bad
+// opts match [ErrInvalid].
 func New[T any](prov Provisioner[T], opts Options) (*Pool[T], error) {
 	return newPool(prov, opts, true)
 }

@@ -12,13 +12,12 @@ import (
 type Provisioner[T any] interface {
 	// Create makes a new, ready item; the Pool owns it and will pass it to Destroy.
 	Create(ctx context.Context) (T, error)
-	// Destroy releases an item for good, once per item created, adopted or orphaned;
-	// an item already gone should be a success.
+	// Destroy releases item for good, called once per item; an item already gone is a success.
 	Destroy(ctx context.Context, item T) error
 }
 
-// Checker is implemented by a Provisioner that can health-check an item: see
-// [Pool.CheckHealth] and [Options.CheckOnAcquire].
+// Checker is a Provisioner that health-checks items: see [Pool.CheckHealth] and
+// [Options.CheckOnAcquire].
 type Checker[T any] interface {
 	Check(ctx context.Context, item T) error
 }
@@ -27,19 +26,16 @@ type Checker[T any] interface {
 // exits). A dead item is destroyed ([ReasonDied]) at once if idle, else on release,
 // so none is handed out, without a Check per acquire.
 type Watcher[T any] interface {
-	// Watch returns a channel closed when item dies (already closed if dead), or nil
-	// if item cannot be watched. It is called once per item the Pool takes, outside
-	// its locks; ctx ends when the Pool lets go of the item or closes, and Watch must
-	// then release what it started for item.
+	// Watch returns a channel closed when item dies (already closed if dead), or nil if item
+	// cannot be watched. It is called once per item the Pool takes, outside its locks; ctx ends
+	// when the Pool lets go of the item or closes, and Watch must then release what it started.
 	Watch(ctx context.Context, item T) <-chan struct{}
 }
 
-// Lister is implemented by a Provisioner that can list what exists at the
-// provider, so that [Pool.Reconcile] and [Options.CleanupOnStart] find orphans and
-// lost items.
+// Lister is a Provisioner that lists what exists, so that [Pool.Reconcile] and
+// [Options.CleanupOnStart] find orphans.
 type Lister[T any] interface {
-	// List returns every item the provider holds for this pool, including those of
-	// other pool instances and earlier processes.
+	// List returns every item held for this pool, including other instances' and earlier processes'.
 	List(ctx context.Context) ([]Listed[T], error)
 	// ID returns the provider's stable identity of item, as List reports it.
 	ID(item T) string

@@ -7,12 +7,11 @@ import (
 )
 
 // SetLimits changes [Options.MaxSize] and [Options.MinIdle] of a running pool
-// without an Inventory. Growing takes effect at once. Shrinking never takes an item
-// from its user: idle items above the new size are destroyed at once (longest idle
-// first) and items in use on release; until then Stats.Size may exceed MaxSize and
-// no create starts.
-// MaxIdle stays as New set it, so a pool that will grow should set it; minIdle must
-// not exceed it. Bad arguments match [ErrInvalid] and change nothing; after Close
+// without an Inventory. Shrinking never takes an item from its user: idle items above
+// the new size are destroyed at once (longest idle first) and items in use on
+// release; until then Stats.Size may exceed MaxSize and no create starts. MaxIdle
+// stays as New set it (set it there for a pool that will grow); minIdle must not
+// exceed it. Bad arguments match [ErrInvalid] and change nothing; after Close
 // SetLimits returns [ErrClosed].
 func (p *Pool[T]) SetLimits(maxSize, minIdle int) error {
 	switch {

@@ -6,10 +6,10 @@ import (
 )
 
 // Reason says why an item left the pool, in an [Event] and as a key of
-// [Stats.Destroyed]. Besides the constants, the pool reports "idle" (beyond IdleTimeout
-// or MaxIdle, or above a new MaxSize), "lifetime" (MaxLifetime), "warm_ttl" (WarmTTL),
-// "shutdown" (Close) and "evicted" (Handle.Destroy with an empty reason, or with one of
-// the caller's, which its Event carries).
+// [Stats.Destroyed]. Besides the constants, the pool reports "idle" (beyond
+// IdleTimeout or MaxIdle, or above a new MaxSize), "lifetime", "warm_ttl",
+// "shutdown" (Close) and "evicted" (Handle.Destroy with an empty reason, or with one
+// of the caller's, which its Event carries).
 type Reason string
 
 // The reasons of failures a user may act on.
@@ -49,8 +49,8 @@ const (
 	EventDetached                       // an item was taken out of the pool for good (Handle.Detach)
 )
 
-// String returns "created", "destroyed" or "detached", stable for logs and metric
-// labels, or "EventKind(N)" for an unknown kind.
+// String returns "created", "destroyed" or "detached" (stable, for logs and
+// metrics), or "EventKind(N)".
 func (k EventKind) String() string {
 	switch k {
 	case EventCreated:
