@@ -7,7 +7,6 @@ import (
 	"time"
 )
 
-// Errors returned by Pool methods.
 var (
 	// ErrClosed is returned by Acquire and TryAcquire once Close has begun.
 	ErrClosed = errors.New("pool: closed")

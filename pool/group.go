@@ -28,9 +28,8 @@ func NewGroup[K comparable, T any](newPool func(key K) (Provisioner[T], Options,
 	return &Group[K, T]{newPool: newPool, pools: map[K]*Pool[T]{}}, nil
 }
 
-// Start creates the pools for keys not yet started and waits until every one's
-// [Options.CleanupOnStart] is over or ctx ends. It returns the errors of newPool,
-// the Options and the cleanups, each naming its key.
+// Start creates keys' missing pools and waits until their [Options.CleanupOnStart]
+// ends or ctx does; errors name their key.
 func (g *Group[K, T]) Start(ctx context.Context, keys ...K) error {
 	var errs []error
 	started := make(map[K]*Pool[T], len(keys))

@@ -54,8 +54,8 @@ func (h *Handle[T]) ID() string { return h.id }
 // CreatedAt returns when the item was created.
 func (h *Handle[T]) CreatedAt() time.Time { return time.Unix(0, h.created) }
 
-// Release returns the item to the longest waiter, else to the idle set, or destroys
-// it if past its lifetime or beyond MaxIdle. It does nothing if Close destroyed it.
+// Release gives the item to the longest waiter or the idle set, or destroys it if
+// expired, beyond MaxIdle or closing.
 func (h *Handle[T]) Release() {
 	// Settling, not idle: until the item is back in the idle set (or
 	// destroyed), Close must keep waiting for it.

@@ -28,10 +28,8 @@ const (
 
 // Options configures a Pool. A zero field means the default stated on it.
 type Options struct {
-	// MinIdle is the warm target: idle items, creates in flight included. Zero means none.
-	MinIdle int
-	// MaxIdle caps idle items; one released beyond it is destroyed. Zero means MaxSize.
-	MaxIdle int
+	MinIdle int // the warm target: idle items, creates in flight included; zero means none
+	MaxIdle int // caps idle items; one released beyond it is destroyed; zero means MaxSize
 	// MaxSize caps this instance's items in use, idle, being created or destroyed;
 	// Acquire waits at it. Zero means 10, or MinIdle if larger; a [Group] requires it.
 	MaxSize int
@@ -46,10 +44,8 @@ type Options struct {
 	LifetimeJitter time.Duration
 	// WarmTTL replaces an idle item never used this long after its creation.
 	// Zero means MaxLifetime; negative, none.
-	WarmTTL time.Duration
-	// HealthCheckInterval is how often the janitor runs CheckHealth.
-	// Zero means 30 seconds; negative, never.
-	HealthCheckInterval time.Duration
+	WarmTTL             time.Duration
+	HealthCheckInterval time.Duration // CheckHealth period; zero means 30 seconds; negative, never
 	// CheckOnAcquire has Acquire check an idle, not fresh, item with the [Checker] and
 	// take another if it fails: a Check per acquire, for failures no [Watcher] reports.
 	CheckOnAcquire  bool
@@ -74,9 +70,8 @@ type Options struct {
 	Instance  string      // names this instance in the Inventory; empty means a random name
 	Clock     clock.Clock // the time source; nil means real time
 	// OnEvent receives events in order on a pool goroutine, outside its locks; it may call the pool.
-	OnEvent func(Event)
-	// EventQueue is how many events may wait for OnEvent; more are dropped. Zero means 1024.
-	EventQueue int
+	OnEvent    func(Event)
+	EventQueue int          // events that may wait for OnEvent before new ones drop; zero means 1024
 	Logger     *slog.Logger // receives create and destroy failures; nil logs nothing
 }
 
