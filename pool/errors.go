@@ -14,7 +14,7 @@ var (
 	ErrUnavailable = errors.New("pool: no idle item available")
 	// ErrCreate is matched by Acquire's error when a create failed, panicked or timed out.
 	ErrCreate = errors.New("pool: create")
-	// ErrCreateTimeout, not context.DeadlineExceeded, is matched by a Create past CreateTimeout.
+	// ErrCreateTimeout is matched (and context.DeadlineExceeded is not) by a Create past CreateTimeout.
 	ErrCreateTimeout = errors.New("pool: create ran past CreateTimeout")
 )
 

@@ -45,7 +45,7 @@ type Lister[T any] interface {
 type Listed[T any] struct {
 	ID      string    // equal to Lister.ID(Value)
 	Value   T         // enough of the item to pass to Destroy
-	Created time.Time // zero if unknown: the orphan grace period then counts from when the Pool first saw it
+	Created time.Time // zero if unknown: the grace period then counts from when the Pool first saw it
 }
 
 // jsonCodec is the codec of a Provisioner that is no shared.Codec.
