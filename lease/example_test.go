@@ -8,8 +8,8 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// A camera admission server: 35 units for camera modals, main stream 2 units
-// with a fallback to the 1-unit sub stream, one modal per user.
+// Admission to video streams: a budget of 35 units, a main stream of 2
+// units with a fallback to a 1-unit sub stream, one stream per holder.
 func Example() {
 	ctx := context.Background()
 	m, err := lease.New(35, lease.Options{}) // TTL 300 s, grace 45 s
@@ -25,8 +25,8 @@ func Example() {
 	}
 	fmt.Println("granted cost", l.Cost, "token", l.Token, "ttl", l.ExpiresAt.Sub(l.CreatedAt))
 
-	// A second modal for the same user is refused, and the refusal names
-	// the modal already open.
+	// A second lease for the same holder is refused, and the refusal names
+	// the lease it already has.
 	_, err = m.Grant(ctx, lease.Request{Holder: "session-1", Resource: "cam_1f_02", Cost: 1})
 	var re *lease.RejectedError
 	if errors.As(err, &re) && errors.Is(err, lease.ErrHolderHasLease) {

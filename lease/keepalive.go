@@ -7,25 +7,18 @@ import (
 	"time"
 )
 
-// ErrLost is matched by KeepAlive.Err when the lease was lost: the store
-// reported it expired or unknown, or no heartbeat succeeded before the
-// KeepAlive's local deadline. The error also wraps the cause.
+// ErrLost is matched by [KeepAlive.Err] when the store reported the lease
+// expired or unknown, or no heartbeat succeeded before the local deadline.
+// The error also wraps the cause.
 var ErrLost = errors.New("lease: lost")
 
-// KeepAlive heartbeats one lease in the background and reports, through
-// Done and Err, the moment the lease can no longer be trusted.
-//
-// Its deadline is conservative and local: the Manager-clock time at which
-// the last successful heartbeat was sent, plus the remaining time the store
-// returned for it. The store received that heartbeat no earlier than it was
-// sent, so the store's deadline is no earlier than the local one (clocks
-// running at the same rate); the KeepAlive gives up first and never claims a
-// lease the store has already dropped. A heartbeat still in flight at the
-// deadline is abandoned.
-//
-// A KeepAlive runs on a goroutine of its own until the lease is lost or it
-// is stopped (Close, a Release through the Manager, the Manager's Close, the
-// end of its context).
+// KeepAlive heartbeats one lease on a goroutine of its own and reports,
+// through Done and Err, the moment the lease can no longer be trusted: its
+// local deadline, the Manager-clock time the last successful heartbeat was
+// sent plus the [HeartbeatResult].Remaining the store returned. That is
+// never later than the store's deadline, so a KeepAlive never claims a
+// lease the store has dropped; a heartbeat still in flight then is
+// abandoned.
 type KeepAlive struct {
 	m        *Manager
 	id       string
@@ -41,13 +34,12 @@ type KeepAlive struct {
 	err     error // set before done is closed
 }
 
-// KeepAlive starts heartbeating l every interval (0 means l.Grace / 3) until
-// the lease is lost, released through m, m is closed, ctx ends or Close is
-// called. The first heartbeat is sent at once. Until it returns, the lease
-// is trusted for what l had left at its HeartbeatAt, counted from when m
-// sent the Grant that returned l; for a Lease from elsewhere (Get, List, a
-// Store), counted from the KeepAlive call, so start one right after the
-// call that returned l.
+// KeepAlive heartbeats l every interval (0 means l.Grace / 3), the first at
+// once, until the lease is lost, released through m, m is closed, ctx ends
+// or Close is called. Until the first returns, the lease is trusted for
+// what l had left, counted from when m sent the Grant that returned l, or
+// for any other Lease from this call: start it right after the call that
+// returned l.
 func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration) *KeepAlive {
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
@@ -85,10 +77,9 @@ func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration
 // Done is closed when the KeepAlive stops, for whatever reason.
 func (k *KeepAlive) Done() <-chan struct{} { return k.done }
 
-// Err returns nil while the KeepAlive runs and after Close or a Release of
-// the lease through the Manager; an error matching ErrLost (and wrapping the
-// cause, such as ErrExpired) if the lease was lost; ErrClosed if the Manager
-// was closed; the context's error if ctx ended.
+// Err returns nil while the KeepAlive runs and after Close or a Release
+// through the Manager; an error matching [ErrLost] if the lease was lost;
+// ErrClosed after the Manager's Close; ctx's error if ctx ended.
 func (k *KeepAlive) Err() error {
 	select {
 	case <-k.done:
@@ -98,13 +89,11 @@ func (k *KeepAlive) Err() error {
 	}
 }
 
-// Close stops heartbeating, leaving the lease to expire unless released:
-// it cancels a heartbeat in flight and waits for the KeepAlive's goroutine
-// until ctx ends; then it returns an error that wraps context.Cause(ctx).
-// Err is then nil, unless the KeepAlive had already stopped for another
-// reason (a lost lease, the Manager's Close, its context). Close is
-// idempotent: a later call waits the same way and returns nil once the
-// goroutine has stopped.
+// Close stops heartbeating, leaving the lease to expire unless released.
+// It cancels a heartbeat in flight and waits for the goroutine until ctx
+// ends, then returns an error wrapping context.Cause(ctx). Err stays nil
+// unless the KeepAlive had stopped already. Close is idempotent: a later
+// call waits the same way, and returns nil once the goroutine has stopped.
 func (k *KeepAlive) Close(ctx context.Context) error {
 	k.signal()
 	select {

@@ -7,55 +7,34 @@ import (
 	"time"
 )
 
-// A Lease is a grant of Cost budget units to Holder for Resource.
-//
-// A lease has two deadlines: ExpiresAt, the absolute end fixed at grant time
-// and never extended, and the heartbeat deadline, HeartbeatAt + Grace, which
-// every successful heartbeat moves forward. It is live while the current time
-// (the store's clock) is before both; from the first instant at or after
-// either one it is expired, and nothing brings it back.
-//
-// A Lease returned by Manager.Grant also remembers, unexported, when the
-// Manager sent the grant, which KeepAlive starts its local deadline from.
-// Compare Leases by their fields (ID, Token...), not with == or
-// reflect.DeepEqual.
+// A Lease is a grant of Cost budget units to Holder for Resource. It is
+// live, on the store's clock, until [Lease.Deadline]; then it is expired
+// for good. Heartbeats move HeartbeatAt, never ExpiresAt. A Manager's IDs
+// are random and unguessable, so one can serve as a capability. Token is
+// the fencing token: greater than that of every lease the store granted
+// before, so a resource can refuse a token lower than the highest it has
+// seen. Compare Leases by their fields, not with == or reflect.DeepEqual.
 type Lease struct {
-	// ID identifies the lease. A Manager's are random and unguessable, so
-	// it can be handed to a browser as a capability.
-	ID string
-	// Holder is who holds the lease (a user or session id). With one lease
-	// per holder, a holder has at most one live lease at a time.
-	Holder string
-	// Resource is what the lease is for (a stream, a job). The store
-	// keeps it but makes no decision on it.
-	Resource string
-	// Cost is the number of budget units the lease takes: the first cost of
-	// the request that fitted.
-	Cost int
-	// Token is the fencing token: strictly greater than the token of every
-	// lease granted before it by the same store, across all instances that
-	// share the store. A resource can reject requests carrying a token lower
-	// than the highest it has seen.
-	Token uint64
-	// CreatedAt is when the store granted the lease (store clock).
-	CreatedAt time.Time
-	// ExpiresAt is CreatedAt + TTL, the absolute deadline.
-	ExpiresAt time.Time
-	// HeartbeatAt is the time of the grant or of the last successful
-	// heartbeat (store clock).
-	HeartbeatAt time.Time
-	// Grace is how long the lease stays live after HeartbeatAt.
-	Grace time.Duration
+	ID          string
+	Holder      string
+	Resource    string // kept, not interpreted
+	Cost        int    // the first cost of the request that fitted
+	Token       uint64
+	CreatedAt   time.Time     // store clock, as are all times
+	ExpiresAt   time.Time     // CreatedAt + TTL, never extended
+	HeartbeatAt time.Time     // the grant or the last heartbeat
+	Grace       time.Duration // how long the lease stays live after HeartbeatAt
 
 	// sent is when the Manager sent the call that returned the lease
-	// (Manager clock); zero for a Lease from anywhere else. With a
-	// memory store on the Manager's time source it is CreatedAt, which
-	// that clock read after the call began and where the deadlines start.
+	// (Manager clock), which KeepAlive starts its local deadline from; zero
+	// for a Lease from anywhere else. With a memory store on the Manager's
+	// time source it is CreatedAt, which that clock read after the call
+	// began and where the deadlines start.
 	sent time.Time
 }
 
-// Deadline returns the earlier of ExpiresAt and the heartbeat deadline,
-// HeartbeatAt + Grace: the first instant at which the lease is expired.
+// Deadline returns the first instant at which the lease is expired: the
+// earlier of ExpiresAt and HeartbeatAt + Grace.
 func (l Lease) Deadline() time.Time {
 	if hb := l.HeartbeatAt.Add(l.Grace); hb.Before(l.ExpiresAt) {
 		return hb

@@ -18,34 +18,21 @@ import (
 	"github.com/ttlkit/ttlkit/internal/event"
 )
 
-// Request asks a Manager for a lease.
-//
-// Holder and Resource are compared and returned byte for byte (trailing
-// spaces and case count) by every store. Every store accepts valid UTF-8
-// without NUL bytes up to 255 bytes; beyond that the stores differ, and a
-// store that cannot keep a value refuses the grant with an error matching
-// ErrInvalid that names the field and the problem: the memory store and
-// lease/redislease keep any bytes of any length; lease/sqllease refuses a
-// NUL byte and invalid UTF-8 on both dialects, and on MySQL/MariaDB more
-// than 255 bytes.
+// Request asks a Manager for a lease. Every store keeps Holder and
+// Resource byte for byte and takes any valid UTF-8 without NUL up to 255
+// bytes; lease/sqllease refuses a NUL byte, invalid UTF-8 and, on
+// MySQL/MariaDB, more than 255 bytes, with an error matching [ErrInvalid].
 type Request struct {
-	// Holder is who asks (a user or session id). Required.
-	Holder string
-	// Resource is what the lease is for; kept, not interpreted.
-	Resource string
-	// Cost is the preferred cost in budget units, 1..budget.
-	Cost int
-	// Fallback lists cheaper costs to take, in order, when Cost does not
-	// fit (Cost 2 for a main stream with Fallback [1] for a sub stream).
-	// The granted [Lease].Cost says which one was taken.
-	Fallback []int
-	// TTL and Grace override the Manager's defaults when > 0.
-	TTL, Grace time.Duration
+	Holder     string        // who asks (a user id); required
+	Resource   string        // what the lease is for
+	Cost       int           // the preferred cost in budget units, 1..budget
+	Fallback   []int         // cheaper costs to try in order; Lease.Cost says which was taken
+	TTL, Grace time.Duration // override the Manager's defaults when > 0
 }
 
-// Manager grants, heartbeats and releases leases over a Store, runs the
-// sweep loop, and reports events and stats. Several Managers, in one process
-// or many, may share one Store: every decision is the store's.
+// Manager grants, heartbeats and releases leases over a [Store], sweeps
+// expired ones, and reports events and stats. Several Managers, in one
+// process or many, may share one Store.
 type Manager struct {
 	store  Store
 	budget int
@@ -79,11 +66,9 @@ type Manager struct {
 	stats counters
 }
 
-// New returns a Manager that grants leases from a budget of budget units.
-// It starts the sweep loop (unless [Options].SweepInterval is negative)
-// and, with [Options].OnEvent, the event goroutine; Close stops them. A
-// budget ≤ 0 or a bad option returns an error matching [ErrInvalid] that
-// names it.
+// New returns a Manager with a budget of budget units. It starts the sweep
+// loop and, with [Options.OnEvent], the event goroutine; Close stops them.
+// A budget ≤ 0 or a bad option returns an error matching [ErrInvalid].
 func New(budget int, opts Options) (*Manager, error) {
 	o, err := opts.resolve(budget)
 	if err != nil {
@@ -142,13 +127,11 @@ func (m *Manager) isClosed() bool {
 	}
 }
 
-// Grant asks the store for a lease. The decision is one atomic step in the
-// store, in this order: the Gate (ErrOverloaded), one live lease per holder
-// (ErrHolderHasLease), the budget (ErrOverCapacity); a refusal is a
-// *RejectedError that matches its condition. Bad input (empty holder, a
-// cost ≤ 0 or above the budget, negative TTL or Grace) returns an error
-// matching ErrInvalid that names the field, and stores nothing. After Close
-// it returns ErrClosed.
+// Grant asks the store for a lease. The store decides in one atomic step,
+// in this order: the Gate ([ErrOverloaded]), one live lease per holder
+// ([ErrHolderHasLease]), the budget ([ErrOverCapacity]); a refusal is a
+// [*RejectedError]. Bad input (an empty holder, a cost ≤ 0 or above the
+// budget, a negative TTL or Grace) returns an error matching [ErrInvalid].
 func (m *Manager) Grant(ctx context.Context, r Request) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
@@ -243,34 +226,20 @@ func rejected(r Request, a GrantArgs, re *RejectedError) Event {
 	}
 }
 
-// HeartbeatResult is what a successful heartbeat returns.
+// HeartbeatResult is what a successful heartbeat returns. LocalDeadline, on the Manager's clock, is when the heartbeat was sent plus
+// Remaining: never later than the store's deadline (clocks running at the
+// same rate), so stop trusting the lease then.
 type HeartbeatResult struct {
-	// Lease is the lease as the store holds it after the heartbeat.
-	Lease Lease
-	// Remaining is how long the lease stays live without another
-	// heartbeat: Lease.Deadline() − Lease.HeartbeatAt, that is
-	// min(Grace, time left to ExpiresAt), by the store's clock.
-	Remaining time.Duration
-	// Deadline is Lease.Deadline(): when the store ends the lease unless
-	// another heartbeat comes first (store clock).
-	Deadline time.Time
-	// LocalDeadline is when the caller must stop trusting the lease, on
-	// the Manager's clock: the moment the heartbeat was sent plus
-	// Remaining. The store received the heartbeat no earlier than it was
-	// sent, and stamps it with its clock's reading at that moment, so
-	// (clocks running at the same rate) the store's deadline is never
-	// earlier than this one. KeepAlive keeps its deadline the same way.
+	Lease         Lease         // as the store holds it after the heartbeat
+	Remaining     time.Duration // Lease.Deadline() − Lease.HeartbeatAt
+	Deadline      time.Time     // Lease.Deadline(), store clock
 	LocalDeadline time.Time
 }
 
-// Heartbeat records a heartbeat for lease id and returns the lease's new
-// deadline, as the store and as the caller should see it. A lease that is
-// expired (ErrExpired) or unknown (ErrNotFound) stays so. With holder "",
-// anyone who knows the id may heartbeat the lease; with a holder, a lease
-// of another holder returns ErrWrongHolder and is not changed, the check
-// and the heartbeat being one atomic step in the store, so a server can let
-// user B heartbeat only B's own leases in one round trip. After Close it
-// returns ErrClosed.
+// Heartbeat extends lease id by its grace and returns its new deadlines.
+// An expired or unknown lease returns [ErrExpired] or [ErrNotFound]. With
+// a holder other than "", a lease of another holder returns
+// [ErrWrongHolder], checked in the same atomic step.
 func (m *Manager) Heartbeat(ctx context.Context, id, holder string) (HeartbeatResult, error) {
 	if m.isClosed() {
 		return HeartbeatResult{}, ErrClosed
@@ -298,19 +267,12 @@ func (m *Manager) Heartbeat(ctx context.Context, id, holder string) (HeartbeatRe
 	return r, nil
 }
 
-// Release ends lease id at once and returns its units to the budget. With
-// holder "", anyone who knows the id may release the lease; with a holder,
-// a lease of another holder returns ErrWrongHolder, is not changed and
-// keeps its KeepAlives running, the check and the release being one atomic
-// step in the store. Release first stops the lease's KeepAlives of this
-// Manager (with a nil Err), whatever the outcome. An expired lease returns
-// ErrExpired and is left for the sweep to report. After Close it returns
-// ErrClosed.
-//
-// After a Release that failed with ErrUnknownOutcome, call Release again:
-// it returns the lease if the first did not take effect, or, on a store
-// that remembers releases, an error matching ErrReleased (and ErrNotFound)
-// if it did.
+// Release ends lease id at once, returning its units to the budget. It
+// first stops this Manager's KeepAlives of the lease (their Err is nil),
+// whatever the outcome. An expired lease returns [ErrExpired] and is left
+// for the sweep to report. With a holder other than "", a lease of another
+// holder returns [ErrWrongHolder], checked in the same atomic step, and
+// keeps its KeepAlives.
 func (m *Manager) Release(ctx context.Context, id, holder string) (Lease, error) {
 	if m.isClosed() {
 		return Lease{}, ErrClosed
@@ -330,8 +292,7 @@ func (m *Manager) Release(ctx context.Context, id, holder string) (Lease, error)
 	return l, nil
 }
 
-// Get returns the live lease id, or ErrExpired or ErrNotFound. It keeps
-// working after Close: the leases stay in the store.
+// Get returns the live lease id, or [ErrExpired] or [ErrNotFound].
 func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
 	l, err := m.store.Get(ctx, id)
 	if err != nil {
@@ -340,9 +301,8 @@ func (m *Manager) Get(ctx context.Context, id string) (Lease, error) {
 	return l, err
 }
 
-// Usage returns the units taken by the live leases and their number, as
-// the store counts them now, and refreshes the Stats gauges. It keeps
-// working after Close.
+// Usage returns the units taken by the live leases and their number, and
+// refreshes the Stats gauges.
 func (m *Manager) Usage(ctx context.Context) (units, leases int, err error) {
 	units, leases, err = m.store.Usage(ctx)
 	if err != nil {
@@ -354,22 +314,18 @@ func (m *Manager) Usage(ctx context.Context) (units, leases int, err error) {
 	return units, leases, nil
 }
 
-// Close stops the Manager: the sweep loop, every KeepAlive of this Manager
-// (their Err becomes ErrClosed) and, after delivering the events already
-// queued, the event goroutine. It waits for them until ctx ends; then it
-// returns an error that wraps context.Cause(ctx) and says what is still
-// running. Close cancels the store calls of the sweep loop and the
-// KeepAlives, so a hanging store does not hold it up (a sweep it cuts short
-// may have removed leases on the server that it then never reports); an
-// OnEvent call in progress is waited for.
+// Close stops the sweep loop, this Manager's KeepAlives (their Err becomes
+// [ErrClosed]) and, once the queued events are delivered, the event
+// goroutine, cancelling their store calls. It waits for them (and an
+// OnEvent call in progress) until ctx ends, then returns an error wrapping
+// context.Cause(ctx) that names what still runs.
+// A sweep it cuts short may have removed leases it never reports; events
+// of calls in flight are counted in Stats.EventsDropped.
 //
-// Leases stay in the store: they belong to their holders and end by release
-// or expiry. After Close, Grant, Heartbeat, Release, Sweep and KeepAlive
-// return ErrClosed; Get, Usage and Stats keep working. Events of calls
-// still in flight when Close runs are counted in Stats.EventsDropped.
-//
-// Close is idempotent: a later call waits the same way and returns nil once
-// everything has stopped.
+// Leases stay in the store. After Close, Grant, Heartbeat, Release, Sweep
+// and KeepAlive return ErrClosed; Get, Usage and Stats keep working. Close
+// is idempotent: a later call waits the same way, and returns nil once
+// all has stopped.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.closed {

@@ -42,21 +42,19 @@ type record struct {
 }
 
 // NewMemoryStore returns an empty in-memory Store that takes time from c
-// (nil means the real clock): the reference implementation of Store, and
-// the one a Manager makes when Options.Store is nil. Pass one to several
-// Managers of one process to share its budget.
-//
-// It keeps one mutex, a map of records, a per-holder index, a running
-// total of live units and a min-heap of live leases by deadline. Every
-// operation first retires the leases whose deadline has passed (O(log n)
-// each, once per lease), so expired leases are absent for reads and the
-// budget at once, and no operation scans the whole store except List.
-// Sweep then only drops retired records. On the real clock it reads the
-// time as its creation time plus the monotonic time elapsed since, so a
-// step of the wall clock moves none of its deadlines. A Manager on the same
-// clock takes the store's times as the moments its calls were sent, and
-// reads no clock of its own.
+// (nil means the real clock). Pass one to several Managers of one process
+// to share its budget. No operation but List scans the store, and on the
+// real clock a step of the wall clock moves no deadline.
 func NewMemoryStore(c clock.Clock) Store {
+	// It keeps one mutex, a map of records, a per-holder index, a running
+	// total of live units and a min-heap of live leases by deadline. Every
+	// operation first retires the leases whose deadline has passed (O(log n)
+	// each, once per lease), so expired leases are absent for reads and the
+	// budget at once, and no operation scans the whole store except List.
+	// Sweep then only drops retired records. On the real clock it reads the
+	// time as its creation time plus the monotonic time elapsed since. A
+	// Manager on the same clock takes the store's times as the moments its
+	// calls were sent, and reads no clock of its own.
 	if c == nil {
 		c = clock.New()
 	}

@@ -19,52 +19,31 @@ const (
 	defaultEventQueue    = 1024
 )
 
-// Options configure a Manager. The zero value means the defaults.
+// Options configure a Manager. The zero value means the defaults; a
+// negative count or duration is an error matching [ErrInvalid], except
+// SweepInterval, where it turns the sweep loop off (then only calls of
+// [Manager.Sweep] reclaim and report expired leases).
+//
+// OnEvent receives events in order, on the Manager's goroutine and outside
+// locks, so it may call the Manager. Nothing waits for it: an event that
+// finds the queue full is dropped and counted in Stats.EventsDropped. Close
+// delivers the events queued before it. Clock drives the sweep ticker,
+// event times and KeepAlive's local deadlines; lease decisions use the
+// store's clock.
 type Options struct {
-	// Store keeps the leases. Nil means NewMemoryStore(Clock). Share
-	// one server store (redislease, sqllease) between processes to share
-	// the budget.
-	Store Store
-	// TTL is the default absolute lifetime of a lease (Request.TTL
-	// overrides it). Zero means 5 minutes; negative is an error.
-	TTL time.Duration
-	// Grace is the default heartbeat grace (Request.Grace overrides it).
-	// Zero means 45 seconds; negative is an error.
-	Grace time.Duration
-	// SweepInterval is how often the background loop calls Sweep. Zero
-	// means 10 seconds; negative turns the loop off, and records of expired
-	// leases are then reclaimed (and EventExpired fired) only when Sweep is
-	// called. Expired leases are absent at once whatever the interval; the
-	// sweep only reclaims their records and fires EventExpired.
-	SweepInterval time.Duration
-	// SweepBatch is how many expired leases one Store.Sweep call may take;
-	// Sweep repeats the call while batches are full. Zero means 100;
-	// negative is an error.
-	SweepBatch int
-	// AllowMultiplePerHolder turns off the one-live-lease-per-holder rule,
-	// which is on by default.
-	AllowMultiplePerHolder bool
-	// Gate, if set, is the admission gate asked before every grant
-	// (hysteresis.Gate is one); while it reports Overloaded, grants are
-	// rejected with ErrOverloaded.
-	Gate interface{ Overloaded() bool }
-	// Clock is the Manager's time source: the sweep ticker, event times and
-	// KeepAlive's local deadlines. Nil means real time. Lease decisions use
-	// the store's clock (for the default memory store, this one).
-	Clock clock.Clock
-	// OnEvent receives lifecycle events in order, on a goroutine of the
-	// Manager's, never under a lock, so it may call the Manager. Events
-	// come from Grant and Heartbeat, which never wait for it: when the
-	// queue (EventQueue) is full an event is dropped and counted in
-	// Stats.EventsDropped. Close delivers the events queued before it.
-	OnEvent func(Event)
-	// EventQueue is the capacity of the event queue. Zero means 1024;
-	// negative is an error.
-	EventQueue int
-	// Logger receives sweep summaries (debug), store errors in the
-	// background loop and the first dropped event (warn). Nil means
-	// discard.
-	Logger *slog.Logger
+	Store                  Store         // nil means NewMemoryStore(Clock); share one to share its budget
+	TTL                    time.Duration // a lease's lifetime when its Request has none; 0 means 5 minutes
+	Grace                  time.Duration // heartbeat grace when the Request has none; 0 means 45 seconds
+	SweepInterval          time.Duration // how often the loop calls Sweep; 0 means 10 seconds
+	SweepBatch             int           // most expired leases per Store.Sweep call; 0 means 100
+	AllowMultiplePerHolder bool          // turns off the one-live-lease-per-holder rule
+	// Gate, if set, is asked before every grant (hysteresis.Gate is one);
+	// while it reports Overloaded, grants fail with ErrOverloaded.
+	Gate       interface{ Overloaded() bool }
+	Clock      clock.Clock  // nil means real time
+	OnEvent    func(Event)  // see above
+	EventQueue int          // the event queue's capacity; 0 means 1024
+	Logger     *slog.Logger // sweeps (debug), loop errors, a first dropped event (warn); nil discards
 }
 
 // resolve fills the defaults and checks the fields.

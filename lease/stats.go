@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// Stats is a snapshot of a Manager's counters and gauges. Counters count
-// this Manager's calls only; with a shared store, other Managers have their
-// own.
+// Stats is a snapshot of a Manager's counters, of its own calls only, and
+// gauges of the whole store: exact with a memory store, else as of the
+// last Sweep or Usage call.
 type Stats struct {
 	Granted uint64 // leases granted
 	// Rejected by reason.
@@ -22,9 +22,6 @@ type Stats struct {
 	StoreErrors                                                                          uint64 // store calls that failed other than by a rule or the caller's context
 	EventsDropped                                                                        uint64 // events dropped: the queue was full, or Close had ended it
 
-	// Gauges for the whole store: exact with a NewMemoryStore; with any
-	// other store (a round trip away) as of the last Sweep or Usage call,
-	// so at most SweepInterval old while the background loop runs.
 	ActiveLeases int
 	UnitsInUse   int
 	Budget       int

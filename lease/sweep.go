@@ -8,24 +8,14 @@ import (
 
 // SweepResult counts what one Sweep did.
 type SweepResult struct {
-	// Expired is how many records of expired leases the sweep reclaimed;
-	// it fired one EventExpired for each.
-	Expired int
-	// Lapsed is how many of them ended by missing heartbeats (their
-	// HeartbeatAt + Grace came before ExpiresAt) rather than by reaching
-	// ExpiresAt.
-	Lapsed int
-	// Batches is how many Store.Sweep calls the sweep made: it repeats the
-	// call while a batch of Options.SweepBatch comes back full.
-	Batches int
+	Expired int // expired leases reclaimed, one EventExpired each
+	Lapsed  int // of which ended by missing heartbeats, not at ExpiresAt
+	Batches int // Store.Sweep calls, repeated while a batch comes back full
 }
 
-// Sweep reclaims the records of expired leases, fires one EventExpired per
-// lease, refreshes the Stats gauges and returns what it did. The background
-// loop calls it every SweepInterval. Expired leases are absent for every read
-// and for the budget whether or not Sweep has run. On an error the result
-// counts the leases reclaimed (and reported) before it. After Close it
-// returns ErrClosed.
+// Sweep reclaims the records of expired leases, fires one [EventExpired]
+// for each, refreshes the Stats gauges and returns what it did, on an
+// error too. The background loop calls it every [Options.SweepInterval].
 func (m *Manager) Sweep(ctx context.Context) (SweepResult, error) {
 	var r SweepResult
 	if m.isClosed() {
