@@ -26,9 +26,9 @@ var (
 	ErrOverCapacity   = errors.New("lease: rejected: over capacity")              // no cost fits
 )
 
-// RejectedError is a refused grant. errors.Is matches it against Err:
-// ErrRecovering, ErrOverloaded, ErrHolderHasLease or ErrOverCapacity,
-// checked in that order.
+// RejectedError is a refused grant; errors.Is matches it to Err, the first
+// of ErrRecovering, ErrOverloaded, ErrHolderHasLease, ErrOverCapacity that
+// applies.
 type RejectedError struct {
 	Err        error         // the first rule that refused
 	Available  int           // budget left at the decision, whatever Err

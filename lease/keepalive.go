@@ -8,17 +8,13 @@ import (
 )
 
 // ErrLost is matched by [KeepAlive.Err] when the store reported the lease
-// expired or unknown, or no heartbeat succeeded before the local deadline.
-// The error also wraps the cause.
+// expired or unknown, or no heartbeat succeeded in time; it wraps the cause.
 var ErrLost = errors.New("lease: lost")
 
-// KeepAlive heartbeats one lease on a goroutine of its own and reports,
-// through Done and Err, the moment the lease can no longer be trusted: its
-// local deadline, the Manager-clock time the last successful heartbeat was
-// sent plus the [HeartbeatResult].Remaining the store returned. That is
-// never later than the store's deadline, so a KeepAlive never claims a
-// lease the store has dropped; a heartbeat still in flight then is
-// abandoned.
+// KeepAlive heartbeats one lease on its own goroutine and reports, through
+// Done and Err, when the lease can no longer be trusted: at its local
+// deadline ([HeartbeatResult].LocalDeadline of the last success), never
+// later than the store's, where a heartbeat still in flight is abandoned.
 type KeepAlive struct {
 	m        *Manager
 	id       string
@@ -36,10 +32,9 @@ type KeepAlive struct {
 
 // KeepAlive heartbeats l every interval (0 means l.Grace / 3), the first at
 // once, until the lease is lost, released through m, m is closed, ctx ends
-// or Close is called. Until the first returns, the lease is trusted for
-// what l had left, counted from when m sent the Grant that returned l, or
-// for any other Lease from this call: start it right after the call that
-// returned l.
+// or Close is called. Until the first returns, l is trusted for what it had
+// left from when m sent its Grant, or, for a Lease from elsewhere, from this
+// call: make it right after the call that returned l.
 func (m *Manager) KeepAlive(ctx context.Context, l Lease, interval time.Duration) *KeepAlive {
 	if interval <= 0 {
 		interval = max(l.Grace/3, time.Millisecond)
@@ -89,11 +84,10 @@ func (k *KeepAlive) Err() error {
 	}
 }
 
-// Close stops heartbeating, leaving the lease to expire unless released.
-// It cancels a heartbeat in flight and waits for the goroutine until ctx
-// ends, then returns an error wrapping context.Cause(ctx). Err stays nil
-// unless the KeepAlive had stopped already. Close is idempotent: a later
-// call waits the same way, and returns nil once the goroutine has stopped.
+// Close stops heartbeating (Err stays nil unless it had stopped already),
+// leaving the lease to expire unless released. It waits until ctx ends, then
+// returns an error wrapping context.Cause(ctx); a later call waits the same
+// way, and returns nil once the goroutine has stopped.
 func (k *KeepAlive) Close(ctx context.Context) error {
 	k.signal()
 	select {

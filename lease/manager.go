@@ -318,11 +318,9 @@ func (m *Manager) Usage(ctx context.Context) (units, leases int, err error) {
 // [ErrClosed]) and, once the queued events are delivered, the event
 // goroutine, cancelling their store calls. It waits for them (and an
 // OnEvent call in progress) until ctx ends, then returns an error wrapping
-// context.Cause(ctx) that names what still runs.
-// A sweep it cuts short may have removed leases it never reports; events
-// of calls in flight are counted in Stats.EventsDropped.
-//
-// Leases stay in the store. After Close, Grant, Heartbeat, Release, Sweep
+// context.Cause(ctx) that names what still runs. A sweep it cuts short may
+// have removed leases it never reports; events of calls in flight are
+// counted in Stats.EventsDropped. Leases stay in the store. After Close, Grant, Heartbeat, Release, Sweep
 // and KeepAlive return ErrClosed; Get, Usage and Stats keep working. Close
 // is idempotent: a later call waits the same way, and returns nil once
 // all has stopped.

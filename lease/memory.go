@@ -42,8 +42,8 @@ type record struct {
 }
 
 // NewMemoryStore returns an empty in-memory Store that takes time from c
-// (nil means the real clock). Pass one to several Managers of one process
-// to share its budget. No operation but List scans the store, and on the
+// (nil means the real clock) and lives as long as the process. Pass one to
+// several Managers of one process to share its budget. No operation but List scans the store, and on the
 // real clock a step of the wall clock moves no deadline.
 func NewMemoryStore(c clock.Clock) Store {
 	// It keeps one mutex, a map of records, a per-holder index, a running

@@ -19,17 +19,14 @@ const (
 	defaultEventQueue    = 1024
 )
 
-// Options configure a Manager. The zero value means the defaults; a
-// negative count or duration is an error matching [ErrInvalid], except
-// SweepInterval, where it turns the sweep loop off (then only calls of
-// [Manager.Sweep] reclaim and report expired leases).
-//
-// OnEvent receives events in order, on the Manager's goroutine and outside
-// locks, so it may call the Manager. Nothing waits for it: an event that
+// Options configure a Manager; zero means the default. A negative value is
+// an error matching [ErrInvalid], but a negative SweepInterval turns the
+// sweep loop off (only calls of [Manager.Sweep] then reclaim expired
+// leases). OnEvent gets events in order on the Manager's goroutine, outside
+// locks, so it may call the Manager; nothing waits for it, and an event that
 // finds the queue full is dropped and counted in Stats.EventsDropped. Close
 // delivers the events queued before it. Clock drives the sweep ticker,
-// event times and KeepAlive's local deadlines; lease decisions use the
-// store's clock.
+// event times and KeepAlive's local deadlines, not lease decisions.
 type Options struct {
 	Store                  Store         // nil means NewMemoryStore(Clock); share one to share its budget
 	TTL                    time.Duration // a lease's lifetime when its Request has none; 0 means 5 minutes

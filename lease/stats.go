@@ -12,15 +12,16 @@ type Stats struct {
 	Granted uint64 // leases granted
 	// Rejected by reason.
 	RejectedRecovering, RejectedOverloaded, RejectedHolderHasLease, RejectedOverCapacity uint64
-	Invalid                                                                              uint64 // grants refused for bad input
-	Heartbeats                                                                           uint64 // successful heartbeats
-	HeartbeatsFailed                                                                     uint64 // heartbeats on expired, unknown or another holder's leases
-	Released                                                                             uint64 // leases released
-	Expired                                                                              uint64 // expired leases reclaimed by this Manager's sweeps
-	ExpiredLapsed                                                                        uint64 // of which ended by missing heartbeats (SweepResult.Lapsed)
-	Sweeps                                                                               uint64 // Sweep calls completed
-	StoreErrors                                                                          uint64 // store calls that failed other than by a rule or the caller's context
-	EventsDropped                                                                        uint64 // events dropped: the queue was full, or Close had ended it
+	// Other outcomes.
+	Invalid          uint64 // grants refused for bad input
+	Heartbeats       uint64 // successful heartbeats
+	HeartbeatsFailed uint64 // heartbeats on expired, unknown or another holder's leases
+	Released         uint64 // leases released
+	Expired          uint64 // expired leases reclaimed by this Manager's sweeps
+	ExpiredLapsed    uint64 // of which ended by missing heartbeats (SweepResult.Lapsed)
+	Sweeps           uint64 // Sweep calls completed
+	StoreErrors      uint64 // store calls that failed other than by a rule or the caller's context
+	EventsDropped    uint64 // events dropped: the queue was full, or Close had ended it
 
 	ActiveLeases int
 	UnitsInUse   int

@@ -7,47 +7,35 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Store keeps leases and makes every decision about them in one atomic
-// step, and its rules hold across all the Managers, in any processes, that
-// share it (one Redis prefix, one SQL table). [NewMemoryStore] is the
-// reference; every implementation must pass lease/leasetest.
+// Store keeps leases and makes each decision in one atomic step, for all
+// the Managers, in any processes, that share it. [NewMemoryStore] is the
+// reference; every implementation must pass lease/leasetest. The store's
+// clock decides (Redis TIME, SQL now()), never the caller's, and every time
+// it returns is that clock's reading at the decision, in microseconds or
+// finer, never rounded down. A lease is live while now < Deadline(); then
+// it is expired forever and absent at once for Get, List, Usage, the holder
+// rule and the budget, and until a Sweep removes its record Get, Heartbeat
+// and Release return [ErrExpired], after it [ErrNotFound].
 //
-// The store's clock decides (Redis TIME, SQL now()), never the caller's.
-// Every time it returns is that clock's reading at the decision, in
-// microseconds or finer, never rounded down, so a caller that counts
-// Deadline − HeartbeatAt from when it sent the call (as KeepAlive does)
-// never trusts a lease longer than the store keeps it.
-//
-// A lease is live at now while now < Deadline(); then it is expired
-// forever, and absent at once for Get, List, Usage, the holder rule and the
-// budget. Its record stays until a Sweep removes it: until then Get,
-// Heartbeat and Release return [ErrExpired], after it [ErrNotFound].
-//
-// Grant decides at now, with available = a.Budget − the Cost of the live
-// leases, in order: a.Overloaded gives ErrOverloaded; a.OnePerHolder and
-// a live lease of a.Holder give ErrHolderHasLease with Existing its ID;
-// else the first cost in a.Costs that fits is granted, or ErrOverCapacity.
-// A store that detected lost state may first refuse every grant with
-// ErrRecovering and RetryAfter. Every [RejectedError] carries Available
-// (never negative). The lease has ID a.ID, Holder, Resource, the chosen
-// Cost, CreatedAt = HeartbeatAt = now, ExpiresAt = now + a.TTL, Grace =
-// a.Grace, and a Token ≥ 1 greater than every token the store issued before
-// (never reused). An error of a.Validate is returned first. Grant is
-// idempotent per ID: if a.ID names a record the store still holds (live or
-// expired), it returns that lease unchanged, without a decision, for the
-// same Holder, and an error matching ErrInvalid for another; a released or
-// swept ID is unknown again.
-//
-// Heartbeat sets HeartbeatAt of the live lease to now; nothing else
-// changes. Release removes the live lease and returns it as it was. With a
-// holder other than "", both first check, in the same atomic step, that a
-// record of id (live or expired) is the holder's, else ErrWrongHolder. A
-// store whose Release can end with ErrUnknownOutcome remembers the release
-// for at least a minute, during which Get, Heartbeat and Release of id
-// match ErrNotFound and ErrReleased. List returns the live leases by Token
-// ascending, as one snapshot. Sweep removes the records of up to limit
-// (> 0) expired leases and returns them, fewer when no more are left; each
-// is returned by exactly one Sweep call among all sweepers.
+// Grant decides, with available = a.Budget − the Cost of the live leases:
+// a.Overloaded gives ErrOverloaded; else a.OnePerHolder and a live lease of
+// a.Holder give ErrHolderHasLease with Existing its ID; else the first cost
+// in a.Costs that fits is granted, or ErrOverCapacity. A store that
+// detected lost state may refuse every grant first with ErrRecovering and
+// RetryAfter. Every [RejectedError] carries Available (never negative). The
+// lease has a's fields, the chosen Cost, CreatedAt = HeartbeatAt = now,
+// ExpiresAt = now + a.TTL, and a Token ≥ 1 above every token the store
+// issued before. An error of a.Validate comes first. Grant is idempotent per
+// ID: for a record the store still holds (live or expired) it returns that
+// lease unchanged for the same Holder, else an error matching ErrInvalid.
+// Heartbeat sets HeartbeatAt of the live lease to now, nothing else; Release
+// removes it and returns it as it was. With a holder other than "", both
+// first check that a record of id (live or expired) is the holder's, else
+// ErrWrongHolder. A store whose Release can end with ErrUnknownOutcome then
+// matches ErrNotFound and ErrReleased for id for at least a minute. List
+// returns the live leases by Token, as one snapshot. Sweep removes and
+// returns up to limit (> 0) expired records, fewer when no more are left,
+// each to exactly one Sweep call among all sweepers.
 //
 // A rule outcome changes nothing. A failure wraps the backend's error with
 // %w and matches exactly one of [ErrNotApplied] (also for a context that
