@@ -236,7 +236,8 @@ type HeartbeatResult struct {
 	LocalDeadline time.Time
 }
 
-// Heartbeat extends lease id by its grace and returns its new deadlines.
+// Heartbeat restarts the grace of lease id from now (never past ExpiresAt)
+// and returns its new deadlines.
 // An expired or unknown lease returns [ErrExpired] or [ErrNotFound]. With
 // a holder other than "", a lease of another holder returns
 // [ErrWrongHolder], checked in the same atomic step.

@@ -38,7 +38,7 @@ type Options struct {
 	// while it reports Overloaded, grants fail with ErrOverloaded.
 	Gate       interface{ Overloaded() bool }
 	Clock      clock.Clock  // nil means real time
-	OnEvent    func(Event)  // see above
+	OnEvent    func(Event)  // lifecycle events, in order
 	EventQueue int          // the event queue's capacity; 0 means 1024
 	Logger     *slog.Logger // sweeps (debug), loop errors, a first dropped event (warn); nil discards
 }
