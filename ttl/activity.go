@@ -13,17 +13,13 @@ type Activity struct {
 	At time.Time
 }
 
-// Sink receives activity flushed by a Tracker. A Buffer is a Sink, and so
-// is a Store, for deployments without a middle stage. A flush the store
-// refuses then stays in the Tracker, which the Runner cannot see: its idle
-// rules judge by the store's older activity, so prefer a Buffer when the
-// store may be down.
-//
-// Add merges with "greater wins": for every id the receiver keeps the
-// greatest time it has seen, so batches that arrive late or out of order
-// never move an entity's activity backwards.
+// Sink receives the activity a Tracker flushes: a [Buffer], or a [Store]
+// when there is no middle stage. A flush the Store refuses stays in the
+// Tracker, unseen by the Runner, so prefer a Buffer when the Store may be
+// down.
 type Sink interface {
-	// Add merges acts, greater wins. On error the Tracker keeps acts and
-	// sends them again with its next flush.
+	// Add merges acts, keeping each id's greatest time, so late or
+	// reordered batches never move activity backwards. On error the
+	// Tracker keeps acts for its next flush.
 	Add(ctx context.Context, acts []Activity) error
 }

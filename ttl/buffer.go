@@ -9,74 +9,51 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Buffer is the optional middle stage between Trackers and the Store: many
-// Trackers (one per proxy instance) Add to it every flush interval, and the
-// Runner drains it into the Store every tick. ttl provides MemoryBuffer;
-// ttl/redisttl keeps the buffer in a Redis sorted set shared by every
-// instance. Every Buffer must pass ttltest.RunBuffer.
+// Buffer is the optional stage between Trackers and the Store, shared by
+// many Trackers: [MemoryBuffer] in one process, ttl/redisttl (a Redis
+// sorted set) across processes. Every Buffer must pass ttltest.RunBuffer,
+// and its methods must be safe for concurrent use.
 //
-// Draining is a walk through the buffer in (At, ID) order, one page at a
-// time: Peek the page after the last entry of the previous one, merge it
-// into the Store with Store.Add, then Remove it. Remove deletes an
-// entry only if its time is still the one Peek returned, so an Add that
-// lands between Peek and Remove survives: its newer time puts it further
-// along the walk, where the same drain reads it again, or the next drain
-// does. No activity is ever lost, and activity merged twice is harmless
-// because every stage merges with "greater wins".
-//
-// A Buffer must keep times to at least millisecond resolution; it may
-// truncate finer ones, as long as Peek returns exactly the time that Remove
-// then compares with, and orders entries by that returned time. All methods
-// are safe for concurrent use.
+// A Runner drains it by walking it in (At, ID) order a page at a time:
+// Peek, merge into the Store, Remove. An Add between Peek and Remove
+// survives, and its newer time puts it further along the walk, so no
+// activity is lost; merging twice is harmless, as every stage merges with
+// greater wins. A Buffer keeps times to at least a millisecond; it may
+// truncate finer ones, if Peek returns, and orders by, exactly the time
+// Remove compares.
 type Buffer interface {
-	// Add merges acts into the buffer, keeping for every id the greatest
-	// time (Redis ZADD GT). acts may hold an id several times. An empty
-	// acts is a no-op.
+	// Add merges acts, keeping each id's greatest time (Redis ZADD GT); an
+	// id may repeat, and an empty acts is a no-op.
 	Add(ctx context.Context, acts []Activity) error
 
-	// Peek returns, without removing them, up to max buffered entries
-	// that come after the entry after, in ascending order of (At, ID):
-	// by time, and by id (byte-wise) among equal times. A zero after
-	// (Activity{}, or any with an empty ID and a zero At) starts at the
-	// first entry. Each id appears at most
-	// once, with the time currently stored. It returns an empty slice
-	// past the last entry and an error wrapping ErrInvalid when max is not
-	// positive.
-	//
-	// Because Add only ever makes an entry's time greater, a walk that
-	// passes each page's last entry as the next after reads every entry
-	// present when the walk began, each with its time then or a later one.
+	// Peek returns, without removing them, up to max entries after the
+	// entry after (a zero after starts at the first), in ascending order
+	// of At, then ID byte-wise, each id once with its current time; an
+	// empty slice past the last entry. A max below 1 fails with an error
+	// matching [ErrInvalid]. A walk passing each page's last entry as the
+	// next after reads every entry present when it began, at that time or
+	// a later one.
 	Peek(ctx context.Context, after Activity, max int) ([]Activity, error)
 
-	// Remove deletes every entry of acts whose stored time equals its At,
-	// in one atomic step per call, and reports how many it deleted. An
-	// entry whose time has grown since Peek, or that is gone, is left
-	// alone.
+	// Remove deletes, in one atomic step, each entry of acts whose stored
+	// time still equals its At, and reports how many it deleted.
 	Remove(ctx context.Context, acts []Activity) (int, error)
 }
 
-// Lossy is implemented by a Buffer, or any Sink, that can lose what it
-// holds without anyone being told: a Redis server restarted without
-// persistence comes back empty, and the Adds that follow succeed. Its
-// generation changes whenever that happens, so a Runner and the Trackers
-// that compare it with the one they saw before know that activity was lost:
-// the Runner holds its idle rules (RunnerOptions.Hold) and every Tracker
-// sends again what it flushed within TrackerOptions.Retain.
+// Lossy is implemented by a Sink that can lose its contents silently: a
+// Redis restarted without persistence comes back empty, and Adds succeed.
+// Its generation changes when that happens, so the Runner holds its idle
+// rules ([RunnerOptions.Hold]) and each Tracker resends what it retains
+// ([TrackerOptions.Retain]).
 type Lossy interface {
-	// Generation returns the current generation: a token that stays the
-	// same as long as the buffer keeps its contents, and changes when it
-	// loses them. If there is none (a new or lost buffer), it makes one.
+	// Generation returns a token that changes when the contents are lost,
+	// making one if there is none.
 	Generation(ctx context.Context) (string, error)
 }
 
-// Paced is implemented by a Buffer, or any Sink, that keeps the
-// FlushInterval of the Trackers that write to it. A Tracker notes its
-// interval before every flush that sends something; a Runner reads the
-// longest after every tick's drain and, when it holds its idle rules after
-// a loss or an outage, holds them for that plus its own Interval: what the
-// Trackers it serves actually need to send their activity again, rather
-// than a default that assumes the Trackers flush every 30 s (see
-// RunnerOptions.Hold).
+// Paced is implemented by a Sink that keeps the FlushInterval of the
+// Trackers writing to it, so a Runner's hold fits them (see
+// [RunnerOptions.Hold]).
 type Paced interface {
 	// NoteFlushInterval records that a Tracker flushes every d.
 	NoteFlushInterval(ctx context.Context, d time.Duration) error
@@ -93,10 +70,9 @@ func less(a, b Activity) bool {
 	return a.ID < b.ID
 }
 
-// MemoryBuffer is an in-process Buffer: a map behind a mutex. It suits a
-// single process, or tests; use ttl/redisttl to share one buffer between
-// instances. It never loses what it holds, so it is neither Lossy nor
-// Paced. The zero value is an empty buffer ready to use.
+// MemoryBuffer is a [Buffer] for one process or tests. It never loses
+// what it holds, so it is neither Lossy nor Paced. The zero value is an
+// empty buffer ready to use.
 type MemoryBuffer struct {
 	mu sync.Mutex
 	m  map[string]time.Time
@@ -120,9 +96,8 @@ func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 }
 
 // Peek returns up to max entries after after, in (At, ID) order, without
-// removing them. It sorts the entries past after, so walking a buffer of n
-// entries in pages of max costs O(n²/max · log n): fine for one process
-// and for tests, which is what MemoryBuffer is for.
+// removing them. It sorts on every call: a walk of n entries costs
+// O(n²/max · log n).
 func (b *MemoryBuffer) Peek(_ context.Context, after Activity, max int) ([]Activity, error) {
 	if max <= 0 {
 		return nil, errs.Invalid(ErrInvalid, "ttl: peek max (%d) must be positive", max)

@@ -2,7 +2,7 @@ package ttl
 
 import "errors"
 
-// ErrInvalid marks bad input: an invalid Rule, option or argument. Nothing
-// is changed. Backends return it (wrapped) too, so callers can test with
-// errors.Is.
+// ErrInvalid is matched (errors.Is) by every error about bad input, an
+// invalid Rule, option or argument, from this package and its backends.
+// Nothing is changed.
 var ErrInvalid = errors.New("ttl: invalid argument")

@@ -14,28 +14,23 @@ const defaultEventQueue = 1024
 type EventKind int
 
 const (
-	// EventFlush: a Tracker handed Count activities to its Sink. With Err
-	// set the flush failed and Count activities were kept for the next one.
+	// EventFlush: a Tracker flushed Count activities, or with Err, kept
+	// them for the next flush.
 	EventFlush EventKind = iota + 1
 	// EventExpire: Rule set the desired state of entity ID to Then.
 	EventExpire
 	// EventRuleError: applying Rule failed with Err; the other rules still ran.
 	EventRuleError
-	// EventRuleSkipped: a Runner did not apply Rule, a SinceLastActivity
-	// rule, because the Store's last activity could be stale: the drain did
-	// not reach the end of the Buffer (Err says why, if something failed),
-	// the Buffer was lost, or a hold is in force; see Runner.Tick.
+	// EventRuleSkipped: a Runner skipped Rule, a SinceLastActivity rule
+	// (see [Runner.Tick]); Err says why, if something failed.
 	EventRuleSkipped
-	// EventBufferLost: a Lossy Buffer's generation changed, so activity it
-	// held was lost. A Runner then holds its idle rules (see
-	// RunnerOptions.Hold; TickResult.HeldUntil says until when); a Tracker
-	// sends again the Count activities it still retains.
+	// EventBufferLost: a Lossy Buffer lost its contents. A Runner holds its
+	// idle rules; a Tracker resends the Count activities it retains.
 	EventBufferLost
 )
 
-// String returns the kind's stable lower_snake name ("flush", "rule_error"),
-// usable as a log field or metric label, or "EventKind(N)" for an unknown
-// kind.
+// String returns the kind's stable name for logs and metric labels
+// ("flush", "rule_error"), or "EventKind(N)" for an unknown kind.
 func (k EventKind) String() string {
 	switch k {
 	case EventFlush:
@@ -52,19 +47,13 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is what Tracker and Runner report to their OnEvent option.
-//
-// Events are delivered asynchronously: Flush and Tick queue them, and one
-// goroutine per Tracker or Runner calls OnEvent with them in order, outside
-// every lock. The queue holds EventQueue events; when OnEvent falls that
-// far behind, further events are dropped and counted in the Stats'
-// EventsDropped, so a slow callback never delays a flush or a tick, and a
-// callback may call the Tracker or Runner that reports to it. Events of
-// one kind may fill at most seven eighths of the queue (all of it below 8
-// events): a burst of EventExpire when many entities expire on one tick is
-// cut there, and leaves room for the rare events that say why the rules
-// wait or fail (EventBufferLost, EventRuleSkipped, EventRuleError). Close
-// delivers the events queued before it and waits for OnEvent to return.
+// Event is what a Tracker or Runner reports to its OnEvent option: in
+// order, from one goroutine, outside every lock, so the callback may call
+// its reporter and never delays a flush or tick. At most EventQueue events
+// wait, and one kind at most seven eighths of them (a burst of EventExpire
+// leaves room for the rare kinds); the rest are dropped and counted in the
+// Stats' EventsDropped. Close delivers the queued events and waits for
+// OnEvent to return.
 type Event struct {
 	// Kind says what happened.
 	Kind EventKind
@@ -76,7 +65,7 @@ type Event struct {
 	Rule string
 	// Then is the desired state the rule set (EventExpire).
 	Then string
-	// Count is the number of activities concerned.
+	// Count is the number of activities (EventFlush, EventBufferLost).
 	Count int
 	// Err is the failure, if any.
 	Err error

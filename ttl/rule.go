@@ -10,44 +10,27 @@ import (
 type Since int
 
 const (
-	// SinceLastActivity measures from the entity's last activity (idle
-	// timeout). It is the zero value.
+	// SinceLastActivity (the zero value) measures from the last activity:
+	// an idle timeout.
 	SinceLastActivity Since = iota
-	// SincePhaseChanged measures from when the entity's phase last changed
-	// (time spent in the current phase).
+	// SincePhaseChanged measures from the last change of phase.
 	SincePhaseChanged
-	// SinceCreated measures from when the entity was created (absolute
-	// lifetime).
+	// SinceCreated measures from creation: an absolute lifetime.
 	SinceCreated
 )
 
-// Rule is one TTL of a phase state machine: an entity in Phase whose Since
-// timestamp lies more than After in the past gets Then as its desired
-// state.
+// Rule is one TTL of a phase state machine. [Store.Apply] gives an entity
+// Then as its desired state when, at the Store's now:
 //
-// Store.Apply applies a rule as one conditional update, using the store's own
-// clock as "now". An entity matches when all of these hold:
-//
-//   - its phase is r.Phase
-//   - no operation is in progress on it, and it is not deleted
-//   - its desired state is not r.Then (so applying a rule twice changes
-//     nothing)
-//   - its Since timestamp is set (not zero / NULL) and now - it > After
-//     (strictly greater, as SQL's NOW() - last_activity_at > interval)
+//   - its phase is Phase, it is not deleted and no operation is in progress
+//   - its desired state is not Then (so applying a rule twice changes nothing)
+//   - its Since timestamp is set (not zero or NULL) and now minus it is
+//     strictly greater than After
 //
 // A rule only sets the desired state; the controller woken by the Runner
-// does the work and then moves the phase in its own writes to the store.
-//
-// An idle timeout and a time limit in the next phase:
-//
-//	{Name: "standby", Phase: "RUNNING", Since: SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
-//	{Name: "archive", Phase: "STANDBY", Since: SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"}
-//
-// An absolute lifetime:
-//
-//	{Name: "lifetime", Phase: "RUNNING", Since: SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"}
+// does the work and moves the phase itself.
 type Rule struct {
-	// Name identifies the rule in stats, events and logs. Empty means
+	// Name identifies the rule in stats, events and logs; empty means
 	// "<Phase>-><Then>".
 	Name string
 	// Phase is the phase the rule watches. Required.
@@ -68,8 +51,8 @@ func (r Rule) String() string {
 	return r.Phase + "->" + r.Then
 }
 
-// Validate reports whether r can be applied. The error wraps ErrInvalid and
-// names the bad field. Every Store.Apply calls it before touching data.
+// Validate reports whether r can be applied: the error names the bad field
+// and matches [ErrInvalid]. Every Store.Apply calls it first.
 func (r Rule) Validate() error {
 	switch {
 	case r.Phase == "":

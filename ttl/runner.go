@@ -18,61 +18,46 @@ import (
 // RunnerOptions configures a Runner. The zero value means defaults.
 type RunnerOptions struct {
 	// Interval is how often the background loop ticks, and how long one
-	// tick's drain may run. Zero means 60 s; negative means no loop: Tick
-	// is called by hand, and its drain runs to the end of the buffer.
+	// tick's drain may run. Zero means 60 s; negative means no loop (call
+	// Tick yourself) and a drain runs to the end of the Buffer.
 	Interval time.Duration
-	// Buffer, if set, is drained into the Store at the start of every tick.
-	// Without it, Trackers write to the Store directly.
+	// Buffer, if set, is drained into the Store at the start of every
+	// tick; without one, Trackers flush into the Store.
 	Buffer Buffer
 	// BatchSize is how many buffered activities one Peek reads and one
 	// Store.Add writes. Zero means 1000.
 	BatchSize int
-	// Hold sets how long the Runner keeps skipping its SinceLastActivity
-	// rules after a tick found the Buffer unreadable or lost (see Tick),
-	// or, without a Buffer, the Store failing. The hold must cover the
-	// time every Tracker needs to flush what it recorded while its flushes
-	// failed, or to send again what it retained when the Buffer's
-	// generation changed: the Trackers' FlushInterval plus this Interval.
-	//
-	// When the Buffer is Paced (ttl/redisttl), the Trackers note their
-	// FlushInterval in it, and the Runner, which reads it after every
-	// drain, holds for the longest it has seen plus Interval, and for at
-	// least Hold. Otherwise, or until it has seen one, it holds for Hold,
-	// and zero means the Trackers' default FlushInterval (30 s) plus
-	// Interval: 90 s with the defaults. The Runner learns a Tracker's
-	// interval at its first drain after the Tracker's first flush; a loss
-	// before that takes the note with it. So only a Tracker slower than every one the Runner has seen,
-	// whose notes were all lost before it read one, can need longer than
-	// the hold. Negative is an error.
+	// Hold is how long the Runner skips its SinceLastActivity rules after
+	// a tick found the Buffer unreadable or lost, or (without a Buffer)
+	// the Store refusing the rules, so the Trackers can send their
+	// activity again. With a Paced Buffer the hold is the longest
+	// FlushInterval the Trackers noted plus Interval, and at least Hold.
+	// Otherwise, or before a note is seen, it is Hold, where zero means
+	// 30 s plus Interval (90 s by default). Negative is an error.
 	Hold time.Duration
-	// Wake, if set, is called at the end of a tick with the entities whose
-	// desired state the rules changed, when there are any, so that the
-	// controller acts on them now rather than at its next reconcile. Each
-	// Expiry carries the decision and the last activity it was based on,
-	// so the controller can tell activity that arrived since and keep the
-	// entity (clearing its desired state, so that the rule can fire
-	// again). A failed Wake is not retried (the rules will not fire again
-	// for those entities), so the controller must still reconcile
-	// periodically, reading the entities whose desired state is set.
+	// Wake, if set, is called at the end of a tick that changed entities,
+	// so the controller acts now. A controller that finds activity after
+	// an Expiry's LastActivityAt keeps the entity and clears its desired
+	// state, so the rule can fire again. A failed Wake is not retried, so
+	// the controller also reconciles the entities whose desired state is
+	// set.
 	Wake func(ctx context.Context, expired []Expiry) error
-	// Clock is the time source of the loop and of Stats. Nil means real
-	// time. Expiry itself is decided by the Store's clock.
+	// Clock times the loop and Stats; nil means real time. Expiry is
+	// decided by the Store's clock.
 	Clock clock.Clock
 	// Logger receives tick failures and the first dropped event. Nil means
 	// no logging.
 	Logger *slog.Logger
 	// OnEvent, if set, receives EventExpire, EventRuleError,
-	// EventRuleSkipped and EventBufferLost, asynchronously (see Event).
+	// EventRuleSkipped and EventBufferLost (see Event).
 	OnEvent func(Event)
-	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, or events of one kind fill their share of
-	// it (see Event), events are dropped and counted in
-	// RunnerStats.EventsDropped. Zero means 1024; negative is an error.
+	// EventQueue is the capacity of OnEvent's queue (see Event). Zero
+	// means 1024; negative is an error.
 	EventQueue int
 }
 
-// Runner is the TTL runner: every Interval it drains the Buffer into the
-// Store, applies the rules in order and wakes the controller.
+// Runner drains the Buffer into the Store every Interval, applies the
+// rules in order and wakes the controller.
 type Runner struct {
 	store     Store
 	rules     []Rule
@@ -111,27 +96,22 @@ type TickResult struct {
 	// Drained reports whether the drain reached the end of the Buffer
 	// (always true without a Buffer).
 	Drained bool
-	// Lost reports whether the Buffer was found to have lost its contents
-	// (a Lossy Buffer's generation changed) since the last tick or during
-	// this one's drain.
+	// Lost reports whether a Lossy Buffer lost its contents since the last
+	// tick.
 	Lost bool
-	// Skipped names the SinceLastActivity rules not applied because the
-	// Store's last activity could be stale: the drain did not reach the
-	// end of the Buffer (Drained is false, and the error Tick returns says
-	// why, if something failed), the Buffer was Lost, or an earlier hold
-	// is still in force (HeldUntil is after the tick). See Tick.
+	// Skipped names the SinceLastActivity rules skipped (see Runner.Tick).
 	Skipped []string
-	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
-	// one is in force after this tick (see Tick); zero otherwise.
+	// HeldUntil is when the hold on those rules ends, if one is in force
+	// after the tick; zero otherwise.
 	HeldUntil time.Time
 	// Duration is how long the tick took.
 	Duration time.Duration
 }
 
 // NewRunner returns a Runner applying rules to store and starts its
-// background loop. Stop it with Close. Rules must be valid (Rule.Validate)
-// and their names (Rule.String) unique. Bad rules or options return an error
-// that names them and matches ErrInvalid.
+// background loop; stop it with Close. Rules must be valid and their names
+// ([Rule.String]) unique: bad rules or options return an error that names
+// them and matches [ErrInvalid].
 func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	switch {
 	case store == nil:
@@ -218,31 +198,20 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 
 // Tick runs one round, as the loop does every Interval:
 //
-//  1. drain the Buffer into the Store, so activity that reached the buffer
-//     before the tick counts: walk the buffer page by page in (At, ID)
-//     order (Buffer.Peek), merge every page into the Store
-//     (Store.Add) and Remove it, until a page comes back short;
-//  2. apply every rule, in order, with Store.Apply;
-//  3. call Wake with the changed ids, if any.
+//  1. drain the Buffer into the Store: walk it in (At, ID) order with
+//     [Buffer.Peek], merge each page with [Store.Add] and Remove it, until
+//     a short page, or for at most Interval (the next tick starts over);
+//  2. apply every rule, in order, with [Store.Apply];
+//  3. call Wake with the entities changed, if any.
 //
-// The drain merges every page it reads, whatever Remove then finds: an
-// entry that a flush made newer after the Peek stays buffered and is read
-// again further along the same walk, so a busy buffer slows the drain but
-// never stops it short. A drain that does not reach the end of the buffer
-// within one Interval stops there; the next tick starts again from the
-// oldest entry.
-//
-// The rules measured from the last activity (SinceLastActivity) run only
-// on a tick whose drain reached the end of the buffer: when the buffer
-// cannot be read, when activity read from it cannot be merged into the
-// Store, or when the drain ran out of time, the Store's last activity may
-// be older than the truth, so those rules are skipped for this tick
-// (TickResult.Skipped, an EventRuleSkipped each, RuleStats.Skipped) rather
-// than expire an entity whose recent activity is still buffered. After a
-// loss of the buffer, or a failure to read it, they are skipped until the
-// hold is over (RunnerOptions.Hold, TickResult.HeldUntil). The other
-// rules and Wake run whatever happened before them. Tick returns what it
-// did and all the errors joined. Concurrent calls run one after the other.
+// SinceLastActivity rules run only when the drain reached the end of the
+// Buffer (a busy Buffer slows it but does not stop it); otherwise, with the
+// Store's last activity possibly stale, they are skipped
+// (TickResult.Skipped, EventRuleSkipped, RuleStats.Skipped). After a loss
+// of the Buffer or a failure to read it, they stay skipped until the hold
+// ends ([RunnerOptions.Hold]). The other rules and Wake always run. Tick
+// returns what it did and all errors joined. Concurrent calls run one
+// after the other.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -540,18 +509,12 @@ func (r *Runner) emit(e Event) {
 	}
 }
 
-// Close stops the background loop, cancelling a tick in progress, and waits
-// for it; then it delivers the events queued so far to OnEvent and waits for
-// the callback. When ctx ends first it returns an error that wraps
-// context.Cause(ctx) and says what is still running. Close is idempotent: a
-// later call waits the same way and returns nil once everything has
-// stopped. Tick may still be called by hand after Close; its events are
-// then not delivered.
-//
-// What the cancellation makes fail in the tick it stops is no failure of
-// the Buffer, the Store or Wake: it is not counted in RunnerStats nor
-// reported as an error event, and starts no hold, so it does not keep a
-// Tick by hand after Close from applying the idle rules.
+// Close stops the background loop, cancelling a tick in progress (which
+// counts as no failure and starts no hold), delivers the queued events and
+// waits for OnEvent. If ctx ends first it returns an error wrapping
+// context.Cause(ctx). Close is idempotent: a later call waits the same way
+// and returns nil. Tick still works after Close, but its events are not
+// delivered.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		close(r.done)
@@ -573,8 +536,8 @@ type RuleStats struct {
 	Expired uint64
 	// Errors is the number of failed applications.
 	Errors uint64
-	// Skipped is the number of ticks that did not apply the rule because
-	// the Store's last activity could be stale (see Tick).
+	// Skipped is the number of ticks that skipped the rule (see
+	// Runner.Tick).
 	Skipped uint64
 }
 
@@ -591,25 +554,20 @@ type RunnerStats struct {
 	// SyncErrors, RuleErrors and WakeErrors count failed syncs, rule
 	// applications and Wake calls.
 	SyncErrors, RuleErrors, WakeErrors uint64
-	// IncompleteDrains is the number of ticks whose drain did not reach
-	// the end of the Buffer.
+	// IncompleteDrains counts drains that stopped short of the Buffer's end.
 	IncompleteDrains uint64
-	// BufferLosses is the number of times a Lossy Buffer's generation
-	// changed.
+	// BufferLosses is the number of losses of a Lossy Buffer seen.
 	BufferLosses uint64
-	// FlushInterval is the longest FlushInterval the Trackers noted in a
-	// Paced Buffer that the Runner has seen; 0 if none. A hold lasts that
-	// plus Interval (see RunnerOptions.Hold).
+	// FlushInterval is the longest FlushInterval seen in a Paced Buffer;
+	// 0 if none (see RunnerOptions.Hold).
 	FlushInterval time.Duration
-	// HeldUntil is when the hold on the SinceLastActivity rules ends, if
-	// one was in force after the last tick; zero otherwise.
+	// HeldUntil is TickResult.HeldUntil of the last tick.
 	HeldUntil time.Time
 	// LastTick is when the last tick started; zero if none.
 	LastTick time.Time
 	// LastTickDuration is how long the last tick took.
 	LastTickDuration time.Duration
-	// EventsDropped is the number of events not delivered to OnEvent
-	// because its queue was full.
+	// EventsDropped is the number of events dropped (see Event).
 	EventsDropped uint64
 }
 

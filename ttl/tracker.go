@@ -33,79 +33,46 @@ const (
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
 	// FlushInterval is how often the background loop flushes. Zero means
-	// 30 s; negative means no loop: Flush is called by hand. When the Sink
-	// is Paced (ttl/redisttl) and the loop runs, every flush notes the
-	// interval there, so that a Runner holds its
-	// idle rules after a loss for as long as its Trackers need, and no
-	// longer (see RunnerOptions.Hold).
+	// 30 s; negative means no loop (call Flush yourself). The loop notes it
+	// in a Paced Sink for the Runner's hold (see RunnerOptions.Hold).
 	FlushInterval time.Duration
-	// Resolution is how precisely Record times activity. Record does not
-	// read the clock, which would be most of its cost: it uses a reading
-	// that a goroutine refreshes twice per Resolution, plus Resolution. So
-	// the time recorded is never earlier than the activity, and later by at
-	// most Resolution: a TTL never fires before it has elapsed, and fires at
-	// most Resolution late.
-	//
-	// On a machine too loaded to run the refresh in time, a reading can
-	// pass before it is replaced, and Records go on using it. The refresh
-	// that replaces it, or a flush that finds it passed, moves every
-	// activity recorded with it up to its own reading of the clock, before
-	// any of them leaves the Tracker. So the time sent on is still never
-	// earlier than the activity; it is later by up to as long as the
-	// refresh was late.
-	//
-	// Zero means 1 s; a negative value reads the clock on
-	// every Record. Tests that move time under testing/synctest call
-	// synctest.Wait after time.Sleep, so that the refresh runs before the
-	// next Record, or use a negative value.
+	// Resolution is how precisely Record times activity: never earlier than
+	// the activity, and at most Resolution later, plus as long as the clock
+	// refresh (twice per Resolution) runs late on a loaded machine. Zero
+	// means 1 s; negative reads the clock on every Record. Under
+	// testing/synctest, call synctest.Wait after time.Sleep so the refresh
+	// runs before the next Record, or use a negative value.
 	Resolution time.Duration
-	// Shards is the number of independently locked parts of the buffer,
-	// rounded up to a power of two. Zero means 4 × GOMAXPROCS, at least
-	// 16.
+	// Shards is the number of separately locked parts of the buffer,
+	// rounded up to a power of two, at most 65536. Zero means
+	// 4 × GOMAXPROCS, at least 16.
 	Shards int
 	// BatchSize caps the activities handed to the Sink in one Add call.
 	// Zero means 1000.
 	BatchSize int
-	// Retain matters only when the Sink is Lossy (a Redis buffer): it is
-	// how long the Tracker keeps an id's latest activity after flushing it,
-	// so that it can send it again when the Sink's generation changes,
-	// that is when the Sink lost what it was sent. It must cover the time
-	// from a flush to the Runner's drain of it, plus the time until the
-	// Tracker sees the loss: at least twice FlushInterval plus the Runner's
-	// Interval, plus the longest outage of the Sink to ride out. Zero
-	// means 5 minutes; negative is an error. With any other Sink,
-	// a flushed id is kept for one more FlushInterval.
+	// Retain is how long, with a Lossy Sink, the Tracker keeps an id's
+	// activity after flushing it, to resend it if the Sink loses it: at
+	// least 2 × FlushInterval + the Runner's Interval + the longest Sink
+	// outage to ride out. Zero means 5 minutes; negative is an error.
+	// Other Sinks: a flushed id is kept one more FlushInterval.
 	Retain time.Duration
 	// Clock is the time source. Nil means real time.
 	Clock clock.Clock
 	// Logger receives flush failures and the first dropped event. Nil
 	// means no logging.
 	Logger *slog.Logger
-	// OnEvent, if set, receives an EventFlush after every flush that had
-	// something to send, asynchronously (see Event).
+	// OnEvent, if set, receives an EventFlush for each flush that had
+	// something to send, and EventBufferLost (see Event).
 	OnEvent func(Event)
-	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent; when it is full, or events of one kind fill their share of
-	// it (see Event), events are dropped and counted in
-	// TrackerStats.EventsDropped. Zero means 1024; negative is an error.
+	// EventQueue is the capacity of OnEvent's queue (see Event). Zero
+	// means 1024; negative is an error.
 	EventQueue int
 }
 
-// Tracker is the first stage: it records activity in memory, per request or
-// message, and flushes it to a Sink (a Buffer, or a Store)
-// every FlushInterval.
-//
-// Record is built for the hot path: the buffer is split into shards locked
-// separately (chosen by a hash of the id), an id already buffered costs no
-// allocation, and the time comes from a clock reading refreshed twice per
-// Resolution, rounded up (see TrackerOptions.Resolution). Flushed ids stay
-// in their shard, marked clean, so a steadily active id never allocates:
-// for one more interval, or, with a Lossy Sink, for Retain, so that they
-// can be sent again when the Sink loses them (see Flush).
-//
-// A failed flush puts its activities back (greater wins), so nothing is lost
-// while the Sink is down; a crash loses at most what was recorded since the
-// last successful flush, one FlushInterval (see the package's Guarantees).
+// Tracker records activity in memory, per request or message, and flushes
+// it to a [Sink] every FlushInterval. A failed flush keeps its activities,
+// so nothing is lost while the Sink is down; a crash loses what was
+// recorded since the last successful flush (see the package's Guarantees).
 type Tracker struct {
 	sink      Sink
 	lossy     Lossy         // sink's generation, if it has one
@@ -178,8 +145,8 @@ func timeOf(v int64) int64 { return v &^ flags }
 func roundUp(ns int64) int64 { return (ns + flags) &^ flags }
 
 // NewTracker returns a Tracker flushing to sink and starts its background
-// loop. Stop it with Close. Bad options return an error that names the
-// field and matches ErrInvalid.
+// loop; stop it with Close. Bad options return an error that names the
+// field and matches [ErrInvalid].
 func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	switch {
 	case sink == nil:
@@ -344,11 +311,15 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 	}
 }
 
-// Record notes that entity id is active now: at the coarse clock's time,
-// which is never earlier than now by the time it leaves the Tracker (see
-// TrackerOptions.Resolution). It is safe for concurrent use and allocates
-// only the first time an id enters the buffer.
+// Record notes that entity id is active now (to within
+// [TrackerOptions.Resolution]). It is safe for concurrent use and allocates
+// only when id enters the buffer.
 func (t *Tracker) Record(id string) {
+	// The buffer is split into shards locked separately, chosen by a hash
+	// of the id. Flushed ids stay in their shard, marked clean, so a
+	// steadily active id never allocates (see take). The time comes from a
+	// clock reading refreshed twice per Resolution, rounded up: reading
+	// the clock would be most of Record's cost.
 	s := t.shardOf(id)
 	if t.resolution == 0 {
 		now := roundUp(t.clock.Now().UnixNano())
@@ -420,30 +391,25 @@ type FlushResult struct {
 	// Flushed is the number of activities handed to the Sink, Resent
 	// included.
 	Flushed int
-	// Kept is the number of activities put back for the next flush because
-	// the Sink refused them (or ctx ended first).
+	// Kept is the number of activities kept for the next flush because the
+	// Sink refused them or ctx ended.
 	Kept int
-	// Resent is the number of activities sent again because the Lossy
-	// Sink's generation changed.
+	// Resent is the number of activities sent again after a Lossy Sink's
+	// loss.
 	Resent int
 }
 
-// Flush hands everything recorded since the last flush to the Sink, in
-// batches of BatchSize. If a batch fails, it and the batches after it are
-// put back (greater wins) for the next flush, and the error is returned.
-//
-// With a Lossy Sink, Flush then reads the Sink's generation. When it has
-// changed since the last flush, the Sink lost activity this Tracker had
-// handed to it, so Flush sends again, at once, the latest activity of every
-// id it still retains (TrackerOptions.Retain) and reports an
-// EventBufferLost. A generation that cannot be read is read again at the
-// next flush.
-//
-// Concurrent calls run one after the other. Flush may be called after
-// Close; its events are then not delivered.
+// Flush hands everything recorded since the last flush to the Sink in
+// batches of BatchSize. If a batch fails, it and the rest are kept for the
+// next flush and the error is returned. If a [Lossy] Sink's generation
+// changed since the last flush, Flush then resends every id it retains
+// ([TrackerOptions.Retain]) and reports an EventBufferLost. Concurrent
+// calls run one after the other. After Close, Flush works but its events
+// are not delivered.
 func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
+	// A generation that cannot be read is read again at the next flush.
 	if t.lossy != nil && t.gen == "" {
 		// The generation the first batch goes to, so that a loss right
 		// after it is seen.
@@ -622,15 +588,12 @@ func (t *Tracker) emit(e Event) {
 	}
 }
 
-// Close stops the background loop, cancelling a flush in progress (whose
-// activities are kept), and waits for it; then it flushes once more with
-// ctx, and delivers the events queued so far to OnEvent and waits for the
-// callback. It returns the final flush's error, or, when ctx ends first, an
-// error that wraps context.Cause(ctx) and says what is still running.
-//
-// Close is idempotent: a later call waits the same way and returns nil once
-// everything has stopped. Activity recorded after Close is still buffered
-// (read from the clock directly) and sent only by an explicit Flush.
+// Close stops the background loop, cancelling a flush in progress (its
+// activities are kept), flushes once more with ctx, delivers the queued
+// events and waits for OnEvent. It returns the final flush's error or, if
+// ctx ends first, an error wrapping context.Cause(ctx). Close is
+// idempotent: a later call waits the same way and returns nil. Activity
+// recorded after Close is sent only by an explicit Flush.
 func (t *Tracker) Close(ctx context.Context) error {
 	t.closeOnce.Do(func() {
 		close(t.done)
@@ -655,12 +618,11 @@ func (t *Tracker) Close(ctx context.Context) error {
 
 // TrackerStats is a snapshot of a Tracker's counters.
 type TrackerStats struct {
-	// Records is the number of Record and RecordAt calls.
+	// Records is the number of Record calls.
 	Records uint64
 	// Pending is the number of ids recorded since the last flush.
 	Pending int
-	// Buffered is the number of ids held, pending or kept clean for
-	// allocation-free re-recording.
+	// Buffered is the number of ids held, pending or retained.
 	Buffered int
 	// Flushes is the number of flushes that had something to send.
 	Flushes uint64
@@ -668,19 +630,18 @@ type TrackerStats struct {
 	Flushed uint64
 	// FlushErrors is the number of flushes that failed.
 	FlushErrors uint64
-	// SinkLosses is the number of times a Lossy Sink's generation changed.
+	// SinkLosses is the number of losses of a Lossy Sink seen.
 	SinkLosses uint64
 	// Resent is the number of activities sent again after a loss.
 	Resent uint64
 	// LastFlush is when the last successful flush ended; zero if none.
 	LastFlush time.Time
-	// EventsDropped is the number of events not delivered to OnEvent
-	// because its queue was full.
+	// EventsDropped is the number of events dropped (see Event).
 	EventsDropped uint64
 }
 
 // Stats returns a snapshot of the tracker's counters. It briefly locks every
-// shard, so call it for monitoring, not per request.
+// shard: call it for monitoring, not per request.
 func (t *Tracker) Stats() TrackerStats {
 	st := TrackerStats{
 		Flushes:       t.flushes.Load(),
