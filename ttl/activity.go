@@ -7,10 +7,8 @@ import (
 
 // Activity is the latest known activity time of one entity.
 type Activity struct {
-	// ID identifies the entity.
-	ID string
-	// At is when the entity was last active.
-	At time.Time
+	ID string    // the entity
+	At time.Time // when it was last active
 }
 
 // Sink receives the activity a Tracker flushes: a [Buffer], or a [Store]

@@ -14,19 +14,11 @@ const defaultEventQueue = 1024
 type EventKind int
 
 const (
-	// EventFlush: a Tracker flushed Count activities, or with Err, kept
-	// them for the next flush.
-	EventFlush EventKind = iota + 1
-	// EventExpire: Rule set the desired state of entity ID to Then.
-	EventExpire
-	// EventRuleError: applying Rule failed with Err; the other rules still ran.
-	EventRuleError
-	// EventRuleSkipped: a Runner skipped Rule, a SinceLastActivity rule
-	// (see [Runner.Tick]); Err says why, if something failed.
-	EventRuleSkipped
-	// EventBufferLost: a Lossy Buffer lost its contents. A Runner holds its
-	// idle rules; a Tracker resends the Count activities it retains.
-	EventBufferLost
+	EventFlush       EventKind = iota + 1 // a Tracker flushed Count activities, or kept them on Err
+	EventExpire                           // Rule set the desired state of entity ID to Then
+	EventRuleError                        // applying Rule failed with Err; the other rules still ran
+	EventRuleSkipped                      // a Runner skipped Rule (see Runner.Tick); Err says why, if any
+	EventBufferLost                       // a Lossy Buffer lost its contents (see Lossy); Count is what a Tracker resends
 )
 
 // String returns the kind's stable name for logs and metric labels
@@ -55,20 +47,13 @@ func (k EventKind) String() string {
 // Stats' EventsDropped. Close delivers the queued events and waits for
 // OnEvent to return.
 type Event struct {
-	// Kind says what happened.
-	Kind EventKind
-	// Time is when it happened, on the reporter's clock.
-	Time time.Time
-	// ID is the entity (EventExpire).
-	ID string
-	// Rule is the rule's name (EventExpire, EventRuleError, EventRuleSkipped).
-	Rule string
-	// Then is the desired state the rule set (EventExpire).
-	Then string
-	// Count is the number of activities (EventFlush, EventBufferLost).
-	Count int
-	// Err is the failure, if any.
-	Err error
+	Kind  EventKind
+	Time  time.Time // on the reporter's clock
+	ID    string    // the entity (EventExpire)
+	Rule  string    // the rule's name (EventExpire, EventRuleError, EventRuleSkipped)
+	Then  string    // the desired state the rule set (EventExpire)
+	Count int       // activities (EventFlush, EventBufferLost)
+	Err   error     // the failure, if any
 }
 
 // discardLogger is the Logger used when Options.Logger is nil.

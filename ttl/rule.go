@@ -10,13 +10,9 @@ import (
 type Since int
 
 const (
-	// SinceLastActivity (the zero value) measures from the last activity:
-	// an idle timeout.
-	SinceLastActivity Since = iota
-	// SincePhaseChanged measures from the last change of phase.
-	SincePhaseChanged
-	// SinceCreated measures from creation: an absolute lifetime.
-	SinceCreated
+	SinceLastActivity Since = iota // last activity (the zero value): an idle timeout
+	SincePhaseChanged              // last change of phase
+	SinceCreated                   // creation: an absolute lifetime
 )
 
 // Rule is one TTL of a phase state machine. [Store.Apply] gives an entity

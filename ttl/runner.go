@@ -17,43 +17,29 @@ import (
 
 // RunnerOptions configures a Runner. The zero value means defaults.
 type RunnerOptions struct {
-	// Interval is how often the background loop ticks, and how long one
-	// tick's drain may run. Zero means 60 s; negative means no loop (call
-	// Tick yourself) and a drain runs to the end of the Buffer.
-	Interval time.Duration
-	// Buffer, if set, is drained into the Store at the start of every
-	// tick; without one, Trackers flush into the Store.
-	Buffer Buffer
-	// BatchSize is how many buffered activities one Peek reads and one
-	// Store.Add writes. Zero means 1000.
-	BatchSize int
-	// Hold is how long the Runner skips its SinceLastActivity rules after
-	// a tick found the Buffer unreadable or lost, or (without a Buffer)
-	// the Store refusing the rules, so the Trackers can send their
-	// activity again. With a Paced Buffer the hold is the longest
-	// FlushInterval the Trackers noted plus Interval, and at least Hold.
-	// Otherwise, or before a note is seen, it is Hold, where zero means
-	// 30 s plus Interval (90 s by default). Negative is an error.
+	// Interval is how often the loop ticks, and how long a drain may run:
+	// 60 s if zero; no loop if negative (call Tick), and drains run to the end.
+	Interval  time.Duration
+	Buffer    Buffer // if set, drained into the Store each tick
+	BatchSize int    // activities per Peek and Store.Add: 1000 if zero
+	// Hold is how long SinceLastActivity rules are skipped after a tick
+	// found the Buffer unreadable or lost, or (without a Buffer) the Store
+	// refusing the rules, so the Trackers can send again. With a Paced
+	// Buffer the hold is the longest FlushInterval noted plus Interval, at
+	// least Hold; before a note, or otherwise, it is Hold, where zero means
+	// 30 s + Interval (90 s by default). Negative is an error.
 	Hold time.Duration
-	// Wake, if set, is called at the end of a tick that changed entities,
-	// so the controller acts now. A controller that finds activity after
-	// an Expiry's LastActivityAt keeps the entity and clears its desired
-	// state, so the rule can fire again. A failed Wake is not retried, so
-	// the controller also reconciles the entities whose desired state is
-	// set.
+	// Wake, if set, is called at the end of a tick that changed entities.
+	// A controller that finds activity after an Expiry's LastActivityAt
+	// keeps the entity and clears its desired state, so the rule can fire
+	// again. A failed Wake is not retried: the controller also reconciles
+	// the entities whose desired state is set.
 	Wake func(ctx context.Context, expired []Expiry) error
-	// Clock times the loop and Stats; nil means real time. Expiry is
-	// decided by the Store's clock.
-	Clock clock.Clock
-	// Logger receives tick failures and the first dropped event. Nil means
-	// no logging.
-	Logger *slog.Logger
-	// OnEvent, if set, receives EventExpire, EventRuleError,
-	// EventRuleSkipped and EventBufferLost (see Event).
-	OnEvent func(Event)
-	// EventQueue is the capacity of OnEvent's queue (see Event). Zero
-	// means 1024; negative is an error.
-	EventQueue int
+
+	Clock      clock.Clock  // loop and Stats; nil means real time (the Store decides expiry)
+	Logger     *slog.Logger // tick failures and the first dropped event; nil means none
+	OnEvent    func(Event)  // if set, gets EventExpire, EventRuleError, EventRuleSkipped, EventBufferLost
+	EventQueue int          // OnEvent's queue (see Event): 1024 if zero; negative is an error
 }
 
 // Runner drains the Buffer into the Store every Interval, applies the
@@ -89,23 +75,13 @@ type Runner struct {
 
 // TickResult is what one Tick did.
 type TickResult struct {
-	// Synced is the number of activities moved from the Buffer to the Store.
-	Synced int
-	// Expired lists the entities the rules changed, in rule order.
-	Expired []Expiry
-	// Drained reports whether the drain reached the end of the Buffer
-	// (always true without a Buffer).
-	Drained bool
-	// Lost reports whether a Lossy Buffer lost its contents since the last
-	// tick.
-	Lost bool
-	// Skipped names the SinceLastActivity rules skipped (see Runner.Tick).
-	Skipped []string
-	// HeldUntil is when the hold on those rules ends, if one is in force
-	// after the tick; zero otherwise.
-	HeldUntil time.Time
-	// Duration is how long the tick took.
-	Duration time.Duration
+	Synced    int           // activities moved from the Buffer to the Store
+	Expired   []Expiry      // entities the rules changed, in rule order
+	Drained   bool          // the drain reached the Buffer's end (always, without a Buffer)
+	Lost      bool          // a Lossy Buffer lost its contents since the last tick
+	Skipped   []string      // SinceLastActivity rules skipped (see Runner.Tick)
+	HeldUntil time.Time     // end of the hold on those rules, if in force after the tick
+	Duration  time.Duration // how long the tick took
 }
 
 // NewRunner returns a Runner applying rules to store and starts its
@@ -530,45 +506,29 @@ func (r *Runner) Close(ctx context.Context) error {
 
 // RuleStats counts what one rule did.
 type RuleStats struct {
-	// Name is the rule's name (Rule.String).
-	Name string
-	// Expired is the number of entities the rule changed.
-	Expired uint64
-	// Errors is the number of failed applications.
-	Errors uint64
-	// Skipped is the number of ticks that skipped the rule (see
-	// Runner.Tick).
-	Skipped uint64
+	Name    string // the rule's name (Rule.String)
+	Expired uint64 // entities the rule changed
+	Errors  uint64 // failed applications
+	Skipped uint64 // ticks that skipped the rule (see Runner.Tick)
 }
 
 // RunnerStats is a snapshot of a Runner's counters.
 type RunnerStats struct {
-	// Ticks is the number of ticks run, by the loop or by hand.
-	Ticks uint64
-	// Synced is the number of activities moved from the Buffer to the Store.
-	Synced uint64
-	// Expired is the number of entities changed by all rules.
-	Expired uint64
-	// Rules holds per-rule counts, in rule order.
-	Rules []RuleStats
-	// SyncErrors, RuleErrors and WakeErrors count failed syncs, rule
+	Ticks   uint64      // ticks run, by the loop or by hand
+	Synced  uint64      // activities moved from the Buffer to the Store
+	Expired uint64      // entities changed by all rules
+	Rules   []RuleStats // per rule, in rule order
+	// SyncErrors, RuleErrors and WakeErrors count failed drains, rule
 	// applications and Wake calls.
 	SyncErrors, RuleErrors, WakeErrors uint64
-	// IncompleteDrains counts drains that stopped short of the Buffer's end.
-	IncompleteDrains uint64
-	// BufferLosses is the number of losses of a Lossy Buffer seen.
-	BufferLosses uint64
-	// FlushInterval is the longest FlushInterval seen in a Paced Buffer;
-	// 0 if none (see RunnerOptions.Hold).
-	FlushInterval time.Duration
-	// HeldUntil is TickResult.HeldUntil of the last tick.
-	HeldUntil time.Time
-	// LastTick is when the last tick started; zero if none.
-	LastTick time.Time
-	// LastTickDuration is how long the last tick took.
-	LastTickDuration time.Duration
-	// EventsDropped is the number of events dropped (see Event).
-	EventsDropped uint64
+
+	IncompleteDrains uint64        // drains that stopped short of the Buffer's end
+	BufferLosses     uint64        // losses of a Lossy Buffer seen
+	FlushInterval    time.Duration // longest seen in a Paced Buffer; 0 if none (see RunnerOptions.Hold)
+	HeldUntil        time.Time     // TickResult.HeldUntil of the last tick
+	LastTick         time.Time     // start of the last tick; zero if none
+	LastTickDuration time.Duration // how long the last tick took
+	EventsDropped    uint64        // events dropped (see Event)
 }
 
 // Stats returns a snapshot of the runner's counters.

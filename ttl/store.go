@@ -33,17 +33,12 @@ type Store interface {
 }
 
 // Expiry is one entity a rule changed, as [Store.Apply] returns it and
-// [RunnerOptions.Wake] receives it.
+// [RunnerOptions.Wake] receives it. A last activity later than
+// LastActivityAt is activity after the decision.
 type Expiry struct {
-	// ID is the entity.
-	ID string
-	// Rule is the name of the rule that fired (Rule.String).
-	Rule string
-	// Then is the desired state the rule set.
-	Then string
-	// LastActivityAt is the entity's last activity when the rule fired; a
-	// greater one found later is activity after the decision.
-	LastActivityAt time.Time
-	// DecidedAt is the store's now when the rule fired.
-	DecidedAt time.Time
+	ID             string    // the entity
+	Rule           string    // the rule's name (Rule.String)
+	Then           string    // the desired state the rule set
+	LastActivityAt time.Time // the entity's last activity at the decision
+	DecidedAt      time.Time // the Store's now at the decision
 }

@@ -32,41 +32,28 @@ const (
 
 // TrackerOptions configures a Tracker. The zero value means defaults.
 type TrackerOptions struct {
-	// FlushInterval is how often the background loop flushes. Zero means
-	// 30 s; negative means no loop (call Flush yourself). The loop notes it
-	// in a Paced Sink for the Runner's hold (see RunnerOptions.Hold).
+	// FlushInterval is how often the loop flushes: 30 s if zero; no loop if
+	// negative (call Flush). A Paced Sink notes it for the Runner's hold.
 	FlushInterval time.Duration
-	// Resolution is how precisely Record times activity: never earlier than
-	// the activity, and at most Resolution later, plus as long as the clock
-	// refresh (twice per Resolution) runs late on a loaded machine. Zero
-	// means 1 s; negative reads the clock on every Record. Under
-	// testing/synctest, call synctest.Wait after time.Sleep so the refresh
-	// runs before the next Record, or use a negative value.
+	// Resolution bounds how late, never early, Record stamps activity: 1 s
+	// if zero; negative reads the clock on every Record. A clock refresh
+	// run late on a loaded machine adds its lateness. Under testing/synctest,
+	// call synctest.Wait after time.Sleep, or use a negative value.
 	Resolution time.Duration
-	// Shards is the number of separately locked parts of the buffer,
-	// rounded up to a power of two, at most 65536. Zero means
-	// 4 × GOMAXPROCS, at least 16.
-	Shards int
-	// BatchSize caps the activities handed to the Sink in one Add call.
-	// Zero means 1000.
-	BatchSize int
-	// Retain is how long, with a Lossy Sink, the Tracker keeps an id's
-	// activity after flushing it, to resend it if the Sink loses it: at
-	// least 2 × FlushInterval + the Runner's Interval + the longest Sink
-	// outage to ride out. Zero means 5 minutes; negative is an error.
-	// Other Sinks: a flushed id is kept one more FlushInterval.
+	// Shards is the number of separately locked parts of the buffer, rounded
+	// up to a power of two, at most 65536: 4 × GOMAXPROCS, at least 16, if zero.
+	Shards    int
+	BatchSize int // most activities per Sink.Add: 1000 if zero
+	// Retain is how long, with a Lossy Sink, a flushed id is kept to resend
+	// after a loss: 5 minutes if zero; negative is an error. Make it at least
+	// 2 × FlushInterval + the Runner's Interval + the longest Sink outage.
+	// With other Sinks, a flushed id is kept one more FlushInterval.
 	Retain time.Duration
-	// Clock is the time source. Nil means real time.
-	Clock clock.Clock
-	// Logger receives flush failures and the first dropped event. Nil
-	// means no logging.
-	Logger *slog.Logger
-	// OnEvent, if set, receives an EventFlush for each flush that had
-	// something to send, and EventBufferLost (see Event).
-	OnEvent func(Event)
-	// EventQueue is the capacity of OnEvent's queue (see Event). Zero
-	// means 1024; negative is an error.
-	EventQueue int
+
+	Clock      clock.Clock  // nil means real time
+	Logger     *slog.Logger // flush failures and the first dropped event; nil means none
+	OnEvent    func(Event)  // if set, gets EventFlush (flushes that sent) and EventBufferLost
+	EventQueue int          // OnEvent's queue (see Event): 1024 if zero; negative is an error
 }
 
 // Tracker records activity in memory, per request or message, and flushes
@@ -388,15 +375,9 @@ func (s *shard) put(id string, at, flag int64) {
 
 // FlushResult is what one Flush did.
 type FlushResult struct {
-	// Flushed is the number of activities handed to the Sink, Resent
-	// included.
-	Flushed int
-	// Kept is the number of activities kept for the next flush because the
-	// Sink refused them or ctx ended.
-	Kept int
-	// Resent is the number of activities sent again after a Lossy Sink's
-	// loss.
-	Resent int
+	Flushed int // activities handed to the Sink, Resent included
+	Kept    int // activities kept for the next flush: the Sink refused them or ctx ended
+	Resent  int // activities sent again after a Lossy Sink's loss
 }
 
 // Flush hands everything recorded since the last flush to the Sink in
@@ -616,28 +597,18 @@ func (t *Tracker) Close(ctx context.Context) error {
 	return errors.Join(err, t.events.Close(ctx))
 }
 
-// TrackerStats is a snapshot of a Tracker's counters.
+// TrackerStats is a snapshot of a Tracker's counters and gauges.
 type TrackerStats struct {
-	// Records is the number of Record calls.
-	Records uint64
-	// Pending is the number of ids recorded since the last flush.
-	Pending int
-	// Buffered is the number of ids held, pending or retained.
-	Buffered int
-	// Flushes is the number of flushes that had something to send.
-	Flushes uint64
-	// Flushed is the number of activities handed to the Sink.
-	Flushed uint64
-	// FlushErrors is the number of flushes that failed.
-	FlushErrors uint64
-	// SinkLosses is the number of losses of a Lossy Sink seen.
-	SinkLosses uint64
-	// Resent is the number of activities sent again after a loss.
-	Resent uint64
-	// LastFlush is when the last successful flush ended; zero if none.
-	LastFlush time.Time
-	// EventsDropped is the number of events dropped (see Event).
-	EventsDropped uint64
+	Records       uint64    // Record calls
+	Pending       int       // ids recorded since the last flush
+	Buffered      int       // ids held, pending or retained
+	Flushes       uint64    // flushes that had something to send
+	Flushed       uint64    // activities handed to the Sink
+	FlushErrors   uint64    // failed flushes
+	SinkLosses    uint64    // losses of a Lossy Sink seen
+	Resent        uint64    // activities sent again after a loss
+	LastFlush     time.Time // end of the last successful flush; zero if none
+	EventsDropped uint64    // events dropped (see Event)
 }
 
 // Stats returns a snapshot of the tracker's counters. It briefly locks every
