@@ -11,13 +11,10 @@ type Activity struct {
 	At time.Time // when it was last active
 }
 
-// Sink receives the activity a Tracker flushes: a [Buffer], or a [Store]
-// when there is no middle stage. A flush the Store refuses stays in the
-// Tracker, unseen by the Runner, so prefer a Buffer when the Store may be
-// down.
+// Sink receives a Tracker's flushes: a [Buffer], or a [Store] (then a
+// refused flush stays in the Tracker, unseen by the Runner).
 type Sink interface {
-	// Add merges acts, keeping each id's greatest time, so late or
-	// reordered batches never move activity backwards. On error the
+	// Add merges acts, keeping each id's greatest time. On error the
 	// Tracker keeps acts for its next flush.
 	Add(ctx context.Context, acts []Activity) error
 }

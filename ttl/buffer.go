@@ -9,55 +9,43 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Buffer is the optional stage between Trackers and the Store, shared by
-// many Trackers: [MemoryBuffer] in one process, ttl/redisttl (a Redis
-// sorted set) across processes. Every Buffer must pass ttltest.RunBuffer,
-// and its methods must be safe for concurrent use.
-//
-// A Runner drains it by walking it in (At, ID) order a page at a time:
-// Peek, merge into the Store, Remove. An Add between Peek and Remove
-// survives, and its newer time puts it further along the walk, so no
-// activity is lost; merging twice is harmless, as every stage merges with
-// greater wins. A Buffer keeps times to at least a millisecond; it may
-// truncate finer ones, if Peek returns, and orders by, exactly the time
-// Remove compares.
+// Buffer is the optional stage between the Trackers and the Store
+// (ttl/redisttl keeps one in Redis). A Buffer passes ttltest.RunBuffer, is
+// safe for concurrent use, and keeps times to at least a millisecond, Peek
+// returning exactly the time Remove compares. A Runner drains it a page at
+// a time: Peek, merge into the Store, Remove. An Add in between survives
+// and moves further along the walk, so no activity is lost.
 type Buffer interface {
-	// Add merges acts, keeping each id's greatest time (Redis ZADD GT); an
-	// id may repeat, and an empty acts is a no-op.
+	// Add merges acts, keeping each id's greatest time (Redis ZADD GT); ids
+	// may repeat, and empty acts is a no-op.
 	Add(ctx context.Context, acts []Activity) error
 
-	// Peek returns, without removing them, up to max entries after the
-	// entry after (a zero after starts at the first), in ascending order
-	// of At, then ID byte-wise, each id once with its current time; an
-	// empty slice past the last entry. A max below 1 fails with an error
-	// matching [ErrInvalid]. A walk passing each page's last entry as the
-	// next after reads every entry present when it began, at that time or
-	// a later one.
+	// Peek returns, without removing them, up to max entries after after
+	// (zero: from the start) in (At, ID) order, IDs byte-wise, each id once
+	// with its current time; none past the end. A max below 1 fails with
+	// an error matching [ErrInvalid]. Walking page by page reads every
+	// entry present at the start, at that time or later.
 	Peek(ctx context.Context, after Activity, max int) ([]Activity, error)
 
-	// Remove deletes, in one atomic step, each entry of acts whose stored
-	// time still equals its At, and reports how many it deleted.
+	// Remove deletes atomically each entry of acts whose time still equals
+	// its At, and reports how many.
 	Remove(ctx context.Context, acts []Activity) (int, error)
 }
 
-// Lossy is implemented by a Sink that can lose its contents silently: a
-// Redis restarted without persistence comes back empty, and Adds succeed.
-// Its generation changes when that happens, so the Runner holds its idle
-// rules ([RunnerOptions.Hold]) and each Tracker resends what it retains
-// ([TrackerOptions.Retain]).
+// Lossy is implemented by a Sink that can lose its contents silently, as a
+// Redis restarted without persistence. On a new generation the Runner holds
+// its idle rules ([RunnerOptions.Hold]) and the Trackers resend what they
+// retain ([TrackerOptions.Retain]).
 type Lossy interface {
-	// Generation returns a token that changes when the contents are lost,
-	// making one if there is none.
+	// Generation returns a token that changes when the contents are lost.
 	Generation(ctx context.Context) (string, error)
 }
 
-// Paced is implemented by a Sink that keeps the FlushInterval of the
-// Trackers writing to it, so a Runner's hold fits them (see
-// [RunnerOptions.Hold]).
+// Paced is implemented by a Sink that keeps its Trackers' FlushInterval
+// for the Runner's hold ([RunnerOptions.Hold]).
 type Paced interface {
-	// NoteFlushInterval records that a Tracker flushes every d.
-	NoteFlushInterval(ctx context.Context, d time.Duration) error
-	// FlushInterval returns the longest interval noted, or 0 if none was.
+	NoteFlushInterval(ctx context.Context, d time.Duration) error // a Tracker flushes every d
+	// FlushInterval returns the longest interval noted, or 0.
 	FlushInterval(ctx context.Context) (time.Duration, error)
 }
 
@@ -70,9 +58,8 @@ func less(a, b Activity) bool {
 	return a.ID < b.ID
 }
 
-// MemoryBuffer is a [Buffer] for one process or tests. It never loses
-// what it holds, so it is neither Lossy nor Paced. The zero value is an
-// empty buffer ready to use.
+// MemoryBuffer is a [Buffer] for one process or tests; it is neither Lossy
+// nor Paced. The zero value is ready to use.
 type MemoryBuffer struct {
 	mu sync.Mutex
 	m  map[string]time.Time
@@ -80,7 +67,7 @@ type MemoryBuffer struct {
 
 var _ Buffer = (*MemoryBuffer)(nil)
 
-// Add merges acts into the buffer, greater wins. It never fails.
+// Add implements [Buffer.Add]; it never fails.
 func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,9 +82,8 @@ func (b *MemoryBuffer) Add(_ context.Context, acts []Activity) error {
 	return nil
 }
 
-// Peek returns up to max entries after after, in (At, ID) order, without
-// removing them. It sorts on every call: a walk of n entries costs
-// O(n²/max · log n).
+// Peek implements [Buffer.Peek], sorting on every call: a walk of n
+// entries costs O(n²/max · log n).
 func (b *MemoryBuffer) Peek(_ context.Context, after Activity, max int) ([]Activity, error) {
 	if max <= 0 {
 		return nil, errs.Invalid(ErrInvalid, "ttl: peek max (%d) must be positive", max)
@@ -115,7 +101,7 @@ func (b *MemoryBuffer) Peek(_ context.Context, after Activity, max int) ([]Activ
 	return out[:min(max, len(out))], nil
 }
 
-// Remove deletes the entries of acts whose time is unchanged.
+// Remove implements [Buffer.Remove].
 func (b *MemoryBuffer) Remove(_ context.Context, acts []Activity) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -2,7 +2,6 @@ package ttl
 
 import "errors"
 
-// ErrInvalid is matched (errors.Is) by every error about bad input, an
-// invalid Rule, option or argument, from this package and its backends.
-// Nothing is changed.
+// ErrInvalid is matched by every error about an invalid Rule, option or
+// argument, here or in a backend; such a call changes nothing.
 var ErrInvalid = errors.New("ttl: invalid argument")

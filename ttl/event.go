@@ -21,8 +21,7 @@ const (
 	EventBufferLost                       // a Lossy Buffer lost its contents (see Lossy); Count is what a Tracker resends
 )
 
-// String returns the kind's stable name for logs and metric labels
-// ("flush", "rule_error"), or "EventKind(N)" for an unknown kind.
+// String returns a stable name, as "rule_error", or "EventKind(N)".
 func (k EventKind) String() string {
 	switch k {
 	case EventFlush:
@@ -39,13 +38,10 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is what a Tracker or Runner reports to its OnEvent option: in
-// order, from one goroutine, outside every lock, so the callback may call
-// its reporter and never delays a flush or tick. At most EventQueue events
-// wait, and one kind at most seven eighths of them (a burst of EventExpire
-// leaves room for the rare kinds); the rest are dropped and counted in the
-// Stats' EventsDropped. Close delivers the queued events and waits for
-// OnEvent to return.
+// Event is what a Tracker or Runner reports to OnEvent, in order, from one
+// goroutine, outside every lock: the callback may call its reporter, and
+// never delays it. Up to EventQueue events wait, one kind at most 7/8 of
+// them; the rest are dropped and counted in the Stats' EventsDropped.
 type Event struct {
 	Kind  EventKind
 	Time  time.Time // on the reporter's clock

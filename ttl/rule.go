@@ -15,28 +15,18 @@ const (
 	SinceCreated                   // creation: an absolute lifetime
 )
 
-// Rule is one TTL of a phase state machine. [Store.Apply] gives an entity
-// Then as its desired state when, at the Store's now:
-//
-//   - its phase is Phase, it is not deleted and no operation is in progress
-//   - its desired state is not Then (so applying a rule twice changes nothing)
-//   - its Since timestamp is set (not zero or NULL) and now minus it is
-//     strictly greater than After
-//
-// A rule only sets the desired state; the controller woken by the Runner
-// does the work and moves the phase itself.
+// Rule is one TTL of a phase state machine. [Store.Apply] sets Then as the
+// desired state of each entity in Phase, not deleted, with no operation in
+// progress and a desired state other than Then (so a second Apply changes
+// nothing), whose Since timestamp is set and more than After (strictly)
+// before now. The controller woken by the Runner does the work and moves
+// the phase itself.
 type Rule struct {
-	// Name identifies the rule in stats, events and logs; empty means
-	// "<Phase>-><Then>".
-	Name string
-	// Phase is the phase the rule watches. Required.
-	Phase string
-	// Since is the timestamp After is measured from.
-	Since Since
-	// After is how long past Since the entity must be. Must be positive.
-	After time.Duration
-	// Then is the desired state set on matching entities. Required.
-	Then string
+	Name  string        // for stats, events and logs; empty means "<Phase>-><Then>"
+	Phase string        // the phase watched; required
+	Since Since         // what After is measured from
+	After time.Duration // must be positive
+	Then  string        // the desired state to set; required
 }
 
 // String returns the rule's name, or "<Phase>-><Then>" when it has none.
@@ -47,8 +37,8 @@ func (r Rule) String() string {
 	return r.Phase + "->" + r.Then
 }
 
-// Validate reports whether r can be applied: the error names the bad field
-// and matches [ErrInvalid]. Every Store.Apply calls it first.
+// Validate returns an error naming the bad field, matching [ErrInvalid],
+// unless r can be applied. Every Store.Apply calls it first.
 func (r Rule) Validate() error {
 	switch {
 	case r.Phase == "":

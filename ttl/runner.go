@@ -22,18 +22,13 @@ type RunnerOptions struct {
 	Interval  time.Duration
 	Buffer    Buffer // if set, drained into the Store each tick
 	BatchSize int    // activities per Peek and Store.Add: 1000 if zero
-	// Hold is how long SinceLastActivity rules are skipped after a tick
-	// found the Buffer unreadable or lost, or (without a Buffer) the Store
-	// refusing the rules, so the Trackers can send again. With a Paced
-	// Buffer the hold is the longest FlushInterval noted plus Interval, at
-	// least Hold; before a note, or otherwise, it is Hold, where zero means
-	// 30 s + Interval (90 s by default). Negative is an error.
+	// Hold is how long idle rules are skipped after a tick found the Buffer
+	// unreadable or lost, or (without a Buffer) the Store refusing rules:
+	// 30 s + Interval if zero; negative is an error. Once a Paced Buffer has
+	// notes, it is their longest FlushInterval plus Interval, at least Hold.
 	Hold time.Duration
-	// Wake, if set, is called at the end of a tick that changed entities.
-	// A controller that finds activity after an Expiry's LastActivityAt
-	// keeps the entity and clears its desired state, so the rule can fire
-	// again. A failed Wake is not retried: the controller also reconciles
-	// the entities whose desired state is set.
+	// Wake, if set, gets the entities a tick changed. It is not retried, so
+	// the controller also reconciles the entities whose desired state is set.
 	Wake func(ctx context.Context, expired []Expiry) error
 
 	Clock      clock.Clock  // loop and Stats; nil means real time (the Store decides expiry)
@@ -84,10 +79,9 @@ type TickResult struct {
 	Duration  time.Duration // how long the tick took
 }
 
-// NewRunner returns a Runner applying rules to store and starts its
-// background loop; stop it with Close. Rules must be valid and their names
-// ([Rule.String]) unique: bad rules or options return an error that names
-// them and matches [ErrInvalid].
+// NewRunner starts a Runner applying rules to store; stop it with Close.
+// Invalid or duplicate rules ([Rule.String]) or bad options return an error
+// that names them and matches [ErrInvalid].
 func NewRunner(store Store, rules []Rule, opts RunnerOptions) (*Runner, error) {
 	switch {
 	case store == nil:
@@ -172,22 +166,12 @@ func (r *Runner) loop(ctx context.Context, tk *clock.Ticker) {
 	}
 }
 
-// Tick runs one round, as the loop does every Interval:
-//
-//  1. drain the Buffer into the Store: walk it in (At, ID) order with
-//     [Buffer.Peek], merge each page with [Store.Add] and Remove it, until
-//     a short page, or for at most Interval (the next tick starts over);
-//  2. apply every rule, in order, with [Store.Apply];
-//  3. call Wake with the entities changed, if any.
-//
-// SinceLastActivity rules run only when the drain reached the end of the
-// Buffer (a busy Buffer slows it but does not stop it); otherwise, with the
-// Store's last activity possibly stale, they are skipped
-// (TickResult.Skipped, EventRuleSkipped, RuleStats.Skipped). After a loss
-// of the Buffer or a failure to read it, they stay skipped until the hold
-// ends ([RunnerOptions.Hold]). The other rules and Wake always run. Tick
-// returns what it did and all errors joined. Concurrent calls run one
-// after the other.
+// Tick runs one round, as the loop does every Interval: it drains the
+// Buffer into the Store for at most Interval, applies the rules in order,
+// and calls Wake if they changed entities. SinceLastActivity rules are
+// skipped unless the drain reached the Buffer's end, and during a hold
+// ([RunnerOptions.Hold]); the other rules and Wake always run. Tick returns
+// what it did and all errors joined. Concurrent calls run one at a time.
 func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -485,12 +469,10 @@ func (r *Runner) emit(e Event) {
 	}
 }
 
-// Close stops the background loop, cancelling a tick in progress (which
-// counts as no failure and starts no hold), delivers the queued events and
-// waits for OnEvent. If ctx ends first it returns an error wrapping
-// context.Cause(ctx). Close is idempotent: a later call waits the same way
-// and returns nil. Tick still works after Close, but its events are not
-// delivered.
+// Close stops the loop, cancelling a tick in progress (no failure, no hold),
+// delivers the queued events and waits for OnEvent, or returns an error
+// wrapping context.Cause(ctx) if ctx ends first. Later calls wait the same
+// way and return nil. Tick works after Close; its events are not delivered.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		close(r.done)
@@ -518,9 +500,8 @@ type RunnerStats struct {
 	Synced  uint64      // activities moved from the Buffer to the Store
 	Expired uint64      // entities changed by all rules
 	Rules   []RuleStats // per rule, in rule order
-	// SyncErrors, RuleErrors and WakeErrors count failed drains, rule
-	// applications and Wake calls.
-	SyncErrors, RuleErrors, WakeErrors uint64
+
+	SyncErrors, RuleErrors, WakeErrors uint64 // failed drains, rule applications, Wake calls
 
 	IncompleteDrains uint64        // drains that stopped short of the Buffer's end
 	BufferLosses     uint64        // losses of a Lossy Buffer seen

@@ -5,36 +5,28 @@ import (
 	"time"
 )
 
-// Store is the user's table of entities, the source of truth that decides
-// expiry, seen through the two things the Runner does to it; the system
-// creates entities and writes their other columns itself. ttl/pgttl is a
-// Store on a PostgreSQL table. Every Store must pass ttltest.RunStore, and
-// its methods must be safe for concurrent use, also from several processes
-// sharing one database.
-//
-// An entity has an ID, a phase, a desired state ("" for none) and the three
-// timestamps a [Rule] measures from; rules leave alone an entity that is
-// deleted or has an operation in progress. "Now" is the Store's own clock
-// (the database server's now()): client clocks never decide expiry.
+// Store is the user's table of entities, the source of truth; the system
+// writes all but activity and desired state itself (ttl/pgttl is a Store on
+// PostgreSQL). A Store passes ttltest.RunStore and is safe for concurrent
+// use, also by several processes. An entity has an ID, a phase, a desired
+// state ("" for none) and the timestamps a [Rule] measures from. "Now" is
+// the Store's clock (the database's now()), never a client's.
 type Store interface {
-	// Add sets the last activity of each known entity (deleted or not) to
-	// the greater of it and At; unknown ids are ignored and an id may
-	// repeat. The batch is one statement or transaction, and on error at
-	// most greater-wins merges were applied, so a retry is safe.
+	// Add raises each known entity's last activity (deleted or not) to At
+	// if later; unknown ids are ignored, and ids may repeat. A batch is one
+	// statement or transaction, so retrying it after an error is safe.
 	Add(ctx context.Context, acts []Activity) error
 
-	// Apply sets r.Then as the desired state of every entity r matches at
-	// the Store's now, in one conditional update, and returns an Expiry for
-	// each, in any order. Each entity is changed and returned by exactly
-	// one Apply, even under concurrent Applies. An invalid rule (see
-	// [Rule.Validate]) changes nothing and fails with an error matching
-	// [ErrInvalid].
+	// Apply sets r.Then on every entity r matches now, in one conditional
+	// update, and returns an Expiry for each, in any order; concurrent
+	// Applies change and return each entity once. An invalid rule changes
+	// nothing and fails with an error matching [ErrInvalid].
 	Apply(ctx context.Context, r Rule) ([]Expiry, error)
 }
 
-// Expiry is one entity a rule changed, as [Store.Apply] returns it and
-// [RunnerOptions.Wake] receives it. A last activity later than
-// LastActivityAt is activity after the decision.
+// Expiry is one entity a rule changed. A controller that finds activity
+// after LastActivityAt keeps the entity and clears its desired state, so
+// the rule can fire again.
 type Expiry struct {
 	ID             string    // the entity
 	Rule           string    // the rule's name (Rule.String)

@@ -56,10 +56,8 @@ type TrackerOptions struct {
 	EventQueue int          // OnEvent's queue (see Event): 1024 if zero; negative is an error
 }
 
-// Tracker records activity in memory, per request or message, and flushes
-// it to a [Sink] every FlushInterval. A failed flush keeps its activities,
-// so nothing is lost while the Sink is down; a crash loses what was
-// recorded since the last successful flush (see the package's Guarantees).
+// Tracker records activity in memory and flushes it to a [Sink] every
+// FlushInterval, keeping what a flush fails to send.
 type Tracker struct {
 	sink      Sink
 	lossy     Lossy         // sink's generation, if it has one
@@ -131,9 +129,8 @@ func timeOf(v int64) int64 { return v &^ flags }
 // a time is never packed earlier than it is.
 func roundUp(ns int64) int64 { return (ns + flags) &^ flags }
 
-// NewTracker returns a Tracker flushing to sink and starts its background
-// loop; stop it with Close. Bad options return an error that names the
-// field and matches [ErrInvalid].
+// NewTracker starts a Tracker flushing to sink; stop it with Close. Bad
+// options return an error that names the field and matches [ErrInvalid].
 func NewTracker(sink Sink, opts TrackerOptions) (*Tracker, error) {
 	switch {
 	case sink == nil:
@@ -298,9 +295,8 @@ func (t *Tracker) loop(ctx context.Context, tk *clock.Ticker) {
 	}
 }
 
-// Record notes that entity id is active now (to within
-// [TrackerOptions.Resolution]). It is safe for concurrent use and allocates
-// only when id enters the buffer.
+// Record notes that entity id is active now. It is safe for concurrent use
+// and allocates only when id enters the buffer.
 func (t *Tracker) Record(id string) {
 	// The buffer is split into shards locked separately, chosen by a hash
 	// of the id. Flushed ids stay in their shard, marked clean, so a
@@ -380,13 +376,10 @@ type FlushResult struct {
 	Resent  int // activities sent again after a Lossy Sink's loss
 }
 
-// Flush hands everything recorded since the last flush to the Sink in
-// batches of BatchSize. If a batch fails, it and the rest are kept for the
-// next flush and the error is returned. If a [Lossy] Sink's generation
-// changed since the last flush, Flush then resends every id it retains
-// ([TrackerOptions.Retain]) and reports an EventBufferLost. Concurrent
-// calls run one after the other. After Close, Flush works but its events
-// are not delivered.
+// Flush sends what was recorded since the last flush in batches of
+// BatchSize, keeping the failed batch and the rest for the next flush. If
+// a [Lossy] Sink's generation changed, it then resends what it retains.
+// Concurrent calls run one at a time; after Close, events are not delivered.
 func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
@@ -569,12 +562,10 @@ func (t *Tracker) emit(e Event) {
 	}
 }
 
-// Close stops the background loop, cancelling a flush in progress (its
-// activities are kept), flushes once more with ctx, delivers the queued
-// events and waits for OnEvent. It returns the final flush's error or, if
-// ctx ends first, an error wrapping context.Cause(ctx). Close is
-// idempotent: a later call waits the same way and returns nil. Activity
-// recorded after Close is sent only by an explicit Flush.
+// Close stops the loop, flushes once more with ctx, delivers the queued
+// events and waits for OnEvent. It returns the flush's error, or one
+// wrapping context.Cause(ctx) if ctx ends first. Later calls wait the same
+// way and return nil. Activity recorded after Close waits for a Flush.
 func (t *Tracker) Close(ctx context.Context) error {
 	t.closeOnce.Do(func() {
 		close(t.done)
@@ -611,8 +602,8 @@ type TrackerStats struct {
 	EventsDropped uint64    // events dropped (see Event)
 }
 
-// Stats returns a snapshot of the tracker's counters. It briefly locks every
-// shard: call it for monitoring, not per request.
+// Stats returns the tracker's counters. It locks every shard in turn: call
+// it for monitoring, not per request.
 func (t *Tracker) Stats() TrackerStats {
 	st := TrackerStats{
 		Flushes:       t.flushes.Load(),
