@@ -37,7 +37,8 @@ type Buffer interface {
 // its idle rules ([RunnerOptions.Hold]) and the Trackers resend what they
 // retain ([TrackerOptions.Retain]).
 type Lossy interface {
-	// Generation returns a token that changes when the contents are lost.
+	// Generation returns a token that changes when the contents are lost,
+	// making one if there is none.
 	Generation(ctx context.Context) (string, error)
 }
 

@@ -18,7 +18,7 @@ const (
 	EventExpire                           // Rule set the desired state of entity ID to Then
 	EventRuleError                        // applying Rule failed with Err; the other rules still ran
 	EventRuleSkipped                      // a Runner skipped Rule (see Runner.Tick); Err says why, if any
-	EventBufferLost                       // a Lossy Buffer lost its contents (see Lossy); Count is what a Tracker resends
+	EventBufferLost                       // a Lossy Buffer lost its contents; Count: what a Tracker resends
 )
 
 // String returns a stable name, as "rule_error", or "EventKind(N)".

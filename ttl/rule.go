@@ -37,8 +37,8 @@ func (r Rule) String() string {
 	return r.Phase + "->" + r.Then
 }
 
-// Validate returns an error naming the bad field, matching [ErrInvalid],
-// unless r can be applied. Every Store.Apply calls it first.
+// Validate reports whether r can be applied, with an error that names the
+// bad field and matches [ErrInvalid]. Every Store.Apply calls it first.
 func (r Rule) Validate() error {
 	switch {
 	case r.Phase == "":

@@ -470,8 +470,8 @@ func (r *Runner) emit(e Event) {
 }
 
 // Close stops the loop, cancelling a tick in progress (no failure, no hold),
-// delivers the queued events and waits for OnEvent, or returns an error
-// wrapping context.Cause(ctx) if ctx ends first. Later calls wait the same
+// delivers the queued events and waits for OnEvent. If ctx ends first, it
+// returns an error wrapping context.Cause(ctx). Later calls wait the same
 // way and return nil. Tick works after Close; its events are not delivered.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {

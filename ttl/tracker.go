@@ -35,9 +35,9 @@ type TrackerOptions struct {
 	// FlushInterval is how often the loop flushes: 30 s if zero; no loop if
 	// negative (call Flush). A Paced Sink notes it for the Runner's hold.
 	FlushInterval time.Duration
-	// Resolution bounds how late, never early, Record stamps activity: 1 s
-	// if zero; negative reads the clock on every Record. A clock refresh
-	// run late on a loaded machine adds its lateness. Under testing/synctest,
+	// Resolution is how late Record may stamp activity, never early: 1 s if
+	// zero; negative reads the clock on every Record. A clock refresh run
+	// late on a loaded machine adds its lateness. Under testing/synctest,
 	// call synctest.Wait after time.Sleep, or use a negative value.
 	Resolution time.Duration
 	// Shards is the number of separately locked parts of the buffer, rounded
@@ -378,7 +378,8 @@ type FlushResult struct {
 
 // Flush sends what was recorded since the last flush in batches of
 // BatchSize, keeping the failed batch and the rest for the next flush. If
-// a [Lossy] Sink's generation changed, it then resends what it retains.
+// a [Lossy] Sink's generation changed, it then resends what it retains
+// ([TrackerOptions.Retain]).
 // Concurrent calls run one at a time; after Close, events are not delivered.
 func (t *Tracker) Flush(ctx context.Context) (FlushResult, error) {
 	t.flushMu.Lock()
