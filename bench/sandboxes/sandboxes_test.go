@@ -24,6 +24,8 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/dockertest"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
+	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/redislease"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/redispool"
 )
@@ -106,6 +108,13 @@ func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *syst
 		if cfg.Inventory, err = redispool.New(r.Client, redispool.Options{Prefix: r.Prefix + "warm"}); err != nil {
 			b.Fatal(err)
 		}
+		claims, err := redislease.New(r.Client, redislease.Options{Prefix: r.Prefix + "claims"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cfg.Claims, err = lease.New(1<<20, lease.Options{Store: claims}); err != nil {
+			b.Fatal(err)
+		}
 	} else {
 		cfg.Assignments = backend.NewMemoryAssignments(nil)
 		cfg.Entities = entities.NewMemoryStore(entities.MemoryStoreOptions{})
@@ -125,6 +134,9 @@ func start(b *testing.B, prov sandbox.Provisioner, warm int, state string) *syst
 		defer cancel()
 		_, _ = be.Down(ctx)
 		_ = be.Close(ctx)
+		if cfg.Claims != nil {
+			_ = cfg.Claims.Close(ctx)
+		}
 	})
 	return s
 }
