@@ -24,11 +24,6 @@
 // tokens have no gaps from rejections. Expired rows are excluded by the
 // predicate deadline > now everywhere, before any sweep.
 //
-// The MySQL store prepares each of its statements once per connection of
-// the *sql.DB and keeps it, so that a statement with arguments costs one
-// round trip instead of the driver's two (prepare, execute); the server
-// closes them with the connection.
-//
 // # The counter
 //
 // A grant does not add up the costs of the live leases, which would take

@@ -16,10 +16,9 @@ import (
 
 // mysqlStore is the MySQL/MariaDB dialect of Store (see NewMySQL).
 type mysqlStore struct {
-	db    *sql.DB
-	n     names
-	q     myQueries
-	stmts stmtCache
+	db *sql.DB
+	n  names
+	q  myQueries
 }
 
 var _ dialect = (*mysqlStore)(nil)
@@ -33,20 +32,6 @@ type myQueries struct {
 	list, usage, sweepSelect, sweepDelete string
 	remember, released, forget            string
 	migrate                               []string
-}
-
-// prepared returns the fixed queries that take arguments, which a store
-// runs as statements prepared once (see stmtCache).
-func (q *myQueries) prepared() []string {
-	var out []string
-	for _, s := range []string{q.lock, q.share, q.excl, q.read, q.insert, q.count, q.reclaimed, q.reclaim,
-		q.subtract, q.lockRow, q.heartbeat, q.release, q.get, q.list, q.usage, q.sweepSelect,
-		q.remember, q.released, q.forget} {
-		if strings.Contains(s, "?") {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Reading and writing DATETIME(6) as integer microseconds since the epoch.
@@ -79,9 +64,9 @@ const maxMyField = 255
 // UTC DATETIME(6), taken from UTC_TIMESTAMP(6): the DSN's parseTime and loc
 // and the session time_zone do not matter.
 //
-// Every operation is a few statements with arguments, each prepared once per
-// connection and kept: one round trip each, whether or not the DSN sets
-// interpolateParams.
+// Every operation is a few statements with arguments; with the driver's
+// default each is a prepare and an execute round trip. interpolateParams=true
+// in the DSN sends each in one, about halving the time of a grant.
 func NewMySQL(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: db is nil")
@@ -227,7 +212,7 @@ func (s *mysqlStore) Migrate(ctx context.Context) error {
 	// The units in use, counted from the rows: right for a state row just
 	// made or a table of an earlier version, and a repair for a counter
 	// that rows written by hand made wrong.
-	err := s.inTx(ctx, "migrate", func(tx myTx) error {
+	err := s.inTx(ctx, "migrate", func(tx *sql.Tx) error {
 		var one, nowUS, used int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil {
 			return err
@@ -275,18 +260,17 @@ func schemaOf(table string) string {
 // was sent matches lease.ErrNotApplied (the transaction rolls back, on the
 // server if the connection is gone); an error of the COMMIT itself is
 // classified by afterCommit.
-func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx myTx) error) error {
+func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := checkCtx(ctx, "mysql", op); err != nil {
 		return err
 	}
-	s.stmts.prepare(ctx, s.db, s.q.prepared())
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return notApplied(wrap(ctx, "mysql", op, err))
 		}
 		committing := false
-		err = fn(myTx{tx: tx, db: s.db, c: &s.stmts})
+		err = fn(tx)
 		if err == nil {
 			committing = true
 			err = tx.Commit()
@@ -331,7 +315,7 @@ func (s *mysqlStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease,
 		return lease.Lease{}, err
 	}
 	var l lease.Lease
-	err := s.inTx(ctx, "grant", func(tx myTx) error {
+	err := s.inTx(ctx, "grant", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q.lock, s.n.key)
 		if err != nil {
 			return err
@@ -396,7 +380,7 @@ func (s *mysqlStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lease,
 //
 // With exclusive set it takes the state row exclusively instead (see
 // settled), for a second look at a lease that looked expired.
-func (s *mysqlStore) lockLive(ctx context.Context, tx myTx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
+func (s *mysqlStore) lockLive(ctx context.Context, tx *sql.Tx, id, holder string, exclusive bool) (lease.Lease, time.Time, error) {
 	var one, nowUS int64
 	lock := s.q.share
 	if exclusive {
@@ -442,7 +426,7 @@ func (s *mysqlStore) Heartbeat(ctx context.Context, id, holder string) (lease.Le
 
 func (s *mysqlStore) heartbeat(ctx context.Context, id, holder string, exclusive bool) (lease.Lease, error) {
 	var l lease.Lease
-	err := s.inTx(ctx, "heartbeat", func(tx myTx) error {
+	err := s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
 		cur, now, err := s.lockLive(ctx, tx, id, holder, exclusive)
 		if err != nil {
 			return err
@@ -469,7 +453,7 @@ func (s *mysqlStore) Release(ctx context.Context, id, holder string) (lease.Leas
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var l lease.Lease
-	err := s.inTx(ctx, "release", func(tx myTx) error {
+	err := s.inTx(ctx, "release", func(tx *sql.Tx) error {
 		cur, _, err := s.lockLive(ctx, tx, id, holder, true)
 		if err != nil {
 			return err
@@ -506,8 +490,8 @@ func (s *mysqlStore) wasReleased(ctx context.Context, q interface {
 // and a lease whose deadline falls in that moment must not be seen expired
 // first and live after. Rows are expired for good once a sweep has them,
 // so this path is taken only between a deadline and the next sweep.
-func (s *mysqlStore) settled(ctx context.Context, op string, fn func(tx myTx) error) error {
-	return s.inTx(ctx, op, func(tx myTx) error {
+func (s *mysqlStore) settled(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.inTx(ctx, op, func(tx *sql.Tx) error {
 		var one int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -527,9 +511,9 @@ func (s *mysqlStore) Get(ctx context.Context, id string) (lease.Lease, error) {
 		return lease.Lease{}, notFoundOrExpired(false, id)
 	}
 	var nowUS int64
-	l, dl, err := scanMy(s.stmts.queryRow(ctx, s.db, nil, s.q.get, id), &nowUS)
+	l, dl, err := scanMy(s.db.QueryRowContext(ctx, s.q.get, id), &nowUS)
 	if err == nil && !dl.After(time.UnixMicro(nowUS)) {
-		err = s.settled(ctx, "get", func(tx myTx) error {
+		err = s.settled(ctx, "get", func(tx *sql.Tx) error {
 			var err error
 			l, dl, err = scanMy(tx.QueryRowContext(ctx, s.q.get, id), &nowUS)
 			return err
@@ -565,7 +549,7 @@ func (s *mysqlStore) List(ctx context.Context) ([]lease.Lease, error) {
 		return nil, notApplied(wrap(ctx, "mysql", "list", err))
 	}
 	if expired {
-		err = s.settled(ctx, "list", func(tx myTx) error {
+		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
 			var err error
 			out, _, err = s.list(ctx, tx)
 			return err
@@ -613,7 +597,7 @@ func (s *mysqlStore) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, notApplied(wrap(ctx, "mysql", "usage", err))
 	}
 	if expired > 0 {
-		err := s.settled(ctx, "usage", func(tx myTx) error {
+		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired)
 		})
 		if err != nil {
@@ -632,7 +616,7 @@ func (s *mysqlStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error
 		return nil, errs.Invalid(lease.ErrInvalid, "sqllease: sweep limit (%d) must be > 0", limit)
 	}
 	var out []lease.Lease
-	err := s.inTx(ctx, "sweep", func(tx myTx) error {
+	err := s.inTx(ctx, "sweep", func(tx *sql.Tx) error {
 		var one, nowUS, reclaimed int64
 		if err := tx.QueryRowContext(ctx, s.q.excl, s.n.key).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: no row %q in %s", ErrNotMigrated, s.n.key, s.n.state)
@@ -660,7 +644,7 @@ func (s *mysqlStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error
 			args[i] = l.ID
 		}
 		in := "(?" + strings.Repeat(", ?", len(out)-1) + ")"
-		_, err = tx.tx.ExecContext(ctx, s.q.sweepDelete+in, args...) // not cached: one text per batch size
+		_, err = tx.ExecContext(ctx, s.q.sweepDelete+in, args...)
 		return err
 	})
 	if err != nil {
