@@ -102,23 +102,23 @@ func ExampleLease() {
 	_, _ = m.Grant(ctx, lease.Request{Holder: "alice", Cost: 2})
 	_, _ = m.Grant(ctx, lease.Request{Holder: "bob", Cost: 1}) // over capacity
 
-	c := metrics.Lease(m, metrics.Options{Namespace: "cameras", ConstLabels: prometheus.Labels{"store": "memory"}})
+	c := metrics.Lease(m, metrics.Options{Namespace: "app", ConstLabels: prometheus.Labels{"store": "memory"}})
 	prometheus.NewRegistry().MustRegister(c)
 
-	show(c, "cameras_lease_grants_total", "cameras_lease_rejections_total", "cameras_lease_units_in_use")
+	show(c, "app_lease_grants_total", "app_lease_rejections_total", "app_lease_units_in_use")
 	// Output:
-	// # HELP cameras_lease_grants_total Leases granted.
-	// # TYPE cameras_lease_grants_total counter
-	// cameras_lease_grants_total{store="memory"} 1
-	// # HELP cameras_lease_rejections_total Grants refused, by reason.
-	// # TYPE cameras_lease_rejections_total counter
-	// cameras_lease_rejections_total{reason="holder_has_lease",store="memory"} 0
-	// cameras_lease_rejections_total{reason="over_capacity",store="memory"} 1
-	// cameras_lease_rejections_total{reason="overloaded",store="memory"} 0
-	// cameras_lease_rejections_total{reason="recovering",store="memory"} 0
-	// # HELP cameras_lease_units_in_use Budget units held by live leases (as active).
-	// # TYPE cameras_lease_units_in_use gauge
-	// cameras_lease_units_in_use{store="memory"} 2
+	// # HELP app_lease_grants_total Leases granted.
+	// # TYPE app_lease_grants_total counter
+	// app_lease_grants_total{store="memory"} 1
+	// # HELP app_lease_rejections_total Grants refused, by reason.
+	// # TYPE app_lease_rejections_total counter
+	// app_lease_rejections_total{reason="holder_has_lease",store="memory"} 0
+	// app_lease_rejections_total{reason="over_capacity",store="memory"} 1
+	// app_lease_rejections_total{reason="overloaded",store="memory"} 0
+	// app_lease_rejections_total{reason="recovering",store="memory"} 0
+	// # HELP app_lease_units_in_use Budget units held by live leases (as active).
+	// # TYPE app_lease_units_in_use gauge
+	// app_lease_units_in_use{store="memory"} 2
 }
 
 func ExampleGate() {
@@ -156,17 +156,17 @@ func ExampleTracker() {
 	t.Record("ws-2")
 	t.Record("ws-1")
 
-	c := metrics.Tracker(t, metrics.Options{Namespace: "workspaces", Subsystem: "activity"})
+	c := metrics.Tracker(t, metrics.Options{Namespace: "app", Subsystem: "activity"})
 	prometheus.NewRegistry().MustRegister(c)
 
-	show(c, "workspaces_activity_records_total", "workspaces_activity_pending")
+	show(c, "app_activity_records_total", "app_activity_pending")
 	// Output:
-	// # HELP workspaces_activity_pending Ids with activity not yet flushed.
-	// # TYPE workspaces_activity_pending gauge
-	// workspaces_activity_pending 2
-	// # HELP workspaces_activity_records_total Activities recorded.
-	// # TYPE workspaces_activity_records_total counter
-	// workspaces_activity_records_total 3
+	// # HELP app_activity_pending Ids with activity not yet flushed.
+	// # TYPE app_activity_pending gauge
+	// app_activity_pending 2
+	// # HELP app_activity_records_total Activities recorded.
+	// # TYPE app_activity_records_total counter
+	// app_activity_records_total 3
 }
 
 func ExampleMap() {

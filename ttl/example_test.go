@@ -117,7 +117,7 @@ func Example() {
 // ExampleRule prints two sets of rules: an idle timeout with a time limit
 // in the next phase, and an idle timeout with an absolute lifetime.
 func ExampleRule() {
-	workspaces := []ttl.Rule{
+	entities := []ttl.Rule{
 		{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"},
 		{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"},
 	}
@@ -125,7 +125,7 @@ func ExampleRule() {
 		{Name: "inactive", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: time.Hour, Then: "DESTROYED"},
 		{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"},
 	}
-	for _, r := range append(workspaces, containers...) {
+	for _, r := range append(entities, containers...) {
 		since := map[ttl.Since]string{ttl.SinceLastActivity: "last activity", ttl.SincePhaseChanged: "phase change", ttl.SinceCreated: "creation"}[r.Since]
 		fmt.Printf("%s: %s for %v since %s -> %s\n", r, r.Phase, r.After, since, r.Then)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/ttlkit/ttlkit/lease/redislease"
 )
 
-// A camera admission server on Redis: every instance builds the same Manager
+// An admission server on Redis: every instance builds the same Manager
 // over the same prefix, and they share one budget of 35 units. (This example
 // needs a Redis server, so it is compiled but not run.)
 func Example() {

@@ -12,12 +12,12 @@ import (
 	"github.com/ttlkit/ttlkit/lease/sqllease"
 )
 
-// A camera admission server's modals on PostgreSQL: every server instance runs
+// An admission server's leases on PostgreSQL: every server instance runs
 // this against the same database and so shares one budget of 35 units.
 // (Compiled only: it needs a database.)
 func ExampleNewPostgres() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@db/cameras")
+	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func ExampleNewMySQL() {
 // Table names are validated identifiers (optionally schema-qualified):
 // they are quoted into SQL, never taken as SQL. This one runs offline.
 func ExampleOptions() {
-	db, _ := sql.Open("mysql", "app@tcp(db:3306)/cameras") // does not connect
+	db, _ := sql.Open("mysql", "app@tcp(db:3306)/app") // does not connect
 	defer db.Close()
 	_, err := sqllease.NewMySQL(db, sqllease.Options{Table: "modal_leases; DROP TABLE users"})
 	fmt.Println(err)
-	_, err = sqllease.NewMySQL(db, sqllease.Options{Table: "cameras.modal_leases"})
+	_, err = sqllease.NewMySQL(db, sqllease.Options{Table: "app.stream_leases"})
 	fmt.Println(err)
 	// Output:
 	// sqllease: Table "modal_leases; DROP TABLE users" is not a valid identifier (letters, digits, _; at most 48; optional schema.)

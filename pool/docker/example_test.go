@@ -11,7 +11,7 @@ import (
 	"github.com/ttlkit/ttlkit/pool/probe"
 )
 
-// A warm pool of sandbox containers: no network, no capabilities, limited
+// A warm pool of isolated containers: no network, no capabilities, limited
 // memory, CPU and processes, a read-only root with a writable work dir.
 // It needs a Docker engine, so it is compiled but not run by go test; the
 // package's tests run the same on a real engine.
@@ -21,9 +21,9 @@ func Example() {
 		panic(err)
 	}
 	prov, err := docker.New(cli, docker.Options{
-		Image:          "workspace-base",
+		Image:          "worker-base",
 		Cmd:            []string{"/agent"},
-		Label:          "sandboxes",
+		Label:          "workers",
 		NetworkMode:    "none",
 		Memory:         512 << 20,
 		NanoCPUs:       1_000_000_000,
@@ -38,13 +38,13 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	sandboxes, err := pool.New[docker.Container](prov, pool.Options{MinIdle: 2, MaxSize: 10, CleanupOnStart: true})
+	workers, err := pool.New[docker.Container](prov, pool.Options{MinIdle: 2, MaxSize: 10, CleanupOnStart: true})
 	if err != nil {
 		panic(err)
 	}
-	defer sandboxes.Close(context.Background())
+	defer workers.Close(context.Background())
 
-	h, err := sandboxes.Acquire(context.Background())
+	h, err := workers.Acquire(context.Background())
 	if err != nil {
 		panic(err)
 	}
