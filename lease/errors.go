@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
 // The errors of this package; the package documentation says what each
@@ -55,17 +57,6 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 // notApplied returns err marked as a store failure that certainly changed
 // nothing: the result matches ErrNotApplied and everything err matches, and
 // has err's message. A nil err stays nil.
-func notApplied(err error) error { return classify(err, ErrNotApplied) }
-
-func classify(err, class error) error {
-	if err == nil || errors.Is(err, ErrNotApplied) || errors.Is(err, ErrUnknownOutcome) {
-		return err
-	}
-	return &classified{err: err, class: class}
+func notApplied(err error) error {
+	return errs.Mark(err, ErrNotApplied, ErrNotApplied, ErrUnknownOutcome)
 }
-
-// classified is a store failure with its class.
-type classified struct{ err, class error }
-
-func (e *classified) Error() string   { return e.err.Error() }
-func (e *classified) Unwrap() []error { return []error{e.err, e.class} }

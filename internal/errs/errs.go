@@ -64,3 +64,26 @@ func Canceled(ctx context.Context, pkg, op string) error {
 	}
 	return fmt.Errorf("%s: %s: %w", pkg, op, cerr)
 }
+
+// Mark returns err marked with class: the result matches class and
+// everything err matches, and has err's message. A nil err, and one that
+// already matches any of classes, is returned as it is (a store marks its
+// failures ErrNotApplied or ErrUnknownOutcome once, at the deepest call
+// that knows which).
+func Mark(err, class error, classes ...error) error {
+	if err == nil {
+		return nil
+	}
+	for _, c := range classes {
+		if errors.Is(err, c) {
+			return err
+		}
+	}
+	return &marked{err: err, class: class}
+}
+
+// marked is an error with its class.
+type marked struct{ err, class error }
+
+func (e *marked) Error() string   { return e.err.Error() }
+func (e *marked) Unwrap() []error { return []error{e.err, e.class} }

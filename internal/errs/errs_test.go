@@ -52,3 +52,18 @@ func TestWrap(t *testing.T) {
 		t.Error("Canceled on a live ctx is not nil")
 	}
 }
+
+func TestMark(t *testing.T) {
+	classA, classB := errors.New("class a"), errors.New("class b")
+	cause := errors.New("connection reset")
+	err := Mark(cause, classA, classA, classB)
+	if err.Error() != "connection reset" || !errors.Is(err, classA) || !errors.Is(err, cause) {
+		t.Errorf("Mark = %v: want the cause's message, matching the cause and class a", err)
+	}
+	if again := Mark(err, classB, classA, classB); again != err {
+		t.Errorf("an error already marked is marked again: %v", again)
+	}
+	if Mark(nil, classA) != nil {
+		t.Error("nil is marked")
+	}
+}

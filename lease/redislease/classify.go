@@ -1,9 +1,9 @@
 package redislease
 
 import (
-	"errors"
 	"time"
 
+	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
 )
 
@@ -15,22 +15,13 @@ const releasedRetention = time.Minute
 // notApplied returns err marked as a store failure that certainly changed
 // nothing: the result matches lease.ErrNotApplied and everything err
 // matches, and has err's message. A nil err stays nil.
-func notApplied(err error) error { return classify(err, lease.ErrNotApplied) }
+func notApplied(err error) error {
+	return errs.Mark(err, lease.ErrNotApplied, lease.ErrNotApplied, lease.ErrUnknownOutcome)
+}
 
 // unknownOutcome returns err marked as a store failure that may or may not
 // have taken effect: the result matches lease.ErrUnknownOutcome and
 // everything err matches, and has err's message. A nil err stays nil.
-func unknownOutcome(err error) error { return classify(err, lease.ErrUnknownOutcome) }
-
-func classify(err, class error) error {
-	if err == nil || errors.Is(err, lease.ErrNotApplied) || errors.Is(err, lease.ErrUnknownOutcome) {
-		return err
-	}
-	return &classified{err: err, class: class}
+func unknownOutcome(err error) error {
+	return errs.Mark(err, lease.ErrUnknownOutcome, lease.ErrNotApplied, lease.ErrUnknownOutcome)
 }
-
-// classified is a store failure with its class.
-type classified struct{ err, class error }
-
-func (e *classified) Error() string   { return e.err.Error() }
-func (e *classified) Unwrap() []error { return []error{e.err, e.class} }
