@@ -34,6 +34,12 @@ func (e *env) invocations(t testing.TB) uint64 {
 	return n
 }
 
+// existing says whether qualifier names a version of the fuzzed function,
+// which has no alias: none, or $LATEST.
+func existing(qualifier string) bool {
+	return qualifier == "" || qualifier == gateway.Latest
+}
+
 // FuzzInvokeAPI sends arbitrary requests (method, path and query, body, an
 // Authorization header, the invocation type; sign has the AWS SDK's
 // signer sign the request with the gateway's key pair, after the rest is
@@ -44,8 +50,8 @@ func (e *env) invocations(t testing.TB) uint64 {
 // signed one is never refused for its signature, which checks this
 // package's canonical request against the SDK's on whatever the fuzzer
 // makes; on the invoke path of the function, a signed malformed request
-// gets its 4xx (invocation type, size, JSON) and a well-formed one the
-// function's answer.
+// gets its 4xx (size, an unknown qualifier, invocation type, JSON) and a
+// well-formed one the function's answer.
 func FuzzInvokeAPI(f *testing.F) {
 	e := start(f, function("fn", 5, 2))
 	const path = "/2015-03-31/functions/fn/invocations"
@@ -65,6 +71,7 @@ func FuzzInvokeAPI(f *testing.F) {
 		{"POST", path, `[1,2]`, "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=00", "", false, false},
 		{"POST", "/2015-03-31/functions/nope/invocations", `{}`, "", "", true, false},
 		{"POST", "/2015-03-31/functions/f%6E/invocations?Qualifier=$LATEST", `"s"`, "", "", true, false},
+		{"POST", "/2015-03-31/functions/f%6E/invocations?Qualifier=0", `0`, "", "", true, false},
 		{"POST", "/2015-03-31/functions/arn%3Aaws%3Alambda%3Aeu-west-1%3A1%3Afunction%3Afn%3A%24LATEST/invocations", `{}`, "", "  a  b ", true, false},
 		{"POST", "/2015-03-31/functions/fn/invocations?b=%zz&a=1+2&a=0&c", `{}`, "", "", true, false},
 		{"GET", path, ``, "", "", true, false},
@@ -140,6 +147,8 @@ func FuzzInvokeAPI(f *testing.F) {
 		switch {
 		case oversize:
 			want = http.StatusRequestEntityTooLarge
+		case !existing(req.URL.Query().Get("Qualifier")):
+			want = http.StatusNotFound
 		case typ != "" && typ != "RequestResponse" && typ != "DryRun" && typ != "Event":
 			want = http.StatusBadRequest
 		case typ == "DryRun":
