@@ -10,9 +10,15 @@
 //	run/<id>.json        the route to the running server (its address and process)
 //
 // A controller starts and stops the servers, packs and unpacks the files;
-// a proxy reads run/<id>.json to find where a workspace answers. A server
-// outlives the controller that started it: any controller with the same
-// data directory can stop it (pool/process finds it by its label).
+// a proxy reads run/<id>.json to find where a workspace answers.
+//
+// Each workspace's server comes from a pool of at most one (package pool,
+// on a pool/process provisioner): Start acquires it and detaches it, since a
+// server outlives the controller that started it, and the route owns it
+// from then on. A server no route leads to — left by a start or a stop
+// whose controller was killed between the process and the route — is an
+// orphan, which the pool's Reconcile destroys; any controller with the
+// same data directory finds it (pool/process lists servers by label).
 package host
 
 import (
@@ -31,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttlkit/ttlkit/pool"
 	"github.com/ttlkit/ttlkit/pool/probe"
 	"github.com/ttlkit/ttlkit/pool/process"
 )
@@ -73,7 +80,14 @@ type Host struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	provs map[string]*process.Provisioner // servers this Host started, by workspace
+	pools map[string]*servers // by workspace, while this Host operates on it
+}
+
+// servers is one workspace's pool of at most one server, and its
+// provisioner, which also checks a server a route leads to.
+type servers struct {
+	prov *process.Provisioner
+	pool *pool.Pool[process.Worker]
 }
 
 // Route is the content of run/<id>.json.
@@ -110,7 +124,7 @@ func New(opts Options) (*Host, error) {
 			return nil, fmt.Errorf("host: %w", err)
 		}
 	}
-	return &Host{opts: opts, log: opts.Logger, provs: map[string]*process.Provisioner{}}, nil
+	return &Host{opts: opts, log: opts.Logger, pools: map[string]*servers{}}, nil
 }
 
 // FilesDir returns the directory of workspace id's files.
@@ -131,11 +145,12 @@ func (h *Host) label(id string) string {
 	return "workspace-" + id + "-" + hex.EncodeToString(sum[:6])
 }
 
-func (h *Host) provisioner(id string) (*process.Provisioner, error) {
+// servers returns workspace id's pool, made on first use.
+func (h *Host) servers(id string) (*servers, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if p := h.provs[id]; p != nil {
-		return p, nil
+	if s := h.pools[id]; s != nil {
+		return s, nil
 	}
 	env := append([]string(nil), h.opts.Env...)
 	if h.opts.Key != nil {
@@ -150,7 +165,7 @@ func (h *Host) provisioner(id string) (*process.Provisioner, error) {
 	for i, e := range env {
 		env[i] = repl.Replace(e)
 	}
-	p, err := process.New(process.Options{
+	prov, err := process.New(process.Options{
 		Command:      cmd,
 		Env:          env,
 		Label:        h.label(id),
@@ -163,8 +178,40 @@ func (h *Host) provisioner(id string) (*process.Provisioner, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.provs[id] = p
-	return p, nil
+	p, err := pool.New(prov, pool.Options{
+		// One server, made when asked for and kept by its route: no
+		// warm item, no expiry, no janitor.
+		MaxSize:             1,
+		IdleTimeout:         -1,
+		MaxLifetime:         -1,
+		HealthCheckInterval: -1,
+		JanitorInterval:     -1,
+		// The controller runs one operation on a workspace at a time:
+		// a server no route leads to is nobody's at once.
+		OrphanGracePeriod: -1,
+		CreateTimeout:     h.opts.StartTimeout + h.opts.StopGrace,
+		DestroyTimeout:    h.opts.StopGrace + 10*time.Second,
+		Owned: func(_ context.Context, ids []string) ([]string, error) {
+			r, err := h.readRoute(id)
+			if err != nil {
+				return nil, nil
+			}
+			routed := prov.ID(r.Worker)
+			for _, listed := range ids {
+				if listed == routed {
+					return []string{routed}, nil
+				}
+			}
+			return nil, nil
+		},
+		Logger: h.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &servers{prov: prov, pool: p}
+	h.pools[id] = s
+	return s, nil
 }
 
 // Route returns where workspace id's server listens, or ErrNoRoute.
@@ -196,8 +243,8 @@ func (h *Host) readRoute(id string) (Route, error) {
 // server already running is left as it is.
 func (h *Host) Start(ctx context.Context, id string) error {
 	if r, err := h.readRoute(id); err == nil {
-		p, perr := h.provisioner(id)
-		if perr == nil && p.Check(ctx, r.Worker) == nil {
+		s, serr := h.servers(id)
+		if serr == nil && s.prov.Check(ctx, r.Worker) == nil {
 			return nil
 		}
 		_ = h.Stop(ctx, id) // a stale route, a dead server
@@ -205,75 +252,59 @@ func (h *Host) Start(ctx context.Context, id string) error {
 	if err := os.MkdirAll(h.FilesDir(id), 0o700); err != nil {
 		return fmt.Errorf("host: start %s: %w", id, err)
 	}
-	p, err := h.provisioner(id)
+	s, err := h.servers(id)
 	if err != nil {
 		return err
 	}
-	if err := h.reap(ctx, p, id); err != nil {
+	if _, err := s.pool.Reconcile(ctx); err != nil {
 		return fmt.Errorf("host: start %s: %w", id, err)
 	}
-	w, err := p.Create(ctx)
+	hd, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("host: start %s: %w", id, err)
 	}
+	w := hd.Value()
 	b, _ := json.Marshal(Route{ID: id, Addr: w.Addr, Worker: w})
 	if err := writeFileAtomic(h.routePath(id), b); err != nil {
-		_ = p.Destroy(context.WithoutCancel(ctx), w)
+		hd.Destroy(pool.ReasonUnhealthy)
 		return fmt.Errorf("host: start %s: %w", id, err)
 	}
+	hd.Detach() // the route owns it now
 	h.log.Debug("workspace server started", "workspace", id, "addr", w.Addr, "pid", w.PID)
 	return nil
 }
 
 // Stop stops workspace id's server and removes its route; its files stay.
-// A workspace that is not running is success.
+// A workspace that is not running is success. It also stops the servers
+// no route leads to, which a start or a stop cut short may have left.
 func (h *Host) Stop(ctx context.Context, id string) error {
-	r, err := h.readRoute(id)
-	if errors.Is(err, ErrNoRoute) {
-		// A stop or start cut short (its controller killed) may have
-		// left a server that no route leads to.
-		p, perr := h.provisioner(id)
-		if perr != nil {
-			return perr
-		}
-		return h.reap(ctx, p, id)
-	}
+	r, rerr := h.readRoute(id)
 	// The route goes first: a proxy that reads it now finds none and asks
 	// for the workspace to run, rather than reaching a dying server.
-	if rerr := os.Remove(h.routePath(id)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-		return fmt.Errorf("host: stop %s: %w", id, rerr)
+	if err := os.Remove(h.routePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("host: stop %s: %w", id, err)
 	}
-	if err != nil {
-		return nil // a corrupt route: nothing to stop by it
-	}
-	p, err := h.provisioner(id)
+	s, err := h.servers(id)
 	if err != nil {
 		return err
 	}
-	if err := p.Destroy(ctx, r.Worker); err != nil {
+	res, err := s.pool.Reconcile(ctx)
+	if err != nil {
 		return fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	h.mu.Lock()
-	delete(h.provs, id)
+	delete(h.pools, id)
 	h.mu.Unlock()
-	h.log.Debug("workspace server stopped", "workspace", id, "pid", r.Worker.PID)
+	if err := s.pool.Close(ctx); err != nil {
+		return fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	switch {
+	case rerr == nil:
+		h.log.Debug("workspace server stopped", "workspace", id, "pid", r.Worker.PID)
+	case res.Orphans > 0:
+		h.log.Warn("host: stopped workspace servers no route led to", "workspace", id, "servers", res.Orphans)
+	}
 	return nil
-}
-
-// reap stops the servers of workspace id that no route leads to: left by
-// a start or a stop whose controller was killed between the process and
-// the route.
-func (h *Host) reap(ctx context.Context, p *process.Provisioner, id string) error {
-	ws, err := p.List(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, w := range ws {
-		h.log.Warn("host: stopping a workspace server no route leads to", "workspace", id, "pid", w.Value.PID)
-		errs = append(errs, p.Destroy(ctx, w.Value))
-	}
-	return errors.Join(errs...)
 }
 
 // Alive reports whether workspace id's server runs and answers.
@@ -282,8 +313,8 @@ func (h *Host) Alive(ctx context.Context, id string) bool {
 	if err != nil {
 		return false
 	}
-	p, err := h.provisioner(id)
-	return err == nil && p.Check(ctx, r.Worker) == nil
+	s, err := h.servers(id)
+	return err == nil && s.prov.Check(ctx, r.Worker) == nil
 }
 
 // StopAll stops every workspace server that has a route: for a test's
