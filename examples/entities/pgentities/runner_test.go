@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/entities/entitiestest"
 	"github.com/ttlkit/ttlkit/examples/entities/pgentities"
 	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/internal/testenv"
@@ -32,14 +33,14 @@ type pipeline struct {
 	buf     *redisttl.Buffer
 	tracker *ttl.Tracker
 	runner  *ttl.Runner
-	woken   *collector
+	woken   *entitiestest.Collector
 	now     time.Time // the server's now when the pipeline was built
 }
 
 func newPipeline(t *testing.T, storePool func(pg *pgtest.Postgres) ttlPool) *pipeline {
 	t.Helper()
 	ctx := context.Background()
-	p := &pipeline{pg: pgtest.OpenPostgres(t), rd: redistest.OpenRedis(t), woken: newCollector()}
+	p := &pipeline{pg: pgtest.OpenPostgres(t), rd: redistest.OpenRedis(t), woken: entitiestest.NewCollector()}
 	pool := p.pg.Pool
 	if storePool != nil {
 		pool = storePool(p.pg)
@@ -52,7 +53,7 @@ func newPipeline(t *testing.T, storePool func(pg *pgtest.Postgres) ttlPool) *pip
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.tracker.Close(context.Background()) })
 
-	l, err := pgnotify.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.fn, pgnotify.ListenOptions{})
+	l, err := pgnotify.Listen(ctx, p.pg.NewPool(t), "workspace_wake", p.woken.Fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	notifier, err := pgnotify.NewNotifier(pool, "workspace_wake")
@@ -119,10 +120,8 @@ func TestPipelineActivityBeforeSyncKeepsRunning(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the tick drained the buffer")
 
-	p.woken.waitFor(t, "wake", func(ids []string, _ int) bool { return len(ids) > 0 })
-	p.woken.mu.Lock()
-	assert.Equal(t, []string{"ws-idle"}, p.woken.ids)
-	p.woken.mu.Unlock()
+	p.woken.WaitFor(t, "wake", func(ids []string, _ int) bool { return len(ids) > 0 })
+	assert.Equal(t, []string{"ws-idle"}, p.woken.IDs())
 
 	// An older flush arriving late (another proxy) moves nothing back.
 	require.NoError(t, p.buf.Add(ctx, []ttl.Activity{{ID: "ws-active", At: p.now.Add(-time.Hour)}}))
@@ -207,7 +206,7 @@ func TestPipelineRedisDown(t *testing.T) {
 func TestPipelinePostgresTerminated(t *testing.T) {
 	ctx := context.Background()
 	app := testenv.UniqueName()
-	p := newPipeline(t, func(pg *pgtest.Postgres) ttlPool { return poolWithAppName(t, pg, app) })
+	p := newPipeline(t, func(pg *pgtest.Postgres) ttlPool { return pg.FragilePool(t, app) })
 	// Both look idle to the store; only ws-active's buffered activity
 	// says otherwise.
 	p.create(t, "ws-active", 11*time.Minute)

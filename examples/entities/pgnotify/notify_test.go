@@ -13,14 +13,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ttlkit/ttlkit/examples/entities/entitiestest"
 	"github.com/ttlkit/ttlkit/examples/entities/pgnotify"
 	"github.com/ttlkit/ttlkit/internal/testenv"
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 )
-
-// wait bounds how long a test waits for a notification from the server.
-const wait = 10 * time.Second
 
 func TestChunk(t *testing.T) {
 	ids := make([]string, 2000)
@@ -50,52 +48,11 @@ func TestChunk(t *testing.T) {
 	assert.Len(t, chunks[0], pgnotify.MaxPayload)
 }
 
-// collector gathers what a Listener delivers.
-type collector struct {
-	mu    sync.Mutex
-	ids   []string
-	nils  int
-	calls chan struct{}
-}
-
-func newCollector() *collector { return &collector{calls: make(chan struct{}, 1000)} }
-
-func (c *collector) fn(ids []string) {
-	c.mu.Lock()
-	if ids == nil {
-		c.nils++
-	}
-	c.ids = append(c.ids, ids...)
-	c.mu.Unlock()
-	c.calls <- struct{}{}
-}
-
-// waitFor waits until cond holds on the collected state.
-func (c *collector) waitFor(t *testing.T, what string, cond func(ids []string, nils int) bool) {
-	t.Helper()
-	deadline := time.After(wait)
-	for {
-		c.mu.Lock()
-		ok := cond(c.ids, c.nils)
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-c.calls:
-		case <-deadline:
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			t.Fatalf("%s: not reached within %v; got %d ids, %d nil calls", what, wait, len(c.ids), c.nils)
-		}
-	}
-}
-
 func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 	ctx := context.Background()
 	pg := pgtest.OpenPostgres(t)
-	c := newCollector()
-	l, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgnotify.ListenOptions{})
+	c := entitiestest.NewCollector()
+	l, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.Fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 
@@ -106,15 +63,13 @@ func TestNotifyReachesListenerOnAnotherConnection(t *testing.T) {
 		ids[i] = fmt.Sprintf("ws-%04d", i)
 	}
 	require.NoError(t, n.Wake(ctx, ids))
-	c.waitFor(t, "all ids", func(got []string, _ int) bool { return len(got) >= len(ids) })
-	c.mu.Lock()
-	assert.Equal(t, ids, c.ids, "every id once, in order")
-	c.mu.Unlock()
+	c.WaitFor(t, "all ids", func(got []string, _ int) bool { return len(got) >= len(ids) })
+	assert.Equal(t, ids, c.IDs(), "every id once, in order")
 
 	// A hand-written NOTIFY without JSON is one id.
 	_, err = pg.Pool.Exec(ctx, `NOTIFY ttl_wake, 'ws-by-hand'`)
 	require.NoError(t, err)
-	c.waitFor(t, "hand-written notify", func(got []string, _ int) bool { return got[len(got)-1] == "ws-by-hand" })
+	c.WaitFor(t, "hand-written notify", func(got []string, _ int) bool { return got[len(got)-1] == "ws-by-hand" })
 	require.NoError(t, n.Wake(ctx, nil), "no ids is a no-op")
 
 	require.NoError(t, l.Close(context.Background()))
@@ -148,20 +103,20 @@ func TestListenerReconnects(t *testing.T) {
 	ctx := context.Background()
 	pg := pgtest.OpenPostgres(t)
 	app := testenv.UniqueName()
-	lpool := poolWithAppName(t, pg, app)
-	c := newCollector()
+	lpool := pg.FragilePool(t, app)
+	c := entitiestest.NewCollector()
 	var (
 		errMu  sync.Mutex
 		errors []error
 	)
-	l, err := pgnotify.Listen(ctx, lpool, "ttl_wake", c.fn, pgnotify.ListenOptions{
+	l, err := pgnotify.Listen(ctx, lpool, "ttl_wake", c.Fn, pgnotify.ListenOptions{
 		RetryInterval: 20 * time.Millisecond,
 		OnError:       func(err error) { errMu.Lock(); errors = append(errors, err); errMu.Unlock() },
 	})
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 	require.Equal(t, 1, terminate(t, pg, app))
-	c.waitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
+	c.WaitFor(t, "reconnect", func(_ []string, nils int) bool { return nils == 1 })
 	errMu.Lock()
 	require.NotEmpty(t, errors)
 	assert.ErrorContains(t, errors[0], "pgnotify: listen ttl_wake")
@@ -170,20 +125,7 @@ func TestListenerReconnects(t *testing.T) {
 	n, err := pgnotify.NewNotifier(pg.Pool, "ttl_wake")
 	require.NoError(t, err)
 	require.NoError(t, n.Wake(ctx, []string{"after"}))
-	c.waitFor(t, "wake after reconnect", func(got []string, _ int) bool { return len(got) == 1 && got[0] == "after" })
-}
-
-// poolWithAppName opens a pool in the test's schema whose connections carry
-// application_name app, so the test can find and terminate exactly them.
-// It never pings idle connections, so the first use of a terminated one
-// fails instead of being replaced silently.
-func poolWithAppName(t *testing.T, pg *pgtest.Postgres, app string) *pgxpool.Pool {
-	t.Helper()
-	pool := pg.NamedPool(t, app, func(cfg *pgxpool.Config) {
-		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	})
-	require.NoError(t, pool.Ping(context.Background()))
-	return pool
+	c.WaitFor(t, "wake after reconnect", func(got []string, _ int) bool { return len(got) == 1 && got[0] == "after" })
 }
 
 // terminate ends the server backends of application app and returns how
@@ -205,8 +147,8 @@ func TestWakeExpiredCarriesDecision(t *testing.T) {
 	l, err := pgnotify.ListenExpired(ctx, pg.NewPool(t), "ttl_wake", func(exps []ttl.Expiry) { got <- exps }, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l.Close(context.Background())
-	c := newCollector()
-	l2, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.fn, pgnotify.ListenOptions{})
+	c := entitiestest.NewCollector()
+	l2, err := pgnotify.Listen(ctx, pg.NewPool(t), "ttl_wake", c.Fn, pgnotify.ListenOptions{})
 	require.NoError(t, err)
 	defer l2.Close(context.Background())
 
@@ -224,21 +166,19 @@ func TestWakeExpiredCarriesDecision(t *testing.T) {
 		select {
 		case part := <-got:
 			all = append(all, part...)
-		case <-time.After(wait):
+		case <-time.After(entitiestest.Wait):
 			t.Fatalf("got %d of %d decisions", len(all), len(exps))
 		}
 	}
 	assert.Equal(t, exps, all)
-	c.waitFor(t, "ids", func(ids []string, _ int) bool { return len(ids) == len(exps) })
-	c.mu.Lock()
-	assert.Equal(t, "ws-199", c.ids[199])
-	c.mu.Unlock()
+	c.WaitFor(t, "ids", func(ids []string, _ int) bool { return len(ids) == len(exps) })
+	assert.Equal(t, "ws-199", c.IDs()[199])
 
 	require.NoError(t, n.Wake(ctx, []string{"by-id"}))
 	select {
 	case part := <-got:
 		assert.Equal(t, []ttl.Expiry{{ID: "by-id"}}, part)
-	case <-time.After(wait):
+	case <-time.After(entitiestest.Wait):
 		t.Fatal("no wake by id")
 	}
 	require.NoError(t, n.WakeExpired(ctx, nil), "no decisions is a no-op")

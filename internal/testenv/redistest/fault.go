@@ -8,6 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// NamedClient returns a client of its own to r's server whose connections
+// carry a CLIENT SETNAME unique to the test (the prefix plus suffix), so that
+// KillClients can cut exactly its connections and no one else's. maxRetries
+// is go-redis's Options.MaxRetries (-1 disables retries). The client is
 // closed when the test ends.
 func (r *Redis) NamedClient(t testing.TB, suffix string, maxRetries int) (*redis.Client, string) {
 	t.Helper()
@@ -19,6 +23,7 @@ func (r *Redis) NamedClient(t testing.TB, suffix string, maxRetries int) (*redis
 	return c, o.ClientName
 }
 
+// KillClients kills the server connections named name (by NamedClient), and
 // no others, and returns how many it killed.
 func (r *Redis) KillClients(ctx context.Context, name string) (int, error) {
 	list, err := r.Client.ClientList(ctx).Result()
