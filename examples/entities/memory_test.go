@@ -12,7 +12,6 @@ import (
 	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/examples/entities/entitiestest"
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 func TestMemoryStore(t *testing.T) {
@@ -30,12 +29,6 @@ func TestMemoryStoreMockClock(t *testing.T) {
 		},
 		Now: func(*testing.T) time.Time { return mock.Now() },
 	})
-}
-
-func TestMemoryStoreTTLConformance(t *testing.T) {
-	ttltest.RunStore(t, entitiestest.TTLHarness(func(*testing.T) entities.Store {
-		return entities.NewMemoryStore(entities.MemoryStoreOptions{})
-	}, nil))
 }
 
 var _ ttl.Store = (*entities.MemoryStore)(nil)

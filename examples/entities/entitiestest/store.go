@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/entities"
 	"github.com/ttlkit/ttlkit/ttl"
+	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 // StoreHarness tells RunStore how to get stores.
@@ -31,8 +31,8 @@ type StoreHarness struct {
 const tolerance = time.Minute
 
 // RunStore runs the entities.Store suite as subtests of t: the creates,
-// reads and compare-and-set writes, and the activity merges and rules
-// through them.
+// reads and compare-and-set writes, and ttltest's Store suite (the
+// activity merges and the rules) through them.
 func RunStore(t *testing.T, h StoreHarness) {
 	if h.New == nil {
 		t.Fatal("entitiestest: StoreHarness.New is nil")
@@ -44,14 +44,8 @@ func RunStore(t *testing.T, h StoreHarness) {
 	t.Run("CreateGet", s.createGet)
 	t.Run("CreateDefaults", s.createDefaults)
 	t.Run("CreateInvalid", s.createInvalid)
-	t.Run("MergeGreaterWins", s.mergeGreaterWins)
-	t.Run("MergeConcurrent", s.mergeConcurrent)
-	t.Run("ApplyLastActivity", s.applyLastActivity)
-	t.Run("ApplyPhaseChanged", s.applyPhaseChanged)
-	t.Run("ApplyCreated", s.applyCreated)
-	t.Run("ApplyAfterActivity", s.applyAfterActivity)
-	t.Run("ApplyInvalidRule", s.applyInvalidRule)
-	t.Run("ApplyConcurrent", s.applyConcurrent)
+	t.Run("TTL", func(t *testing.T) { ttltest.RunStore(t, TTLHarness(h.New, h.Now)) })
+	t.Run("ApplyAfterOperation", s.applyAfterOperation)
 	t.Run("UpdateCompareAndSet", s.updateCompareAndSet)
 	t.Run("UpdatePhase", s.updatePhase)
 	t.Run("UpdateDelete", s.updateDelete)
@@ -224,219 +218,22 @@ func (s *storeSuite) createInvalid(t *testing.T) {
 	}
 }
 
-func (s *storeSuite) mergeGreaterWins(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	base := now.Add(-time.Hour)
-	for _, id := range []string{"a", "b", "c", "gone"} {
-		mustCreate(t, ctx, st, entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: base})
-	}
-	if _, err := st.Update(ctx, "gone", entities.Update{Delete: true}); err != nil {
-		t.Fatalf("Update(gone, Delete): %v", err)
-	}
-
-	mustMerge(t, ctx, st, ttl.Activity{ID: "a", At: base.Add(30 * time.Minute)})
-	sameTime(t, "a after a newer merge", mustGet(t, ctx, st, "a").LastActivityAt, base.Add(30*time.Minute))
-	mustMerge(t, ctx, st, ttl.Activity{ID: "a", At: base.Add(20 * time.Minute)})
-	sameTime(t, "a after an older merge", mustGet(t, ctx, st, "a").LastActivityAt, base.Add(30*time.Minute))
-
-	// One batch holding an id several times, out of order, plus an unknown id.
-	mustMerge(t, ctx, st,
-		ttl.Activity{ID: "b", At: base.Add(10 * time.Minute)},
-		ttl.Activity{ID: "unknown", At: now},
-		ttl.Activity{ID: "b", At: base.Add(40 * time.Minute)},
-		ttl.Activity{ID: "c", At: base.Add(5 * time.Minute)},
-		ttl.Activity{ID: "b", At: base.Add(25 * time.Minute)},
-		ttl.Activity{ID: "gone", At: base.Add(15 * time.Minute)},
-	)
-	sameTime(t, "b", mustGet(t, ctx, st, "b").LastActivityAt, base.Add(40*time.Minute))
-	sameTime(t, "c", mustGet(t, ctx, st, "c").LastActivityAt, base.Add(5*time.Minute))
-	sameTime(t, "a untouched", mustGet(t, ctx, st, "a").LastActivityAt, base.Add(30*time.Minute))
-	sameTime(t, "deleted entity", mustGet(t, ctx, st, "gone").LastActivityAt, base.Add(15*time.Minute))
-	if _, err := st.Get(ctx, "unknown"); !errors.Is(err, entities.ErrNotFound) {
-		t.Errorf("Add created an unknown id: Get err = %v, want ErrNotFound", err)
-	}
-
-	// An older time than CreatedAt's default never moves time back either.
-	mustMerge(t, ctx, st, ttl.Activity{ID: "c", At: base.Add(-time.Hour)})
-	sameTime(t, "c after an ancient merge", mustGet(t, ctx, st, "c").LastActivityAt, base.Add(5*time.Minute))
-	mustMerge(t, ctx, st)
-}
-
-func (s *storeSuite) mergeConcurrent(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	const ids, writers, rounds = 20, 4, 10
-	base := now.Add(-time.Hour)
-	for i := range ids {
-		mustCreate(t, ctx, st, entities.Entity{ID: fmt.Sprint("e", i), Phase: "RUNNING", CreatedAt: base})
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, writers*rounds)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range rounds {
-				acts := make([]ttl.Activity, 0, ids)
-				for i := range ids {
-					// Writer w's times interleave with the others', in a
-					// different order per writer; the greatest is
-					// base + (rounds-1)*writers + writers-1 seconds.
-					sec := ((r*7+i+w)%rounds)*writers + w
-					acts = append(acts, ttl.Activity{ID: fmt.Sprint("e", i), At: base.Add(time.Duration(sec) * time.Second)})
-				}
-				if err := st.Add(ctx, acts); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("concurrent Add: %v", err)
-	}
-	want := base.Add(time.Duration((rounds-1)*writers+writers-1) * time.Second)
-	for i := range ids {
-		sameTime(t, fmt.Sprint("e", i), mustGet(t, ctx, st, fmt.Sprint("e", i)).LastActivityAt, want)
-	}
-}
-
-// standby is a cloud-IDE workspace system's first rule.
+// standby is an idle timeout.
 var standby = ttl.Rule{Name: "standby", Phase: "RUNNING", Since: ttl.SinceLastActivity, After: 10 * time.Minute, Then: "STANDBY"}
 
-func (s *storeSuite) applyLastActivity(t *testing.T) {
+// applyAfterOperation: an entity in an operation is left alone by the
+// rules (ttltest's ApplyLastActivity) until the operation ends, then it
+// expires like any other.
+func (s *storeSuite) applyAfterOperation(t *testing.T) {
 	ctx, st, now := s.setup(t)
-	old := now.Add(-11 * time.Minute)
 	created := now.Add(-time.Hour)
-	ents := []entities.Entity{
-		{ID: "idle", Phase: "RUNNING", LastActivityAt: old},
-		{ID: "idle2", Phase: "RUNNING", DesiredState: "RUNNING", LastActivityAt: old},
-		{ID: "fresh", Phase: "RUNNING", LastActivityAt: now.Add(-9 * time.Minute)},
-		{ID: "other-phase", Phase: "STANDBY", LastActivityAt: old},
-		{ID: "busy", Phase: "RUNNING", Operation: "STARTING", LastActivityAt: old},
-		{ID: "deleted", Phase: "RUNNING", LastActivityAt: old, DeletedAt: now.Add(-time.Minute)},
-		{ID: "already", Phase: "RUNNING", DesiredState: "STANDBY", LastActivityAt: old},
-	}
-	for _, e := range ents {
-		e.CreatedAt, e.PhaseChangedAt = created, created
-		mustCreate(t, ctx, st, e)
-	}
-	sameIDs(t, "Apply(standby)", mustApply(t, ctx, st, standby), "idle", "idle2")
-	for _, e := range ents {
-		want := e.DesiredState
-		if e.ID == "idle" || e.ID == "idle2" {
-			want = "STANDBY"
-		}
-		got := mustGet(t, ctx, st, e.ID)
-		if got.DesiredState != want || got.Phase != e.Phase || got.Operation != e.Operation {
-			t.Errorf("%s after Apply: {Phase %q, DesiredState %q, Operation %q}, want {%q, %q, %q}",
-				e.ID, got.Phase, got.DesiredState, got.Operation, e.Phase, want, e.Operation)
-		}
-		sameTime(t, e.ID+".LastActivityAt", got.LastActivityAt, e.LastActivityAt)
-	}
-	sameIDs(t, "second Apply(standby)", mustApply(t, ctx, st, standby))
-
-	// Once the operation ends, the busy entity expires too.
+	mustCreate(t, ctx, st, entities.Entity{ID: "busy", Phase: "RUNNING", Operation: "STARTING",
+		CreatedAt: created, PhaseChangedAt: created, LastActivityAt: now.Add(-11 * time.Minute)})
+	sameIDs(t, "Apply(standby) during the operation", mustApply(t, ctx, st, standby))
 	if _, err := st.Update(ctx, "busy", entities.Update{ExpectOperation: "STARTING"}); err != nil {
 		t.Fatalf("Update(busy): %v", err)
 	}
 	sameIDs(t, "Apply(standby) after the operation ended", mustApply(t, ctx, st, standby), "busy")
-}
-
-func (s *storeSuite) applyPhaseChanged(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	archive := ttl.Rule{Name: "archive", Phase: "STANDBY", Since: ttl.SincePhaseChanged, After: 30 * time.Minute, Then: "ARCHIVED"}
-	created := now.Add(-2 * time.Hour)
-	mustCreate(t, ctx, st, entities.Entity{ID: "long", Phase: "STANDBY", CreatedAt: created,
-		PhaseChangedAt: now.Add(-31 * time.Minute), LastActivityAt: now.Add(-time.Minute)})
-	// Idle for long, but in STANDBY only recently: PhaseChangedAt decides.
-	mustCreate(t, ctx, st, entities.Entity{ID: "recent", Phase: "STANDBY", CreatedAt: created,
-		PhaseChangedAt: now.Add(-29 * time.Minute), LastActivityAt: created})
-	sameIDs(t, "Apply(archive)", mustApply(t, ctx, st, archive), "long")
-	if got := mustGet(t, ctx, st, "long").DesiredState; got != "ARCHIVED" {
-		t.Errorf("long.DesiredState = %q, want ARCHIVED", got)
-	}
-	if got := mustGet(t, ctx, st, "recent").DesiredState; got != "" {
-		t.Errorf("recent.DesiredState = %q, want empty", got)
-	}
-}
-
-func (s *storeSuite) applyCreated(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	lifetime := ttl.Rule{Name: "lifetime", Phase: "RUNNING", Since: ttl.SinceCreated, After: 8 * time.Hour, Then: "DESTROYED"}
-	mustCreate(t, ctx, st, entities.Entity{ID: "ancient", Phase: "RUNNING", CreatedAt: now.Add(-8*time.Hour - time.Minute),
-		LastActivityAt: now, PhaseChangedAt: now.Add(-time.Minute)})
-	mustCreate(t, ctx, st, entities.Entity{ID: "young", Phase: "RUNNING", CreatedAt: now.Add(-8*time.Hour + time.Minute),
-		LastActivityAt: now.Add(-8*time.Hour + time.Minute)})
-	sameIDs(t, "Apply(lifetime)", mustApply(t, ctx, st, lifetime), "ancient")
-}
-
-// applyAfterActivity is "activity lands before the tick's sync":
-// merged activity keeps an entity that was about to expire.
-func (s *storeSuite) applyAfterActivity(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	for _, id := range []string{"active", "idle"} {
-		mustCreate(t, ctx, st, entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-11 * time.Minute)})
-	}
-	mustMerge(t, ctx, st, ttl.Activity{ID: "active", At: now.Add(-time.Minute)})
-	sameIDs(t, "Apply(standby)", mustApply(t, ctx, st, standby), "idle")
-	if got := mustGet(t, ctx, st, "active"); got.DesiredState != "" {
-		t.Errorf("active.DesiredState = %q, want empty", got.DesiredState)
-	}
-}
-
-func (s *storeSuite) applyInvalidRule(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	mustCreate(t, ctx, st, entities.Entity{ID: "idle", Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
-	for _, r := range []ttl.Rule{
-		{Phase: "RUNNING", After: 0, Then: "STANDBY"},
-		{Phase: "RUNNING", After: -time.Minute, Then: "STANDBY"},
-		{Phase: "", After: time.Minute, Then: "STANDBY"},
-		{Phase: "RUNNING", After: time.Minute, Then: ""},
-		{Phase: "RUNNING", Since: ttl.Since(42), After: time.Minute, Then: "STANDBY"},
-	} {
-		if ids, err := st.Apply(ctx, r); !errors.Is(err, ttl.ErrInvalid) || len(ids) != 0 {
-			t.Errorf("Apply(%+v) = %q, %v; want no ids and ErrInvalid", r, ids, err)
-		}
-	}
-	if got := mustGet(t, ctx, st, "idle").DesiredState; got != "" {
-		t.Errorf("invalid rules changed DesiredState to %q", got)
-	}
-}
-
-// applyConcurrent runs one rule from several goroutines at once, as several
-// runner instances sharing a database do: each id is returned exactly once.
-func (s *storeSuite) applyConcurrent(t *testing.T) {
-	ctx, st, now := s.setup(t)
-	const n, appliers = 100, 4
-	want := make([]string, 0, n)
-	for i := range n {
-		id := fmt.Sprintf("e%03d", i)
-		want = append(want, id)
-		mustCreate(t, ctx, st, entities.Entity{ID: id, Phase: "RUNNING", CreatedAt: now.Add(-time.Hour)})
-	}
-	var (
-		mu  sync.Mutex
-		got []string
-		wg  sync.WaitGroup
-	)
-	for range appliers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			exps, err := st.Apply(ctx, standby)
-			if err != nil {
-				t.Errorf("concurrent Apply: %v", err)
-			}
-			mu.Lock()
-			for _, x := range exps {
-				got = append(got, x.ID)
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	sameIDs(t, "concurrent Apply (all appliers together)", got, want...)
 }
 
 func (s *storeSuite) updateCompareAndSet(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
-	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 // seedTable is a workspace table as a cloud-IDE design writes it: the last
@@ -38,7 +37,6 @@ func TestConformanceNamedColumns(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return serverNow(t, pg.Pool) },
 	}
 	entitiestest.RunStore(t, h)
-	ttltest.RunStore(t, entitiestest.TTLHarness(h.New, h.Now))
 }
 
 // TestNamedColumns: the table Migrate makes has the design's columns, a

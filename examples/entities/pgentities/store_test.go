@@ -17,7 +17,6 @@ import (
 	"github.com/ttlkit/ttlkit/internal/testenv/pgtest"
 	"github.com/ttlkit/ttlkit/ttl"
 	"github.com/ttlkit/ttlkit/ttl/pgttl"
-	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 func newStore(t *testing.T, pool *pgxpool.Pool, opts pgttl.Options) *pgentities.Store {
@@ -46,7 +45,6 @@ func TestConformance(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return serverNow(t, pg.Pool) },
 	}
 	entitiestest.RunStore(t, h)
-	ttltest.RunStore(t, entitiestest.TTLHarness(h.New, h.Now))
 }
 
 // TestMigrate: idempotent, safe from several processes at once, in another

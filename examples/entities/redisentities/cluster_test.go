@@ -12,7 +12,6 @@ import (
 	"github.com/ttlkit/ttlkit/examples/entities/entitiestest"
 	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
-	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 // TestClusterStoreConformance runs the Store suites on a Redis Cluster
@@ -32,5 +31,4 @@ func TestClusterStoreConformance(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return serverNow(t, c) },
 	}
 	entitiestest.RunStore(t, h)
-	ttltest.RunStore(t, entitiestest.TTLHarness(h.New, h.Now))
 }

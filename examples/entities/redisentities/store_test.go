@@ -16,7 +16,6 @@ import (
 	"github.com/ttlkit/ttlkit/examples/entities/redisentities"
 	"github.com/ttlkit/ttlkit/internal/testenv/redistest"
 	"github.com/ttlkit/ttlkit/ttl"
-	"github.com/ttlkit/ttlkit/ttl/ttltest"
 )
 
 func newStore(t *testing.T) (*redisentities.Store, *redistest.Redis) {
@@ -46,7 +45,6 @@ func TestStoreConformance(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return serverNow(t, c) },
 	}
 	entitiestest.RunStore(t, h)
-	ttltest.RunStore(t, entitiestest.TTLHarness(h.New, h.Now))
 }
 
 func TestStoreValidates(t *testing.T) {
