@@ -2,7 +2,6 @@ package expiry
 
 import "errors"
 
-// ErrInvalid matches every error about a bad option or argument; the
-// error's message names the field or argument and its value. Nothing is
-// changed.
+// ErrInvalid is matched by every error about a bad option or argument, which
+// changes nothing.
 var ErrInvalid = errors.New("expiry: invalid argument")

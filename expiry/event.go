@@ -2,9 +2,8 @@ package expiry
 
 import "time"
 
-// Event describes one expired key, as delivered to [MapOptions.OnEvent].
-// Keys removed by [Map.Delete], [Map.Clear] or a deadline set in the past
-// are not expiry events.
+// Event describes one expired key, as delivered to [MapOptions.OnEvent];
+// Delete, Clear and past deadlines send none.
 type Event[K comparable, V any] struct {
 	Time     time.Time // when the key was found expired, on the Map's clock
 	Key      K         // the expired key

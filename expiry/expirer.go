@@ -15,18 +15,15 @@ import (
 	"github.com/ttlkit/ttlkit/internal/errs"
 )
 
-// Keyspace is what an Expirer needs from a store: a random sample of the
-// keys that carry a deadline, and the deletion of those that are expired.
+// Keyspace is what an Expirer needs from a store: sampling the keys with a
+// deadline, deleting the expired ones.
 type Keyspace interface {
-	// ExpireSample examines up to n keys that carry a deadline, chosen at
-	// random (uniformly enough that long-lived keys cannot hide expired
-	// ones), and deletes each whose deadline is at or before now, checking
-	// the deadline again under the store's own lock. It returns how many
-	// keys it examined and how many it deleted. It examines fewer than n
-	// keys only when it examined every key that carries a deadline (0 when
-	// none does): the cycle then knows nothing expired is left and stops.
-	// It should hold its lock for this one batch only, so that readers are
-	// never stalled for long.
+	// ExpireSample examines up to n keys that carry a deadline, chosen at random (uniformly enough that
+	// long-lived keys cannot hide expired ones), and deletes each whose deadline is at or before now,
+	// checking the deadline again under the store's own lock. It returns how many keys it examined and
+	// how many it deleted. It examines fewer than n keys only when it examined every key that carries a
+	// deadline (0 when none does): the cycle then knows nothing expired is left and stops. It should hold
+	// its lock for this one batch only, so that readers are never stalled for long.
 	ExpireSample(now time.Time, n int) (sampled, expired int)
 }
 
@@ -42,16 +39,9 @@ type CycleResult struct {
 	BudgetHit bool
 }
 
-// Expirer runs active expiry over a [Keyspace]: each cycle samples
-// [Options.SampleSize] keys, deletes the expired ones and repeats at once
-// while more than [Options.Threshold] of the recent samples was expired,
-// until [Options.Budget] or [Options.MaxRounds] is spent.
-//
-// It runs a cycle every [Options.Interval] on a goroutine that Close stops;
-// while cycles end on their budget it runs the next one after a pause as
-// long as the cycle, until the backlog is gone (see [Options.NoCatchUp]).
-// [Expirer.Cycle] runs one by hand, also after Close or with a negative
-// Interval. Cycles never overlap.
+// Expirer runs active expiry over a [Keyspace]: a cycle ([Expirer.Cycle])
+// every [Options.Interval] on a goroutine that Close stops, sooner while
+// cycles end on their budget ([Options.NoCatchUp]). Cycles never overlap.
 type Expirer struct {
 	ks     Keyspace
 	opts   Options
@@ -74,10 +64,7 @@ type Expirer struct {
 	lastCycle                                    atomic.Int64
 }
 
-// NewExpirer validates opts and returns an Expirer over ks, running a
-// cycle every Interval until Close (none with a negative Interval: then
-// call Cycle yourself). Bad options return an error that names the field
-// and matches ErrInvalid.
+// NewExpirer returns a running Expirer over ks; bad options match [ErrInvalid].
 func NewExpirer(ks Keyspace, opts Options) (*Expirer, error) {
 	e, err := newExpirer(ks, opts)
 	if err != nil {
@@ -146,11 +133,10 @@ func (e *Expirer) loop(ctx context.Context, t *clock.Ticker) {
 	}
 }
 
-// Close stops the background goroutine, interrupting a running cycle
-// between two rounds, and waits for it until ctx ends; then it returns an
-// error that wraps context.Cause(ctx). Close is idempotent: a later call
-// waits the same way and returns nil once the goroutine has stopped. After
-// Close, Cycle still works.
+// Close stops the background goroutine, interrupting a running cycle between
+// two rounds, and waits for it until ctx ends (then its error wraps
+// context.Cause(ctx)); later calls return nil once it has stopped. Cycle still
+// works after Close.
 func (e *Expirer) Close(ctx context.Context) error {
 	e.lifeMu.Lock()
 	started := e.started
@@ -275,9 +261,8 @@ func (e *Expirer) Cycle(ctx context.Context) (CycleResult, error) {
 	return r, err
 }
 
-// Stats returns a snapshot of the Expirer's counters: the active-expiry
-// fields of [Stats] (Cycles, Rounds, Sampled, ExpiredActive, BudgetHits,
-// StaleEstimate, LastCycle); the others, which only a Map knows, are zero.
+// Stats returns a snapshot of the Expirer's counters, the active-expiry fields
+// of [Stats].
 func (e *Expirer) Stats() Stats {
 	return Stats{
 		Cycles:        e.cycles.Load(),

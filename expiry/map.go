@@ -22,15 +22,11 @@ import (
 // expired (passive expiry deletes it on the spot), and an [Expirer] started
 // by NewMap reclaims the expired keys nobody reads (active expiry).
 //
-// Reads take no lock and write no shared memory: Get, Deadline and Range
-// load the key's immutable record with atomic loads and check its
-// deadline against the clock, which they read only for a key that carries
-// a deadline. Get allocates nothing. Writes lock one shard of the map and
-// replace the key's record. Deadlines may lie any distance in the future
-// (as far as a time.Time reaches); none is clamped.
-//
-// A Map must be created with NewMap. After Close it keeps working as a map
-// with passive expiry only, and delivers no more events.
+// Reads take no lock and write no shared memory, and read the clock only for a
+// key with a deadline; Get allocates nothing. Writes lock one shard. Deadlines
+// may lie any distance in the future; none is clamped. A Map must be created
+// with NewMap. After Close it keeps working with passive expiry only, and
+// delivers no more events.
 type Map[K comparable, V any] struct {
 	shards []shard[K, V]
 	shift  uint // a hash's top bits pick its shard
@@ -45,9 +41,8 @@ type Map[K comparable, V any] struct {
 	avgTTL         atomic.Int64 // ns; see Stats.AvgTTL
 }
 
-// NewMap validates opts and returns an empty Map whose active expirer is
-// running (unless opts.Interval is negative). Close stops it. Bad options return an error
-// that names the field and matches ErrInvalid.
+// NewMap returns an empty Map whose active expirer is running; bad options
+// match [ErrInvalid].
 func NewMap[K comparable, V any](opts MapOptions[K, V]) (*Map[K, V], error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -258,10 +253,8 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 }
 
 // Set stores v under k with the deadline at, replacing any deadline k had:
-// the zero Time stores k without a deadline (Redis SET), and a deadline
-// not after now leaves k absent, as Redis SET ... PXAT in the past does.
-// A caller that has a TTL rather than a deadline calls SetWithTTL, which
-// reads the clock once.
+// the zero Time stores k without a deadline (Redis SET), and a deadline not
+// after now leaves k absent, as Redis SET ... PXAT in the past does.
 func (m *Map[K, V]) Set(k K, v V, at time.Time) {
 	if at.IsZero() {
 		sl := m.acquire(k, -1)
@@ -279,9 +272,8 @@ func (m *Map[K, V]) Set(k K, v V, at time.Time) {
 	sl.s.mu.Unlock()
 }
 
-// SetWithTTL stores v under k with a deadline ttl from now, on the Map's
-// clock (Redis SET ... PX). A ttl that is not positive returns an error
-// matching ErrInvalid and changes nothing.
+// SetWithTTL stores v under k with a deadline ttl (> 0, else [ErrInvalid]) from
+// now on the Map's clock (Redis SET ... PX).
 func (m *Map[K, V]) SetWithTTL(k K, v V, ttl time.Duration) error {
 	d, now, err := m.deadlineFor(ttl)
 	if err != nil {
@@ -308,7 +300,7 @@ func (m *Map[K, V]) Deadline(k K) (time.Time, bool) {
 }
 
 // Delete removes k and returns the value it had and whether it was present
-// (Redis DEL and GETDEL). An expired key counts as absent.
+// (Redis DEL and GETDEL).
 func (m *Map[K, V]) Delete(k K) (V, bool) {
 	sl := m.acquire(k, -1)
 	defer sl.s.mu.Unlock()
@@ -322,9 +314,8 @@ func (m *Map[K, V]) Delete(k K) (V, bool) {
 
 // Expire gives an existing key the deadline at and returns the deadline it
 // had (the zero Time if none) and whether the key exists. The zero Time
-// removes the deadline (Redis PERSIST); a deadline not after now deletes
-// the key, as Redis EXPIREAT in the past does. A missing key is left
-// absent.
+// removes the deadline (Redis PERSIST); a deadline not after now deletes the
+// key (Redis EXPIREAT).
 func (m *Map[K, V]) Expire(k K, at time.Time) (time.Time, bool) {
 	d, now := none, int64(-1)
 	if !at.IsZero() {
@@ -352,10 +343,8 @@ func (m *Map[K, V]) Expire(k K, at time.Time) (time.Time, bool) {
 	return old, true
 }
 
-// Len returns the number of keys, not counting keys known to be expired
-// (those are deleted when found). Keys whose deadline passed but that no
-// access or sample has found yet are counted; Stats.StaleEstimate
-// estimates their share. It takes no lock.
+// Len returns the number of keys, counting expired keys no access or sample
+// has found yet (Stats.StaleEstimate estimates their share). It takes no lock.
 func (m *Map[K, V]) Len() int {
 	n := int64(0)
 	for i := range m.shards {
@@ -364,11 +353,10 @@ func (m *Map[K, V]) Len() int {
 	return int(n)
 }
 
-// Range calls f for each live key and its value until f returns false.
-// Expired keys are skipped and deleted (passive expiry, as Redis SCAN
-// does), so that Len no longer counts them. f runs without any lock held,
-// so it may call the Map's methods; keys changed during Range may or may
-// not be seen.
+// Range calls f for each live key and its value until f returns false,
+// deleting expired keys (as Redis SCAN does). f runs without any lock held, so
+// it may call the Map's methods; keys changed during Range may or may not be
+// seen.
 func (m *Map[K, V]) Range(f func(K, V) bool) {
 	var buf, dead []*node[K, V]
 	for i := range m.shards {
@@ -398,9 +386,10 @@ func (m *Map[K, V]) Range(f func(K, V) bool) {
 // (start with 0). A key present during the whole iteration is visited at
 // least once, even while the map grows or shrinks; a key may be visited
 // more than once. count is how many keys to visit per call, roughly. This
-// is Redis's SCAN: the cursor walks each shard's buckets in reversed-bit
-// order, which stays valid across a table's doubling and halving.
+// is Redis's SCAN.
 func (m *Map[K, V]) Scan(cursor uint64, count int, f func(K, V)) uint64 {
+	// The cursor walks each shard's buckets in reversed-bit order, which
+	// stays valid across a table's doubling and halving.
 	const bucketBits = 40
 	si, v := cursor>>bucketBits, cursor&(1<<bucketBits-1)
 	var dead []*node[K, V]
@@ -459,6 +448,11 @@ func (m *Map[K, V]) Clear() {
 // for it. When no more than n keys carry a deadline it examines them all.
 // The remaining time of the live keys it examines feeds Stats.AvgTTL.
 func (m *Map[K, V]) expireSample(now time.Time, n int) (sampled, expired int) {
+	// Sampling costs O(1) per sampled key, with no full scan and no heap: each
+	// shard keeps the keys that carry a deadline in a dense slice, where each
+	// key knows its position and so leaves in O(1). As a round samples the
+	// whole map, no block of long-lived keys (nor a shard already cleaned) can
+	// hide expired ones.
 	t := m.at(now)
 	tn, ok := t.nanos()
 	if !ok {
@@ -543,11 +537,10 @@ func (m *Map[K, V]) noteTTL(sum, live int64) {
 // negative Options.Interval it is the only active expiry.
 func (m *Map[K, V]) Cycle(ctx context.Context) (CycleResult, error) { return m.exp.Cycle(ctx) }
 
-// Close stops the active expirer and the OnEvent worker, after it has
-// delivered the events already queued, and waits for both until ctx ends;
-// then it returns an error that wraps context.Cause(ctx) and says what is
-// still running. Close is idempotent: a later call waits the same way and
-// returns nil once everything has stopped.
+// Close stops the active expirer and, once the queued events are delivered, the
+// OnEvent worker, and waits until ctx ends (then its error wraps
+// context.Cause(ctx) and says what still runs); later calls return nil once all
+// has stopped.
 func (m *Map[K, V]) Close(ctx context.Context) error {
 	return errors.Join(m.exp.Close(ctx), m.ev.Close(ctx))
 }

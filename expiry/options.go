@@ -13,80 +13,51 @@ import (
 // defaultInterval is Redis's: hz 10.
 const defaultInterval = 100 * time.Millisecond
 
-// Options tunes active expiry. The zero value means the defaults, which are
-// Redis's active expiry at its default effort: every 100 ms, sample 20 keys
-// that carry a deadline, delete the expired ones and repeat while more than
-// 10 % were expired, for at most a quarter of the interval.
+// Options tunes active expiry; the zero value means Redis's defaults.
 type Options struct {
-	// Interval is the period of active expiry cycles. Zero means 100 ms
-	// (Redis's hz 10). A negative Interval runs no background cycles:
-	// active expiry happens only when Cycle is called; passive expiry
-	// still applies.
+	// Interval is the period of active expiry cycles. Zero means 100 ms (Redis's hz 10); negative
+	// runs no background cycles: active expiry happens only when Cycle is called.
 	Interval time.Duration
-	// SampleSize is the number of keys with a deadline sampled per round.
-	// Zero means 20.
+	// SampleSize is the number of keys with a deadline sampled per round. Zero means 20.
 	SampleSize int
-	// Threshold: a cycle samples another round at once while the expired
-	// share of the keys sampled by its last rounds (up to 8, so that one
-	// lucky 20-key round does not end a mass expiry) is above Threshold.
-	// It must be in [0, 1); zero means 0.10, as Redis (use a tiny value
-	// such as 1e-9 to repeat while any sampled key was expired).
+	// Threshold is the expired share of a cycle's last samples above which it samples again (see
+	// Expirer.Cycle); in [0, 1). Zero means 0.10, as Redis; 1e-9 repeats while any was expired.
 	Threshold float64
-	// Budget is how long one cycle may run. A cycle that spends it stops
-	// and counts a budget hit; the next cycle resumes the work. Zero means
-	// a quarter of Interval (Redis spends at most 25 % of its time on
-	// active expiry), or 25 ms when Interval is negative. It must not be
-	// negative, nor above a positive Interval.
+	// Budget is how long one cycle may run before it stops and counts a budget hit. Zero means a
+	// quarter of Interval, as Redis, or 25 ms when Interval is negative. It must not be negative,
+	// nor above a positive Interval.
 	Budget time.Duration
-	// MaxRounds, when positive, also caps the rounds of one cycle; hitting
-	// it counts as a budget hit. It makes the cost of a cycle independent of
-	// the machine (tests, very small intervals). Zero means no cap: the
-	// time budget only.
+	// MaxRounds, when positive, also caps the rounds of one cycle, a cost independent of the
+	// machine (tests, very small intervals); hitting it counts as a budget hit. Zero means no cap.
 	MaxRounds int
-	// NoCatchUp keeps the background goroutine to one cycle per Interval
-	// even when cycles end on their budget. By default such a cycle is
-	// followed by another after a pause as long as itself (at least 1 ms),
-	// until one ends below the threshold: during a mass expiry active
-	// expiry then uses up to half a processor instead of a quarter of one,
-	// still one small batch at a time, as Redis adds fast cycles while its
-	// stale estimate is high.
+	// NoCatchUp keeps the background goroutine to one cycle per Interval even when cycles end on
+	// their budget. By default such a cycle is followed by another after a pause as long as itself
+	// (at least 1 ms), until one ends below the threshold: a mass expiry then takes up to half a
+	// processor instead of a quarter, one small batch at a time (Redis's fast cycles).
 	NoCatchUp bool
-	// Clock is the time source; nil means real time. Deadlines are kept as
-	// offsets from the clock's reading at construction, so real time is
-	// immune to wall-clock jumps.
+	// Clock is the time source; nil means real time. Deadlines are kept as offsets from the
+	// clock's reading at construction, so real time is immune to wall-clock jumps.
 	Clock clock.Clock
-	// Logger receives debug records of budget-limited cycles and warnings
-	// of dropped expiry events; nil means no logging.
+	// Logger gets debug records of budget-limited cycles and warnings of dropped events; nil, none.
 	Logger *slog.Logger
 }
 
-// MapOptions configures a Map: the active expiry tuning, embedded, plus what
-// only a Map has. The zero value means the defaults.
-//
-// OnEvent lives here, set once at construction, rather than in Options or a
-// setter, because its type depends on the Map's key and value types and
-// because a callback fixed before the first key is stored can never miss an
-// expiry or race with one.
+// MapOptions configures a Map: Options, plus what only a Map has; the zero
+// value means the defaults.
 type MapOptions[K comparable, V any] struct {
 	// Options tunes the Map's active expiry.
 	Options
 
-	// Shards is the number of shards, rounded up to a power of two. Zero
-	// means 16 × GOMAXPROCS, at least 64.
+	// Shards is the number of shards, rounded up to a power of two. Zero means 16 × GOMAXPROCS, ≥ 64.
 	Shards int
 
-	// OnEvent, if set, receives every key found expired. Events reach it
-	// in order on one goroutine, outside every lock, through a queue of
-	// EventQueue events: when OnEvent falls behind and the queue is full,
-	// events are dropped and counted in [Stats].EventsDropped rather than
-	// slowing expiry or readers down. It may call the Map's methods,
-	// except Close with a ctx that never ends: Close waits for OnEvent to
-	// return.
+	// OnEvent, if set, receives every key found expired, in order, outside every lock; when the
+	// queue is full, events are dropped (Stats.EventsDropped). It may call the Map's methods, but not
+	// Close with a ctx that never ends: Close waits for OnEvent to return.
 	OnEvent func(Event[K, V])
 
-	// EventQueue is the capacity of the queue that carries events to
-	// OnEvent. Zero means 1024; it must not be negative and is at most
-	// 1<<20 (the queue is allocated up front).
+	// EventQueue is the capacity of OnEvent's queue, allocated up front. Zero means 1024; it must
+	// not be negative and is at most 1<<20.
 	EventQueue int
 }
 
@@ -95,6 +66,10 @@ const minShards = 64
 
 // withDefaults validates o and fills in the defaults. Errors name the field.
 func (o MapOptions[K, V]) withDefaults() (MapOptions[K, V], error) {
+	// OnEvent is here, set once at construction, rather than in Options or a
+	// setter, because its type depends on the Map's key and value types and
+	// because a callback fixed before the first key is stored can never miss
+	// an expiry or race with one.
 	switch {
 	case o.EventQueue < 0:
 		return o, errs.Invalid(ErrInvalid, "expiry: EventQueue (%d) is negative", o.EventQueue)

@@ -2,9 +2,8 @@ package expiry
 
 import "time"
 
-// Stats is a snapshot of the counters and gauges of a [Map] or an
-// [Expirer]. An Expirer fills only the active-expiry fields; those marked
-// "Map" stay zero.
+// Stats is a snapshot of a [Map]'s or an [Expirer]'s counters and gauges; an
+// Expirer leaves those marked "Map" zero.
 type Stats struct {
 	Keys             int // Map: keys stored, including expired ones not yet found
 	KeysWithDeadline int // Map: of which carry a deadline
@@ -16,10 +15,8 @@ type Stats struct {
 	Rounds     uint64 // sample rounds over all cycles
 	Sampled    uint64 // keys examined by active expiry
 	BudgetHits uint64 // cycles cut short by their time or round budget
-	// AvgTTL (Map) estimates the average time left of the keys with a
-	// deadline, from the live keys active expiry samples (Redis INFO's
-	// avg_ttl): 0 until a sample has seen one; each round's average
-	// weighs 2 %.
+	// AvgTTL (Map) estimates the average time left of the keys with a deadline, from the live keys
+	// active expiry samples (Redis INFO's avg_ttl): 0 until a sample has seen one; each round weighs 2 %.
 	AvgTTL time.Duration
 	// StaleEstimate estimates the share of keys with a deadline that are
 	// expired but not yet deleted: the expired share of the last rounds of
