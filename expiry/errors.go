@@ -2,6 +2,6 @@ package expiry
 
 import "errors"
 
-// ErrInvalid is matched by every error about a bad option or argument, which
-// changes nothing.
+// ErrInvalid is matched by every error about a bad option or argument, whose
+// message names it and its value; nothing is changed.
 var ErrInvalid = errors.New("expiry: invalid argument")
