@@ -2,11 +2,9 @@ package backend
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/examples/internal/claim"
 )
 
 // Claims. One instance at a time assigns a conversation, and one destroys
@@ -44,22 +42,12 @@ func (b *Backend) claimTTL() time.Duration { return b.cfg.Grace + 3*time.Minute 
 // keeps it alive until the returned release function runs; nil, nil if
 // another instance holds it.
 func (b *Backend) takeClaim(ctx context.Context, holder string, d time.Duration) (release func(), err error) {
-	grace := b.cfg.ClaimGrace
-	l, err := b.claims.Grant(ctx, lease.Request{
-		Holder: holder, Resource: b.cfg.Instance, Cost: 1, TTL: d + grace, Grace: grace,
-	})
-	if rej := (*lease.RejectedError)(nil); errors.As(err, &rej) {
-		return nil, nil
+	c, err := claim.Take(ctx, b.claims, holder, b.cfg.Instance, d+b.cfg.ClaimGrace, b.cfg.ClaimGrace)
+	if c == nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", holder, err)
-	}
-	ka := b.claims.KeepAlive(context.WithoutCancel(ctx), l, grace/4)
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = ka.Close(ctx)
-		if _, err := b.claims.Release(ctx, l.ID, holder); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
+		if err := c.Release(ctx); err != nil {
 			b.log.Warn("releasing a claim failed; it lapses", "claim", holder, "err", err)
 		}
 	}, nil

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ttlkit/ttlkit/examples/entities"
+	"github.com/ttlkit/ttlkit/examples/internal/claim"
 	"github.com/ttlkit/ttlkit/examples/workspaces/catalog"
 	"github.com/ttlkit/ttlkit/lease"
 	"github.com/ttlkit/ttlkit/ttl"
@@ -446,44 +447,29 @@ const ClaimBudget = 1 << 20
 // until the operation ends.
 type claimed struct {
 	op string
-	ka *hold
-}
-
-// hold is a claim's lease, kept alive.
-type hold struct {
-	id string // the lease's
-	*lease.KeepAlive
+	ka *claim.Claim
 }
 
 // lease claims workspace id's operation as a lease. It returns nil, nil if
 // another controller holds it (or the budget is spent): it is not this
 // one's to run now.
-func (c *Controller) lease(ctx context.Context, id string) (*hold, error) {
-	grace := c.opts.ClaimGrace
-	l, err := c.claims.Grant(ctx, lease.Request{
-		Holder: id, Resource: c.opts.Name, Cost: 1,
-		TTL: c.opts.OperationTimeout + time.Minute, Grace: grace,
-	})
-	var rej *lease.RejectedError
-	if errors.As(err, &rej) {
-		c.conflicts.Add(1)
-		return nil, nil
-	}
-	if err != nil {
+func (c *Controller) lease(ctx context.Context, id string) (*claim.Claim, error) {
+	ka, err := claim.Take(ctx, c.claims, id, c.opts.Name, c.opts.OperationTimeout+time.Minute, c.opts.ClaimGrace)
+	switch {
+	case err != nil:
 		c.errs.Add(1)
-		return nil, fmt.Errorf("controller: claim %s: %w", id, err)
+		return nil, fmt.Errorf("controller: %w", err)
+	case ka == nil:
+		c.conflicts.Add(1)
 	}
-	return &hold{id: l.ID, KeepAlive: c.claims.KeepAlive(context.WithoutCancel(ctx), l, grace/4)}, nil
+	return ka, nil
 }
 
 // unclaim releases a claim; a lost release is harmless (the lease
 // lapses after its grace, and the row no longer shows the operation).
-func (c *Controller) unclaim(ctx context.Context, ka *hold) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_ = ka.Close(ctx)
-	if _, err := c.claims.Release(ctx, ka.id, ""); err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrExpired) {
-		c.log.Debug("controller: releasing a claim failed; it lapses", "lease", ka.id, "err", err)
+func (c *Controller) unclaim(ctx context.Context, ka *claim.Claim) {
+	if err := ka.Release(ctx); err != nil {
+		c.log.Debug("controller: releasing a claim failed; it lapses", "err", err)
 	}
 }
 
