@@ -83,6 +83,10 @@ func (p *Proxy) startAndWait(ctx context.Context, id string) (string, error) {
 	defer tick.Stop()
 	checked := time.Now()
 	for {
+		// The held requests are activity while they wait: a workspace
+		// whose start took longer than its idle timeout is not put back
+		// to sleep before they are served.
+		p.opts.Recorder.Record(id)
 		if addr, err := p.opts.Routes.Route(ctx, id); err == nil && p.alive(ctx, id, addr) {
 			p.routeMu.Lock()
 			p.routes[id] = cachedRoute{addr: addr, at: time.Now()}
