@@ -37,11 +37,13 @@ type clientState struct {
 	sink, base         *Writer
 	// cur is the command running, or that ran last; nil for an unknown one.
 	cur *command
+	// ended is when the last command's call ended, until publishInfo.
+	ended time.Time
 }
 
-// snapshot returns the client's info as it is now; only its own goroutine
-// calls it.
-func (cl *client) snapshot(cmd string) clientInfo {
+// snapshot returns the client's info as it is at now; only its own
+// goroutine calls it.
+func (cl *client) snapshot(cmd string, now time.Time) clientInfo {
 	multi := -1
 	if cl.txn.multi {
 		multi = len(cl.txn.queue)
@@ -51,7 +53,7 @@ func (cl *client) snapshot(cmd string) clientInfo {
 		resp = 3
 	}
 	return clientInfo{name: cl.name, db: cl.db, resp: resp, sub: len(cl.subs), psub: len(cl.psubs),
-		multi: multi, cmd: cmd, lastActive: time.Now()}
+		multi: multi, cmd: cmd, lastActive: now}
 }
 
 // publishInfo records the client's info after a command.
@@ -60,7 +62,14 @@ func (cl *client) publishInfo() {
 	if cl.cur != nil {
 		name = cl.cur.name
 	}
-	info := cl.snapshot(name)
+	// The end of the command's call, read for its statistics, is when
+	// the client was last active: one clock read less per command.
+	now := cl.ended
+	if now.IsZero() {
+		now = time.Now()
+	}
+	cl.ended = time.Time{}
+	info := cl.snapshot(name, now)
 	cl.infoMu.Lock()
 	cl.info = info
 	cl.infoMu.Unlock()
@@ -88,7 +97,7 @@ func (s *Server) deregister(cl *client) {
 func (c *client) line(self *client, now time.Time) string {
 	info := func() clientInfo {
 		if c == self {
-			return self.snapshot(self.cur.name)
+			return self.snapshot(self.cur.name, now)
 		}
 		c.infoMu.Lock()
 		defer c.infoMu.Unlock()
@@ -342,9 +351,10 @@ func (s *Server) call(cmd *command, cl *client, args [][]byte) {
 	errs := cl.w.errs
 	start := time.Now()
 	cmd.handler(s, cl, args)
+	cl.ended = time.Now()
 	st := s.stats[cmd.idx].of(cl)
 	st.calls.Add(1)
-	st.usec.Add(int64(time.Since(start) / time.Microsecond))
+	st.usec.Add(int64(cl.ended.Sub(start) / time.Microsecond))
 	if cl.w.errs != errs {
 		st.failed.Add(1)
 	}
