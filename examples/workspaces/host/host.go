@@ -15,7 +15,8 @@
 // Each workspace's server comes from a pool of at most one (package pool,
 // on a pool/process provisioner): Start acquires it and detaches it, since a
 // server outlives the controller that started it, and the route owns it
-// from then on. A server no route leads to — left by a start or a stop
+// from then on (Stop destroys it through the provisioner, as a detached
+// item's owner does). A server no route leads to — left by a start or a stop
 // whose controller was killed between the process and the route — is an
 // orphan, which the pool's Reconcile destroys; any controller with the
 // same data directory finds it (pool/process lists servers by label).
@@ -275,8 +276,9 @@ func (h *Host) Start(ctx context.Context, id string) error {
 }
 
 // Stop stops workspace id's server and removes its route; its files stay.
-// A workspace that is not running is success. It also stops the servers
-// no route leads to, which a start or a stop cut short may have left.
+// A workspace that is not running is success. Without a route it stops
+// the servers no route leads to, which a start or a stop cut short may
+// have left.
 func (h *Host) Stop(ctx context.Context, id string) error {
 	r, rerr := h.readRoute(id)
 	// The route goes first: a proxy that reads it now finds none and asks
@@ -288,21 +290,27 @@ func (h *Host) Stop(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.pool.Reconcile(ctx)
-	if err != nil {
-		return fmt.Errorf("host: stop %s: %w", id, err)
+	if rerr == nil {
+		// The route owned the server since Start detached it: it is
+		// destroyed as the pool would, without listing every process.
+		if err := s.prov.Destroy(ctx, r.Worker); err != nil {
+			return fmt.Errorf("host: stop %s: %w", id, err)
+		}
+		h.log.Debug("workspace server stopped", "workspace", id, "pid", r.Worker.PID)
+	} else {
+		res, err := s.pool.Reconcile(ctx)
+		if err != nil {
+			return fmt.Errorf("host: stop %s: %w", id, err)
+		}
+		if res.Orphans > 0 {
+			h.log.Warn("host: stopped workspace servers no route led to", "workspace", id, "servers", res.Orphans)
+		}
 	}
 	h.mu.Lock()
 	delete(h.pools, id)
 	h.mu.Unlock()
 	if err := s.pool.Close(ctx); err != nil {
 		return fmt.Errorf("host: stop %s: %w", id, err)
-	}
-	switch {
-	case rerr == nil:
-		h.log.Debug("workspace server stopped", "workspace", id, "pid", r.Worker.PID)
-	case res.Orphans > 0:
-		h.log.Warn("host: stopped workspace servers no route led to", "workspace", id, "servers", res.Orphans)
 	}
 	return nil
 }
