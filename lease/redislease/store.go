@@ -17,6 +17,7 @@ import (
 	"github.com/ttlkit/ttlkit/internal/rediskey"
 	"github.com/ttlkit/ttlkit/internal/redisrun"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/storeerr"
 )
 
 // Options configure a Store.
@@ -208,9 +209,9 @@ var refusals = []string{"LOADING ", "BUSY ", "READONLY ", "MASTERDOWN ", "MISCON
 // lease.ErrUnknownOutcome.
 func (s *Store) classify(err, wrapped error) error {
 	if s.once && notSent(err) {
-		return notApplied(wrapped)
+		return storeerr.NotApplied(wrapped)
 	}
-	return unknownOutcome(wrapped)
+	return storeerr.UnknownOutcome(wrapped)
 }
 
 // notSent reports whether err proves that one attempt of a command had no
@@ -258,7 +259,7 @@ func (s *Store) write(ctx context.Context, op string, script *redis.Script, args
 
 func (s *Store) call(ctx context.Context, op string, write bool, script *redis.Script, args []any) ([]any, error) {
 	if err := errs.Canceled(ctx, "redislease", op); err != nil {
-		return nil, notApplied(err)
+		return nil, storeerr.NotApplied(err)
 	}
 	type reply struct {
 		v     any
@@ -289,16 +290,16 @@ func (s *Store) call(ctx context.Context, op string, write bool, script *redis.S
 	switch {
 	case err != nil && r.v != nil:
 		// The script ran; waiting for the replicas failed.
-		return nil, unknownOutcome(errs.Wrap(ctx, "redislease", op, err))
+		return nil, storeerr.UnknownOutcome(errs.Wrap(ctx, "redislease", op, err))
 	case err != nil:
 		return nil, s.classify(err, errs.Wrap(ctx, "redislease", op, err))
 	case r.acked < w.Replicas:
-		return nil, unknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
+		return nil, storeerr.UnknownOutcome(fmt.Errorf("redislease: %s: %w: %d of %d within %v",
 			op, ErrNotReplicated, r.acked, w.Replicas, w.Timeout))
 	}
 	v, _ := r.v.([]any)
 	if len(v) == 0 {
-		return nil, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, r.v))
+		return nil, storeerr.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, r.v))
 	}
 	return v, nil
 }
@@ -317,7 +318,7 @@ func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 		}
 		if len(v) == 2 {
 			l, err := parse(id, v[1])
-			return l, unknownOutcome(err)
+			return l, storeerr.UnknownOutcome(err)
 		}
 	case "NOTFOUND":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrNotFound, id)
@@ -328,7 +329,7 @@ func (s *Store) one(op, id string, v []any) (lease.Lease, error) {
 	case "WRONGHOLDER":
 		return lease.Lease{}, fmt.Errorf("%w: %s", lease.ErrWrongHolder, id)
 	}
-	return lease.Lease{}, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
+	return lease.Lease{}, storeerr.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply %v", op, v))
 }
 
 // Grant implements lease.Store.
@@ -501,7 +502,7 @@ func (s *Store) Usage(ctx context.Context) (units, leases int, err error) {
 		return 0, 0, err
 	}
 	if len(v) != 3 || v[0] != "OK" {
-		return 0, 0, notApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
+		return 0, 0, storeerr.NotApplied(fmt.Errorf("redislease: usage: unexpected reply %v", v))
 	}
 	u, _ := v[1].(int64)
 	n, _ := v[2].(int64)
@@ -517,7 +518,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 	if limit <= 0 {
 		return nil, errs.Invalid(lease.ErrInvalid, "redislease: sweep limit (%d) must be > 0", limit)
 	}
-	v, err := s.receipted(ctx, "sweep", sweepScript, limit, releasedRetention.Microseconds())
+	v, err := s.receipted(ctx, "sweep", sweepScript, limit, storeerr.ReleasedRetention.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -527,7 +528,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) ([]lease.Lease, error) {
 // pairs parses an 'OK', id, record, id, record ... reply.
 func pairs(op string, v []any) ([]lease.Lease, error) {
 	if v[0] != "OK" || len(v)%2 != 1 {
-		return nil, unknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
+		return nil, storeerr.UnknownOutcome(fmt.Errorf("redislease: %s: unexpected reply of %d elements", op, len(v)))
 	}
 	if len(v) == 1 {
 		return nil, nil
@@ -537,7 +538,7 @@ func pairs(op string, v []any) ([]lease.Lease, error) {
 		id, _ := v[i].(string)
 		l, err := parse(id, v[i+1])
 		if err != nil {
-			return nil, unknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
+			return nil, storeerr.UnknownOutcome(fmt.Errorf("redislease: %s: %w", op, err))
 		}
 		out = append(out, l)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/storeerr"
 )
 
 // validText checks Holder and Resource of a for what the stores refuse,
@@ -112,7 +113,7 @@ func wrap(ctx context.Context, dialect, op string, err error) error {
 // lease.ErrNotApplied, if ctx has already ended, so that a call with a dead
 // context sends nothing.
 func checkCtx(ctx context.Context, dialect, op string) error {
-	return notApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
+	return storeerr.NotApplied(errs.Canceled(ctx, "sqllease", dialect+": "+op))
 }
 
 // afterCommit classifies wrapped, the wrapped form of err, an error of a
@@ -127,18 +128,18 @@ func afterCommit(wrapped, err error) error {
 	switch {
 	case errors.As(err, &pe):
 		if pe.Severity == "ERROR" {
-			return notApplied(wrapped)
+			return storeerr.NotApplied(wrapped)
 		}
 	case errors.As(err, &me):
 		switch me.Number {
 		case 1053, 1317, 1927: // server shutdown, query interrupted, connection killed
 		default:
-			return notApplied(wrapped)
+			return storeerr.NotApplied(wrapped)
 		}
 	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn):
-		return notApplied(wrapped)
+		return storeerr.NotApplied(wrapped)
 	}
-	return unknownOutcome(wrapped)
+	return storeerr.UnknownOutcome(wrapped)
 }
 
 // storable reports whether s could be a stored id: valid UTF-8 without NUL

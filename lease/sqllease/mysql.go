@@ -12,6 +12,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/storeerr"
 )
 
 // mysqlStore is the MySQL/MariaDB dialect of Store (see NewMySQL).
@@ -267,7 +268,7 @@ func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) er
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return notApplied(wrap(ctx, "mysql", op, err))
+			return storeerr.NotApplied(wrap(ctx, "mysql", op, err))
 		}
 		committing := false
 		err = fn(tx)
@@ -290,7 +291,7 @@ func (s *mysqlStore) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) er
 		case committing:
 			return afterCommit(wrap(ctx, "mysql", op, err), err)
 		}
-		return notApplied(wrap(ctx, "mysql", op, err))
+		return storeerr.NotApplied(wrap(ctx, "mysql", op, err))
 	}
 }
 
@@ -526,11 +527,11 @@ func (s *mysqlStore) Get(ctx context.Context, id string) (lease.Lease, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		released, err := s.wasReleased(ctx, s.db, id)
 		if err != nil {
-			return lease.Lease{}, notApplied(wrap(ctx, "mysql", "get", err))
+			return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "mysql", "get", err))
 		}
 		return lease.Lease{}, notFound(id, released)
 	case err != nil:
-		return lease.Lease{}, notApplied(wrap(ctx, "mysql", "get", err))
+		return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "mysql", "get", err))
 	case !dl.After(time.UnixMicro(nowUS)):
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -546,7 +547,7 @@ func (s *mysqlStore) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.db)
 	if err != nil {
-		return nil, notApplied(wrap(ctx, "mysql", "list", err))
+		return nil, storeerr.NotApplied(wrap(ctx, "mysql", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx *sql.Tx) error {
@@ -594,7 +595,7 @@ func (s *mysqlStore) Usage(ctx context.Context) (units, leases int, err error) {
 	}
 	var u, n, expired int64
 	if err := s.db.QueryRowContext(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, notApplied(wrap(ctx, "mysql", "usage", err))
+		return 0, 0, storeerr.NotApplied(wrap(ctx, "mysql", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx *sql.Tx) error {
@@ -623,7 +624,7 @@ func (s *mysqlStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, error
 		} else if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.q.forget, releasedRetention.Microseconds()); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.forget, storeerr.ReleasedRetention.Microseconds()); err != nil {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, s.q.reclaimed, s.n.key).Scan(&nowUS, &reclaimed); err != nil {

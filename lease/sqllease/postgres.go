@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttlkit/ttlkit/internal/errs"
 	"github.com/ttlkit/ttlkit/lease"
+	"github.com/ttlkit/ttlkit/lease/internal/storeerr"
 )
 
 // postgresStore is the PostgreSQL dialect of Store (see NewPostgres).
@@ -104,7 +105,7 @@ SELECT ` + pgCols + ` FROM d`,
 		usage: `SELECT COALESCE(SUM(cost) FILTER (WHERE deadline > n.now), 0), COUNT(*) FILTER (WHERE deadline > n.now),
 	COUNT(*) FILTER (WHERE deadline <= n.now)
 FROM ` + t + ` CROSS JOIN (SELECT clock_timestamp() AS now) n`,
-		// Forgets releases older than releasedRetention.
+		// Forgets releases older than storeerr.ReleasedRetention.
 		forget: `DELETE FROM ` + rt + ` WHERE released_at < clock_timestamp() - $1 * interval '1 microsecond'`,
 		// Run after reclaim: the rows it deletes expired by the horizon,
 		// so the counter no longer holds them. SKIP LOCKED: a row
@@ -218,7 +219,7 @@ func (s *postgresStore) Grant(ctx context.Context, a lease.GrantArgs) (lease.Lea
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, notApplied(wrap(ctx, "postgres", "grant", err))
+		return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "postgres", "grant", err))
 	}
 	// A connection released inside a transaction (after an error) is
 	// closed by the pool, and the server rolls the transaction back.
@@ -281,7 +282,7 @@ func (s *postgresStore) abort(ctx context.Context, conn *pgxpool.Conn, op string
 	if !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' && ctx.Err() == nil {
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
-	return notApplied(wrap(ctx, "postgres", op, err))
+	return storeerr.NotApplied(wrap(ctx, "postgres", op, err))
 }
 
 // abortCommit is abort for an error of a pipeline that ended with COMMIT:
@@ -328,7 +329,7 @@ func (s *postgresStore) change(ctx context.Context, op, lock, query, id, holder 
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return lease.Lease{}, notApplied(wrap(ctx, "postgres", op, err))
+		return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "postgres", op, err))
 	}
 	defer conn.Release()
 	var (
@@ -431,11 +432,11 @@ func (s *postgresStore) Get(ctx context.Context, id string) (lease.Lease, error)
 	case errors.Is(err, pgx.ErrNoRows):
 		var released bool
 		if err := s.pool.QueryRow(ctx, s.q.released, id).Scan(&released); err != nil {
-			return lease.Lease{}, notApplied(wrap(ctx, "postgres", "get", err))
+			return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "postgres", "get", err))
 		}
 		return lease.Lease{}, notFound(id, released)
 	case err != nil:
-		return lease.Lease{}, notApplied(wrap(ctx, "postgres", "get", err))
+		return lease.Lease{}, storeerr.NotApplied(wrap(ctx, "postgres", "get", err))
 	case !live:
 		return lease.Lease{}, notFoundOrExpired(true, id)
 	}
@@ -451,7 +452,7 @@ func (s *postgresStore) List(ctx context.Context) ([]lease.Lease, error) {
 	}
 	out, expired, err := s.list(ctx, s.pool)
 	if err != nil {
-		return nil, notApplied(wrap(ctx, "postgres", "list", err))
+		return nil, storeerr.NotApplied(wrap(ctx, "postgres", "list", err))
 	}
 	if expired {
 		err = s.settled(ctx, "list", func(tx pgx.Tx) error {
@@ -499,7 +500,7 @@ func (s *postgresStore) Usage(ctx context.Context) (units, leases int, err error
 	}
 	var u, n, expired int64
 	if err := s.pool.QueryRow(ctx, s.q.usage).Scan(&u, &n, &expired); err != nil {
-		return 0, 0, notApplied(wrap(ctx, "postgres", "usage", err))
+		return 0, 0, storeerr.NotApplied(wrap(ctx, "postgres", "usage", err))
 	}
 	if expired > 0 {
 		err := s.settled(ctx, "usage", func(tx pgx.Tx) error {
@@ -526,7 +527,7 @@ func (s *postgresStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, er
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, notApplied(wrap(ctx, "postgres", "sweep", err))
+		return nil, storeerr.NotApplied(wrap(ctx, "postgres", "sweep", err))
 	}
 	defer conn.Release()
 	var out []lease.Lease
@@ -534,7 +535,7 @@ func (s *postgresStore) Sweep(ctx context.Context, limit int) ([]lease.Lease, er
 	b.Queue("BEGIN")
 	b.Queue(s.q.excl, s.n.key).QueryRow(func(r pgx.Row) error { var one int; return r.Scan(&one) })
 	b.Queue(s.q.reclaim, s.n.key)
-	b.Queue(s.q.forget, releasedRetention.Microseconds())
+	b.Queue(s.q.forget, storeerr.ReleasedRetention.Microseconds())
 	b.Queue(s.q.sweep, limit, s.n.key).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			l, err := scanPG(rows)

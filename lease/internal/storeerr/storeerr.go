@@ -1,4 +1,7 @@
-package sqllease
+// Package storeerr holds what the lease stores outside package lease
+// (lease/redislease, lease/sqllease) share about their failures and their
+// releases.
+package storeerr
 
 import (
 	"time"
@@ -7,21 +10,21 @@ import (
 	"github.com/ttlkit/ttlkit/lease"
 )
 
-// releasedRetention is how long the store remembers a release, so that a
+// ReleasedRetention is how long a store remembers a release, so that a
 // call on the released lease matches lease.ErrReleased as well as
 // lease.ErrNotFound (see lease.Store.Release).
-const releasedRetention = time.Minute
+const ReleasedRetention = time.Minute
 
-// notApplied returns err marked as a store failure that certainly changed
+// NotApplied returns err marked as a store failure that certainly changed
 // nothing: the result matches lease.ErrNotApplied and everything err
 // matches, and has err's message. A nil err stays nil.
-func notApplied(err error) error {
+func NotApplied(err error) error {
 	return errs.Mark(err, lease.ErrNotApplied, lease.ErrNotApplied, lease.ErrUnknownOutcome)
 }
 
-// unknownOutcome returns err marked as a store failure that may or may not
+// UnknownOutcome returns err marked as a store failure that may or may not
 // have taken effect: the result matches lease.ErrUnknownOutcome and
 // everything err matches, and has err's message. A nil err stays nil.
-func unknownOutcome(err error) error {
+func UnknownOutcome(err error) error {
 	return errs.Mark(err, lease.ErrUnknownOutcome, lease.ErrNotApplied, lease.ErrUnknownOutcome)
 }
