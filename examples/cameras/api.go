@@ -87,26 +87,17 @@ func (a API) Grant() http.Handler {
 	})
 }
 
-// target returns the session and the lease a heartbeat or a release
-// names, or answers the error itself and reports false: a lease ID no
-// lease can have is not found.
-func (a API) target(w http.ResponseWriter, r *http.Request) (holder, id string, ok bool) {
-	if holder, ok = a.holder(w, r); !ok {
-		return "", "", false
-	}
-	if id = r.PathValue("lease_id"); id == "" || len(id) > maxIDLen {
-		a.Error(w, r, lease.ErrNotFound)
-		return "", "", false
-	}
-	return holder, id, true
-}
-
 // Heartbeat serves POST /api/modal/lease/{lease_id}/heartbeat: only the
 // lease's session may heartbeat it.
 func (a API) Heartbeat() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		holder, id, ok := a.target(w, r)
+		holder, ok := a.holder(w, r)
 		if !ok {
+			return
+		}
+		id := r.PathValue("lease_id")
+		if id == "" || len(id) > maxIDLen {
+			a.Error(w, r, lease.ErrNotFound)
 			return
 		}
 		hb, err := a.leases.Heartbeat(r.Context(), id, holder)
@@ -122,8 +113,13 @@ func (a API) Heartbeat() http.Handler {
 // session may release it.
 func (a API) Release() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		holder, id, ok := a.target(w, r)
+		holder, ok := a.holder(w, r)
 		if !ok {
+			return
+		}
+		id := r.PathValue("lease_id")
+		if id == "" || len(id) > maxIDLen {
+			a.Error(w, r, lease.ErrNotFound)
 			return
 		}
 		if _, err := a.leases.Release(r.Context(), id, holder); err != nil {

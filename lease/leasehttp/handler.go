@@ -99,23 +99,14 @@ func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, grantResponse(l))
 }
 
-// target returns the holder and the lease a heartbeat or a release
-// names, or answers the error itself and reports false: a lease ID no
-// lease can have is not found.
-func (h *Handler) target(w http.ResponseWriter, r *http.Request) (holder, id string, ok bool) {
-	if holder, ok = h.holderOf(w, r); !ok {
-		return "", "", false
-	}
-	if id = r.PathValue("id"); id == "" || len(id) > maxIDLen {
-		h.Error(w, r, lease.ErrNotFound)
-		return "", "", false
-	}
-	return holder, id, true
-}
-
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
-	holder, id, ok := h.target(w, r)
+	holder, ok := h.holderOf(w, r)
 	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > maxIDLen {
+		h.Error(w, r, lease.ErrNotFound)
 		return
 	}
 	res, err := h.m.Heartbeat(r.Context(), id, holder)
@@ -134,8 +125,13 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
-	holder, id, ok := h.target(w, r)
+	holder, ok := h.holderOf(w, r)
 	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > maxIDLen {
+		h.Error(w, r, lease.ErrNotFound)
 		return
 	}
 	if _, err := h.m.Release(r.Context(), id, holder); err != nil {
