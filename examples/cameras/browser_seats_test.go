@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,6 +165,10 @@ func TestBrowserUIUserCap(t *testing.T) {
 
 	// Every page settles: 10 play the suggest stream, 30 say why not; 18
 	// modals stream, 22 are refused; every status panel shows 50 / 50.
+	// states is written by read, which assert.Eventually runs on a
+	// goroutine it may leave running when it gives up: the report reads a
+	// copy of it and of last under statesMu.
+	var statesMu sync.Mutex
 	states := make([]pageState, len(pages))
 	read := func() (playing, full, streaming, rejected, full50 int) {
 		for i, p := range pages {
@@ -174,7 +179,9 @@ func TestBrowserUIUserCap(t *testing.T) {
 				t.Logf("page %d: %v", i, err)
 				continue
 			}
+			statesMu.Lock()
 			states[i] = s
+			statesMu.Unlock()
 			switch {
 			case s.Suggest == "playing" && s.SuggestW == 16:
 				playing++
@@ -198,13 +205,18 @@ func TestBrowserUIUserCap(t *testing.T) {
 	ok := assert.Eventually(t, func() bool {
 		playing, full, streaming, rejected, full50 := read()
 		streams := srvA.streams.activeSuggest.Load() + srvB.streams.activeSuggest.Load()
+		statesMu.Lock()
 		last = fmt.Sprintf("playing %d, full %d, modals streaming %d, rejected %d, panels at 50/50 %d, suggest streams %d",
 			playing, full, streaming, rejected, full50, streams)
+		statesMu.Unlock()
 		return playing == 10 && full == 30 && streaming == 18 && rejected == 22 && full50 == 40 && streams == 10
 	}, 4*time.Minute, time.Second, "the pages did not settle")
-	t.Logf("settled %v after the pages opened: %s", time.Since(settled).Round(time.Millisecond), last)
+	statesMu.Lock()
+	seen, lastSeen := slices.Clone(states), last
+	statesMu.Unlock()
+	t.Logf("settled %v after the pages opened: %s", time.Since(settled).Round(time.Millisecond), lastSeen)
 	if !ok {
-		for i, s := range states {
+		for i, s := range seen {
 			t.Logf("page %d: %+v", i, s)
 		}
 		t.FailNow()
